@@ -1,0 +1,445 @@
+//! Configuration: TOML parsed into raw, spanned structs, then validated into
+//! [`Config`]. Every error names the file, the line and the field, because a
+//! gateway that refuses to start must say exactly what to fix.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::protocol::Protocol;
+
+/// The configuration used when none is given: well-known providers that stay
+/// unused until a key exists for them, and a local Ollama that needs none.
+pub const EMBEDDED_DEFAULT: &str = include_str!("default.toml");
+
+/// Default cap on a request body; large enough for image-bearing prompts.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub providers: Vec<ProviderConfig>,
+    pub routes: Vec<RouteConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub max_body_bytes: usize,
+}
+
+/// How the gateway authenticates to a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// A key from the secret store, sent in the provider's own header.
+    Key,
+    /// No key at all (a local server such as Ollama).
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub kind: Protocol,
+    /// Base URL including the API version segment, e.g. `https://api.openai.com/v1`.
+    pub base_url: reqwest::Url,
+    pub models: ModelMap,
+    pub enabled: bool,
+    pub auth: Auth,
+}
+
+/// The models a provider serves: the name clients ask for, mapped to the
+/// provider's own name. `"*"` as a client name accepts any model unchanged.
+#[derive(Debug, Clone, Default)]
+pub struct ModelMap(IndexMap<String, String>);
+
+impl ModelMap {
+    pub const WILDCARD: &'static str = "*";
+
+    /// The provider's name for `model`, if the provider lists it explicitly.
+    pub fn explicit(&self, model: &str) -> Option<&str> {
+        if model == Self::WILDCARD {
+            return None;
+        }
+        self.0.get(model).map(String::as_str)
+    }
+
+    pub fn has_wildcard(&self) -> bool {
+        self.0.contains_key(Self::WILDCARD)
+    }
+
+    /// Client-facing model names, in config order, without the wildcard.
+    pub fn client_names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str).filter(|m| *m != Self::WILDCARD)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    pub model: String,
+    pub chain: Vec<String>,
+}
+
+impl Config {
+    /// The embedded default configuration.
+    pub fn embedded_default() -> Result<Config, ConfigError> {
+        Config::parse(EMBEDDED_DEFAULT, Path::new("<embedded default>"))
+    }
+
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            file: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and validates TOML text; `file` is only used in error messages.
+    pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            ConfigError::at(file, text, span.clone(), field_of(e.message(), text, span), e.message())
+        })?;
+        Validator { file, text }.config(raw)
+    }
+
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: cannot read: {message}", file.display())]
+    Io { file: PathBuf, message: String },
+    #[error("{}:{line}:{column}: {field}: {message}", file.display())]
+    Invalid {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        field: String,
+        message: String,
+    },
+}
+
+impl ConfigError {
+    fn at(file: &Path, text: &str, span: Range<usize>, field: String, message: &str) -> ConfigError {
+        let (line, column) = line_column(text, span.start);
+        ConfigError::Invalid {
+            file: file.to_path_buf(),
+            line,
+            column,
+            field,
+            message: message.trim().to_string(),
+        }
+    }
+}
+
+/// One-based line and column of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    (line, column)
+}
+
+/// Best guess at the field a parse error is about: serde names it in
+/// backticks for missing and unknown fields; otherwise the key on that line.
+fn field_of(message: &str, text: &str, span: Range<usize>) -> String {
+    let names_field = message.contains("missing field") || message.contains("unknown field");
+    if let Some(start) = message.find('`').filter(|_| names_field) {
+        if let Some(len) = message[start + 1..].find('`') {
+            return message[start + 1..start + 1 + len].to_string();
+        }
+    }
+    let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or("");
+    match line.split_once('=') {
+        Some((key, _)) => key.trim().to_string(),
+        None => line.trim().to_string(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    providers: Vec<RawProvider>,
+    #[serde(default)]
+    routes: Vec<RawRoute>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<Spanned<String>>,
+    max_body_bytes: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    name: Spanned<String>,
+    kind: Spanned<String>,
+    base_url: Spanned<String>,
+    #[serde(default)]
+    models: Option<Spanned<RawModels>>,
+    #[serde(default = "yes")]
+    enabled: bool,
+    auth: Option<Spanned<String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawModels {
+    List(Vec<String>),
+    Map(IndexMap<String, String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    model: Spanned<String>,
+    chain: Spanned<Vec<Spanned<String>>>,
+}
+
+struct Validator<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Validator<'_> {
+    fn error<T>(&self, span: Range<usize>, field: impl fmt::Display, message: impl fmt::Display) -> Result<T, ConfigError> {
+        Err(ConfigError::at(self.file, self.text, span, field.to_string(), &message.to_string()))
+    }
+
+    fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        let server = self.server(raw.server)?;
+        let mut providers: Vec<ProviderConfig> = Vec::with_capacity(raw.providers.len());
+        for (i, p) in raw.providers.into_iter().enumerate() {
+            let provider = self.provider(i, p, &providers)?;
+            providers.push(provider);
+        }
+        let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.routes.len());
+        for (i, r) in raw.routes.into_iter().enumerate() {
+            let route = self.route(i, r, &providers, &routes)?;
+            routes.push(route);
+        }
+        Ok(Config { server, providers, routes })
+    }
+
+    fn server(&self, raw: RawServer) -> Result<ServerConfig, ConfigError> {
+        let listen = match raw.listen {
+            None => SocketAddr::from(([127, 0, 0, 1], 4141)),
+            Some(s) => match s.get_ref().parse() {
+                Ok(addr) => addr,
+                Err(_) => {
+                    return self.error(s.span(), "server.listen", format!("{:?} is not an address like \"127.0.0.1:4141\"", s.get_ref()))
+                }
+            },
+        };
+        let max_body_bytes = match raw.max_body_bytes {
+            None => DEFAULT_MAX_BODY_BYTES,
+            Some(n) => match usize::try_from(*n.get_ref()) {
+                Ok(v) if v >= 1024 => v,
+                _ => return self.error(n.span(), "server.max_body_bytes", "must be at least 1024"),
+            },
+        };
+        Ok(ServerConfig { listen, max_body_bytes })
+    }
+
+    fn provider(&self, i: usize, raw: RawProvider, earlier: &[ProviderConfig]) -> Result<ProviderConfig, ConfigError> {
+        let field = |f: &str| format!("providers[{i}].{f}");
+        let name = raw.name.get_ref().clone();
+        let valid_name = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !valid_name {
+            return self.error(raw.name.span(), field("name"), "use lower-case letters, digits, '-' and '_'");
+        }
+        if earlier.iter().any(|p| p.name == name) {
+            return self.error(raw.name.span(), field("name"), format!("provider {name:?} is defined twice"));
+        }
+        let kind = match raw.kind.get_ref().as_str() {
+            "openai" => Protocol::OpenAi,
+            "anthropic" => Protocol::Anthropic,
+            other => return self.error(raw.kind.span(), field("kind"), format!("{other:?} is not \"openai\" or \"anthropic\"")),
+        };
+        let base_url = match reqwest::Url::parse(raw.base_url.get_ref().trim_end_matches('/')) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
+            _ => return self.error(raw.base_url.span(), field("base_url"), "must be an http(s) URL such as \"https://api.openai.com/v1\""),
+        };
+        let auth = match raw.auth.as_ref().map(|a| a.get_ref().as_str()) {
+            None | Some("key") => Auth::Key,
+            Some("none") => Auth::None,
+            Some(other) => {
+                let span = raw.auth.as_ref().map_or(0..0, Spanned::span);
+                return self.error(span, field("auth"), format!("{other:?} is not \"key\" or \"none\""));
+            }
+        };
+        let models = match raw.models {
+            None => ModelMap::default(),
+            Some(m) => {
+                let span = m.span();
+                let map: IndexMap<String, String> = match m.into_inner() {
+                    RawModels::List(list) => list.into_iter().map(|m| (m.clone(), m)).collect(),
+                    RawModels::Map(map) => map,
+                };
+                if map.iter().any(|(k, v)| k.is_empty() || v.is_empty()) {
+                    return self.error(span, field("models"), "model names must not be empty");
+                }
+                ModelMap(map)
+            }
+        };
+        Ok(ProviderConfig { name, kind, base_url, models, enabled: raw.enabled, auth })
+    }
+
+    fn route(&self, i: usize, raw: RawRoute, providers: &[ProviderConfig], earlier: &[RouteConfig]) -> Result<RouteConfig, ConfigError> {
+        let model = raw.model.get_ref().clone();
+        if model.is_empty() || model == ModelMap::WILDCARD {
+            return self.error(raw.model.span(), format!("routes[{i}].model"), "must name a model");
+        }
+        if earlier.iter().any(|r| r.model == model) {
+            return self.error(raw.model.span(), format!("routes[{i}].model"), format!("a route for {model:?} is defined twice"));
+        }
+        if raw.chain.get_ref().is_empty() {
+            return self.error(raw.chain.span(), format!("routes[{i}].chain"), "must name at least one provider");
+        }
+        let mut chain = Vec::with_capacity(raw.chain.get_ref().len());
+        for (j, name) in raw.chain.into_inner().into_iter().enumerate() {
+            if !providers.iter().any(|p| &p.name == name.get_ref()) {
+                return self.error(name.span(), format!("routes[{i}].chain[{j}]"), format!("no provider is named {:?}", name.get_ref()));
+            }
+            chain.push(name.into_inner());
+        }
+        Ok(RouteConfig { model, chain })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("test.toml"))
+    }
+
+    fn invalid(text: &str) -> (usize, String, String) {
+        match parse(text) {
+            Err(ConfigError::Invalid { line, field, message, .. }) => (line, field, message),
+            other => panic!("expected an invalid config, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let config = Config::embedded_default().unwrap();
+        assert_eq!(config.server.listen.to_string(), "127.0.0.1:4141");
+        let ollama = config.provider("ollama").unwrap();
+        assert_eq!(ollama.auth, Auth::None);
+        assert!(config.providers.iter().any(|p| p.kind == Protocol::Anthropic));
+    }
+
+    #[test]
+    fn models_as_list_or_alias_map() {
+        let config = parse(
+            r#"
+[[providers]]
+name = "a"
+kind = "openai"
+base_url = "http://127.0.0.1:1/v1/"
+models = ["m1"]
+
+[[providers]]
+name = "b"
+kind = "openai"
+base_url = "http://127.0.0.1:2/v1"
+models = { "m1" = "other-m1" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.providers[0].models.explicit("m1"), Some("m1"));
+        assert_eq!(config.providers[1].models.explicit("m1"), Some("other-m1"));
+        assert_eq!(config.providers[0].base_url.as_str(), "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn syntax_error_names_line_and_field() {
+        let (line, field, _) = invalid("[server]\nlisten = \n");
+        assert_eq!(line, 2);
+        assert_eq!(field, "listen");
+    }
+
+    #[test]
+    fn wrong_type_names_line_and_field() {
+        let (line, field, message) = invalid("[server]\n\nmax_body_bytes = \"big\"\n");
+        assert_eq!((line, field.as_str()), (3, "max_body_bytes"));
+        assert!(message.contains("invalid type"), "{message}");
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let (line, field, _) = invalid("[server]\nlisten = \"127.0.0.1:1\"\nlisen = \"x\"\n");
+        assert_eq!((line, field.as_str()), (3, "lisen"));
+    }
+
+    #[test]
+    fn missing_field_is_named() {
+        let (_, field, _) = invalid("[[providers]]\nname = \"a\"\nkind = \"openai\"\n");
+        assert_eq!(field, "base_url");
+    }
+
+    #[test]
+    fn validation_errors_point_at_the_value() {
+        let (line, field, message) =
+            invalid("[[providers]]\nname = \"a\"\nkind = \"gemini\"\nbase_url = \"http://x/v1\"\n");
+        assert_eq!((line, field.as_str()), (3, "providers[0].kind"));
+        assert!(message.contains("gemini"));
+
+        let (line, field, _) = invalid("[server]\nlisten = \"localhost\"\n");
+        assert_eq!((line, field.as_str()), (2, "server.listen"));
+
+        let (line, field, _) =
+            invalid("[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"ftp:nope\"\n");
+        assert_eq!((line, field.as_str()), (4, "providers[0].base_url"));
+    }
+
+    #[test]
+    fn route_to_unknown_provider_is_refused() {
+        let (line, field, message) = invalid(
+            "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n\n[[routes]]\nmodel = \"m\"\nchain = [\"a\", \"b\"]\n",
+        );
+        assert_eq!((line, field.as_str()), (8, "routes[0].chain[1]"));
+        assert!(message.contains("\"b\""));
+    }
+
+    #[test]
+    fn duplicate_provider_is_refused() {
+        let (line, _, message) = invalid(
+            "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n",
+        );
+        assert_eq!(line, 6);
+        assert!(message.contains("twice"));
+    }
+
+    #[test]
+    fn error_display_has_file_line_field() {
+        let err = parse("[server]\nlisten = 4\n").unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("test.toml:2:"), "{text}");
+        assert!(text.contains("listen"), "{text}");
+    }
+}

@@ -1,0 +1,127 @@
+//! Errors the gateway itself returns to clients, rendered in the client's own
+//! protocol so that SDKs parse them like any provider error.
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::protocol::Protocol;
+
+/// A stable, machine-readable error code. Clients and the UI may match on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    InvalidJson,
+    InvalidRequest,
+    ModelNotFound,
+    NotFound,
+    MethodNotAllowed,
+    BodyTooLarge,
+    NoProviderAvailable,
+    AllProvidersFailed,
+    UpstreamError,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::ModelNotFound => "model_not_found",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::BodyTooLarge => "body_too_large",
+            ErrorCode::NoProviderAvailable => "no_provider_available",
+            ErrorCode::AllProvidersFailed => "all_providers_failed",
+            ErrorCode::UpstreamError => "upstream_error",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidJson | ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::ModelNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::NoProviderAvailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// OpenAI's `error.type`.
+    fn openai_type(self) -> &'static str {
+        match self.status().as_u16() {
+            404 => "not_found_error",
+            400..=499 => "invalid_request_error",
+            _ => "api_error",
+        }
+    }
+
+    /// Anthropic's `error.type` (one of its documented values).
+    fn anthropic_type(self) -> &'static str {
+        match self {
+            ErrorCode::ModelNotFound | ErrorCode::NotFound => "not_found_error",
+            ErrorCode::BodyTooLarge => "request_too_large",
+            ErrorCode::NoProviderAvailable => "overloaded_error",
+            ErrorCode::InvalidJson | ErrorCode::InvalidRequest | ErrorCode::MethodNotAllowed => {
+                "invalid_request_error"
+            }
+            ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError => "api_error",
+        }
+    }
+}
+
+/// An error produced by the gateway (not relayed from a provider).
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub protocol: Protocol,
+    pub code: ErrorCode,
+    pub message: String,
+    /// Upstream attempts made before giving up; sent as `x-switchyard-attempts`.
+    pub attempts: u32,
+}
+
+impl ApiError {
+    pub fn new(protocol: Protocol, code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError { protocol, code, message: message.into(), attempts: 0 }
+    }
+
+    pub fn with_attempts(mut self, attempts: u32) -> ApiError {
+        self.attempts = attempts;
+        self
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        match self.protocol {
+            Protocol::OpenAi => json!({
+                "error": {
+                    "message": self.message,
+                    "type": self.code.openai_type(),
+                    "param": null,
+                    "code": self.code.as_str(),
+                }
+            }),
+            Protocol::Anthropic => json!({
+                "type": "error",
+                "error": {
+                    "type": self.code.anthropic_type(),
+                    "message": self.message,
+                    "code": self.code.as_str(),
+                }
+            }),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.code.status(), axum::Json(self.body())).into_response();
+        let headers = response.headers_mut();
+        headers.insert("x-switchyard-error", HeaderValue::from_static(self.code.as_str()));
+        if self.attempts > 0 {
+            headers.insert("x-switchyard-attempts", HeaderValue::from(self.attempts));
+            // The gateway already tried every option; an SDK retry only multiplies load.
+            headers.insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        response
+    }
+}

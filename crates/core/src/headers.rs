@@ -1,0 +1,186 @@
+//! Which headers cross the gateway in each direction. The client's
+//! credentials never reach a provider; the provider's key is injected in that
+//! provider's own form; hop-by-hop headers stop here.
+
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use secrecy::ExposeSecret;
+
+use crate::protocol::Protocol;
+use crate::secrets::ProviderKey;
+
+/// RFC 9110 §7.6.1 connection-specific headers, plus the legacy ones proxies drop.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Client headers that must not be forwarded upstream.
+const CLIENT_ONLY: [&str; 10] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "authorization",
+    "x-api-key",
+    "cookie",
+    "origin",
+    // The gateway reads bodies (usage, errors); upstream answers stay uncompressed.
+    "accept-encoding",
+    "x-request-id",
+    "x-correlation-id",
+];
+
+/// Upstream response headers the gateway replaces or must not relay.
+const UPSTREAM_ONLY: [&str; 5] = ["content-length", "transfer-encoding", "set-cookie", "x-request-id", "x-correlation-id"];
+
+/// The Anthropic API version sent when the client did not name one.
+pub const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
+
+fn is_hop_by_hop(name: &HeaderName, listed_in_connection: &[String]) -> bool {
+    let n = name.as_str();
+    HOP_BY_HOP.contains(&n) || listed_in_connection.iter().any(|c| c == n)
+}
+
+/// Header names the `Connection` header declares connection-specific.
+fn connection_listed(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Headers for an upstream request.
+pub fn upstream_request(
+    client: &HeaderMap,
+    kind: Protocol,
+    key: Option<&ProviderKey>,
+    correlation_id: &str,
+) -> HeaderMap {
+    let listed = connection_listed(client);
+    let mut out = HeaderMap::with_capacity(client.len() + 2);
+    for (name, value) in client {
+        let n = name.as_str();
+        if is_hop_by_hop(name, &listed) || CLIENT_ONLY.contains(&n) || n.starts_with("x-switchyard-") {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    if let Some(key) = key {
+        inject_key(&mut out, kind, key);
+    }
+    if kind == Protocol::Anthropic && !out.contains_key("anthropic-version") {
+        out.insert("anthropic-version", HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION));
+    }
+    if let Ok(v) = HeaderValue::from_str(correlation_id) {
+        out.insert("x-correlation-id", v);
+    }
+    out
+}
+
+fn inject_key(out: &mut HeaderMap, kind: Protocol, key: &ProviderKey) {
+    let secret = key.secret.expose_secret();
+    let (name, value) = match kind {
+        Protocol::OpenAi => (header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {secret}"))),
+        Protocol::Anthropic => (HeaderName::from_static("x-api-key"), HeaderValue::from_str(secret)),
+    };
+    // A key with bytes a header cannot carry is sent as nothing at all; the
+    // provider's 401 then says so, without the key appearing in any message.
+    if let Ok(mut value) = value {
+        value.set_sensitive(true);
+        out.insert(name, value);
+    }
+}
+
+/// Headers of an upstream response, as relayed to the client.
+pub fn client_response(upstream: &HeaderMap) -> HeaderMap {
+    let listed = connection_listed(upstream);
+    let mut out = HeaderMap::with_capacity(upstream.len() + 4);
+    for (name, value) in upstream {
+        if is_hop_by_hop(name, &listed) || UPSTREAM_ONLY.contains(&name.as_str()) {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    // Keep the provider's own id, under a name that does not clash with ours.
+    if let Some(id) = upstream.get("x-request-id") {
+        out.insert("x-upstream-request-id", id.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::SecretString;
+
+    fn key() -> ProviderKey {
+        ProviderKey { label: "main".into(), secret: SecretString::from("sk-provider".to_string()) }
+    }
+
+    fn client_headers() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Bearer sk-client"));
+        h.insert("x-api-key", HeaderValue::from_static("sk-client"));
+        h.insert("connection", HeaderValue::from_static("keep-alive, x-custom-hop"));
+        h.insert("x-custom-hop", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("host", HeaderValue::from_static("127.0.0.1:4141"));
+        h.insert("anthropic-beta", HeaderValue::from_static("tools-2024"));
+        h.insert("x-stainless-lang", HeaderValue::from_static("python"));
+        h.insert("x-switchyard-timeout-ms", HeaderValue::from_static("100"));
+        h
+    }
+
+    #[test]
+    fn openai_kind_gets_bearer_and_no_client_credentials() {
+        let out = upstream_request(&client_headers(), Protocol::OpenAi, Some(&key()), "cid");
+        assert_eq!(out["authorization"], "Bearer sk-provider");
+        assert!(out["authorization"].is_sensitive());
+        assert!(!out.contains_key("x-api-key"));
+        for gone in ["connection", "keep-alive", "x-custom-hop", "host", "x-switchyard-timeout-ms"] {
+            assert!(!out.contains_key(gone), "{gone} forwarded");
+        }
+        assert_eq!(out["x-stainless-lang"], "python");
+        assert_eq!(out["x-correlation-id"], "cid");
+        assert!(!out.contains_key("anthropic-version"));
+    }
+
+    #[test]
+    fn anthropic_kind_gets_x_api_key_and_a_version() {
+        let out = upstream_request(&client_headers(), Protocol::Anthropic, Some(&key()), "cid");
+        assert_eq!(out["x-api-key"], "sk-provider");
+        assert!(!out.contains_key("authorization"));
+        assert_eq!(out["anthropic-beta"], "tools-2024");
+        assert_eq!(out["anthropic-version"], DEFAULT_ANTHROPIC_VERSION);
+    }
+
+    #[test]
+    fn keyless_provider_gets_no_credentials_at_all() {
+        let out = upstream_request(&client_headers(), Protocol::OpenAi, None, "cid");
+        assert!(!out.contains_key("authorization") && !out.contains_key("x-api-key"));
+    }
+
+    #[test]
+    fn response_headers_drop_hop_by_hop_and_rename_upstream_id() {
+        let mut up = HeaderMap::new();
+        up.insert("content-type", HeaderValue::from_static("application/json"));
+        up.insert("content-length", HeaderValue::from_static("10"));
+        up.insert("set-cookie", HeaderValue::from_static("a=b"));
+        up.insert("x-request-id", HeaderValue::from_static("req_up"));
+        up.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("9"));
+        let out = client_response(&up);
+        assert_eq!(out["content-type"], "application/json");
+        assert_eq!(out["x-upstream-request-id"], "req_up");
+        assert_eq!(out["x-ratelimit-remaining-requests"], "9");
+        assert!(!out.contains_key("content-length") && !out.contains_key("set-cookie") && !out.contains_key("x-request-id"));
+    }
+}

@@ -1,0 +1,31 @@
+//! Switchyard's gateway as a library: no GUI, no choice of keychain backend.
+//!
+//! A caller (the `switchyard` CLI, the desktop app, a test) builds a
+//! [`Config`], picks a [`SecretStore`], binds a listener and calls [`serve`].
+//!
+//! # Layout
+//! - [`config`]: TOML parsing and validation with file/line/field errors.
+//! - [`secrets`]: the key-store trait and the environment and memory stores.
+//! - [`provider`], [`routing`]: which providers may serve a model, in order.
+//! - [`proxy`]: the request path; [`classify`] decides what an outcome means.
+//! - [`headers`], [`body`]: what crosses the gateway, byte-for-byte where it can.
+//! - [`server`]: routes, correlation ids, `serve`.
+
+pub mod body;
+pub mod classify;
+pub mod config;
+pub mod correlation;
+pub mod error;
+pub mod gateway;
+pub mod headers;
+pub mod protocol;
+pub mod provider;
+pub mod proxy;
+pub mod routing;
+pub mod secrets;
+pub mod server;
+
+pub use config::Config;
+pub use gateway::{Gateway, InitError};
+pub use secrets::SecretStore;
+pub use server::{router, serve};

@@ -1,0 +1,212 @@
+//! Routing: which providers, in which order, may serve a model.
+//!
+//! An explicit `[[routes]]` entry gives the chain; otherwise every provider
+//! that lists the model, in config order, then those that accept any model.
+//! Providers that cannot serve the request are skipped with a reason.
+
+use std::fmt;
+
+use crate::config::RouteConfig;
+use crate::protocol::Protocol;
+use crate::provider::Provider;
+
+/// A provider to try and the model name to send it.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate<'a> {
+    pub provider: &'a Provider,
+    pub upstream_model: &'a str,
+}
+
+/// A provider left out of a plan, and why.
+#[derive(Debug, Clone)]
+pub struct Skip {
+    pub provider: String,
+    pub reason: SkipReason,
+}
+
+#[derive(Debug, Clone)]
+pub enum SkipReason {
+    Disabled,
+    WrongProtocol { speaks: Protocol },
+    Key(String),
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reason {
+            SkipReason::Disabled => write!(f, "{} is disabled", self.provider),
+            SkipReason::WrongProtocol { speaks } => {
+                write!(f, "{} speaks the {speaks} protocol", self.provider)
+            }
+            SkipReason::Key(reason) => f.write_str(reason),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Plan<'a> {
+    pub candidates: Vec<Candidate<'a>>,
+    pub skipped: Vec<Skip>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error("the model `{0}` does not exist or is not routed by this gateway")]
+    UnknownModel(String),
+    #[error("no provider can serve `{model}`: {}", join(.skipped))]
+    NoneAvailable { model: String, skipped: Vec<Skip> },
+}
+
+fn join(skipped: &[Skip]) -> String {
+    skipped.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// Builds the ordered plan for `model` requested in `protocol`.
+pub fn plan<'a>(
+    providers: &'a [Provider],
+    routes: &'a [RouteConfig],
+    protocol: Protocol,
+    model: &'a str,
+) -> Result<Plan<'a>, RouteError> {
+    let listed = chain_for(providers, routes, model);
+    if listed.is_empty() {
+        return Err(RouteError::UnknownModel(model.to_string()));
+    }
+    let mut plan = Plan { candidates: Vec::new(), skipped: Vec::new() };
+    for candidate in listed {
+        let provider = candidate.provider;
+        let reason = if !provider.config.enabled {
+            Some(SkipReason::Disabled)
+        } else if provider.config.kind != protocol {
+            Some(SkipReason::WrongProtocol { speaks: provider.config.kind })
+        } else {
+            provider.pick_key().err().map(SkipReason::Key)
+        };
+        match reason {
+            Some(reason) => plan.skipped.push(Skip { provider: provider.name().to_string(), reason }),
+            None => plan.candidates.push(candidate),
+        }
+    }
+    if plan.candidates.is_empty() {
+        return Err(RouteError::NoneAvailable { model: model.to_string(), skipped: plan.skipped });
+    }
+    Ok(plan)
+}
+
+fn chain_for<'a>(providers: &'a [Provider], routes: &'a [RouteConfig], model: &'a str) -> Vec<Candidate<'a>> {
+    let find = |name: &str| providers.iter().find(|p| p.name() == name);
+    if let Some(route) = routes.iter().find(|r| r.model == model) {
+        return route
+            .chain
+            .iter()
+            .filter_map(|name| find(name))
+            .map(|provider| Candidate {
+                provider,
+                upstream_model: provider.config.models.explicit(model).unwrap_or(model),
+            })
+            .collect();
+    }
+    let explicit = providers.iter().filter_map(|provider| {
+        provider.config.models.explicit(model).map(|upstream_model| Candidate { provider, upstream_model })
+    });
+    let wildcard = providers
+        .iter()
+        .filter(|p| p.config.models.has_wildcard() && p.config.models.explicit(model).is_none())
+        .map(|provider| Candidate { provider, upstream_model: model });
+    explicit.chain(wildcard).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::secrets::MemoryStore;
+    use std::path::Path;
+
+    fn setup(text: &str) -> (Vec<Provider>, Config) {
+        let config = Config::parse(text, Path::new("t.toml")).unwrap();
+        let store = MemoryStore::new().with("a", "k", "ka").with("b", "k", "kb").with("c", "k", "kc");
+        let providers = config.providers.iter().cloned().map(|p| Provider::load(p, &store)).collect();
+        (providers, config)
+    }
+
+    const PROVIDERS: &str = r#"
+[[providers]]
+name = "a"
+kind = "openai"
+base_url = "http://127.0.0.1:1/v1"
+models = ["m", "only-a"]
+
+[[providers]]
+name = "b"
+kind = "openai"
+base_url = "http://127.0.0.1:2/v1"
+models = { "m" = "b-m" }
+
+[[providers]]
+name = "c"
+kind = "anthropic"
+base_url = "http://127.0.0.1:3/v1"
+models = ["claude"]
+
+[[providers]]
+name = "nokey"
+kind = "openai"
+base_url = "http://127.0.0.1:4/v1"
+models = ["m"]
+
+[[providers]]
+name = "any"
+kind = "openai"
+base_url = "http://127.0.0.1:5/v1"
+auth = "none"
+models = ["*"]
+"#;
+
+    fn names(plan: &Plan<'_>) -> Vec<(String, String)> {
+        plan.candidates.iter().map(|c| (c.provider.name().to_string(), c.upstream_model.to_string())).collect()
+    }
+
+    #[test]
+    fn implicit_chain_follows_config_order_then_wildcards() {
+        let (providers, config) = setup(PROVIDERS);
+        let plan = plan(&providers, &config.routes, Protocol::OpenAi, "m").unwrap();
+        assert_eq!(
+            names(&plan),
+            [("a".into(), "m".into()), ("b".into(), "b-m".into()), ("any".into(), "m".into())]
+        );
+        assert_eq!(plan.skipped.len(), 1);
+        assert!(plan.skipped[0].to_string().contains("no key for nokey"));
+    }
+
+    #[test]
+    fn explicit_route_sets_the_order() {
+        let text = format!("{PROVIDERS}\n[[routes]]\nmodel = \"m\"\nchain = [\"b\", \"a\"]\n");
+        let (providers, config) = setup(&text);
+        let plan = plan(&providers, &config.routes, Protocol::OpenAi, "m").unwrap();
+        assert_eq!(names(&plan), [("b".into(), "b-m".into()), ("a".into(), "m".into())]);
+    }
+
+    #[test]
+    fn protocol_mismatch_and_disabled_are_skipped() {
+        let text = PROVIDERS.replace("name = \"any\"", "name = \"any\"\nenabled = false");
+        let (providers, config) = setup(&text);
+        match plan(&providers, &config.routes, Protocol::OpenAi, "claude") {
+            Err(RouteError::NoneAvailable { skipped, .. }) => {
+                let text: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+                assert_eq!(text, ["c speaks the anthropic protocol", "any is disabled"]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_model_without_wildcard() {
+        let text = PROVIDERS.replace("models = [\"*\"]", "models = [\"z\"]");
+        let (providers, config) = setup(&text);
+        assert!(matches!(
+            plan(&providers, &config.routes, Protocol::OpenAi, "nope"),
+            Err(RouteError::UnknownModel(m)) if m == "nope"
+        ));
+    }
+}

@@ -1,0 +1,162 @@
+//! The HTTP surface: routes, the correlation middleware, and `serve`.
+
+use std::future::Future;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tracing::{info, info_span, Instrument};
+
+use crate::correlation::RequestIds;
+use crate::error::{ApiError, ErrorCode};
+use crate::gateway::Gateway;
+use crate::protocol::{Endpoint, Protocol};
+use crate::proxy::{self, Inbound};
+use crate::routing;
+
+/// The gateway's router. Tests drive it directly or through [`serve`].
+pub fn router(gateway: Gateway) -> Router {
+    let mut router = Router::new()
+        .route("/", get(root))
+        .route("/healthz", get(healthz))
+        .route("/v1/models", get(list_models))
+        .route("/v1/models/{*id}", get(get_model));
+    for endpoint in Endpoint::ALL {
+        let handler = move |State(gw): State<Gateway>,
+                            Extension(ids): Extension<RequestIds>,
+                            headers: HeaderMap,
+                            uri: Uri,
+                            body: Body| async move {
+            proxy::handle(&gw, Inbound { endpoint, ids, headers, uri }, body).await.into_response()
+        };
+        let protocol = endpoint.protocol();
+        router = router.route(
+            endpoint.gateway_path(),
+            post(handler).fallback(move || async move { method_not_allowed(protocol) }),
+        );
+    }
+    router
+        .fallback(not_found)
+        .layer(middleware::from_fn(correlate))
+        .with_state(gateway)
+}
+
+/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+/// The caller binds the listener (port 0 in tests).
+pub async fn serve(
+    listener: TcpListener,
+    gateway: Gateway,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(gateway)).with_graceful_shutdown(shutdown).await
+}
+
+/// Assigns ids, wraps the request in a span that carries them, and returns
+/// them on the response.
+async fn correlate(mut request: Request, next: Next) -> Response {
+    let ids = RequestIds::from_headers(request.headers());
+    let span = info_span!(
+        "request",
+        request_id = %ids.request_id,
+        correlation_id = %ids.correlation_id,
+        method = %request.method(),
+        path = %request.uri().path(),
+    );
+    request.extensions_mut().insert(ids.clone());
+    let started = Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    let headers = response.headers_mut();
+    for (name, value) in [("x-request-id", &ids.request_id), ("x-correlation-id", &ids.correlation_id)] {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(name, v);
+        }
+    }
+    span.in_scope(|| {
+        let provider = response.headers().get("x-switchyard-provider").and_then(|v| v.to_str().ok()).unwrap_or("-");
+        info!(status = response.status().as_u16(), provider, head_ms = started.elapsed().as_millis() as u64, "response");
+    });
+    response
+}
+
+async fn root() -> &'static str {
+    "Switchyard gateway\n"
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+fn caller_protocol(headers: &HeaderMap) -> Protocol {
+    if headers.contains_key("anthropic-version") {
+        Protocol::Anthropic
+    } else {
+        Protocol::OpenAi
+    }
+}
+
+/// Client-facing model names the gateway can serve right now for `protocol`.
+fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
+    let config = gw.config();
+    let names = config
+        .routes
+        .iter()
+        .map(|r| r.model.as_str())
+        .chain(config.providers.iter().flat_map(|p| p.models.client_names()));
+    let mut seen = std::collections::HashSet::new();
+    names
+        .filter(|m| seen.insert(*m))
+        .filter_map(|m| {
+            let plan = routing::plan(gw.providers(), &config.routes, protocol, m).ok()?;
+            let owner = plan.candidates.first()?.provider.name().to_string();
+            Some((m.to_string(), owner))
+        })
+        .collect()
+}
+
+fn model_object(protocol: Protocol, id: &str, owner: &str) -> Value {
+    match protocol {
+        Protocol::OpenAi => json!({ "id": id, "object": "model", "created": 0, "owned_by": owner }),
+        Protocol::Anthropic => json!({
+            "type": "model", "id": id, "display_name": id, "created_at": "1970-01-01T00:00:00Z"
+        }),
+    }
+}
+
+async fn list_models(State(gw): State<Gateway>, headers: HeaderMap) -> Json<Value> {
+    let protocol = caller_protocol(&headers);
+    let models = routable_models(&gw, protocol);
+    let data: Vec<Value> = models.iter().map(|(id, owner)| model_object(protocol, id, owner)).collect();
+    Json(match protocol {
+        Protocol::OpenAi => json!({ "object": "list", "data": data }),
+        Protocol::Anthropic => json!({
+            "data": data,
+            "has_more": false,
+            "first_id": models.first().map(|m| &m.0),
+            "last_id": models.last().map(|m| &m.0),
+        }),
+    })
+}
+
+async fn get_model(State(gw): State<Gateway>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let protocol = caller_protocol(&headers);
+    match routable_models(&gw, protocol).into_iter().find(|(m, _)| *m == id) {
+        Some((id, owner)) => Json(model_object(protocol, &id, &owner)).into_response(),
+        None => ApiError::new(protocol, ErrorCode::ModelNotFound, format!("the model `{id}` is not routed by this gateway"))
+            .into_response(),
+    }
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(Protocol::OpenAi, ErrorCode::NotFound, format!("no such endpoint: {}", uri.path()))
+}
+
+fn method_not_allowed(protocol: Protocol) -> ApiError {
+    ApiError::new(protocol, ErrorCode::MethodNotAllowed, "this endpoint only accepts POST")
+}
