@@ -1,1 +1,114 @@
+//! End-to-end harness: a real gateway on `127.0.0.1:0` in front of simulated
+//! providers, each test with its own.
 
+// A test harness: failing loudly on a broken setup is the point.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use switchyard_core::secrets::MemoryStore;
+use switchyard_core::{Config, Gateway};
+use switchyard_sim::SimProvider;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// A gateway serving on an ephemeral loopback port; stops when dropped.
+#[derive(Debug)]
+pub struct TestGateway {
+    pub addr: SocketAddr,
+    pub gateway: Gateway,
+    stop: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl TestGateway {
+    /// Starts a gateway from TOML config text and an in-memory key store.
+    pub async fn start(config: &str, keys: MemoryStore) -> TestGateway {
+        let config = Config::parse(config, Path::new("test.toml")).expect("test config is valid");
+        let gateway = Gateway::new(config, &keys).expect("gateway builds");
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let stop = CancellationToken::new();
+        let shutdown = stop.clone().cancelled_owned();
+        let task = tokio::spawn(switchyard_core::serve(listener, gateway.clone(), shutdown));
+        TestGateway { addr, gateway, stop, task }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// The base URL an OpenAI or Anthropic SDK is pointed at.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+}
+
+impl Drop for TestGateway {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.task.abort();
+    }
+}
+
+/// Builds config text for providers that point at simulated ones.
+#[derive(Debug, Default, Clone)]
+pub struct ConfigText {
+    text: String,
+}
+
+impl ConfigText {
+    pub fn new() -> ConfigText {
+        ConfigText::default()
+    }
+
+    /// A provider named after the simulated one, listing `models`
+    /// (`"alias=name"` maps an alias to the provider's own name).
+    pub fn provider(self, sim: &SimProvider, kind: &str, models: &[&str]) -> ConfigText {
+        self.provider_at(sim.name(), &sim.base_url(), kind, models)
+    }
+
+    pub fn provider_at(mut self, name: &str, base_url: &str, kind: &str, models: &[&str]) -> ConfigText {
+        let entries: Vec<String> = models
+            .iter()
+            .map(|m| match m.split_once('=') {
+                Some((alias, real)) => format!("{alias:?} = {real:?}"),
+                None => format!("{m:?} = {m:?}"),
+            })
+            .collect();
+        self.text.push_str(&format!(
+            "\n[[providers]]\nname = {name:?}\nkind = {kind:?}\nbase_url = {base_url:?}\nmodels = {{ {} }}\n",
+            entries.join(", ")
+        ));
+        self
+    }
+
+    pub fn route(mut self, model: &str, chain: &[&str]) -> ConfigText {
+        let chain: Vec<String> = chain.iter().map(|c| format!("{c:?}")).collect();
+        self.text.push_str(&format!("\n[[routes]]\nmodel = {model:?}\nchain = [{}]\n", chain.join(", ")));
+        self
+    }
+
+    /// Raw TOML appended as is (for `[server]` and the like, put it first).
+    pub fn raw(mut self, toml: &str) -> ConfigText {
+        self.text.push_str(toml);
+        self.text.push('\n');
+        self
+    }
+
+    pub fn build(&self) -> &str {
+        &self.text
+    }
+}
+
+/// Keys `sk-<name>` for each named provider.
+pub fn keys_for(names: &[&str]) -> MemoryStore {
+    names.iter().fold(MemoryStore::new(), |store, name| store.with(name, "main", &format!("sk-{name}")))
+}
+
+/// An HTTP client with no connection reuse surprises and no proxy.
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().expect("client builds")
+}

@@ -1,1 +1,302 @@
+//! Simulated LLM providers for tests and `switchyard demo`.
+//!
+//! A [`SimProvider`] speaks the OpenAI and Anthropic wire formats on a real
+//! socket, with realistic bodies (usage blocks, the real SSE event sequences
+//! for Chat Completions, Responses and Messages), and follows a [`Script`] of
+//! faults: error statuses with rate-limit headers, fail-first-N, latency, a
+//! slow first event, stalls, mid-stream drops and `event: error` before any
+//! content. It counts calls, keeps each request it saw, and records when the
+//! caller went away before the reply was complete.
+//!
+//! # Layout
+//! - [`script`]: what the provider does on each call.
+//! - [`wire`]: response bodies and event sequences per endpoint.
+//! - this file: the server, its bookkeeping and the streaming machinery.
 
+pub mod script;
+pub mod wire;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+
+pub use script::{Fault, Script};
+use wire::{Endpoint, Reply};
+
+/// A request as the simulated provider received it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: Method,
+    pub path: String,
+    pub query: Option<String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+#[derive(Debug)]
+struct Shared {
+    name: String,
+    script: Mutex<Script>,
+    calls: AtomicUsize,
+    requests: Mutex<Vec<Recorded>>,
+    disconnects: watch::Sender<usize>,
+    /// Replies still being written (handler running or stream open).
+    in_flight: watch::Sender<usize>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A running simulated provider. Dropping it stops the server.
+#[derive(Debug)]
+pub struct SimProvider {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl SimProvider {
+    /// Starts a provider on `127.0.0.1:0`.
+    pub async fn start(name: &str, script: Script) -> io::Result<SimProvider> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        SimProvider::serve(listener, name, script)
+    }
+
+    /// Starts a provider on a listener the caller bound.
+    pub fn serve(listener: TcpListener, name: &str, script: Script) -> io::Result<SimProvider> {
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            name: name.to_string(),
+            script: Mutex::new(script),
+            calls: AtomicUsize::new(0),
+            requests: Mutex::new(Vec::new()),
+            disconnects: watch::Sender::new(0),
+            in_flight: watch::Sender::new(0),
+        });
+        let app = Router::new()
+            .route("/v1/models", get(models))
+            .route("/v1/{*path}", post(reply))
+            .with_state(shared.clone());
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::warn!("simulated provider stopped: {e}");
+            }
+        });
+        Ok(SimProvider { addr, shared, task })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL to put in a provider's config (`http://127.0.0.1:N/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// POST calls received so far.
+    pub fn calls(&self) -> usize {
+        self.shared.calls.load(Ordering::SeqCst)
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// Replies the caller abandoned before they were complete.
+    pub fn disconnects(&self) -> usize {
+        *self.shared.disconnects.borrow()
+    }
+
+    /// Replaces the script; the call count continues.
+    pub fn set_script(&self, script: Script) {
+        *lock(&self.shared.script) = script;
+    }
+
+    /// Waits until at least `n` disconnects were seen, or `within` passes.
+    pub async fn wait_for_disconnects(&self, n: usize, within: Duration) -> bool {
+        let mut rx = self.shared.disconnects.subscribe();
+        tokio::time::timeout(within, rx.wait_for(|d| *d >= n)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// Waits until no reply is being written, or `within` passes.
+    pub async fn wait_idle(&self, within: Duration) -> bool {
+        let mut rx = self.shared.in_flight.subscribe();
+        tokio::time::timeout(within, rx.wait_for(|n| *n == 0)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// Replies being written right now.
+    pub fn in_flight(&self) -> usize {
+        *self.shared.in_flight.borrow()
+    }
+}
+
+impl Drop for SimProvider {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Tracks one reply. If it is dropped before `finish`, the caller went away.
+struct ReplyGuard {
+    shared: Arc<Shared>,
+    finished: bool,
+}
+
+impl ReplyGuard {
+    fn new(shared: Arc<Shared>) -> ReplyGuard {
+        shared.in_flight.send_modify(|n| *n += 1);
+        ReplyGuard { shared, finished: false }
+    }
+
+    fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for ReplyGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shared.disconnects.send_modify(|n| *n += 1);
+        }
+        self.shared.in_flight.send_modify(|n| *n -= 1);
+    }
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let models = lock(&shared.script).models.clone();
+    axum::Json(wire::models_list(&shared.name, &models)).into_response()
+}
+
+async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let call = shared.calls.fetch_add(1, Ordering::SeqCst);
+    lock(&shared.requests).push(Recorded {
+        method: Method::POST,
+        path: uri.path().to_string(),
+        query: uri.query().map(str::to_string),
+        headers,
+        body: body.clone(),
+    });
+    let Some(endpoint) = Endpoint::from_path(uri.path()) else {
+        return (StatusCode::NOT_FOUND, "unknown simulated endpoint").into_response();
+    };
+    let (fault, latency, pacing) = {
+        let mut script = lock(&shared.script);
+        (script.next_fault(), script.latency, script.pacing())
+    };
+    let guard = ReplyGuard::new(shared.clone());
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let plan = wire::plan(&shared.name, call, endpoint, &request, pacing.chunks);
+    match fault {
+        Fault::Status { status, headers } => {
+            guard.finish();
+            error_response(endpoint, status, &headers)
+        }
+        Fault::Hang => {
+            // Held until the caller gives up; the guard then records the disconnect.
+            std::future::pending::<()>().await;
+            guard.finish();
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+        _ => match plan {
+            Reply::Json(value) => {
+                guard.finish();
+                axum::Json(value).into_response()
+            }
+            Reply::Events(events) => stream_response(events, fault, pacing.interval, guard),
+        },
+    }
+}
+
+fn error_response(endpoint: Endpoint, status: u16, headers: &[(String, String)]) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = axum::Json(wire::error_body(endpoint, status)).into_response();
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        if let (Ok(n), Ok(v)) = (
+            axum::http::HeaderName::try_from(name.as_str()),
+            axum::http::HeaderValue::try_from(value.as_str()),
+        ) {
+            response.headers_mut().append(n, v);
+        }
+    }
+    response
+}
+
+fn stream_response(events: wire::Events, fault: Fault, interval: Duration, guard: ReplyGuard) -> Response {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(4);
+    tokio::spawn(async move {
+        tokio::select! {
+            // The receiver is dropped when the caller's connection goes away.
+            () = tx.closed() => drop(guard),
+            done = produce(&tx, events, fault, interval) => if done { guard.finish() } else { drop(guard) },
+        }
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream; charset=utf-8")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(ReceiverStream::new(rx)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Writes the events under the fault. Returns true when the reply ended as
+/// scripted (including a deliberate drop), false if the receiver went away.
+async fn produce(tx: &mpsc::Sender<Result<Bytes, io::Error>>, events: wire::Events, fault: Fault, interval: Duration) -> bool {
+    let send = |chunk: Result<Bytes, io::Error>| async move { tx.send(chunk).await.is_ok() };
+    if let Fault::SlowFirstByte(delay) = fault {
+        tokio::time::sleep(delay).await;
+    }
+    for event in events.preamble {
+        if !send(Ok(event)).await {
+            return false;
+        }
+    }
+    if matches!(fault, Fault::ErrorEvent) {
+        return send(Ok(events.error)).await;
+    }
+    for (i, event) in events.content.into_iter().enumerate() {
+        match fault {
+            Fault::DropAfter(n) if i == n => {
+                let _ = send(Err(io::Error::new(io::ErrorKind::ConnectionReset, "simulated drop"))).await;
+                return true;
+            }
+            Fault::StallAfter(n) if i == n => {
+                std::future::pending::<()>().await;
+            }
+            _ => {}
+        }
+        if i > 0 && !interval.is_zero() {
+            tokio::time::sleep(interval).await;
+        }
+        if !send(Ok(event)).await {
+            return false;
+        }
+    }
+    for event in events.tail {
+        if !send(Ok(event)).await {
+            return false;
+        }
+    }
+    true
+}

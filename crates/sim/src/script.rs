@@ -1,0 +1,153 @@
+//! What a simulated provider does on each call.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use rand::Rng;
+
+/// One call's deviation from a normal, successful reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// A normal reply.
+    None,
+    /// An error status (with a body in the endpoint's own error shape) and
+    /// extra headers such as `retry-after` or rate-limit resets.
+    Status { status: u16, headers: Vec<(String, String)> },
+    /// Accept the request and never answer.
+    Hang,
+    /// Streams: send the response head at once, the first event after this delay.
+    SlowFirstByte(Duration),
+    /// Streams: send this many content events, then nothing, holding the connection.
+    StallAfter(usize),
+    /// Streams: send this many content events, then reset the connection.
+    DropAfter(usize),
+    /// Streams: send the preamble, then the protocol's error event, then end.
+    ErrorEvent,
+}
+
+impl Fault {
+    pub fn status(status: u16) -> Fault {
+        Fault::Status { status, headers: Vec::new() }
+    }
+
+    /// A status with headers, e.g. `Fault::status_with(429, &[("retry-after", "30")])`.
+    pub fn status_with(status: u16, headers: &[(&str, &str)]) -> Fault {
+        Fault::Status { status, headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+    }
+}
+
+/// How many content events a stream has and how far apart they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    pub chunks: usize,
+    pub interval: Duration,
+}
+
+/// A provider's behaviour: scripted faults for the first calls, then a
+/// default, optionally with random faults at a given rate (for the demo).
+#[derive(Debug, Clone)]
+pub struct Script {
+    first: VecDeque<Fault>,
+    then: Fault,
+    chaos: Option<(f64, Fault)>,
+    /// Delay before any response head.
+    pub latency: Duration,
+    chunks: usize,
+    interval: Duration,
+    /// Models listed by `GET /v1/models`.
+    pub models: Vec<String>,
+}
+
+impl Default for Script {
+    fn default() -> Script {
+        Script::ok()
+    }
+}
+
+impl Script {
+    /// Every call succeeds, immediately.
+    pub fn ok() -> Script {
+        Script {
+            first: VecDeque::new(),
+            then: Fault::None,
+            chaos: None,
+            latency: Duration::ZERO,
+            chunks: 5,
+            interval: Duration::ZERO,
+            models: vec!["sim-model".to_string()],
+        }
+    }
+
+    /// Every call gets `fault`.
+    pub fn always(fault: Fault) -> Script {
+        Script { then: fault, ..Script::ok() }
+    }
+
+    /// The first `n` calls get `fault`, the rest follow the script.
+    pub fn fail_first(mut self, n: usize, fault: Fault) -> Script {
+        self.first.extend(std::iter::repeat_n(fault, n));
+        self
+    }
+
+    /// The next call gets `fault` (calls queue in order).
+    pub fn then_once(mut self, fault: Fault) -> Script {
+        self.first.push_back(fault);
+        self
+    }
+
+    /// After the scripted calls, each call gets `fault` with probability `rate`.
+    pub fn chaos(mut self, rate: f64, fault: Fault) -> Script {
+        self.chaos = Some((rate.clamp(0.0, 1.0), fault));
+        self
+    }
+
+    pub fn latency(mut self, latency: Duration) -> Script {
+        self.latency = latency;
+        self
+    }
+
+    /// Streams carry `chunks` content events, `interval` apart.
+    pub fn stream(mut self, chunks: usize, interval: Duration) -> Script {
+        self.chunks = chunks.max(1);
+        self.interval = interval;
+        self
+    }
+
+    pub fn models(mut self, models: &[&str]) -> Script {
+        self.models = models.iter().map(|m| m.to_string()).collect();
+        self
+    }
+
+    pub(crate) fn pacing(&self) -> Pacing {
+        Pacing { chunks: self.chunks, interval: self.interval }
+    }
+
+    /// The fault for the next call.
+    pub(crate) fn next_fault(&mut self) -> Fault {
+        if let Some(fault) = self.first.pop_front() {
+            return fault;
+        }
+        if let Some((rate, fault)) = &self.chaos {
+            if rand::rng().random_bool(*rate) {
+                return fault.clone();
+            }
+        }
+        self.then.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripted_calls_come_first_then_the_default() {
+        let mut s = Script::ok().fail_first(2, Fault::status(503)).then_once(Fault::Hang);
+        assert_eq!(s.next_fault(), Fault::status(503));
+        assert_eq!(s.next_fault(), Fault::status(503));
+        assert_eq!(s.next_fault(), Fault::Hang);
+        assert_eq!(s.next_fault(), Fault::None);
+        let mut always = Script::always(Fault::ErrorEvent).chaos(1.0, Fault::status(500));
+        assert_eq!(always.next_fault(), Fault::status(500));
+    }
+}
