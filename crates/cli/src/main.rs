@@ -1,1 +1,88 @@
-fn main() {}
+//! `switchyard`: the gateway headless, the demo, and config checks.
+
+mod demo;
+mod logging;
+mod serve;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "switchyard", version, about = "A local LLM gateway: one base URL, every provider, honest failover")]
+struct Cli {
+    /// Log format: human-readable lines or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "SWITCHYARD_LOG_FORMAT")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the gateway headless.
+    Serve(serve::ServeArgs),
+    /// Run the gateway in front of simulated providers with generated traffic; no keys needed.
+    Demo(demo::DemoArgs),
+    /// Configuration files.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file; errors name the file, line and field.
+    Check { file: PathBuf },
+    /// Print the embedded default configuration.
+    Default,
+}
+
+/// Options shared by commands that run a gateway.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListenArgs {
+    /// Address to listen on, overriding the config's `server.listen`.
+    #[arg(long, env = "SWITCHYARD_LISTEN")]
+    listen: Option<SocketAddr>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The demo prints one line per request; gateway logs would drown them.
+    let default_level = if matches!(cli.command, Command::Demo(_)) { "warn" } else { "info" };
+    logging::init(cli.log_format, default_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("switchyard: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Demo(args) => demo::run(args).await,
+            Command::Config { command: ConfigCommand::Check { file } } => serve::check(&file),
+            Command::Config { command: ConfigCommand::Default } => {
+                print!("{}", switchyard_core::config::EMBEDDED_DEFAULT);
+                Ok(())
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchyard: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -49,7 +49,7 @@ pub struct Pacing {
 pub struct Script {
     first: VecDeque<Fault>,
     then: Fault,
-    chaos: Option<(f64, Fault)>,
+    chaos: Vec<(f64, Fault)>,
     /// Delay before any response head.
     pub latency: Duration,
     chunks: usize,
@@ -70,7 +70,7 @@ impl Script {
         Script {
             first: VecDeque::new(),
             then: Fault::None,
-            chaos: None,
+            chaos: Vec::new(),
             latency: Duration::ZERO,
             chunks: 5,
             interval: Duration::ZERO,
@@ -95,9 +95,10 @@ impl Script {
         self
     }
 
-    /// After the scripted calls, each call gets `fault` with probability `rate`.
+    /// After the scripted calls, each call gets `fault` with probability
+    /// `rate`; several chaos faults are drawn independently, in order.
     pub fn chaos(mut self, rate: f64, fault: Fault) -> Script {
-        self.chaos = Some((rate.clamp(0.0, 1.0), fault));
+        self.chaos.push((rate.clamp(0.0, 1.0), fault));
         self
     }
 
@@ -127,10 +128,9 @@ impl Script {
         if let Some(fault) = self.first.pop_front() {
             return fault;
         }
-        if let Some((rate, fault)) = &self.chaos {
-            if rand::rng().random_bool(*rate) {
-                return fault.clone();
-            }
+        let mut rng = rand::rng();
+        if let Some((_, fault)) = self.chaos.iter().find(|(rate, _)| rng.random_bool(*rate)) {
+            return fault.clone();
         }
         self.then.clone()
     }

@@ -1,0 +1,157 @@
+//! `switchyard serve` and `switchyard config check`.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use switchyard_core::provider::KeyState;
+use switchyard_core::secrets::{ChainStore, EnvStore};
+use switchyard_core::{Config, Gateway, SecretStore};
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use crate::ListenArgs;
+
+/// How long in-flight requests get to finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Config file (TOML). Without one, the embedded default is used.
+    #[arg(long, short, env = "SWITCHYARD_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    listen: ListenArgs,
+    /// Where Switchyard keeps its data (defaults to the platform's app-data folder).
+    #[arg(long, env = "SWITCHYARD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+pub fn check(file: &Path) -> Result<()> {
+    let config = Config::load(file)?;
+    println!(
+        "{}: ok ({} providers, {} routes, listen {})",
+        file.display(),
+        config.providers.len(),
+        config.routes.len(),
+        config.server.listen
+    );
+    Ok(())
+}
+
+pub async fn run(args: ServeArgs) -> Result<()> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => {
+            info!("no --config given: using the embedded default (`switchyard config default` prints it)");
+            Config::embedded_default()?
+        }
+    };
+    if let Some(listen) = args.listen.listen {
+        config.server.listen = listen;
+    }
+    let data_dir = data_dir(args.data_dir)?;
+    info!(data_dir = %data_dir.display(), "data directory");
+    let secrets = ChainStore::new(vec![Box::new(EnvStore::from_process())]);
+    let listener = bind(config.server.listen).await?;
+    run_gateway(listener, config, &secrets, shutdown_signal()).await
+}
+
+/// Binds the gateway's address, with a message that says how to fix a failure.
+pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| bind_error(addr, e))
+}
+
+/// Reports what is usable, serves until `shutdown`, then drains.
+pub async fn run_gateway(
+    listener: TcpListener,
+    config: Config,
+    secrets: &dyn SecretStore,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let gateway = Gateway::new(config, secrets)?;
+    report_providers(&gateway);
+    let addr = listener.local_addr()?;
+    info!("listening on http://{addr}");
+    info!("OpenAI base URL:    http://{addr}/v1");
+    info!("Anthropic base URL: http://{addr}");
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        info!("shutting down: finishing in-flight requests (up to {}s)", SHUTDOWN_GRACE.as_secs());
+        let _ = stopping_tx.send(());
+    };
+    let server = switchyard_core::serve(listener, gateway, signal);
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => result.context("server failed")?,
+        () = async {
+            let _ = stopping_rx.await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => warn!("in-flight requests did not finish in time; cutting them"),
+    }
+    info!("stopped");
+    Ok(())
+}
+
+fn bind_error(addr: std::net::SocketAddr, e: std::io::Error) -> anyhow::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            " (another program, perhaps another Switchyard, is using it: stop it, or pick another port with --listen or [server].listen)"
+        }
+        std::io::ErrorKind::PermissionDenied => " (ports below 1024 need privileges: pick another port)",
+        std::io::ErrorKind::AddrNotAvailable => " (that address does not belong to this machine)",
+        _ => "",
+    };
+    anyhow::anyhow!("cannot listen on {addr}: {e}{hint}")
+}
+
+fn report_providers(gateway: &Gateway) {
+    for provider in gateway.providers() {
+        let c = &provider.config;
+        let state = match (&provider.keys, c.enabled) {
+            (_, false) => "disabled".to_string(),
+            (KeyState::NotNeeded, true) => "ready (no key needed)".to_string(),
+            (KeyState::Ready(keys), true) => format!("ready ({} key{})", keys.len(), if keys.len() == 1 { "" } else { "s" }),
+            (KeyState::Missing, true) => format!("no key (set {})", EnvStore::variable_for(&c.name)),
+            (KeyState::Unavailable(reason), true) => format!("key unavailable: {reason}"),
+        };
+        info!(provider = %c.name, kind = %c.kind, base_url = %c.base_url, "{state}");
+    }
+}
+
+fn data_dir(explicit: Option<PathBuf>) -> Result<PathBuf> {
+    let dir = match explicit {
+        Some(dir) => dir,
+        None => directories::ProjectDirs::from("dev", "Switchyard", "switchyard")
+            .map(|d| d.data_dir().to_path_buf())
+            .context("no home folder to put the data directory in: pass --data-dir")?,
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
