@@ -1,6 +1,8 @@
 //! The gateway end to end: every endpoint, streamed and not, against
 //! simulated providers on real sockets.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
