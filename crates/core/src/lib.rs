@@ -19,6 +19,7 @@ pub mod error;
 pub mod gateway;
 pub mod headers;
 pub mod protocol;
+pub mod policy;
 pub mod provider;
 pub mod proxy;
 pub mod routing;

@@ -1,0 +1,88 @@
+//! Resilience policy: one module per rule, each with its own unit tests on a
+//! paused clock.
+//!
+//! - [`deadline`]: one absolute deadline per request, and what it allows.
+//! - [`backoff`]: exponential backoff with full jitter, and the waits that
+//!   providers ask for in their rate-limit headers.
+//! - [`breaker`]: a circuit breaker per provider.
+//! - [`limiter`]: per-provider concurrency cap and request/token buckets.
+//! - [`share`]: the cap on traffic a provider may take as a fallback.
+//!
+//! The settings live here too: [`RequestPolicy`] applies to a request (global,
+//! overridable per route) and [`ProviderPolicy`] to a provider (global,
+//! overridable per provider).
+
+pub mod backoff;
+pub mod breaker;
+pub mod deadline;
+pub mod limiter;
+pub mod share;
+
+use std::time::Duration;
+
+/// Settings that shape one request's attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestPolicy {
+    /// The end-to-end budget when the client does not give one.
+    pub deadline: Duration,
+    /// Cap on one attempt (to the response head, or to the first content of a stream).
+    pub attempt_timeout: Duration,
+    /// Retries on the same provider before falling back.
+    pub max_retries: u32,
+    /// Whether a timed-out attempt may be retried on the same provider
+    /// (a timed-out generation may already have been billed).
+    pub retry_timeouts: bool,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// A provider asking for a longer wait than this is skipped, not waited for.
+    pub max_retry_wait: Duration,
+    /// A fallback starts only with at least this much of the deadline left.
+    pub min_fallback_budget: Duration,
+    /// Longest silence allowed in a stream once content has started.
+    pub stream_idle_timeout: Duration,
+}
+
+impl Default for RequestPolicy {
+    fn default() -> RequestPolicy {
+        RequestPolicy {
+            deadline: Duration::from_secs(300),
+            attempt_timeout: Duration::from_secs(120),
+            max_retries: 1,
+            retry_timeouts: false,
+            backoff_base: Duration::from_millis(250),
+            backoff_cap: Duration::from_secs(5),
+            max_retry_wait: Duration::from_secs(10),
+            min_fallback_budget: Duration::from_secs(2),
+            stream_idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Settings that protect one provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderPolicy {
+    pub breaker: breaker::BreakerPolicy,
+    /// Requests in flight at once; a full provider is skipped, not queued for.
+    pub max_concurrency: Option<u32>,
+    /// Largest share of recent traffic this provider may take as a fallback.
+    pub fallback_share: f64,
+    /// Fallbacks always allowed per window, whatever the share.
+    pub fallback_min: u32,
+    pub fallback_window: Duration,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u32>,
+}
+
+impl Default for ProviderPolicy {
+    fn default() -> ProviderPolicy {
+        ProviderPolicy {
+            breaker: breaker::BreakerPolicy::default(),
+            max_concurrency: None,
+            fallback_share: 0.5,
+            fallback_min: 10,
+            fallback_window: Duration::from_secs(60),
+            requests_per_minute: None,
+            tokens_per_minute: None,
+        }
+    }
+}
