@@ -159,6 +159,7 @@ async fn server_error_and_refused_connection_fall_through_the_chain() {
         format!("http://{}/v1", listener.local_addr().unwrap())
     };
     let config = ConfigText::new()
+        .raw("[policy]\nmax_retries = 0")
         .provider_at("gone", &gone, "openai", &["m"])
         .provider(&down, "openai", &["m"])
         .provider(&backup, "openai", &["m"]);
@@ -186,7 +187,10 @@ async fn client_errors_from_a_provider_are_relayed_not_retried() {
 async fn exhausted_chain_is_a_protocol_error_that_says_do_not_retry() {
     let a = sim("a", Script::always(Fault::status(500))).await;
     let b = sim("b", Script::always(Fault::status(529))).await;
-    let config = ConfigText::new().provider(&a, "anthropic", &["c"]).provider(&b, "anthropic", &["c"]);
+    let config = ConfigText::new()
+        .raw("[policy]\nmax_retries = 0")
+        .provider(&a, "anthropic", &["c"])
+        .provider(&b, "anthropic", &["c"]);
     let gw = TestGateway::start(config.build(), keys_for(&["a", "b"])).await;
     let r = http().post(gw.url("/v1/messages")).json(&body_for("/v1/messages", "c", true)).send().await.unwrap();
     assert_eq!(r.status(), 502);

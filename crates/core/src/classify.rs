@@ -1,36 +1,78 @@
-//! The one place that decides what an upstream outcome means for the request.
-//! Every outcome kind is matched explicitly, so a new kind must be decided
-//! here rather than silently retried.
+//! The one place that decides what an upstream outcome means: for the
+//! request (deliver, retry the same provider, fall back, or fail) and for the
+//! provider's health. Every outcome is matched explicitly, so a new kind must
+//! be decided here rather than silently retried.
+
+use std::time::Duration;
 
 use axum::http::StatusCode;
+
+use crate::provider::Verdict;
 
 /// What happened when the gateway called a provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// The provider answered with this status.
+    /// The provider answered with this status (for a stream: and reached content).
     Status(StatusCode),
     /// No connection could be made (refused, DNS, TLS).
     Connect,
-    /// The connection was made but the request or response head failed.
+    /// The connection broke before the response head.
     Transport,
-    /// The attempt ran out of time.
+    /// No answer (or, for a stream, no content) within the attempt's timeout.
     Timeout,
+    /// A stream sent an error event before any content.
+    StreamError,
+    /// A stream ended or broke before any content.
+    StreamDropped,
 }
 
 /// What the gateway does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    /// Hand this response to the client (success, or an error only the client can fix).
-    Relay,
-    /// Try the next provider in the chain.
-    NextProvider,
+    /// Hand the response to the client.
+    Deliver,
+    /// Try the same provider again after a backoff, budget permitting.
+    Retry,
+    /// Move on to the next provider.
+    Fallback,
+    /// Hand the provider's error to the client: only the client can fix it.
+    Fail,
 }
 
-pub fn decide(outcome: Outcome) -> Decision {
+/// Statuses where trying again can help.
+fn retryable(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 408 | 409 | 425 | 429 | 500 | 502 | 503 | 504 | 529)
+}
+
+pub fn decide(outcome: Outcome, retry_timeouts: bool) -> Decision {
     match outcome {
-        Outcome::Status(status) if status.is_server_error() => Decision::NextProvider,
-        Outcome::Status(_) => Decision::Relay,
-        Outcome::Connect | Outcome::Transport | Outcome::Timeout => Decision::NextProvider,
+        Outcome::Status(s) if s.is_success() || s.is_informational() || s.is_redirection() => Decision::Deliver,
+        Outcome::Status(s) if retryable(s) => Decision::Retry,
+        // Another provider may work where this one never will (501, 505, ...).
+        Outcome::Status(s) if s.is_server_error() => Decision::Fallback,
+        // 400, 401, 403, 404, 413, 422 and the other client errors.
+        Outcome::Status(_) => Decision::Fail,
+        Outcome::Connect | Outcome::StreamError => Decision::Retry,
+        // A timed-out generation may already have been billed.
+        Outcome::Timeout if retry_timeouts => Decision::Retry,
+        Outcome::Timeout => Decision::Fallback,
+        // The request may have been processed; do not send it there again.
+        Outcome::Transport | Outcome::StreamDropped => Decision::Fallback,
+    }
+}
+
+/// What the outcome says about the provider. A 429 cools the provider down
+/// for `wait` instead of counting as a breaker failure.
+pub fn verdict(outcome: Outcome, wait: Option<Duration>) -> Verdict {
+    match outcome {
+        Outcome::Status(s) if s == StatusCode::TOO_MANY_REQUESTS => Verdict::RateLimited(wait.unwrap_or_default()),
+        Outcome::Status(s) if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => Verdict::Failed,
+        // Conflicts and too-early are about the request, not the provider.
+        Outcome::Status(s) if s == StatusCode::CONFLICT || s.as_u16() == 425 => Verdict::Neutral,
+        Outcome::Status(_) => Verdict::Healthy,
+        Outcome::Connect | Outcome::Transport | Outcome::Timeout | Outcome::StreamError | Outcome::StreamDropped => {
+            Verdict::Failed
+        }
     }
 }
 
@@ -49,22 +91,40 @@ pub fn of_error(error: &reqwest::Error) -> Outcome {
 mod tests {
     use super::*;
 
-    #[test]
-    fn server_errors_and_transport_failures_move_on() {
-        for code in [500, 502, 503, 504, 529] {
-            let status = StatusCode::from_u16(code).unwrap();
-            assert_eq!(decide(Outcome::Status(status)), Decision::NextProvider, "{code}");
-        }
-        for outcome in [Outcome::Connect, Outcome::Transport, Outcome::Timeout] {
-            assert_eq!(decide(outcome), Decision::NextProvider);
-        }
+    fn status(code: u16) -> Outcome {
+        Outcome::Status(StatusCode::from_u16(code).unwrap())
     }
 
     #[test]
-    fn client_errors_and_success_are_relayed() {
-        for code in [200, 400, 401, 403, 404, 413, 422, 429] {
-            let status = StatusCode::from_u16(code).unwrap();
-            assert_eq!(decide(Outcome::Status(status)), Decision::Relay, "{code}");
+    fn retry_only_where_it_can_help() {
+        for code in [408, 409, 425, 429, 500, 502, 503, 504, 529] {
+            assert_eq!(decide(status(code), false), Decision::Retry, "{code}");
         }
+        for code in [400, 401, 403, 404, 413, 422] {
+            assert_eq!(decide(status(code), false), Decision::Fail, "{code}");
+        }
+        assert_eq!(decide(status(501), false), Decision::Fallback);
+        assert_eq!(decide(status(200), false), Decision::Deliver);
+        assert_eq!(decide(Outcome::Connect, false), Decision::Retry);
+        assert_eq!(decide(Outcome::StreamError, false), Decision::Retry);
+        assert_eq!(decide(Outcome::StreamDropped, true), Decision::Fallback);
+        assert_eq!(decide(Outcome::Transport, true), Decision::Fallback);
+    }
+
+    #[test]
+    fn timeouts_are_retried_only_when_the_route_allows() {
+        assert_eq!(decide(Outcome::Timeout, false), Decision::Fallback);
+        assert_eq!(decide(Outcome::Timeout, true), Decision::Retry);
+    }
+
+    #[test]
+    fn rate_limits_cool_down_instead_of_tripping_the_breaker() {
+        let wait = Some(Duration::from_secs(30));
+        assert_eq!(verdict(status(429), wait), Verdict::RateLimited(Duration::from_secs(30)));
+        assert_eq!(verdict(status(503), wait), Verdict::Failed);
+        assert_eq!(verdict(status(529), None), Verdict::Failed);
+        assert_eq!(verdict(status(400), None), Verdict::Healthy);
+        assert_eq!(verdict(status(409), None), Verdict::Neutral);
+        assert_eq!(verdict(Outcome::StreamDropped, None), Verdict::Failed);
     }
 }

@@ -11,7 +11,11 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::Protocol;
+
+mod policy;
+use policy::{PolicyError, RawPolicy};
 
 /// The configuration used when none is given: well-known providers that stay
 /// unused until a key exists for them, and a local Ollama that needs none.
@@ -24,6 +28,8 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub server: ServerConfig,
+    /// Request policy for models without a route of their own.
+    pub policy: RequestPolicy,
     pub providers: Vec<ProviderConfig>,
     pub routes: Vec<RouteConfig>,
 }
@@ -52,6 +58,7 @@ pub struct ProviderConfig {
     pub models: ModelMap,
     pub enabled: bool,
     pub auth: Auth,
+    pub policy: ProviderPolicy,
 }
 
 /// The models a provider serves: the name clients ask for, mapped to the
@@ -84,6 +91,7 @@ impl ModelMap {
 pub struct RouteConfig {
     pub model: String,
     pub chain: Vec<String>,
+    pub policy: RequestPolicy,
 }
 
 impl Config {
@@ -112,6 +120,11 @@ impl Config {
 
     pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
         self.providers.iter().find(|p| p.name == name)
+    }
+
+    /// The request policy for a model: its route's, else the global one.
+    pub fn request_policy(&self, model: &str) -> &RequestPolicy {
+        self.routes.iter().find(|r| r.model == model).map_or(&self.policy, |r| &r.policy)
     }
 }
 
@@ -174,6 +187,8 @@ struct RawConfig {
     #[serde(default)]
     server: RawServer,
     #[serde(default)]
+    policy: RawPolicy,
+    #[serde(default)]
     providers: Vec<RawProvider>,
     #[serde(default)]
     routes: Vec<RawRoute>,
@@ -197,6 +212,8 @@ struct RawProvider {
     #[serde(default = "yes")]
     enabled: bool,
     auth: Option<Spanned<String>>,
+    #[serde(default)]
+    policy: RawPolicy,
 }
 
 fn yes() -> bool {
@@ -215,6 +232,8 @@ enum RawModels {
 struct RawRoute {
     model: Spanned<String>,
     chain: Spanned<Vec<Spanned<String>>>,
+    #[serde(default)]
+    policy: RawPolicy,
 }
 
 struct Validator<'a> {
@@ -227,19 +246,26 @@ impl Validator<'_> {
         Err(ConfigError::at(self.file, self.text, span, field.to_string(), &message.to_string()))
     }
 
+    fn policy_error<T>(&self, prefix: &str, e: PolicyError) -> Result<T, ConfigError> {
+        self.error(e.span, format!("{prefix}.{}", e.field), e.message)
+    }
+
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let server = self.server(raw.server)?;
+        let policy = raw.policy.request(&RequestPolicy::default()).or_else(|e| self.policy_error("policy", e))?;
+        let provider_policy =
+            raw.policy.provider(&ProviderPolicy::default()).or_else(|e| self.policy_error("policy", e))?;
         let mut providers: Vec<ProviderConfig> = Vec::with_capacity(raw.providers.len());
         for (i, p) in raw.providers.into_iter().enumerate() {
-            let provider = self.provider(i, p, &providers)?;
+            let provider = self.provider(i, p, &providers, &provider_policy)?;
             providers.push(provider);
         }
         let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.routes.len());
         for (i, r) in raw.routes.into_iter().enumerate() {
-            let route = self.route(i, r, &providers, &routes)?;
+            let route = self.route(i, r, &providers, &routes, &policy)?;
             routes.push(route);
         }
-        Ok(Config { server, providers, routes })
+        Ok(Config { server, policy, providers, routes })
     }
 
     fn server(&self, raw: RawServer) -> Result<ServerConfig, ConfigError> {
@@ -262,7 +288,13 @@ impl Validator<'_> {
         Ok(ServerConfig { listen, max_body_bytes })
     }
 
-    fn provider(&self, i: usize, raw: RawProvider, earlier: &[ProviderConfig]) -> Result<ProviderConfig, ConfigError> {
+    fn provider(
+        &self,
+        i: usize,
+        raw: RawProvider,
+        earlier: &[ProviderConfig],
+        defaults: &ProviderPolicy,
+    ) -> Result<ProviderConfig, ConfigError> {
         let field = |f: &str| format!("providers[{i}].{f}");
         let name = raw.name.get_ref().clone();
         let valid_name = !name.is_empty()
@@ -304,10 +336,21 @@ impl Validator<'_> {
                 ModelMap(map)
             }
         };
-        Ok(ProviderConfig { name, kind, base_url, models, enabled: raw.enabled, auth })
+        if let Some((setting, span)) = raw.policy.first_request_setting() {
+            return self.error(span, field(&format!("policy.{setting}")), "is a request setting: set it in [policy] or in a route's policy");
+        }
+        let policy = raw.policy.provider(defaults).or_else(|e| self.policy_error(&field("policy"), e))?;
+        Ok(ProviderConfig { name, kind, base_url, models, enabled: raw.enabled, auth, policy })
     }
 
-    fn route(&self, i: usize, raw: RawRoute, providers: &[ProviderConfig], earlier: &[RouteConfig]) -> Result<RouteConfig, ConfigError> {
+    fn route(
+        &self,
+        i: usize,
+        raw: RawRoute,
+        providers: &[ProviderConfig],
+        earlier: &[RouteConfig],
+        defaults: &RequestPolicy,
+    ) -> Result<RouteConfig, ConfigError> {
         let model = raw.model.get_ref().clone();
         if model.is_empty() || model == ModelMap::WILDCARD {
             return self.error(raw.model.span(), format!("routes[{i}].model"), "must name a model");
@@ -325,13 +368,18 @@ impl Validator<'_> {
             }
             chain.push(name.into_inner());
         }
-        Ok(RouteConfig { model, chain })
+        if let Some((setting, span)) = raw.policy.first_provider_setting() {
+            return self.error(span, format!("routes[{i}].policy.{setting}"), "is a provider setting: set it in [policy] or in a provider's policy");
+        }
+        let policy = raw.policy.request(defaults).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
+        Ok(RouteConfig { model, chain, policy })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("test.toml"))
@@ -433,6 +481,67 @@ models = { "m1" = "other-m1" }
         );
         assert_eq!(line, 6);
         assert!(message.contains("twice"));
+    }
+
+    #[test]
+    fn policy_defaults_and_overrides() {
+        let config = parse(
+            r#"
+[policy]
+deadline = "45s"
+breaker_cooldown = "5s"
+max_concurrency = 8
+
+[[providers]]
+name = "a"
+kind = "openai"
+base_url = "http://x/v1"
+models = ["m"]
+policy = { max_concurrency = 2, breaker_failure_rate = 0.25 }
+
+[[providers]]
+name = "b"
+kind = "openai"
+base_url = "http://y/v1"
+models = ["m", "n"]
+
+[[routes]]
+model = "m"
+chain = ["a", "b"]
+policy = { deadline = "10s", retry_timeouts = true }
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.policy.deadline, Duration::from_secs(45));
+        assert_eq!(config.request_policy("m").deadline, Duration::from_secs(10));
+        assert!(config.request_policy("m").retry_timeouts);
+        assert_eq!(config.request_policy("n").deadline, Duration::from_secs(45));
+        let (a, b) = (&config.providers[0].policy, &config.providers[1].policy);
+        assert_eq!((a.max_concurrency, b.max_concurrency), (Some(2), Some(8)));
+        assert_eq!(a.breaker.failure_rate, 0.25);
+        assert_eq!(a.breaker.cooldown, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn policy_errors_name_the_setting() {
+        let (line, field, message) = invalid("[policy]
+deadline = \"soon\"
+");
+        assert_eq!((line, field.as_str()), (2, "policy.deadline"));
+        assert!(message.contains("\"soon\""));
+        let (_, field, _) = invalid("[policy]
+fallback_share = 1.5
+");
+        assert_eq!(field, "policy.fallback_share");
+        let (line, field, message) = invalid(
+            "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\npolicy = { deadline = \"1s\" }\n",
+        );
+        assert_eq!((line, field.as_str()), (5, "providers[0].policy.deadline"));
+        assert!(message.contains("request setting"));
+        let (_, field, _) = invalid("[policy]
+max_retries = -1
+");
+        assert_eq!(field, "policy.max_retries");
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub enum ErrorCode {
     BodyTooLarge,
     NoProviderAvailable,
     AllProvidersFailed,
+    DeadlineExceeded,
     UpstreamError,
 }
 
@@ -32,6 +33,7 @@ impl ErrorCode {
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::NoProviderAvailable => "no_provider_available",
             ErrorCode::AllProvidersFailed => "all_providers_failed",
+            ErrorCode::DeadlineExceeded => "deadline_exceeded",
             ErrorCode::UpstreamError => "upstream_error",
         }
     }
@@ -44,7 +46,13 @@ impl ErrorCode {
             ErrorCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::NoProviderAvailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError => StatusCode::BAD_GATEWAY,
+            ErrorCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
         }
+    }
+
+    /// The gateway tried everything it could; a client retry only adds load.
+    pub fn is_exhausted(self) -> bool {
+        matches!(self, ErrorCode::NoProviderAvailable | ErrorCode::AllProvidersFailed | ErrorCode::DeadlineExceeded)
     }
 
     /// OpenAI's `error.type`.
@@ -65,7 +73,7 @@ impl ErrorCode {
             ErrorCode::InvalidJson | ErrorCode::InvalidRequest | ErrorCode::MethodNotAllowed => {
                 "invalid_request_error"
             }
-            ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError => "api_error",
+            ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError | ErrorCode::DeadlineExceeded => "api_error",
         }
     }
 }
@@ -117,7 +125,7 @@ impl IntoResponse for ApiError {
         let mut response = (self.code.status(), axum::Json(self.body())).into_response();
         let headers = response.headers_mut();
         headers.insert("x-switchyard-error", HeaderValue::from_static(self.code.as_str()));
-        if self.attempts > 0 {
+        if self.code.is_exhausted() {
             headers.insert("x-switchyard-attempts", HeaderValue::from(self.attempts));
             // The gateway already tried every option; an SDK retry only multiplies load.
             headers.insert("x-should-retry", HeaderValue::from_static("false"));

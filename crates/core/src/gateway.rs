@@ -28,14 +28,14 @@ pub struct Gateway {
 #[derive(Debug)]
 struct Inner {
     config: Config,
-    providers: Vec<Provider>,
+    providers: Vec<Arc<Provider>>,
     client: reqwest::Client,
 }
 
 impl Gateway {
     /// Builds the gateway; keys are read from `secrets` once, here.
     pub fn new(config: Config, secrets: &dyn SecretStore) -> Result<Gateway, InitError> {
-        let providers = config.providers.iter().cloned().map(|p| Provider::load(p, secrets)).collect();
+        let providers = config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, secrets))).collect();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -51,11 +51,15 @@ impl Gateway {
         &self.inner.config
     }
 
-    pub fn providers(&self) -> &[Provider] {
+    pub fn providers(&self) -> &[Arc<Provider>] {
         &self.inner.providers
     }
 
     pub fn client(&self) -> &reqwest::Client {
         &self.inner.client
+    }
+
+    pub fn provider(&self, name: &str) -> Option<&Arc<Provider>> {
+        self.inner.providers.iter().find(|p| p.name() == name)
     }
 }

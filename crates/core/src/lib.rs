@@ -11,6 +11,7 @@
 //! - [`headers`], [`body`]: what crosses the gateway, byte-for-byte where it can.
 //! - [`server`]: routes, correlation ids, `serve`.
 
+pub mod attempt;
 pub mod body;
 pub mod classify;
 pub mod config;
@@ -22,9 +23,11 @@ pub mod protocol;
 pub mod policy;
 pub mod provider;
 pub mod proxy;
+pub mod relay;
 pub mod routing;
 pub mod secrets;
 pub mod server;
+pub mod sse;
 
 pub use config::Config;
 pub use gateway::{Gateway, InitError};

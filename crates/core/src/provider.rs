@@ -1,9 +1,21 @@
-//! A provider as the gateway runs it: its configuration plus the keys it was
-//! able to load.
+//! A provider as the gateway runs it: configuration, keys, and the live
+//! policy state that protects it (breaker, rate-limit cool-down, buckets,
+//! concurrency cap, fallback share).
 
+use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
+use tracing::warn;
 
 use crate::config::{Auth, ProviderConfig};
+use crate::policy::breaker::{Admission, Breaker, State};
+use crate::policy::deadline::Deadline;
+use crate::policy::limiter::{Concurrency, Rates};
+use crate::policy::share::{self, WindowCounter};
 use crate::secrets::{ProviderKey, SecretStore};
 
 /// The keys a provider can use right now.
@@ -18,12 +30,105 @@ pub enum KeyState {
     Unavailable(String),
 }
 
+/// Live policy state, behind one short-held lock.
+#[derive(Debug)]
+struct Health {
+    breaker: Breaker,
+    rates: Rates,
+    /// Rate-limited by the provider (429) until then.
+    cooling_until: Option<Instant>,
+    /// Requests whose plan included this provider, and fallbacks it took.
+    seen: WindowCounter,
+    fallbacks: WindowCounter,
+}
+
 #[derive(Debug)]
 pub struct Provider {
     pub config: ProviderConfig,
     pub keys: KeyState,
     next_key: AtomicUsize,
+    concurrency: Concurrency,
+    health: Mutex<Health>,
 }
+
+/// Why a provider was passed over for an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pass {
+    BreakerOpen { until: Option<Instant> },
+    CoolingDown { until: Instant },
+    Full,
+    Throttled { wait: Duration },
+    FallbackShare,
+}
+
+impl fmt::Display for Pass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let now = Instant::now();
+        let left = |t: &Instant| humantime::format_duration(Duration::from_secs(t.saturating_duration_since(now).as_secs())).to_string();
+        match self {
+            Pass::BreakerOpen { until: Some(t) } => write!(f, "circuit open for {} more", left(t)),
+            Pass::BreakerOpen { until: None } => f.write_str("circuit open (probe in progress or opened by hand)"),
+            Pass::CoolingDown { until } => write!(f, "rate-limited for {} more", left(until)),
+            Pass::Full => f.write_str("at its concurrency cap"),
+            Pass::Throttled { wait } => write!(f, "throttled (next slot in {})", humantime::format_duration(*wait)),
+            Pass::FallbackShare => f.write_str("took its share of fallback traffic"),
+        }
+    }
+}
+
+/// What the gate says about an attempt on this provider now.
+#[derive(Debug)]
+pub enum Gate {
+    Go(Ticket),
+    /// Wait this long (the client-side throttle), then ask again.
+    Wait(Duration),
+    Pass(Pass),
+}
+
+/// An admitted attempt: its breaker admission and concurrency permit.
+/// Dropping it unrecorded (the client left) frees its breaker probe slot
+/// without counting an outcome.
+#[derive(Debug)]
+pub struct Ticket {
+    provider: Arc<Provider>,
+    admission: Option<Admission>,
+    // Held for its Drop: the concurrency slot frees when the ticket goes.
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Ticket {
+    pub fn admission(&self) -> Option<Admission> {
+        self.admission
+    }
+
+    /// Records the outcome; the concurrency permit stays held until the
+    /// ticket is dropped (a relayed body keeps it while it streams).
+    pub fn record(&mut self, verdict: Verdict) {
+        if let Some(admission) = self.admission.take() {
+            self.provider.record(admission, verdict);
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.record(Verdict::Neutral);
+    }
+}
+
+/// What an attempt's outcome means for the provider's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Healthy,
+    Failed,
+    /// Rate-limited: cool down until then; not a breaker failure.
+    RateLimited(Duration),
+    /// No outcome (canceled, or the client's own error).
+    Neutral,
+}
+
+/// Cool-down after a 429 that named no reset time.
+const DEFAULT_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 
 impl Provider {
     pub fn load(config: ProviderConfig, store: &dyn SecretStore) -> Provider {
@@ -35,11 +140,30 @@ impl Provider {
                 Err(e) => KeyState::Unavailable(e.to_string()),
             },
         };
-        Provider { config, keys, next_key: AtomicUsize::new(0) }
+        let now = Instant::now();
+        let p = &config.policy;
+        let health = Health {
+            breaker: Breaker::new(p.breaker.clone()),
+            rates: Rates::new(p.requests_per_minute, p.tokens_per_minute, now),
+            cooling_until: None,
+            seen: WindowCounter::new(p.fallback_window, now),
+            fallbacks: WindowCounter::new(p.fallback_window, now),
+        };
+        Provider {
+            concurrency: Concurrency::new(p.max_concurrency),
+            health: Mutex::new(health),
+            config,
+            keys,
+            next_key: AtomicUsize::new(0),
+        }
     }
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    fn health(&self) -> MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The next key to use, round-robin over the pool. `Ok(None)` means the
@@ -59,5 +183,115 @@ impl Provider {
             )),
             KeyState::Unavailable(reason) => Err(format!("key for {} cannot be read: {reason}", self.config.name)),
         }
+    }
+
+    pub fn breaker_state(&self) -> State {
+        self.health().breaker.state(Instant::now())
+    }
+
+    pub fn cooling_until(&self) -> Option<Instant> {
+        self.health().cooling_until.filter(|t| *t > Instant::now())
+    }
+
+    /// Counts a request whose plan includes this provider (the fallback share's denominator).
+    pub fn note_planned(&self) {
+        self.health().seen.add(Instant::now());
+    }
+
+    /// Whether this provider may take one more request as a fallback.
+    pub fn allows_fallback(&self) -> bool {
+        let now = Instant::now();
+        let mut h = self.health();
+        let (seen, taken) = (h.seen.total(now), h.fallbacks.total(now));
+        share::allows(taken, seen, self.config.policy.fallback_share, self.config.policy.fallback_min)
+    }
+
+    pub fn note_fallback(&self) {
+        self.health().fallbacks.add(Instant::now());
+    }
+
+    /// Decides whether an attempt may start now, and reserves what it needs.
+    pub fn gate(self: &Arc<Self>, tokens: u64, deadline: &Deadline, max_wait: Duration, min_budget: Duration) -> Gate {
+        let now = Instant::now();
+        let mut h = self.health();
+        drop_expired_cooldown(&mut h, now);
+        if let Some(until) = h.cooling_until.filter(|t| *t > now) {
+            return Gate::Pass(Pass::CoolingDown { until });
+        }
+        let wait = h.rates.wait_for(tokens, now);
+        if !wait.is_zero() {
+            return if wait <= max_wait && deadline.allows_wait(wait, min_budget, now) {
+                Gate::Wait(wait)
+            } else {
+                Gate::Pass(Pass::Throttled { wait })
+            };
+        }
+        let Ok(permit) = self.concurrency.try_enter() else {
+            return Gate::Pass(Pass::Full);
+        };
+        let admission = match h.breaker.admit(now) {
+            Ok(a) => a,
+            Err(rejected) => {
+                self.log_transitions(&mut h);
+                return Gate::Pass(Pass::BreakerOpen { until: rejected.until });
+            }
+        };
+        self.log_transitions(&mut h);
+        h.rates.take(tokens, now);
+        Gate::Go(Ticket { provider: Arc::clone(self), admission: Some(admission), _permit: permit })
+    }
+
+    /// Records what an admitted attempt showed about the provider.
+    fn record(&self, admission: Admission, verdict: Verdict) {
+        let now = Instant::now();
+        let mut h = self.health();
+        match verdict {
+            Verdict::Healthy => h.breaker.record(admission, false, now),
+            Verdict::Failed => h.breaker.record(admission, true, now),
+            Verdict::RateLimited(wait) => {
+                h.breaker.release(admission);
+                let wait = if wait.is_zero() { DEFAULT_RATE_LIMIT_COOLDOWN } else { wait };
+                h.cooling_until = Some(now + wait);
+                warn!(provider = %self.config.name, "rate-limited: cooling down for {}", humantime::format_duration(wait));
+            }
+            Verdict::Neutral => h.breaker.release(admission),
+        }
+        self.log_transitions(&mut h);
+    }
+
+    /// Applies the provider's remaining-quota headers to the buckets.
+    pub fn observe_quota(&self, requests_left: Option<u64>, tokens_left: Option<u64>) {
+        if requests_left.is_some() || tokens_left.is_some() {
+            self.health().rates.observe(requests_left, tokens_left, Instant::now());
+        }
+    }
+
+    /// Opens the breaker by hand (until reset).
+    pub fn open_breaker(&self) {
+        let mut h = self.health();
+        h.breaker.force_open();
+        self.log_transitions(&mut h);
+    }
+
+    /// Closes the breaker by hand and ends any rate-limit cool-down.
+    pub fn reset_breaker(&self) {
+        let mut h = self.health();
+        h.breaker.reset();
+        h.cooling_until = None;
+        self.log_transitions(&mut h);
+    }
+
+    fn log_transitions(&self, h: &mut Health) {
+        // Transitions become events on the live bus; until a subscriber
+        // exists they are logged, with their reasons.
+        for t in h.breaker.take_transitions() {
+            warn!(provider = %self.config.name, from = t.from.name(), to = t.to.name(), "circuit breaker: {}", t.reason);
+        }
+    }
+}
+
+fn drop_expired_cooldown(h: &mut Health, now: Instant) {
+    if h.cooling_until.is_some_and(|t| t <= now) {
+        h.cooling_until = None;
     }
 }

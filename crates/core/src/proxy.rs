@@ -1,22 +1,31 @@
 //! The proxied request path: read and inspect the body, plan the provider
-//! chain, try each candidate, relay the first acceptable answer as a stream.
+//! chain, then try each candidate under one deadline, with retries, the
+//! breaker and the guardrails, and relay the first acceptable answer.
 
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap, HeaderValue, Response, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Response, Uri};
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio::time::Instant;
 use tracing::{info, warn};
 
+use crate::attempt::{self, Upstream};
 use crate::body::{self, BodyError, RequestHead};
 use crate::classify::{self, Decision, Outcome};
 use crate::correlation::RequestIds;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
 use crate::headers;
-use crate::protocol::Endpoint;
+use crate::policy::backoff;
+use crate::policy::deadline::Deadline;
+use crate::policy::RequestPolicy;
+use crate::protocol::{Endpoint, Protocol};
+use crate::provider::{Gate, Pass};
+use crate::relay::{self, Answered};
 use crate::routing::{self, Candidate, RouteError};
 
 /// How much of a failed provider's error body goes into the gateway's message.
@@ -35,6 +44,7 @@ pub struct Inbound {
 
 pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Result<Response<Body>, ApiError> {
     let protocol = inbound.endpoint.protocol();
+    let started = Instant::now();
     let limit = gateway.config().server.max_body_bytes;
     let bytes = read_body(body, &inbound.headers, limit).await.map_err(|e| e.in_protocol(protocol))?;
     let head = body::inspect(&bytes).map_err(|e| {
@@ -51,57 +61,152 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Result<R
         };
         ApiError::new(protocol, code, e.to_string())
     })?;
-    let request = Prepared { gateway, inbound: &inbound, head: &head, body: &bytes };
-    let mut failures = String::new();
-    let mut attempts = 0u32;
+    let policy = gateway.config().request_policy(&head.model);
+    let mut run = Run {
+        gateway,
+        inbound: &inbound,
+        head: &head,
+        body: &bytes,
+        policy,
+        deadline: Deadline::for_request(&inbound.headers, policy.deadline, started),
+        // A rough size for the token bucket; providers count the real thing.
+        tokens: (bytes.len() / 4) as u64,
+        attempts: 0,
+        notes: String::new(),
+        out_of_time: false,
+    };
     for candidate in &plan.candidates {
-        attempts += 1;
-        let (outcome, response, detail) = match request.attempt(candidate).await {
-            Ok(response) => (Outcome::Status(response.status()), Some(response), String::new()),
-            Err(error) => (classify::of_error(&error), None, format!("({error})")),
-        };
-        match (classify::decide(outcome), response) {
-            (Decision::Relay, Some(response)) => return Ok(relay(response, candidate, attempts, head.stream)),
-            (_, response) => {
-                let snippet = match response {
-                    Some(response) => error_snippet(response).await,
-                    None => detail,
-                };
-                note_failure(&mut failures, candidate, &format!("{} {snippet}", outcome_text(outcome)));
+        candidate.provider.note_planned();
+    }
+    let mut fallback = false;
+    for candidate in &plan.candidates {
+        let provider = candidate.provider;
+        if fallback {
+            if !run.deadline.allows_fallback(policy.min_fallback_budget, Instant::now()) {
+                run.out_of_time = true;
+                run.note(provider.name(), "not tried: too little time left for a fallback");
+                break;
+            }
+            if !provider.allows_fallback() {
+                run.note(provider.name(), &format!("not tried: {}", Pass::FallbackShare));
+                continue;
             }
         }
+        match run.provider(candidate, fallback).await {
+            Tried::Answered(response) => return Ok(response),
+            Tried::Failed => fallback = true,
+            Tried::Passed => {}
+        }
     }
-    Err(ApiError::new(protocol, ErrorCode::AllProvidersFailed, format!("all providers failed for `{}`: {failures}", head.model))
-        .with_attempts(attempts))
+    Err(run.exhausted(protocol))
 }
 
-fn note_failure(failures: &mut String, candidate: &Candidate<'_>, what: &str) {
-    let name = candidate.provider.name();
-    warn!(provider = name, "attempt failed: {what}");
-    if !failures.is_empty() {
-        failures.push_str("; ");
-    }
-    let _ = write!(failures, "{name}: {}", what.trim());
+/// How one provider's turn ended.
+enum Tried {
+    Answered(Response<Body>),
+    Failed,
+    /// Passed over without an attempt (breaker open, cooling down, full).
+    Passed,
 }
 
-fn outcome_text(outcome: Outcome) -> String {
-    match outcome {
-        Outcome::Status(s) => s.to_string(),
-        Outcome::Connect => "connection failed".into(),
-        Outcome::Transport => "transport error".into(),
-        Outcome::Timeout => "timed out".into(),
-    }
-}
-
-struct Prepared<'a> {
+/// One request's progress through its chain.
+struct Run<'a> {
     gateway: &'a Gateway,
     inbound: &'a Inbound,
     head: &'a RequestHead,
     body: &'a Bytes,
+    policy: &'a RequestPolicy,
+    deadline: Deadline,
+    tokens: u64,
+    attempts: u32,
+    notes: String,
+    out_of_time: bool,
 }
 
-impl Prepared<'_> {
-    async fn attempt(&self, candidate: &Candidate<'_>) -> Result<reqwest::Response, reqwest::Error> {
+impl Run<'_> {
+    fn note(&mut self, provider: &str, what: &str) {
+        warn!(provider, "{what}");
+        if !self.notes.is_empty() {
+            self.notes.push_str("; ");
+        }
+        let _ = write!(self.notes, "{provider}: {}", what.trim());
+    }
+
+    /// Tries one provider: attempts, retries with backoff, until it answers,
+    /// fails for good, or the budget says to move on.
+    async fn provider(&mut self, candidate: &Candidate<'_>, fallback: bool) -> Tried {
+        let provider = candidate.provider;
+        let mut retry = 0u32;
+        loop {
+            let gate = provider.gate(self.tokens, &self.deadline, self.policy.max_retry_wait, self.policy.min_fallback_budget);
+            let mut ticket = match gate {
+                Gate::Go(ticket) => ticket,
+                Gate::Wait(wait) => {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                Gate::Pass(pass) => {
+                    self.note(provider.name(), &format!("not tried: {pass}"));
+                    return if retry > 0 { Tried::Failed } else { Tried::Passed };
+                }
+            };
+            let timeout = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
+            if timeout.is_zero() {
+                self.out_of_time = true;
+                return Tried::Failed;
+            }
+            if fallback && retry == 0 {
+                provider.note_fallback();
+            }
+            self.attempts += 1;
+            let attempted = attempt::run(self.request(candidate), self.inbound.endpoint, timeout).await;
+            let wait = attempted.upstream.as_ref().and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
+            if let Some(u) = &attempted.upstream {
+                let (requests, tokens) = backoff::remaining_quota(&u.headers);
+                provider.observe_quota(requests, tokens);
+            }
+            let verdict = classify::verdict(attempted.outcome, wait);
+            let decision = classify::decide(attempted.outcome, self.policy.retry_timeouts);
+            match (decision, attempted.upstream) {
+                (Decision::Deliver | Decision::Fail, Some(upstream)) => {
+                    info!(provider = provider.name(), status = upstream.status.as_u16(), attempts = self.attempts, "answered");
+                    let answered = Answered { provider: provider.name(), attempts: self.attempts };
+                    return Tried::Answered(relay::respond(upstream, ticket, verdict, self.inbound.endpoint, self.policy.stream_idle_timeout, answered));
+                }
+                (_, upstream) => {
+                    ticket.record(verdict);
+                    drop(ticket);
+                    let detail = match upstream {
+                        Some(u) => {
+                            let status = u.status;
+                            format!("{status} {}", error_snippet(u).await)
+                        }
+                        None => attempted.detail,
+                    };
+                    if attempted.outcome == Outcome::Timeout && self.deadline.expired(Instant::now()) {
+                        self.out_of_time = true;
+                    }
+                    self.note(provider.name(), &detail);
+                    if decision != Decision::Retry || retry >= self.policy.max_retries {
+                        return Tried::Failed;
+                    }
+                    let pause = wait.unwrap_or_else(|| {
+                        backoff::full_jitter(retry, self.policy.backoff_base, self.policy.backoff_cap, &mut rand::rng())
+                    });
+                    if pause > self.policy.max_retry_wait
+                        || !self.deadline.allows_wait(pause, self.policy.min_fallback_budget, Instant::now())
+                    {
+                        // Waiting would cost more than moving on.
+                        return Tried::Failed;
+                    }
+                    tokio::time::sleep(pause).await;
+                    retry += 1;
+                }
+            }
+        }
+    }
+
+    fn request(&self, candidate: &Candidate<'_>) -> reqwest::RequestBuilder {
         let provider = candidate.provider;
         // The plan only holds providers whose key could be picked.
         let key = provider.pick_key().ok().flatten();
@@ -109,7 +214,20 @@ impl Prepared<'_> {
         let headers = headers::upstream_request(&self.inbound.headers, provider.config.kind, key, &self.inbound.ids.correlation_id);
         let body = self.head.with_model(self.body, candidate.upstream_model);
         info!(provider = provider.name(), model = candidate.upstream_model, "attempt");
-        self.gateway.client().post(url).headers(headers).body(body).send().await
+        self.gateway.client().post(url).headers(headers).body(body)
+    }
+
+    fn exhausted(self, protocol: Protocol) -> ApiError {
+        let model = &self.head.model;
+        let (code, message) = if self.out_of_time {
+            let budget = humantime::format_duration(self.deadline.budget);
+            (ErrorCode::DeadlineExceeded, format!("the {budget} deadline for `{model}` ran out: {}", self.notes))
+        } else if self.attempts == 0 {
+            (ErrorCode::NoProviderAvailable, format!("no provider can take `{model}` right now: {}", self.notes))
+        } else {
+            (ErrorCode::AllProvidersFailed, format!("all providers failed for `{model}`: {}", self.notes))
+        };
+        ApiError::new(protocol, code, message).with_attempts(self.attempts)
     }
 }
 
@@ -122,34 +240,18 @@ fn upstream_url(base: &reqwest::Url, endpoint: Endpoint, query: Option<&str>) ->
     url
 }
 
-/// Turns the provider's response into the client's, streaming the body through.
-fn relay(upstream: reqwest::Response, candidate: &Candidate<'_>, attempts: u32, streamed: bool) -> Response<Body> {
-    let status = upstream.status();
-    let mut headers = headers::client_response(upstream.headers());
-    let is_sse = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if is_sse || streamed && status == StatusCode::OK {
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    }
-    if let Ok(name) = HeaderValue::from_str(candidate.provider.name()) {
-        headers.insert("x-switchyard-provider", name);
-    }
-    headers.insert("x-switchyard-attempts", HeaderValue::from(attempts));
-    // Dropping this body (client gone) drops the upstream response and its connection.
-    let mut response = Response::new(Body::from_stream(upstream.bytes_stream()));
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
-}
-
 /// A short, single-line excerpt of a failed provider's error body.
-async fn error_snippet(response: reqwest::Response) -> String {
-    let Ok(Ok(bytes)) = tokio::time::timeout(ERROR_BODY_WAIT, response.bytes()).await else {
-        return String::new();
+async fn error_snippet(mut upstream: Upstream) -> String {
+    let mut bytes = upstream.held.to_vec();
+    let read = async {
+        while let Some(Ok(chunk)) = upstream.rest.next().await {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() > ERROR_SNIPPET_CHARS * 4 {
+                break;
+            }
+        }
     };
+    let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
     let text = String::from_utf8_lossy(&bytes);
     let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     one_line.chars().take(ERROR_SNIPPET_CHARS).collect()

@@ -5,6 +5,7 @@
 //! Providers that cannot serve the request are skipped with a reason.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::config::RouteConfig;
 use crate::protocol::Protocol;
@@ -13,7 +14,7 @@ use crate::provider::Provider;
 /// A provider to try and the model name to send it.
 #[derive(Debug, Clone, Copy)]
 pub struct Candidate<'a> {
-    pub provider: &'a Provider,
+    pub provider: &'a Arc<Provider>,
     pub upstream_model: &'a str,
 }
 
@@ -63,7 +64,7 @@ fn join(skipped: &[Skip]) -> String {
 
 /// Builds the ordered plan for `model` requested in `protocol`.
 pub fn plan<'a>(
-    providers: &'a [Provider],
+    providers: &'a [Arc<Provider>],
     routes: &'a [RouteConfig],
     protocol: Protocol,
     model: &'a str,
@@ -93,7 +94,7 @@ pub fn plan<'a>(
     Ok(plan)
 }
 
-fn chain_for<'a>(providers: &'a [Provider], routes: &'a [RouteConfig], model: &'a str) -> Vec<Candidate<'a>> {
+fn chain_for<'a>(providers: &'a [Arc<Provider>], routes: &'a [RouteConfig], model: &'a str) -> Vec<Candidate<'a>> {
     let find = |name: &str| providers.iter().find(|p| p.name() == name);
     if let Some(route) = routes.iter().find(|r| r.model == model) {
         return route
@@ -123,10 +124,10 @@ mod tests {
     use crate::secrets::MemoryStore;
     use std::path::Path;
 
-    fn setup(text: &str) -> (Vec<Provider>, Config) {
+    fn setup(text: &str) -> (Vec<Arc<Provider>>, Config) {
         let config = Config::parse(text, Path::new("t.toml")).unwrap();
         let store = MemoryStore::new().with("a", "k", "ka").with("b", "k", "kb").with("c", "k", "kc");
-        let providers = config.providers.iter().cloned().map(|p| Provider::load(p, &store)).collect();
+        let providers = config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, &store))).collect();
         (providers, config)
     }
 

@@ -1,0 +1,111 @@
+//! One upstream attempt under its timeout. A streamed answer is held until
+//! its first content event: an error event, a drop or a stall before then is
+//! an outcome like any other, and the request can still fall back.
+
+use std::time::Duration;
+
+use axum::http::{header, HeaderMap, StatusCode};
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+
+use crate::classify::{self, Outcome};
+use crate::protocol::Endpoint;
+use crate::sse::{self, Splitter};
+
+/// A provider's answer, ready to relay: head, the bytes already read while
+/// waiting for content, and the rest of the body.
+pub struct Upstream {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub held: Bytes,
+    pub rest: BoxStream<'static, Result<Bytes, reqwest::Error>>,
+    /// Whether the body is an event stream.
+    pub sse: bool,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream").field("status", &self.status).field("held", &self.held.len()).finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+pub struct Attempted {
+    pub outcome: Outcome,
+    /// Present when the provider answered with a head worth relaying or reading.
+    pub upstream: Option<Upstream>,
+    /// What went wrong, in words, when something did.
+    pub detail: String,
+}
+
+impl Attempted {
+    fn failed(outcome: Outcome, detail: impl Into<String>) -> Attempted {
+        Attempted { outcome, upstream: None, detail: detail.into() }
+    }
+}
+
+/// Sends the request and waits, within `timeout`, for a head (or for a
+/// stream's first content).
+pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: Duration) -> Attempted {
+    let work = async {
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => return Attempted::failed(classify::of_error(&e), error_chain(&e)),
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let sse = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let rest = response.bytes_stream().boxed();
+        let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse };
+        if sse && status.is_success() {
+            until_content(upstream, endpoint).await
+        } else {
+            Attempted { outcome: Outcome::Status(status), upstream: Some(upstream), detail: String::new() }
+        }
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(attempted) => attempted,
+        Err(_) => Attempted::failed(Outcome::Timeout, format!("no answer within {}", humantime::format_duration(timeout))),
+    }
+}
+
+async fn until_content(mut upstream: Upstream, endpoint: Endpoint) -> Attempted {
+    let mut splitter = Splitter::default();
+    let mut held = BytesMut::new();
+    loop {
+        let chunk = match upstream.rest.next().await {
+            None => return Attempted::failed(Outcome::StreamDropped, "stream ended before any content"),
+            Some(Err(e)) => return Attempted::failed(Outcome::StreamDropped, format!("stream broke before any content: {}", error_chain(&e))),
+            Some(Ok(chunk)) => chunk,
+        };
+        held.extend_from_slice(&chunk);
+        for event in splitter.push(&chunk) {
+            match sse::classify(endpoint, &event) {
+                sse::Kind::Preamble => {}
+                sse::Kind::Error(message) => {
+                    return Attempted::failed(Outcome::StreamError, format!("error event before content: {message}"))
+                }
+                sse::Kind::Content => {
+                    upstream.held = held.freeze();
+                    return Attempted { outcome: Outcome::Status(upstream.status), upstream: Some(upstream), detail: String::new() };
+                }
+            }
+        }
+    }
+}
+
+/// An error with its causes, which is where reqwest keeps the useful part.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

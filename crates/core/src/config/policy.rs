@@ -1,0 +1,188 @@
+//! The `[policy]` table and its per-provider and per-route overrides.
+//! Durations are strings (`"30s"`, `"250ms"`); every value is checked.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::policy::{ProviderPolicy, RequestPolicy};
+
+/// Every policy knob, each optional so a table sets only what it changes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    // Request settings: [policy] and routes.
+    deadline: Option<Spanned<String>>,
+    attempt_timeout: Option<Spanned<String>>,
+    max_retries: Option<Spanned<i64>>,
+    retry_timeouts: Option<Spanned<bool>>,
+    backoff_base: Option<Spanned<String>>,
+    backoff_cap: Option<Spanned<String>>,
+    max_retry_wait: Option<Spanned<String>>,
+    min_fallback_budget: Option<Spanned<String>>,
+    stream_idle_timeout: Option<Spanned<String>>,
+    // Provider settings: [policy] and providers.
+    breaker_failure_rate: Option<Spanned<f64>>,
+    breaker_window: Option<Spanned<String>>,
+    breaker_min_calls: Option<Spanned<i64>>,
+    breaker_consecutive_failures: Option<Spanned<i64>>,
+    breaker_cooldown: Option<Spanned<String>>,
+    breaker_cooldown_max: Option<Spanned<String>>,
+    breaker_half_open_probes: Option<Spanned<i64>>,
+    breaker_close_after: Option<Spanned<i64>>,
+    max_concurrency: Option<Spanned<i64>>,
+    fallback_share: Option<Spanned<f64>>,
+    fallback_min: Option<Spanned<i64>>,
+    fallback_window: Option<Spanned<String>>,
+    requests_per_minute: Option<Spanned<i64>>,
+    tokens_per_minute: Option<Spanned<i64>>,
+}
+
+/// A policy value that could not be accepted: where, which field, why.
+#[derive(Debug)]
+pub(super) struct PolicyError {
+    pub span: Range<usize>,
+    pub field: &'static str,
+    pub message: String,
+}
+
+type Result<T> = std::result::Result<T, PolicyError>;
+
+fn err<T>(span: Range<usize>, field: &'static str, message: impl Into<String>) -> Result<T> {
+    Err(PolicyError { span, field, message: message.into() })
+}
+
+fn duration(v: &Option<Spanned<String>>, field: &'static str, into: &mut Duration) -> Result<()> {
+    if let Some(v) = v {
+        match humantime::parse_duration(v.get_ref()) {
+            Ok(d) if !d.is_zero() => *into = d,
+            _ => return err(v.span(), field, format!("{:?} is not a duration such as \"30s\" or \"250ms\"", v.get_ref())),
+        }
+    }
+    Ok(())
+}
+
+fn count(v: &Option<Spanned<i64>>, field: &'static str, min: i64) -> Result<Option<u32>> {
+    match v {
+        None => Ok(None),
+        Some(n) => match u32::try_from(*n.get_ref()) {
+            Ok(c) if i64::from(c) >= min => Ok(Some(c)),
+            _ => err(n.span(), field, format!("must be a whole number of at least {min}")),
+        },
+    }
+}
+
+fn fraction(v: &Option<Spanned<f64>>, field: &'static str, into: &mut f64) -> Result<()> {
+    if let Some(v) = v {
+        let x = *v.get_ref();
+        if !(0.0..=1.0).contains(&x) {
+            return err(v.span(), field, "must be between 0 and 1");
+        }
+        *into = x;
+    }
+    Ok(())
+}
+
+impl RawPolicy {
+    /// `base` with this table's request settings applied.
+    pub fn request(&self, base: &RequestPolicy) -> Result<RequestPolicy> {
+        let mut p = base.clone();
+        duration(&self.deadline, "deadline", &mut p.deadline)?;
+        duration(&self.attempt_timeout, "attempt_timeout", &mut p.attempt_timeout)?;
+        if let Some(n) = count(&self.max_retries, "max_retries", 0)? {
+            p.max_retries = n;
+        }
+        if let Some(b) = &self.retry_timeouts {
+            p.retry_timeouts = *b.get_ref();
+        }
+        duration(&self.backoff_base, "backoff_base", &mut p.backoff_base)?;
+        duration(&self.backoff_cap, "backoff_cap", &mut p.backoff_cap)?;
+        duration(&self.max_retry_wait, "max_retry_wait", &mut p.max_retry_wait)?;
+        duration(&self.min_fallback_budget, "min_fallback_budget", &mut p.min_fallback_budget)?;
+        duration(&self.stream_idle_timeout, "stream_idle_timeout", &mut p.stream_idle_timeout)?;
+        Ok(p)
+    }
+
+    /// `base` with this table's provider settings applied.
+    pub fn provider(&self, base: &ProviderPolicy) -> Result<ProviderPolicy> {
+        let mut p = base.clone();
+        let b = &mut p.breaker;
+        fraction(&self.breaker_failure_rate, "breaker_failure_rate", &mut b.failure_rate)?;
+        duration(&self.breaker_window, "breaker_window", &mut b.window)?;
+        if let Some(n) = count(&self.breaker_min_calls, "breaker_min_calls", 1)? {
+            b.min_calls = n;
+        }
+        if let Some(n) = count(&self.breaker_consecutive_failures, "breaker_consecutive_failures", 1)? {
+            b.consecutive_failures = n;
+        }
+        duration(&self.breaker_cooldown, "breaker_cooldown", &mut b.cooldown)?;
+        duration(&self.breaker_cooldown_max, "breaker_cooldown_max", &mut b.cooldown_max)?;
+        if let Some(n) = count(&self.breaker_half_open_probes, "breaker_half_open_probes", 1)? {
+            b.half_open_probes = n;
+        }
+        if let Some(n) = count(&self.breaker_close_after, "breaker_close_after", 1)? {
+            b.close_after = n;
+        }
+        if let Some(n) = count(&self.max_concurrency, "max_concurrency", 1)? {
+            p.max_concurrency = Some(n);
+        }
+        fraction(&self.fallback_share, "fallback_share", &mut p.fallback_share)?;
+        if let Some(n) = count(&self.fallback_min, "fallback_min", 0)? {
+            p.fallback_min = n;
+        }
+        duration(&self.fallback_window, "fallback_window", &mut p.fallback_window)?;
+        if let Some(n) = count(&self.requests_per_minute, "requests_per_minute", 1)? {
+            p.requests_per_minute = Some(n);
+        }
+        if let Some(n) = count(&self.tokens_per_minute, "tokens_per_minute", 1)? {
+            p.tokens_per_minute = Some(n);
+        }
+        Ok(p)
+    }
+
+    /// The first request setting present (a provider table may not set one).
+    pub fn first_request_setting(&self) -> Option<(&'static str, Range<usize>)> {
+        let durations = [
+            ("deadline", &self.deadline),
+            ("attempt_timeout", &self.attempt_timeout),
+            ("backoff_base", &self.backoff_base),
+            ("backoff_cap", &self.backoff_cap),
+            ("max_retry_wait", &self.max_retry_wait),
+            ("min_fallback_budget", &self.min_fallback_budget),
+            ("stream_idle_timeout", &self.stream_idle_timeout),
+        ];
+        durations
+            .into_iter()
+            .find_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
+            .or_else(|| self.max_retries.as_ref().map(|v| ("max_retries", v.span())))
+            .or_else(|| self.retry_timeouts.as_ref().map(|v| ("retry_timeouts", v.span())))
+    }
+
+    /// The first provider setting present (a route table may not set one).
+    pub fn first_provider_setting(&self) -> Option<(&'static str, Range<usize>)> {
+        let durations = [
+            ("breaker_window", &self.breaker_window),
+            ("breaker_cooldown", &self.breaker_cooldown),
+            ("breaker_cooldown_max", &self.breaker_cooldown_max),
+            ("fallback_window", &self.fallback_window),
+        ];
+        let counts = [
+            ("breaker_min_calls", &self.breaker_min_calls),
+            ("breaker_consecutive_failures", &self.breaker_consecutive_failures),
+            ("breaker_half_open_probes", &self.breaker_half_open_probes),
+            ("breaker_close_after", &self.breaker_close_after),
+            ("max_concurrency", &self.max_concurrency),
+            ("fallback_min", &self.fallback_min),
+            ("requests_per_minute", &self.requests_per_minute),
+            ("tokens_per_minute", &self.tokens_per_minute),
+        ];
+        let fractions = [("breaker_failure_rate", &self.breaker_failure_rate), ("fallback_share", &self.fallback_share)];
+        durations
+            .into_iter()
+            .find_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
+            .or_else(|| counts.into_iter().find_map(|(n, v)| v.as_ref().map(|v| (n, v.span()))))
+            .or_else(|| fractions.into_iter().find_map(|(n, v)| v.as_ref().map(|v| (n, v.span()))))
+    }
+}

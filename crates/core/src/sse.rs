@@ -1,0 +1,215 @@
+//! Server-sent events as the gateway needs them: split into whole events
+//! without changing a byte, and sorted into preamble, content and errors so
+//! a stream can be held until its first content and still fall back.
+
+use bytes::{Bytes, BytesMut};
+use serde_json::Value;
+
+use crate::protocol::Endpoint;
+
+/// Splits a byte stream into complete events, each with its terminating
+/// blank line, exactly as received.
+#[derive(Debug, Default)]
+pub struct Splitter {
+    buf: BytesMut,
+}
+
+impl Splitter {
+    /// Adds bytes; returns the events they complete.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<Bytes> {
+        self.buf.extend_from_slice(chunk);
+        let mut events = Vec::new();
+        while let Some(end) = event_end(&self.buf) {
+            events.push(self.buf.split_to(end).freeze());
+        }
+        events
+    }
+
+    /// Bytes of an event not yet complete.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// The end (exclusive) of the first complete event: after "\n\n", "\r\n\r\n" or "\r\r".
+fn event_end(buf: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i + 1 < buf.len() {
+        match (buf[i], buf[i + 1]) {
+            (b'\n', b'\n') | (b'\r', b'\r') => return Some(i + 2),
+            (b'\r', b'\n') if buf.get(i + 2..i + 4) == Some(b"\r\n") => return Some(i + 4),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// What an event means for committing a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// Before any content: may be held back and discarded on fallback.
+    Preamble,
+    /// Content (or the end of a reply): the stream is committed.
+    Content,
+    /// The provider reported an error in the stream.
+    Error(String),
+}
+
+/// The event's name and joined data lines.
+pub fn parse(event: &[u8]) -> (Option<String>, String) {
+    let text = String::from_utf8_lossy(event);
+    let mut name = None;
+    let mut data: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("event:") {
+            name = Some(v.trim().to_string());
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data.push(v.strip_prefix(' ').unwrap_or(v));
+        }
+    }
+    (name, data.join("\n"))
+}
+
+/// Sorts one event of `endpoint`'s stream.
+pub fn classify(endpoint: Endpoint, event: &[u8]) -> Kind {
+    let (name, data) = parse(event);
+    if data.is_empty() && name.is_none() {
+        return Kind::Preamble; // a comment or keep-alive
+    }
+    if data.trim() == "[DONE]" {
+        return Kind::Content;
+    }
+    let json: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+    let kind = name.as_deref().or_else(|| json.get("type").and_then(Value::as_str)).unwrap_or("");
+    if kind == "error" || kind == "response.failed" || json.get("error").is_some_and(|e| !e.is_null()) && kind != "response.completed" {
+        return Kind::Error(error_message(&json));
+    }
+    let preamble = match endpoint {
+        Endpoint::Messages => matches!(kind, "message_start" | "ping" | "content_block_start"),
+        Endpoint::Responses => matches!(
+            kind,
+            "response.created" | "response.in_progress" | "response.queued" | "response.output_item.added" | "response.content_part.added"
+        ),
+        Endpoint::ChatCompletions | Endpoint::Completions => !chat_has_content(&json),
+        Endpoint::Embeddings | Endpoint::CountTokens => false,
+    };
+    if preamble {
+        Kind::Preamble
+    } else {
+        Kind::Content
+    }
+}
+
+/// A chat or completion chunk carries content when any choice has text,
+/// tool calls, a refusal, reasoning, or a finish reason; a usage-only chunk
+/// counts too (the reply is over).
+fn chat_has_content(chunk: &Value) -> bool {
+    let non_empty = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Null) | None => false,
+        Some(_) => true,
+    };
+    let choices = chunk.get("choices").and_then(Value::as_array);
+    let any_choice = choices.is_some_and(|cs| {
+        cs.iter().any(|c| {
+            let d = c.get("delta").unwrap_or(c);
+            ["content", "text", "tool_calls", "function_call", "refusal", "reasoning", "reasoning_content"]
+                .iter()
+                .any(|k| non_empty(d.get(*k)))
+                || non_empty(c.get("finish_reason"))
+        })
+    });
+    any_choice || choices.is_some_and(Vec::is_empty) && non_empty(chunk.get("usage"))
+}
+
+fn error_message(json: &Value) -> String {
+    let pick = |v: &Value| v.get("message").and_then(Value::as_str).map(str::to_string);
+    json.get("error")
+        .and_then(pick)
+        .or_else(|| pick(json))
+        .or_else(|| json.pointer("/response/error/message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| "error event".into())
+}
+
+/// The protocol's own error event, to end a stream that failed after content.
+pub fn error_event(endpoint: Endpoint, message: &str) -> Bytes {
+    let text = match endpoint {
+        Endpoint::Messages | Endpoint::CountTokens => format!(
+            "event: error\ndata: {}\n\n",
+            serde_json::json!({ "type": "error", "error": { "type": "api_error", "message": message } })
+        ),
+        Endpoint::Responses => format!(
+            "event: error\ndata: {}\n\n",
+            serde_json::json!({ "type": "error", "code": "upstream_error", "message": message, "param": null })
+        ),
+        Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => format!(
+            "data: {}\n\n",
+            serde_json::json!({ "error": { "message": message, "type": "server_error", "param": null, "code": "upstream_error" } })
+        ),
+    };
+    Bytes::from(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitter_keeps_bytes_and_handles_any_chunking() {
+        let stream = b"event: a\ndata: 1\n\n: keep-alive\n\ndata: 2\r\n\r\ndata: 3\n\n";
+        for cut in 1..stream.len() {
+            let mut s = Splitter::default();
+            let mut events = s.push(&stream[..cut]);
+            events.extend(s.push(&stream[cut..]));
+            assert_eq!(events.concat(), stream.to_vec(), "cut at {cut}");
+            assert_eq!(events.len(), 4);
+            assert_eq!(s.pending(), 0);
+        }
+    }
+
+    #[test]
+    fn chat_preamble_content_and_errors() {
+        let role = br#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
+
+"#;
+        let text = br#"data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}
+
+"#;
+        let tool = br#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0}]}}]}
+
+"#;
+        let error = br#"data: {"error":{"message":"overloaded","type":"server_error"}}
+
+"#;
+        assert_eq!(classify(Endpoint::ChatCompletions, role), Kind::Preamble);
+        assert_eq!(classify(Endpoint::ChatCompletions, text), Kind::Content);
+        assert_eq!(classify(Endpoint::ChatCompletions, tool), Kind::Content);
+        assert_eq!(classify(Endpoint::ChatCompletions, b"data: [DONE]\n\n"), Kind::Content);
+        assert_eq!(classify(Endpoint::ChatCompletions, error), Kind::Error("overloaded".into()));
+        assert_eq!(classify(Endpoint::ChatCompletions, b": ping\n\n"), Kind::Preamble);
+    }
+
+    #[test]
+    fn anthropic_and_responses_events() {
+        let m = |name: &str| format!("event: {name}\ndata: {{\"type\":\"{name}\"}}\n\n").into_bytes();
+        for name in ["message_start", "ping", "content_block_start"] {
+            assert_eq!(classify(Endpoint::Messages, &m(name)), Kind::Preamble, "{name}");
+        }
+        assert_eq!(classify(Endpoint::Messages, &m("content_block_delta")), Kind::Content);
+        let e = b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+        assert_eq!(classify(Endpoint::Messages, e), Kind::Error("Overloaded".into()));
+        assert_eq!(classify(Endpoint::Responses, &m("response.created")), Kind::Preamble);
+        assert_eq!(classify(Endpoint::Responses, &m("response.output_text.delta")), Kind::Content);
+        let completed = b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"error\":null}}\n\n";
+        assert_eq!(classify(Endpoint::Responses, completed), Kind::Content);
+    }
+
+    #[test]
+    fn error_events_parse_as_errors_in_their_protocol() {
+        for endpoint in [Endpoint::ChatCompletions, Endpoint::Responses, Endpoint::Messages] {
+            let event = error_event(endpoint, "upstream went away");
+            assert_eq!(classify(endpoint, &event), Kind::Error("upstream went away".into()), "{endpoint}");
+        }
+    }
+}
