@@ -198,9 +198,9 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
     let Some(endpoint) = Endpoint::from_path(uri.path()) else {
         return (StatusCode::NOT_FOUND, "unknown simulated endpoint").into_response();
     };
-    let (fault, latency, pacing) = {
+    let (fault, latency, pacing, extra) = {
         let mut script = lock(&shared.script);
-        (script.next_fault(), script.latency, script.pacing())
+        (script.next_fault(), script.latency, script.pacing(), script.headers.clone())
     };
     let guard = ReplyGuard::new(shared.clone());
     if !latency.is_zero() {
@@ -208,10 +208,10 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
     }
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let plan = wire::plan(&shared.name, call, endpoint, &request, pacing.chunks);
-    match fault {
+    let mut response = match fault {
         Fault::Status { status, headers } => {
             guard.finish();
-            error_response(endpoint, status, &headers)
+            return error_response(endpoint, status, &headers);
         }
         Fault::Hang => {
             // Held until the caller gives up; the guard then records the disconnect.
@@ -226,13 +226,12 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
             }
             Reply::Events(events) => stream_response(events, fault, pacing.interval, guard),
         },
-    }
+    };
+    add_headers(&mut response, &extra);
+    response
 }
 
-fn error_response(endpoint: Endpoint, status: u16, headers: &[(String, String)]) -> Response {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = axum::Json(wire::error_body(endpoint, status)).into_response();
-    *response.status_mut() = status;
+fn add_headers(response: &mut Response, headers: &[(String, String)]) {
     for (name, value) in headers {
         if let (Ok(n), Ok(v)) = (
             axum::http::HeaderName::try_from(name.as_str()),
@@ -241,6 +240,13 @@ fn error_response(endpoint: Endpoint, status: u16, headers: &[(String, String)])
             response.headers_mut().append(n, v);
         }
     }
+}
+
+fn error_response(endpoint: Endpoint, status: u16, headers: &[(String, String)]) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = axum::Json(wire::error_body(endpoint, status)).into_response();
+    *response.status_mut() = status;
+    add_headers(&mut response, headers);
     response
 }
 
@@ -278,6 +284,9 @@ async fn produce(tx: &mpsc::Sender<Result<Bytes, io::Error>>, events: wire::Even
     for (i, event) in events.content.into_iter().enumerate() {
         match fault {
             Fault::DropAfter(n) if i == n => {
+                // Let what was sent reach the wire first: a real drop comes
+                // after delivered bytes, not instead of them.
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 let _ = send(Err(io::Error::new(io::ErrorKind::ConnectionReset, "simulated drop"))).await;
                 return true;
             }

@@ -56,6 +56,8 @@ pub struct Script {
     interval: Duration,
     /// Models listed by `GET /v1/models`.
     pub models: Vec<String>,
+    /// Extra headers on every successful reply (rate-limit quotas, say).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Default for Script {
@@ -75,6 +77,7 @@ impl Script {
             chunks: 5,
             interval: Duration::ZERO,
             models: vec!["sim-model".to_string()],
+            headers: Vec::new(),
         }
     }
 
@@ -111,6 +114,12 @@ impl Script {
     pub fn stream(mut self, chunks: usize, interval: Duration) -> Script {
         self.chunks = chunks.max(1);
         self.interval = interval;
+        self
+    }
+
+    /// Adds headers to every successful reply.
+    pub fn reply_headers(mut self, headers: &[(&str, &str)]) -> Script {
+        self.headers.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         self
     }
 
