@@ -7,6 +7,10 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use std::time::Duration;
+
+use switchyard_core::history::store::CountTable;
+use switchyard_core::history::{History, Store};
 use switchyard_core::secrets::MemoryStore;
 use switchyard_core::{Config, Gateway};
 use switchyard_sim::SimProvider;
@@ -14,11 +18,18 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// A gateway serving on an ephemeral loopback port; stops when dropped.
+/// The admin token every test gateway requires.
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// A gateway serving on an ephemeral loopback port, recording history in a
+/// fresh temporary database; stops when dropped.
 #[derive(Debug)]
 pub struct TestGateway {
     pub addr: SocketAddr,
     pub gateway: Gateway,
+    pub store: Store,
+    _history: History,
+    _dir: tempfile::TempDir,
     stop: CancellationToken,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -27,13 +38,39 @@ impl TestGateway {
     /// Starts a gateway from TOML config text and an in-memory key store.
     pub async fn start(config: &str, keys: MemoryStore) -> TestGateway {
         let config = Config::parse(config, Path::new("test.toml")).expect("test config is valid");
-        let gateway = Gateway::new(config, &keys).expect("gateway builds");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let history = History::open(&dir.path().join("switchyard.db"), &config.history).await.expect("history opens");
+        let gateway = Gateway::builder(config, &keys)
+            .history(&history)
+            .admin_token(secrecy::SecretString::from(ADMIN_TOKEN.to_string()))
+            .build()
+            .expect("gateway builds");
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let stop = CancellationToken::new();
         let shutdown = stop.clone().cancelled_owned();
         let task = tokio::spawn(switchyard_core::serve(listener, gateway.clone(), shutdown));
-        TestGateway { addr, gateway, stop, task }
+        let store = history.store().clone();
+        TestGateway { addr, gateway, store, _history: history, _dir: dir, stop, task }
+    }
+
+    /// Waits until `n` requests are on record (the writer is asynchronous).
+    pub async fn recorded(&self, n: i64) -> i64 {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let count = self.store.count(CountTable::Requests).await.expect("count");
+            if count >= n || tokio::time::Instant::now() >= deadline {
+                return count;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A GET on the admin API, as JSON.
+    pub async fn admin(&self, path_and_query: &str) -> serde_json::Value {
+        let r = http().get(self.url(path_and_query)).bearer_auth(ADMIN_TOKEN).send().await.expect("admin call");
+        assert!(r.status().is_success(), "{path_and_query}: {}", r.status());
+        r.json().await.expect("admin JSON")
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -30,6 +30,14 @@ async fn two(primary: Script, backup: Script, policy: &str) -> (SimProvider, Sim
     (p, b, gw)
 }
 
+fn messages(stream: bool) -> Value {
+    json!({ "model": "c", "stream": stream, "max_tokens": 8, "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+async fn send_messages(gw: &TestGateway, body: &Value) -> reqwest::Response {
+    http().post(gw.url("/v1/messages")).json(body).send().await.unwrap()
+}
+
 fn chat(stream: bool) -> Value {
     json!({ "model": "m", "stream": stream, "messages": [{ "role": "user", "content": "hi" }] })
 }
@@ -137,12 +145,7 @@ async fn an_error_event_before_content_falls_back_with_a_clean_stream() {
     assert!(text.ends_with("data: [DONE]\n\n"));
     assert_eq!(p.calls(), 1);
 
-    let r = http()
-        .post(gw.url("/v1/messages"))
-        .json(&json!({ "model": "c", "stream": true, "max_tokens": 8, "messages": [{ "role": "user", "content": "hi" }] }))
-        .send()
-        .await
-        .unwrap();
+    let r = send_messages(&gw, &messages(true)).await;
     assert_eq!(header(&r, "x-switchyard-provider"), "backup-an");
     let text = r.text().await.unwrap();
     assert_eq!(text.matches("event: message_start").count(), 1, "one preamble only: {text}");
@@ -171,12 +174,7 @@ async fn a_drop_after_content_ends_the_stream_with_the_protocols_error_event() {
     let error: Value = serde_json::from_str(last.strip_prefix("data: ").unwrap()).unwrap();
     assert_eq!(error["error"]["code"], "upstream_error");
 
-    let r = http()
-        .post(gw.url("/v1/messages"))
-        .json(&json!({ "model": "c", "stream": true, "max_tokens": 8, "messages": [{ "role": "user", "content": "hi" }] }))
-        .send()
-        .await
-        .unwrap();
+    let r = send_messages(&gw, &messages(true)).await;
     let text = r.text().await.unwrap();
     assert!(text.contains("event: content_block_delta"));
     assert!(text.trim_end().rsplit("\n\n").next().unwrap().starts_with("event: error\ndata: {"), "{text}");

@@ -8,6 +8,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
+use tokio::time::Instant;
 
 use crate::classify::{self, Outcome};
 use crate::protocol::Endpoint;
@@ -37,17 +38,26 @@ pub struct Attempted {
     pub upstream: Option<Upstream>,
     /// What went wrong, in words, when something did.
     pub detail: String,
+    /// Time to the response head.
+    pub ttfb: Option<Duration>,
+    /// Time to a stream's first content event.
+    pub ttft: Option<Duration>,
 }
 
 impl Attempted {
     fn failed(outcome: Outcome, detail: impl Into<String>) -> Attempted {
-        Attempted { outcome, upstream: None, detail: detail.into() }
+        Attempted { outcome, upstream: None, detail: detail.into(), ttfb: None, ttft: None }
+    }
+
+    fn answered(upstream: Upstream, ttfb: Duration, ttft: Option<Duration>) -> Attempted {
+        Attempted { outcome: Outcome::Status(upstream.status), upstream: Some(upstream), detail: String::new(), ttfb: Some(ttfb), ttft }
     }
 }
 
 /// Sends the request and waits, within `timeout`, for a head (or for a
 /// stream's first content).
 pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: Duration) -> Attempted {
+    let started = Instant::now();
     let work = async {
         let response = match request.send().await {
             Ok(r) => r,
@@ -61,10 +71,13 @@ pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: 
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let rest = response.bytes_stream().boxed();
         let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse };
+        let ttfb = started.elapsed();
         if sse && status.is_success() {
-            until_content(upstream, endpoint).await
+            let mut attempted = until_content(upstream, endpoint, started).await;
+            attempted.ttfb = Some(ttfb);
+            attempted
         } else {
-            Attempted { outcome: Outcome::Status(status), upstream: Some(upstream), detail: String::new() }
+            Attempted::answered(upstream, ttfb, None)
         }
     };
     match tokio::time::timeout(timeout, work).await {
@@ -73,7 +86,7 @@ pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: 
     }
 }
 
-async fn until_content(mut upstream: Upstream, endpoint: Endpoint) -> Attempted {
+async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Instant) -> Attempted {
     let mut splitter = Splitter::default();
     let mut held = BytesMut::new();
     loop {
@@ -91,7 +104,8 @@ async fn until_content(mut upstream: Upstream, endpoint: Endpoint) -> Attempted 
                 }
                 sse::Kind::Content => {
                     upstream.held = held.freeze();
-                    return Attempted { outcome: Outcome::Status(upstream.status), upstream: Some(upstream), detail: String::new() };
+                    let ttft = started.elapsed();
+                    return Attempted::answered(upstream, ttft, Some(ttft));
                 }
             }
         }

@@ -15,6 +15,8 @@ pub struct RequestHead {
     /// Byte range of the `model` value (quotes included) in the body.
     model_span: Range<usize>,
     pub stream: bool,
+    /// The client set `stream_options` itself.
+    pub has_stream_options: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -31,6 +33,8 @@ struct Head<'a> {
     model: Option<&'a RawValue>,
     #[serde(borrow)]
     stream: Option<&'a RawValue>,
+    #[serde(borrow)]
+    stream_options: Option<&'a RawValue>,
 }
 
 /// Validates the body as a JSON object and reads `model` and `stream`.
@@ -48,7 +52,12 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
     // A borrowed RawValue is a slice of `text`, so its offset is its position.
     let start = raw_model.get().as_ptr() as usize - text.as_ptr() as usize;
     let stream = head.stream.is_some_and(|s| s.get() == "true");
-    Ok(RequestHead { model, model_span: start..start + raw_model.get().len(), stream })
+    Ok(RequestHead {
+        model,
+        model_span: start..start + raw_model.get().len(),
+        stream,
+        has_stream_options: head.stream_options.is_some(),
+    })
 }
 
 impl RequestHead {
@@ -64,6 +73,21 @@ impl RequestHead {
         out.extend_from_slice(&body[self.model_span.end..]);
         out.freeze()
     }
+}
+
+/// `body` with `"stream_options":{"include_usage":true}` added as its last
+/// member, every other byte kept. `None` if the body is not an object.
+pub fn with_include_usage(body: &Bytes) -> Option<Bytes> {
+    let end = body.iter().rposition(|b| !b.is_ascii_whitespace())?;
+    if body[end] != b'}' {
+        return None;
+    }
+    const MEMBER: &[u8] = br#","stream_options":{"include_usage":true}"#;
+    let mut out = BytesMut::with_capacity(body.len() + MEMBER.len());
+    out.extend_from_slice(&body[..end]);
+    out.extend_from_slice(MEMBER);
+    out.extend_from_slice(&body[end..]);
+    Some(out.freeze())
 }
 
 #[cfg(test)]
@@ -90,6 +114,17 @@ mod tests {
         let expected = "{ \"messages\" : [{\"role\":\"user\",\"content\":\"h\u{e9}\"}],\n  \"model\" :\t\"provider/\\\"m\\\"\", \"extra\": {\"z\":1.50} }";
         assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
         assert_eq!(head.with_model(&body, "abc"), body, "same name: untouched bytes");
+    }
+
+    #[test]
+    fn include_usage_is_appended_as_the_last_member() {
+        let body = Bytes::from_static(b"{\"model\":\"m\",\"stream\":true}\n");
+        let out = with_include_usage(&body).unwrap();
+        assert_eq!(&out[..], b"{\"model\":\"m\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}\n");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert!(inspect(&out).unwrap().has_stream_options);
+        assert!(!inspect(&body).unwrap().has_stream_options);
     }
 
     #[test]

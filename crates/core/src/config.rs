@@ -11,6 +11,7 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::history::pricing::Price;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::Protocol;
 
@@ -32,6 +33,34 @@ pub struct Config {
     pub policy: RequestPolicy,
     pub providers: Vec<ProviderConfig>,
     pub routes: Vec<RouteConfig>,
+    pub history: HistoryConfig,
+    /// Price overrides, ahead of the shipped table.
+    pub prices: Vec<Price>,
+}
+
+/// What is recorded and for how long.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryConfig {
+    pub enabled: bool,
+    /// Requests older than this are removed.
+    pub retention: std::time::Duration,
+    /// The database is kept under this size by removing the oldest requests.
+    pub max_size_bytes: u64,
+    /// Store request and response bodies (truncated), for debugging.
+    pub store_bodies: bool,
+    pub body_limit: usize,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> HistoryConfig {
+        HistoryConfig {
+            enabled: true,
+            retention: std::time::Duration::from_secs(30 * 24 * 3600),
+            max_size_bytes: 512 * 1024 * 1024,
+            store_bodies: false,
+            body_limit: 16 * 1024,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +88,9 @@ pub struct ProviderConfig {
     pub enabled: bool,
     pub auth: Auth,
     pub policy: ProviderPolicy,
+    /// For OpenAI-kind chat streams: ask for usage the client did not ask
+    /// for (and strip it again), so spend is counted.
+    pub stream_usage: bool,
 }
 
 /// The models a provider serves: the name clients ask for, mapped to the
@@ -124,6 +156,7 @@ impl Config {
 
     /// The request policy for a model: its route's, else the global one.
     pub fn request_policy(&self, model: &str) -> &RequestPolicy {
+        // Routes are few; a linear scan beats hashing here.
         self.routes.iter().find(|r| r.model == model).map_or(&self.policy, |r| &r.policy)
     }
 }
@@ -192,6 +225,20 @@ struct RawConfig {
     providers: Vec<RawProvider>,
     #[serde(default)]
     routes: Vec<RawRoute>,
+    #[serde(default)]
+    history: RawHistory,
+    #[serde(default)]
+    prices: Vec<Spanned<Price>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHistory {
+    enabled: Option<bool>,
+    retention: Option<Spanned<String>>,
+    max_size_mb: Option<Spanned<i64>>,
+    store_bodies: Option<bool>,
+    body_limit: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -214,6 +261,8 @@ struct RawProvider {
     auth: Option<Spanned<String>>,
     #[serde(default)]
     policy: RawPolicy,
+    #[serde(default = "yes")]
+    stream_usage: bool,
 }
 
 fn yes() -> bool {
@@ -265,7 +314,46 @@ impl Validator<'_> {
             let route = self.route(i, r, &providers, &routes, &policy)?;
             routes.push(route);
         }
-        Ok(Config { server, policy, providers, routes })
+        let history = self.history(raw.history)?;
+        let mut prices = Vec::with_capacity(raw.prices.len());
+        for (i, price) in raw.prices.into_iter().enumerate() {
+            let span = price.span();
+            let price = price.into_inner();
+            if [price.input, price.output, price.cached.unwrap_or(0.0)].iter().any(|v| !v.is_finite() || *v < 0.0) {
+                return self.error(span, format!("prices[{i}]"), "prices must be zero or more (USD per million tokens)");
+            }
+            prices.push(price);
+        }
+        Ok(Config { server, policy, providers, routes, history, prices })
+    }
+
+    fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {
+        let mut h = HistoryConfig::default();
+        if let Some(e) = raw.enabled {
+            h.enabled = e;
+        }
+        if let Some(r) = raw.retention {
+            match humantime::parse_duration(r.get_ref()) {
+                Ok(d) if !d.is_zero() => h.retention = d,
+                _ => return self.error(r.span(), "history.retention", format!("{:?} is not a duration such as \"30days\"", r.get_ref())),
+            }
+        }
+        if let Some(m) = raw.max_size_mb {
+            match u64::try_from(*m.get_ref()) {
+                Ok(mb) if mb >= 1 => h.max_size_bytes = mb * 1024 * 1024,
+                _ => return self.error(m.span(), "history.max_size_mb", "must be at least 1"),
+            }
+        }
+        if let Some(b) = raw.store_bodies {
+            h.store_bodies = b;
+        }
+        if let Some(l) = raw.body_limit {
+            match usize::try_from(*l.get_ref()) {
+                Ok(n) if n >= 1 => h.body_limit = n,
+                _ => return self.error(l.span(), "history.body_limit", "must be at least 1 byte"),
+            }
+        }
+        Ok(h)
     }
 
     fn server(&self, raw: RawServer) -> Result<ServerConfig, ConfigError> {
@@ -340,7 +428,7 @@ impl Validator<'_> {
             return self.error(span, field(&format!("policy.{setting}")), "is a request setting: set it in [policy] or in a route's policy");
         }
         let policy = raw.policy.provider(defaults).or_else(|e| self.policy_error(&field("policy"), e))?;
-        Ok(ProviderConfig { name, kind, base_url, models, enabled: raw.enabled, auth, policy })
+        Ok(ProviderConfig { name, kind, base_url, models, enabled: raw.enabled, auth, policy, stream_usage: raw.stream_usage })
     }
 
     fn route(

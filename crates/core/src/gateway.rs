@@ -1,10 +1,16 @@
-//! The gateway's shared state: validated config, providers with their keys,
-//! and one pooled HTTP client for every upstream call.
+//! The gateway's shared state: validated config, providers with their keys
+//! and live policy state, one pooled HTTP client for every upstream call,
+//! and where history goes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use secrecy::SecretString;
+
 use crate::config::Config;
+use crate::history::pricing::Prices;
+use crate::history::{History, Store};
+use crate::journal::Sink;
 use crate::provider::Provider;
 use crate::secrets::SecretStore;
 
@@ -30,12 +36,42 @@ struct Inner {
     config: Config,
     providers: Vec<Arc<Provider>>,
     client: reqwest::Client,
+    sink: Option<Sink>,
+    store: Option<Store>,
+    admin_token: Option<SecretString>,
 }
 
-impl Gateway {
-    /// Builds the gateway; keys are read from `secrets` once, here.
-    pub fn new(config: Config, secrets: &dyn SecretStore) -> Result<Gateway, InitError> {
-        let providers = config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, secrets))).collect();
+/// Assembles a [`Gateway`] from what its caller owns.
+#[derive(Debug)]
+pub struct Builder<'a> {
+    config: Config,
+    secrets: &'a dyn SecretStore,
+    history: Option<(Sink, Store)>,
+    admin_token: Option<SecretString>,
+}
+
+impl<'a> Builder<'a> {
+    /// Records every request in `history`.
+    pub fn history(mut self, history: &History) -> Builder<'a> {
+        let config = &self.config;
+        let sink = Sink {
+            recorder: history.recorder(),
+            prices: Arc::new(Prices::with_overrides(config.prices.clone())),
+            keep_bodies: config.history.store_bodies.then_some(config.history.body_limit),
+        };
+        self.history = Some((sink, history.store().clone()));
+        self
+    }
+
+    /// The token the admin API requires; without one the admin API is off.
+    pub fn admin_token(mut self, token: SecretString) -> Builder<'a> {
+        self.admin_token = Some(token);
+        self
+    }
+
+    /// Reads keys from the secret store once, here.
+    pub fn build(self) -> Result<Gateway, InitError> {
+        let providers = self.config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, self.secrets))).collect();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -44,7 +80,24 @@ impl Gateway {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("switchyard/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Gateway { inner: Arc::new(Inner { config, providers, client }) })
+        let (sink, store) = match self.history {
+            Some((sink, store)) => (Some(sink), Some(store)),
+            None => (None, None),
+        };
+        Ok(Gateway {
+            inner: Arc::new(Inner { config: self.config, providers, client, sink, store, admin_token: self.admin_token }),
+        })
+    }
+}
+
+impl Gateway {
+    pub fn builder(config: Config, secrets: &dyn SecretStore) -> Builder<'_> {
+        Builder { config, secrets, history: None, admin_token: None }
+    }
+
+    /// A gateway without history or admin API.
+    pub fn new(config: Config, secrets: &dyn SecretStore) -> Result<Gateway, InitError> {
+        Gateway::builder(config, secrets).build()
     }
 
     pub fn config(&self) -> &Config {
@@ -61,5 +114,17 @@ impl Gateway {
 
     pub fn provider(&self, name: &str) -> Option<&Arc<Provider>> {
         self.inner.providers.iter().find(|p| p.name() == name)
+    }
+
+    pub fn sink(&self) -> Option<&Sink> {
+        self.inner.sink.as_ref()
+    }
+
+    pub fn store(&self) -> Option<&Store> {
+        self.inner.store.as_ref()
+    }
+
+    pub fn admin_token(&self) -> Option<&SecretString> {
+        self.inner.admin_token.as_ref()
     }
 }

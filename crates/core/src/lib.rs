@@ -11,6 +11,7 @@
 //! - [`headers`], [`body`]: what crosses the gateway, byte-for-byte where it can.
 //! - [`server`]: routes, correlation ids, `serve`.
 
+pub mod admin;
 pub mod attempt;
 pub mod body;
 pub mod classify;
@@ -19,6 +20,8 @@ pub mod correlation;
 pub mod error;
 pub mod gateway;
 pub mod headers;
+pub mod history;
+pub mod journal;
 pub mod protocol;
 pub mod policy;
 pub mod provider;
@@ -28,6 +31,7 @@ pub mod routing;
 pub mod secrets;
 pub mod server;
 pub mod sse;
+pub mod usage;
 
 pub use config::Config;
 pub use gateway::{Gateway, InitError};

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, Response, Uri};
+use axum::response::IntoResponse;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -14,6 +15,9 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::attempt::{self, Upstream};
+use crate::history::record::{AttemptOutcome, Reason};
+use crate::journal::{AttemptEnd, AttemptStart, Journal};
+use crate::policy::breaker::Admission;
 use crate::body::{self, BodyError, RequestHead};
 use crate::classify::{self, Decision, Outcome};
 use crate::correlation::RequestIds;
@@ -25,7 +29,7 @@ use crate::policy::deadline::Deadline;
 use crate::policy::RequestPolicy;
 use crate::protocol::{Endpoint, Protocol};
 use crate::provider::{Gate, Pass};
-use crate::relay::{self, Answered};
+use crate::relay::{self, Answered, Delivery};
 use crate::routing::{self, Candidate, RouteError};
 
 /// How much of a failed provider's error body goes into the gateway's message.
@@ -42,7 +46,25 @@ pub struct Inbound {
     pub uri: Uri,
 }
 
-pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Result<Response<Body>, ApiError> {
+pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response<Body> {
+    let user_agent = inbound.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let mut journal = Journal::start(
+        gateway.sink().cloned(),
+        &inbound.ids.request_id,
+        &inbound.ids.correlation_id,
+        inbound.endpoint.gateway_path(),
+        user_agent,
+    );
+    match serve(gateway, &inbound, body, &mut journal).await {
+        Ok(response) => response,
+        Err(error) => {
+            journal.finish_error(&error).await;
+            error.into_response()
+        }
+    }
+}
+
+async fn serve(gateway: &Gateway, inbound: &Inbound, body: Body, journal: &mut Journal) -> Result<Response<Body>, ApiError> {
     let protocol = inbound.endpoint.protocol();
     let started = Instant::now();
     let limit = gateway.config().server.max_body_bytes;
@@ -54,6 +76,7 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Result<R
         };
         ApiError::new(protocol, code, e.to_string())
     })?;
+    journal.request(&head.model, head.stream, &bytes);
     let plan = routing::plan(gateway.providers(), &gateway.config().routes, protocol, &head.model).map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
@@ -64,7 +87,7 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Result<R
     let policy = gateway.config().request_policy(&head.model);
     let mut run = Run {
         gateway,
-        inbound: &inbound,
+        inbound,
         head: &head,
         body: &bytes,
         policy,
@@ -74,14 +97,16 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Result<R
         attempts: 0,
         notes: String::new(),
         out_of_time: false,
+        journal,
+        last_failed: None,
+        backoff: Duration::ZERO,
     };
     for candidate in &plan.candidates {
         candidate.provider.note_planned();
     }
-    let mut fallback = false;
     for candidate in &plan.candidates {
         let provider = candidate.provider;
-        if fallback {
+        if run.last_failed.is_some() {
             if !run.deadline.allows_fallback(policy.min_fallback_budget, Instant::now()) {
                 run.out_of_time = true;
                 run.note(provider.name(), "not tried: too little time left for a fallback");
@@ -92,9 +117,9 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Result<R
                 continue;
             }
         }
-        match run.provider(candidate, fallback).await {
+        match run.provider(candidate).await {
             Tried::Answered(response) => return Ok(response),
-            Tried::Failed => fallback = true,
+            Tried::Failed => run.last_failed = Some(provider.name().to_string()),
             Tried::Passed => {}
         }
     }
@@ -121,6 +146,23 @@ struct Run<'a> {
     attempts: u32,
     notes: String,
     out_of_time: bool,
+    journal: &'a mut Journal,
+    /// The last provider that was tried and failed: the next one is a fallback.
+    last_failed: Option<String>,
+    /// Slept since the last attempt (backoff or throttle).
+    backoff: Duration,
+}
+
+fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
+    match outcome {
+        Outcome::Status(s) if s.is_success() => AttemptOutcome::Ok,
+        Outcome::Status(_) => AttemptOutcome::HttpError,
+        Outcome::Connect => AttemptOutcome::ConnectError,
+        Outcome::Transport => AttemptOutcome::TransportError,
+        Outcome::Timeout => AttemptOutcome::Timeout,
+        Outcome::StreamError => AttemptOutcome::StreamError,
+        Outcome::StreamDropped => AttemptOutcome::StreamDropped,
+    }
 }
 
 impl Run<'_> {
@@ -132,9 +174,14 @@ impl Run<'_> {
         let _ = write!(self.notes, "{provider}: {}", what.trim());
     }
 
+    async fn pause(&mut self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+        self.backoff += wait;
+    }
+
     /// Tries one provider: attempts, retries with backoff, until it answers,
     /// fails for good, or the budget says to move on.
-    async fn provider(&mut self, candidate: &Candidate<'_>, fallback: bool) -> Tried {
+    async fn provider(&mut self, candidate: &Candidate<'_>) -> Tried {
         let provider = candidate.provider;
         let mut retry = 0u32;
         loop {
@@ -142,7 +189,7 @@ impl Run<'_> {
             let mut ticket = match gate {
                 Gate::Go(ticket) => ticket,
                 Gate::Wait(wait) => {
-                    tokio::time::sleep(wait).await;
+                    self.pause(wait).await;
                     continue;
                 }
                 Gate::Pass(pass) => {
@@ -155,11 +202,29 @@ impl Run<'_> {
                 self.out_of_time = true;
                 return Tried::Failed;
             }
-            if fallback && retry == 0 {
+            let fallback = self.last_failed.is_some() && retry == 0;
+            if fallback {
                 provider.note_fallback();
             }
+            let reason = match (ticket.admission(), retry, fallback) {
+                (Some(Admission::Probe), _, _) => Reason::Probe,
+                (_, 0, true) => Reason::Fallback,
+                (_, 0, false) => Reason::First,
+                _ => Reason::Retry,
+            };
             self.attempts += 1;
-            let attempted = attempt::run(self.request(candidate), self.inbound.endpoint, timeout).await;
+            let (request, key_label, strip_usage) = self.request(candidate);
+            let index = self.journal.begin(AttemptStart {
+                provider: provider.name().to_string(),
+                key_label,
+                model: candidate.upstream_model.to_string(),
+                reason,
+                fallback_from: if fallback { self.last_failed.clone() } else { None },
+                timeout,
+                backoff: std::mem::take(&mut self.backoff),
+                breaker_state: provider.breaker_state().name(),
+            });
+            let attempted = attempt::run(request, self.inbound.endpoint, timeout).await;
             let wait = attempted.upstream.as_ref().and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
             if let Some(u) = &attempted.upstream {
                 let (requests, tokens) = backoff::remaining_quota(&u.headers);
@@ -167,11 +232,26 @@ impl Run<'_> {
             }
             let verdict = classify::verdict(attempted.outcome, wait);
             let decision = classify::decide(attempted.outcome, self.policy.retry_timeouts);
+            let end = AttemptEnd {
+                status: attempted.upstream.as_ref().map(|u| u.status),
+                ttfb: attempted.ttfb,
+                ttft: attempted.ttft,
+                retry_after: wait,
+                error: None,
+            };
             match (decision, attempted.upstream) {
                 (Decision::Deliver | Decision::Fail, Some(upstream)) => {
                     info!(provider = provider.name(), status = upstream.status.as_u16(), attempts = self.attempts, "answered");
-                    let answered = Answered { provider: provider.name(), attempts: self.attempts };
-                    return Tried::Answered(relay::respond(upstream, ticket, verdict, self.inbound.endpoint, self.policy.stream_idle_timeout, answered));
+                    self.journal.end(index, attempt_outcome(attempted.outcome), end);
+                    self.journal.deliver(index, upstream.status);
+                    let delivery = Delivery {
+                        answered: Answered { provider: provider.name(), attempts: self.attempts },
+                        endpoint: self.inbound.endpoint,
+                        idle: self.policy.stream_idle_timeout,
+                        strip_usage,
+                        journal: self.journal.take(),
+                    };
+                    return Tried::Answered(relay::respond(upstream, ticket, verdict, delivery));
                 }
                 (_, upstream) => {
                     ticket.record(verdict);
@@ -183,6 +263,7 @@ impl Run<'_> {
                         }
                         None => attempted.detail,
                     };
+                    self.journal.end(index, attempt_outcome(attempted.outcome), AttemptEnd { error: Some(detail.clone()), ..end });
                     if attempted.outcome == Outcome::Timeout && self.deadline.expired(Instant::now()) {
                         self.out_of_time = true;
                     }
@@ -199,22 +280,37 @@ impl Run<'_> {
                         // Waiting would cost more than moving on.
                         return Tried::Failed;
                     }
-                    tokio::time::sleep(pause).await;
+                    self.pause(pause).await;
                     retry += 1;
                 }
             }
         }
     }
 
-    fn request(&self, candidate: &Candidate<'_>) -> reqwest::RequestBuilder {
+    /// The upstream request, the label of the key it carries, and whether the
+    /// gateway asked for stream usage the client did not.
+    fn request(&self, candidate: &Candidate<'_>) -> (reqwest::RequestBuilder, Option<String>, bool) {
         let provider = candidate.provider;
         // The plan only holds providers whose key could be picked.
         let key = provider.pick_key().ok().flatten();
         let url = upstream_url(&provider.config.base_url, self.inbound.endpoint, self.inbound.uri.query());
         let headers = headers::upstream_request(&self.inbound.headers, provider.config.kind, key, &self.inbound.ids.correlation_id);
-        let body = self.head.with_model(self.body, candidate.upstream_model);
+        let mut body = self.head.with_model(self.body, candidate.upstream_model);
+        let wants_usage = self.inbound.endpoint == Endpoint::ChatCompletions
+            && self.head.stream
+            && !self.head.has_stream_options
+            && provider.config.stream_usage
+            && self.gateway.sink().is_some();
+        let strip_usage = match wants_usage.then(|| body::with_include_usage(&body)).flatten() {
+            Some(with_usage) => {
+                body = with_usage;
+                true
+            }
+            None => false,
+        };
         info!(provider = provider.name(), model = candidate.upstream_model, "attempt");
-        self.gateway.client().post(url).headers(headers).body(body)
+        let request = self.gateway.client().post(url).headers(headers).body(body);
+        (request, key.map(|k| k.label.clone()), strip_usage)
     }
 
     fn exhausted(self, protocol: Protocol) -> ApiError {

@@ -34,7 +34,7 @@ pub fn router(gateway: Gateway) -> Router {
                             headers: HeaderMap,
                             uri: Uri,
                             body: Body| async move {
-            proxy::handle(&gw, Inbound { endpoint, ids, headers, uri }, body).await.into_response()
+            proxy::handle(&gw, Inbound { endpoint, ids, headers, uri }, body).await
         };
         let protocol = endpoint.protocol();
         router = router.route(
@@ -43,6 +43,7 @@ pub fn router(gateway: Gateway) -> Router {
         );
     }
     router
+        .merge(crate::admin::router(gateway.clone()))
         .fallback(not_found)
         .layer(middleware::from_fn(correlate))
         .with_state(gateway)

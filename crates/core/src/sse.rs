@@ -29,6 +29,11 @@ impl Splitter {
     pub fn pending(&self) -> usize {
         self.buf.len()
     }
+
+    /// Takes the bytes of an event that will never complete.
+    pub fn take_pending(&mut self) -> Bytes {
+        self.buf.split().freeze()
+    }
 }
 
 /// The end (exclusive) of the first complete event: after "\n\n", "\r\n\r\n" or "\r\r".

@@ -1,0 +1,168 @@
+//! The admin API: JSON over HTTP for the dashboard and the CLI, behind the
+//! admin token. Nothing here ever returns a key.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::gateway::Gateway;
+use crate::history::record::now_ms;
+use crate::history::store::{Bucket, RequestFilter, StoreError};
+
+/// The admin routes; the caller supplies the state.
+pub fn router(gateway: Gateway) -> Router<Gateway> {
+    Router::new()
+        .route("/admin/requests", get(list_requests))
+        .route("/admin/requests/{id}", get(get_request))
+        .route("/admin/spend", get(spend))
+        .route_layer(middleware::from_fn_with_state(gateway, require_token))
+}
+
+/// An admin API error: `{"error":{"code","message"}}`.
+#[derive(Debug)]
+pub struct AdminError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl AdminError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AdminError {
+        AdminError { status, code, message: message.into() }
+    }
+}
+
+impl IntoResponse for AdminError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({ "error": { "code": self.code, "message": self.message } }))).into_response()
+    }
+}
+
+impl From<StoreError> for AdminError {
+    fn from(e: StoreError) -> AdminError {
+        match e {
+            StoreError::Cursor(_) => AdminError::new(StatusCode::BAD_REQUEST, "bad_cursor", e.to_string()),
+            other => AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "history_unavailable", other.to_string()),
+        }
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal the token.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) -> Result<Response, AdminError> {
+    let Some(expected) = gw.admin_token() else {
+        return Err(AdminError::new(StatusCode::NOT_FOUND, "admin_disabled", "the admin API is not enabled on this gateway"));
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if !same(given.as_bytes(), expected.expose_secret().as_bytes()) {
+        return Err(AdminError::new(StatusCode::UNAUTHORIZED, "admin_token_required", "send the admin token as `Authorization: Bearer <token>`"));
+    }
+    Ok(next.run(request).await)
+}
+
+fn store(gw: &Gateway) -> Result<&crate::history::Store, AdminError> {
+    gw.store().ok_or_else(|| AdminError::new(StatusCode::NOT_FOUND, "history_disabled", "history is not recorded on this gateway"))
+}
+
+/// A point in time: Unix milliseconds, RFC 3339, or a duration ago (`90m`, `7d`).
+pub fn parse_time(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if let Ok(ms) = text.parse::<i64>() {
+        return Some(ms);
+    }
+    if let Ok(at) = humantime::parse_rfc3339_weak(text) {
+        return at.duration_since(UNIX_EPOCH).ok().and_then(|d| i64::try_from(d.as_millis()).ok());
+    }
+    let ago = humantime::parse_duration(text).ok()?;
+    let at = SystemTime::now().checked_sub(ago)?;
+    at.duration_since(UNIX_EPOCH).ok().and_then(|d| i64::try_from(d.as_millis()).ok())
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    provider: Option<String>,
+    model: Option<String>,
+    outcome: Option<String>,
+    #[serde(default)]
+    failed: bool,
+    #[serde(default)]
+    fallback: bool,
+    correlation_id: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    cursor: Option<String>,
+    limit: Option<u32>,
+}
+
+fn time_param(name: &str, value: Option<&str>) -> Result<Option<i64>, AdminError> {
+    value
+        .map(|v| parse_time(v).ok_or_else(|| AdminError::new(StatusCode::BAD_REQUEST, "bad_time", format!("{name}={v:?} is not a time"))))
+        .transpose()
+}
+
+async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) -> Result<Response, AdminError> {
+    let filter = RequestFilter {
+        since: time_param("since", q.since.as_deref())?,
+        until: time_param("until", q.until.as_deref())?,
+        provider: q.provider,
+        model: q.model,
+        outcome: q.outcome,
+        failed: q.failed,
+        fallback: q.fallback,
+        correlation_id: q.correlation_id,
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    Ok(Json(store(&gw)?.requests(&filter).await?).into_response())
+}
+
+async fn get_request(State(gw): State<Gateway>, Path(id): Path<String>) -> Result<Response, AdminError> {
+    match store(&gw)?.request(&id).await? {
+        Some(detail) => Ok(Json(detail).into_response()),
+        None => Err(AdminError::new(StatusCode::NOT_FOUND, "request_not_found", format!("no request {id:?} on record"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SpendQuery {
+    #[serde(default)]
+    bucket: Bucket,
+    since: Option<String>,
+}
+
+async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result<Response, AdminError> {
+    let store = store(&gw)?;
+    let now = now_ms();
+    let day = i64::try_from(Duration::from_secs(86_400).as_millis()).unwrap_or(86_400_000);
+    let since = time_param("since", q.since.as_deref())?.unwrap_or(now - 30 * day);
+    let rows = store.spend(q.bucket, since).await?;
+    let month = store.spend(Bucket::Day, now - 30 * day).await?;
+    let today_start = now - now.rem_euclid(day);
+    let total = |from: i64| {
+        let from_bucket = humantime::format_rfc3339(UNIX_EPOCH + Duration::from_millis(from.max(0) as u64)).to_string();
+        let from_day = &from_bucket[..10];
+        month.iter().filter(|r| r.bucket.as_str() >= from_day).filter_map(|r| r.cost_usd).sum::<f64>()
+    };
+    Ok(Json(json!({
+        "bucket": q.bucket,
+        "rows": rows,
+        "totals": { "today_usd": total(today_start), "last_7_days_usd": total(today_start - 6 * day), "last_30_days_usd": total(today_start - 29 * day) },
+    }))
+    .into_response())
+}

@@ -1,0 +1,167 @@
+//! What is kept about each request, attempt and event. Keys never appear
+//! here: an attempt names its key by label only.
+
+use serde::Serialize;
+
+use crate::usage::Usage;
+
+/// Why an attempt started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    First,
+    Retry,
+    Fallback,
+    /// Let through by a half-open breaker to test the provider.
+    Probe,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::First => "first",
+            Reason::Retry => "retry",
+            Reason::Fallback => "fallback",
+            Reason::Probe => "probe",
+        }
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    Ok,
+    /// The provider answered with an error status.
+    HttpError,
+    ConnectError,
+    TransportError,
+    Timeout,
+    /// An error event before any content.
+    StreamError,
+    /// The stream ended or broke before any content.
+    StreamDropped,
+    /// The stream failed after content had been sent.
+    MidStreamFailure,
+    /// The client went away.
+    Canceled,
+}
+
+impl AttemptOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Ok => "ok",
+            AttemptOutcome::HttpError => "http_error",
+            AttemptOutcome::ConnectError => "connect_error",
+            AttemptOutcome::TransportError => "transport_error",
+            AttemptOutcome::Timeout => "timeout",
+            AttemptOutcome::StreamError => "stream_error",
+            AttemptOutcome::StreamDropped => "stream_dropped",
+            AttemptOutcome::MidStreamFailure => "mid_stream_failure",
+            AttemptOutcome::Canceled => "canceled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRecord {
+    pub seq: u32,
+    pub provider: String,
+    pub key_label: Option<String>,
+    pub model: String,
+    pub reason: Reason,
+    pub fallback_from: Option<String>,
+    pub started_at_ms: i64,
+    /// Start relative to the request's start.
+    pub offset_ms: f64,
+    pub timeout_ms: Option<f64>,
+    /// Backoff slept just before this attempt.
+    pub backoff_ms: f64,
+    pub duration_ms: Option<f64>,
+    pub ttfb_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub status: Option<u16>,
+    pub outcome: AttemptOutcome,
+    pub retry_after_ms: Option<f64>,
+    pub breaker_state: Option<String>,
+    pub error: Option<String>,
+    pub usage: Usage,
+}
+
+/// How a request ended, as the client saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestOutcome {
+    /// A 2xx answer delivered in full.
+    Ok,
+    /// A provider's error (4xx) relayed to the client.
+    ProviderError,
+    /// The gateway's own error after trying (or refusing) providers.
+    Error,
+    /// Refused before any provider was considered (bad body, unknown model).
+    Rejected,
+    /// A stream that failed after content had been sent.
+    Failed,
+    Canceled,
+}
+
+impl RequestOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestOutcome::Ok => "ok",
+            RequestOutcome::ProviderError => "provider_error",
+            RequestOutcome::Error => "error",
+            RequestOutcome::Rejected => "rejected",
+            RequestOutcome::Failed => "failed",
+            RequestOutcome::Canceled => "canceled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestRecord {
+    pub id: String,
+    pub correlation_id: String,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+    pub user_agent: Option<String>,
+    pub endpoint: String,
+    pub model: Option<String>,
+    pub streamed: bool,
+    pub outcome: RequestOutcome,
+    pub status: Option<u16>,
+    pub provider: Option<String>,
+    pub provider_model: Option<String>,
+    pub fallback: bool,
+    pub duration_ms: f64,
+    pub ttft_ms: Option<f64>,
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+    pub error_code: Option<String>,
+    pub error: Option<String>,
+    pub request_body: Option<String>,
+    pub response_body: Option<String>,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventRecord {
+    pub at_ms: i64,
+    pub kind: String,
+    pub provider: Option<String>,
+    pub detail: String,
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Record {
+    Request(Box<RequestRecord>),
+    Event(EventRecord),
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,87 @@
+//! The one task that writes history. The request path hands records over a
+//! bounded channel and moves on; the writer batches whatever has queued into
+//! one transaction. A full channel slows the sender (backpressure) rather
+//! than dropping; a record is lost only if the writer is gone, and then it is
+//! counted and logged.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{error, warn};
+
+use super::record::Record;
+use super::store::Store;
+
+/// Records queued before senders must wait.
+const CHANNEL: usize = 8192;
+/// Records written in one transaction at most.
+const MAX_BATCH: usize = 1024;
+
+/// The sending side, held by the request path.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    tx: mpsc::Sender<Record>,
+    lost: Arc<AtomicU64>,
+}
+
+impl Recorder {
+    /// Queues a record, waiting if the writer is behind.
+    pub async fn record(&self, record: Record) {
+        if self.tx.send(record).await.is_err() {
+            self.lose(1, "the history writer has stopped");
+        }
+    }
+
+    /// Queues a record from a context that cannot wait (a drop handler).
+    /// A full queue hands the record to a task that waits in its place.
+    pub fn record_now(&self, record: Record) {
+        match self.tx.try_send(record) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(record)) => match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    let this = self.clone();
+                    runtime.spawn(async move { this.record(record).await });
+                }
+                Err(_) => self.lose(1, "no runtime to queue it on"),
+            },
+            Err(mpsc::error::TrySendError::Closed(_)) => self.lose(1, "the history writer has stopped"),
+        }
+    }
+
+    /// Records that could not be written, ever.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    fn lose(&self, n: u64, why: &str) {
+        let total = self.lost.fetch_add(n, Ordering::Relaxed) + n;
+        error!(lost_total = total, "history record lost: {why}");
+    }
+}
+
+/// Starts the writer; it ends when every [`Recorder`] is dropped and the
+/// queue is drained.
+pub fn spawn(store: Store) -> (Recorder, JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel(CHANNEL);
+    let lost = Arc::new(AtomicU64::new(0));
+    let recorder = Recorder { tx, lost: lost.clone() };
+    (recorder, tokio::spawn(run(store, rx, lost)))
+}
+
+async fn run(store: Store, mut rx: mpsc::Receiver<Record>, lost: Arc<AtomicU64>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        if let Err(first) = store.write(&batch).await {
+            warn!("history write failed, retrying once: {first}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Err(second) = store.write(&batch).await {
+                let total = lost.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
+                error!(lost_total = total, "history write failed; {} records lost: {second}", batch.len());
+            }
+        }
+        batch.clear();
+    }
+}

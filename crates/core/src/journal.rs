@@ -1,0 +1,256 @@
+//! The record of one request as it happens: each attempt as it starts and
+//! ends, then the request's outcome, usage and cost. It is handed to the
+//! history writer exactly once: when the request ends, or, if the client
+//! leaves first, when it is dropped (as canceled).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use tokio::time::Instant;
+
+use crate::error::ApiError;
+use crate::history::pricing::Prices;
+use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
+use crate::history::Recorder;
+use crate::usage::Usage;
+
+/// Where history goes, shared by every request.
+#[derive(Debug, Clone)]
+pub struct Sink {
+    pub recorder: Recorder,
+    pub prices: Arc<Prices>,
+    /// Body bytes to keep per request, when bodies are stored.
+    pub keep_bodies: Option<usize>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// How an attempt is described when it starts.
+#[derive(Debug, Clone)]
+pub struct AttemptStart {
+    pub provider: String,
+    pub key_label: Option<String>,
+    pub model: String,
+    pub reason: Reason,
+    pub fallback_from: Option<String>,
+    pub timeout: Duration,
+    pub backoff: Duration,
+    pub breaker_state: &'static str,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptEnd {
+    pub status: Option<StatusCode>,
+    pub ttfb: Option<Duration>,
+    pub ttft: Option<Duration>,
+    pub retry_after: Option<Duration>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct Journal {
+    sink: Option<Sink>,
+    record: RequestRecord,
+    started: Instant,
+    attempt_started: Vec<Instant>,
+    /// The attempt whose answer went to the client.
+    delivered: Option<usize>,
+    done: bool,
+}
+
+impl Journal {
+    pub fn start(sink: Option<Sink>, id: &str, correlation_id: &str, endpoint: &str, user_agent: Option<&str>) -> Journal {
+        let now = now_ms();
+        Journal {
+            sink,
+            record: RequestRecord {
+                id: id.to_string(),
+                correlation_id: correlation_id.to_string(),
+                started_at_ms: now,
+                finished_at_ms: now,
+                user_agent: user_agent.map(str::to_string),
+                endpoint: endpoint.to_string(),
+                model: None,
+                streamed: false,
+                outcome: RequestOutcome::Canceled,
+                status: None,
+                provider: None,
+                provider_model: None,
+                fallback: false,
+                duration_ms: 0.0,
+                ttft_ms: None,
+                usage: Usage::default(),
+                cost_usd: None,
+                error_code: None,
+                error: None,
+                request_body: None,
+                response_body: None,
+                attempts: Vec::new(),
+            },
+            started: Instant::now(),
+            attempt_started: Vec::new(),
+            delivered: None,
+            done: false,
+        }
+    }
+
+    /// Moves the journal out (to the relayed body), leaving one that records nothing.
+    pub fn take(&mut self) -> Journal {
+        let empty = Journal { sink: None, done: true, delivered: None, attempt_started: Vec::new(), started: self.started, record: self.record.clone() };
+        std::mem::replace(self, empty)
+    }
+
+    pub fn keep_bodies(&self) -> Option<usize> {
+        self.sink.as_ref().and_then(|s| s.keep_bodies)
+    }
+
+    pub fn request(&mut self, model: &str, streamed: bool, body: &[u8]) {
+        self.record.model = Some(model.to_string());
+        self.record.streamed = streamed;
+        if let Some(limit) = self.keep_bodies() {
+            self.record.request_body = Some(String::from_utf8_lossy(&body[..limit.min(body.len())]).into_owned());
+        }
+    }
+
+    /// Notes an attempt starting; returns its index.
+    pub fn begin(&mut self, start: AttemptStart) -> usize {
+        let now = Instant::now();
+        if start.reason == Reason::Fallback {
+            self.record.fallback = true;
+        }
+        self.record.attempts.push(AttemptRecord {
+            seq: self.record.attempts.len() as u32 + 1,
+            provider: start.provider,
+            key_label: start.key_label,
+            model: start.model,
+            reason: start.reason,
+            fallback_from: start.fallback_from,
+            started_at_ms: now_ms(),
+            offset_ms: ms(now - self.started),
+            timeout_ms: Some(ms(start.timeout)),
+            backoff_ms: ms(start.backoff),
+            duration_ms: None,
+            ttfb_ms: None,
+            ttft_ms: None,
+            status: None,
+            outcome: AttemptOutcome::Canceled,
+            retry_after_ms: None,
+            breaker_state: Some(start.breaker_state.to_string()),
+            error: None,
+            usage: Usage::default(),
+        });
+        self.attempt_started.push(now);
+        self.record.attempts.len() - 1
+    }
+
+    /// Notes how an attempt ended (for a delivered stream: at its first content).
+    pub fn end(&mut self, index: usize, outcome: AttemptOutcome, end: AttemptEnd) {
+        let started = self.attempt_started.get(index).copied().unwrap_or(self.started);
+        if let Some(a) = self.record.attempts.get_mut(index) {
+            a.outcome = outcome;
+            a.duration_ms = Some(ms(started.elapsed()));
+            a.status = end.status.map(|s| s.as_u16());
+            a.ttfb_ms = end.ttfb.map(ms);
+            a.ttft_ms = end.ttft.map(ms);
+            a.retry_after_ms = end.retry_after.map(ms);
+            a.error = end.error;
+        }
+    }
+
+    /// The attempt at `index` answered the client.
+    pub fn deliver(&mut self, index: usize, status: StatusCode) {
+        self.delivered = Some(index);
+        self.record.status = Some(status.as_u16());
+        if let Some(a) = self.record.attempts.get(index) {
+            self.record.provider = Some(a.provider.clone());
+            self.record.provider_model = Some(a.model.clone());
+            self.record.ttft_ms = a.ttft_ms.map(|t| a.offset_ms + t);
+        }
+    }
+
+    /// The relayed body ended (`failure`: a mid-stream failure after content).
+    pub async fn finish_delivery(mut self, usage: Usage, failure: Option<String>, response_body: Option<String>) {
+        if let Some(i) = self.delivered {
+            let started = self.attempt_started.get(i).copied().unwrap_or(self.started);
+            if let Some(a) = self.record.attempts.get_mut(i) {
+                a.usage = usage;
+                a.duration_ms = Some(ms(started.elapsed()));
+                if let Some(f) = &failure {
+                    a.outcome = AttemptOutcome::MidStreamFailure;
+                    a.error = Some(f.clone());
+                }
+            }
+        }
+        let ok = self.record.status.is_some_and(|s| (200..300).contains(&s));
+        self.record.outcome = match (&failure, ok) {
+            (Some(_), _) => RequestOutcome::Failed,
+            (None, true) => RequestOutcome::Ok,
+            (None, false) => RequestOutcome::ProviderError,
+        };
+        self.record.error = failure;
+        self.record.usage = usage;
+        self.record.response_body = response_body;
+        if let (Some(sink), Some(provider), Some(model)) = (&self.sink, &self.record.provider, &self.record.provider_model) {
+            self.record.cost_usd = sink.prices.cost(provider, model, &usage);
+        }
+        self.send().await;
+    }
+
+    /// The gateway answered with its own error.
+    pub async fn finish_error(mut self, error: &ApiError) {
+        self.record.outcome = if self.record.attempts.is_empty() && !error.code.is_exhausted() {
+            RequestOutcome::Rejected
+        } else {
+            RequestOutcome::Error
+        };
+        self.record.status = Some(error.code.status().as_u16());
+        self.record.error_code = Some(error.code.as_str().to_string());
+        self.record.error = Some(error.message.clone());
+        self.send().await;
+    }
+
+    fn seal(&mut self) -> Option<(Sink, Record)> {
+        if self.done {
+            return None;
+        }
+        self.done = true;
+        self.record.finished_at_ms = now_ms();
+        self.record.duration_ms = ms(self.started.elapsed());
+        let sink = self.sink.take()?;
+        Some((sink, Record::Request(Box::new(self.record.clone()))))
+    }
+
+    async fn send(&mut self) {
+        if let Some((sink, record)) = self.seal() {
+            sink.recorder.record(record).await;
+        }
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // The client left: the request and whatever attempt was running end as canceled.
+        self.record.outcome = RequestOutcome::Canceled;
+        if let Some(i) = self.delivered {
+            if let Some(a) = self.record.attempts.get_mut(i) {
+                a.outcome = AttemptOutcome::Canceled;
+            }
+        }
+        let started = self.attempt_started.clone();
+        for (a, at) in self.record.attempts.iter_mut().zip(started) {
+            if a.duration_ms.is_none() {
+                a.duration_ms = Some(ms(at.elapsed()));
+            }
+        }
+        if let Some((sink, record)) = self.seal() {
+            sink.recorder.record_now(record);
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Token usage, read from what the provider sends: JSON bodies and event
+//! streams of each protocol, incrementally, never buffering a whole stream.
+//!
+//! For OpenAI-kind chat streams whose client did not ask for usage, the
+//! gateway asks upstream (`stream_options.include_usage`) and strips the
+//! extra usage chunk and the `"usage":null` fields before the client sees
+//! them, so the client's stream is unchanged and spend is still counted.
+
+use bytes::{Bytes, BytesMut};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::protocol::Endpoint;
+use crate::sse::{self, Splitter};
+
+/// Tokens of one reply. `None` means the provider did not say.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// All input tokens, cached ones included.
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    /// Input tokens read from the provider's prompt cache.
+    pub cached_tokens: Option<u64>,
+}
+
+impl Usage {
+    pub fn is_known(&self) -> bool {
+        self.input_tokens.is_some() || self.output_tokens.is_some()
+    }
+
+    /// Later readings win field by field (Anthropic sends input first, output last).
+    fn merge(&mut self, other: Usage) {
+        self.input_tokens = other.input_tokens.or(self.input_tokens);
+        self.output_tokens = other.output_tokens.or(self.output_tokens);
+        self.cached_tokens = other.cached_tokens.or(self.cached_tokens);
+    }
+}
+
+fn num(v: &Value, pointer: &str) -> Option<u64> {
+    v.pointer(pointer).and_then(Value::as_u64)
+}
+
+/// OpenAI Chat Completions, Completions and Embeddings `usage`.
+fn openai(usage: &Value) -> Usage {
+    Usage {
+        input_tokens: num(usage, "/prompt_tokens"),
+        output_tokens: num(usage, "/completion_tokens").or_else(|| num(usage, "/prompt_tokens").map(|_| 0)),
+        cached_tokens: num(usage, "/prompt_tokens_details/cached_tokens"),
+    }
+}
+
+/// OpenAI Responses `usage`.
+fn responses(usage: &Value) -> Usage {
+    Usage {
+        input_tokens: num(usage, "/input_tokens"),
+        output_tokens: num(usage, "/output_tokens"),
+        cached_tokens: num(usage, "/input_tokens_details/cached_tokens"),
+    }
+}
+
+/// Anthropic `usage`: input excludes cache reads and writes, so add them.
+fn anthropic(usage: &Value) -> Usage {
+    let base = num(usage, "/input_tokens");
+    let read = num(usage, "/cache_read_input_tokens");
+    let written = num(usage, "/cache_creation_input_tokens");
+    Usage {
+        input_tokens: base.map(|b| b + read.unwrap_or(0) + written.unwrap_or(0)),
+        output_tokens: num(usage, "/output_tokens"),
+        cached_tokens: read,
+    }
+}
+
+/// Usage from a complete JSON response body.
+pub fn from_body(endpoint: Endpoint, body: &[u8]) -> Usage {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return Usage::default();
+    };
+    let Some(u) = v.get("usage").filter(|u| u.is_object()) else {
+        return Usage::default();
+    };
+    match endpoint {
+        Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => openai(u),
+        Endpoint::Responses => responses(u),
+        Endpoint::Messages => anthropic(u),
+        // Counting tokens is free and uses no tokens.
+        Endpoint::CountTokens => Usage::default(),
+    }
+}
+
+/// Usage carried by one stream event, if any.
+fn from_event(endpoint: Endpoint, data: &Value) -> Option<Usage> {
+    match endpoint {
+        Endpoint::ChatCompletions | Endpoint::Completions => data.get("usage").filter(|u| u.is_object()).map(openai),
+        Endpoint::Responses => data.pointer("/response/usage").filter(|u| u.is_object()).map(responses),
+        Endpoint::Messages => data
+            .pointer("/message/usage")
+            .or_else(|| data.get("usage"))
+            .filter(|u| u.is_object())
+            .map(anthropic),
+        Endpoint::Embeddings | Endpoint::CountTokens => None,
+    }
+}
+
+/// Watches a response body go by and reads its usage.
+#[derive(Debug)]
+pub struct Tap {
+    endpoint: Endpoint,
+    mode: Mode,
+    usage: Usage,
+    /// A copy of the first bytes, kept only when bodies are stored.
+    kept: Option<(Vec<u8>, usize)>,
+}
+
+#[derive(Debug)]
+enum Mode {
+    /// A JSON body: kept up to a limit, parsed at the end.
+    Json { buf: Vec<u8>, overflow: bool },
+    /// An event stream, read event by event.
+    Events { splitter: Splitter, strip_usage: bool, out: BytesMut },
+}
+
+/// Longest JSON body read for usage; larger ones are relayed unread.
+const MAX_JSON_BODY: usize = 8 * 1024 * 1024;
+
+impl Tap {
+    /// `strip_usage`: the gateway asked for usage the client did not, so the
+    /// extra usage chunk and `"usage":null` fields are removed from its stream.
+    pub fn new(endpoint: Endpoint, sse: bool, strip_usage: bool, keep: Option<usize>) -> Tap {
+        let mode = if sse {
+            Mode::Events { splitter: Splitter::default(), strip_usage, out: BytesMut::new() }
+        } else {
+            Mode::Json { buf: Vec::new(), overflow: false }
+        };
+        Tap { endpoint, mode, usage: Usage::default(), kept: keep.map(|limit| (Vec::new(), limit)) }
+    }
+
+    /// Reads a chunk; returns the bytes to pass on (the chunk itself, unless stripping).
+    pub fn observe(&mut self, chunk: Bytes) -> Bytes {
+        if let Some((kept, limit)) = &mut self.kept {
+            let room = limit.saturating_sub(kept.len());
+            kept.extend_from_slice(&chunk[..room.min(chunk.len())]);
+        }
+        match &mut self.mode {
+            Mode::Json { buf, overflow } => {
+                if !*overflow && buf.len() + chunk.len() <= MAX_JSON_BODY {
+                    buf.extend_from_slice(&chunk);
+                } else {
+                    *overflow = true;
+                    buf.clear();
+                }
+                chunk
+            }
+            Mode::Events { splitter, strip_usage, out } => {
+                for event in splitter.push(&chunk) {
+                    let (_, data) = sse::parse(&event);
+                    let json: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                    if let Some(u) = from_event(self.endpoint, &json) {
+                        self.usage.merge(u);
+                    }
+                    if *strip_usage {
+                        if let Some(event) = strip(&event, &json) {
+                            out.extend_from_slice(&event);
+                        }
+                    }
+                }
+                if *strip_usage {
+                    out.split().freeze()
+                } else {
+                    chunk
+                }
+            }
+        }
+    }
+
+    /// Bytes held back at the end of a stripped stream (an unterminated event).
+    pub fn flush(&mut self) -> Bytes {
+        match &mut self.mode {
+            Mode::Events { splitter, strip_usage: true, .. } => splitter.take_pending(),
+            _ => Bytes::new(),
+        }
+    }
+
+    /// The usage read so far (complete once the body has ended).
+    pub fn usage(&mut self) -> Usage {
+        if let Mode::Json { buf, overflow: false } = &self.mode {
+            if !buf.is_empty() {
+                return from_body(self.endpoint, buf);
+            }
+        }
+        self.usage
+    }
+
+    /// The stored copy of the body, when bodies are stored.
+    pub fn kept(&self) -> Option<String> {
+        self.kept.as_ref().map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+    }
+}
+
+/// The event as the client would have seen it without `include_usage`:
+/// `None` for the usage-only chunk, and `"usage":null` removed elsewhere.
+fn strip(event: &Bytes, json: &Value) -> Option<Bytes> {
+    let usage_only = json.get("choices").and_then(Value::as_array).is_some_and(Vec::is_empty) && json.get("usage").is_some_and(Value::is_object);
+    if usage_only {
+        return None;
+    }
+    const NULL_USAGE: &[u8] = b",\"usage\":null}";
+    let body_end = event.len() - event.iter().rev().take_while(|b| **b == b'\n' || **b == b'\r').count();
+    if event[..body_end].ends_with(NULL_USAGE) {
+        let mut out = BytesMut::with_capacity(event.len());
+        out.extend_from_slice(&event[..body_end - NULL_USAGE.len()]);
+        out.extend_from_slice(b"}");
+        out.extend_from_slice(&event[body_end..]);
+        return Some(out.freeze());
+    }
+    Some(event.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_of_each_protocol() {
+        let chat = br#"{"usage":{"prompt_tokens":12,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+        assert_eq!(
+            from_body(Endpoint::ChatCompletions, chat),
+            Usage { input_tokens: Some(12), output_tokens: Some(5), cached_tokens: Some(4) }
+        );
+        let resp = br#"{"usage":{"input_tokens":7,"output_tokens":3,"input_tokens_details":{"cached_tokens":0}}}"#;
+        assert_eq!(from_body(Endpoint::Responses, resp).output_tokens, Some(3));
+        let msg = br#"{"usage":{"input_tokens":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":5,"output_tokens":2}}"#;
+        assert_eq!(
+            from_body(Endpoint::Messages, msg),
+            Usage { input_tokens: Some(105), output_tokens: Some(2), cached_tokens: Some(90) }
+        );
+        let emb = br#"{"usage":{"prompt_tokens":8,"total_tokens":8}}"#;
+        assert_eq!(from_body(Endpoint::Embeddings, emb).output_tokens, Some(0));
+        assert!(!from_body(Endpoint::ChatCompletions, b"{}").is_known());
+    }
+
+    #[test]
+    fn anthropic_stream_usage_comes_in_two_parts() {
+        let mut tap = Tap::new(Endpoint::Messages, true, false, None);
+        let stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":11,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n";
+        for piece in stream.as_bytes().chunks(7) {
+            tap.observe(Bytes::copy_from_slice(piece));
+        }
+        assert_eq!(tap.usage(), Usage { input_tokens: Some(11), output_tokens: Some(9), cached_tokens: None });
+    }
+
+    #[test]
+    fn stripping_restores_the_stream_the_client_asked_for() {
+        let upstream = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"id\":\"x\",\"usage\":null}\n\n",
+            "data: {\"choices\":[],\"id\":\"x\",\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let expected = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"id\":\"x\"}\n\ndata: [DONE]\n\n";
+        let mut tap = Tap::new(Endpoint::ChatCompletions, true, true, None);
+        let mut out = Vec::new();
+        for piece in upstream.as_bytes().chunks(5) {
+            out.extend_from_slice(&tap.observe(Bytes::copy_from_slice(piece)));
+        }
+        out.extend_from_slice(&tap.flush());
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+        assert_eq!(tap.usage().input_tokens, Some(3));
+    }
+
+    #[test]
+    fn kept_copy_is_truncated() {
+        let mut tap = Tap::new(Endpoint::ChatCompletions, false, false, Some(4));
+        tap.observe(Bytes::from_static(b"{\"usage\":"));
+        assert_eq!(tap.kept().as_deref(), Some("{\"us"));
+    }
+}
