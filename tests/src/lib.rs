@@ -145,7 +145,8 @@ pub fn keys_for(names: &[&str]) -> MemoryStore {
     names.iter().fold(MemoryStore::new(), |store, name| store.with(name, "main", &format!("sk-{name}")))
 }
 
-/// An HTTP client with no connection reuse surprises and no proxy.
+/// A plain-HTTP client for loopback: no proxy, and no TLS roots to load
+/// (loading the system's certificates per client costs tens of milliseconds).
 pub fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().expect("client builds")
+    reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().expect("client builds")
 }

@@ -94,3 +94,68 @@ async fn prune_forever(store: Store, config: HistoryConfig) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::record::{now_ms, RequestOutcome, RequestRecord};
+    use super::*;
+    use crate::usage::Usage;
+
+    fn request(id: &str, started_at_ms: i64, body: Option<String>) -> Record {
+        Record::Request(Box::new(RequestRecord {
+            id: id.into(),
+            correlation_id: id.into(),
+            started_at_ms,
+            finished_at_ms: started_at_ms,
+            user_agent: None,
+            endpoint: "/v1/chat/completions".into(),
+            model: Some("m".into()),
+            streamed: false,
+            outcome: RequestOutcome::Ok,
+            status: Some(200),
+            provider: Some("p".into()),
+            provider_model: Some("m".into()),
+            fallback: false,
+            duration_ms: 1.0,
+            ttft_ms: None,
+            usage: Usage::default(),
+            cost_usd: None,
+            error_code: None,
+            error: None,
+            request_body: body,
+            response_body: None,
+            attempts: Vec::new(),
+        }))
+    }
+
+    #[tokio::test]
+    async fn retention_by_age_removes_old_requests_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        let day = 86_400_000;
+        let now = now_ms();
+        store.write(&[request("old", now - 40 * day, None), request("recent", now - day, None)]).await.unwrap();
+        let config = HistoryConfig { retention: Duration::from_secs(30 * 86_400), ..HistoryConfig::default() };
+        assert_eq!(prune(&store, &config).await.unwrap(), 1);
+        assert!(store.request("old").await.unwrap().is_none());
+        assert!(store.request("recent").await.unwrap().is_some());
+        assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    }
+
+    #[tokio::test]
+    async fn retention_by_size_removes_the_oldest_until_under_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        let now = now_ms();
+        let big = "x".repeat(4096);
+        let batch: Vec<Record> = (0..600).map(|i| request(&format!("r{i:04}"), now - 600 + i, Some(big.clone()))).collect();
+        store.write(&batch).await.unwrap();
+        assert!(store.used_bytes().await.unwrap() > 2 * 1024 * 1024);
+        let config = HistoryConfig { max_size_bytes: 1024 * 1024, ..HistoryConfig::default() };
+        let removed = prune(&store, &config).await.unwrap();
+        assert!(removed > 0);
+        assert!(store.used_bytes().await.unwrap() <= 1024 * 1024);
+        assert!(store.request("r0000").await.unwrap().is_none(), "oldest went first");
+        assert!(store.request("r0599").await.unwrap().is_some(), "newest stayed");
+    }
+}
