@@ -1,7 +1,9 @@
 //! `switchyard`: the gateway headless, the demo, and config checks.
 
 mod demo;
+mod history;
 mod logging;
+mod paths;
 mod serve;
 
 use std::net::SocketAddr;
@@ -11,7 +13,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "switchyard", version, about = "A local LLM gateway: one base URL, every provider, honest failover")]
+#[command(
+    name = "switchyard",
+    version,
+    about = "A local LLM gateway: one base URL, every provider, honest failover"
+)]
 struct Cli {
     /// Log format: human-readable lines or one JSON object per line.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "SWITCHYARD_LOG_FORMAT")]
@@ -32,6 +38,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run the gateway in front of simulated providers with generated traffic; no keys needed.
     Demo(demo::DemoArgs),
+    /// Recorded requests: a table, or one request's attempt timeline (`history show ID`).
+    History(history::HistoryArgs),
+    /// Follow requests as they are recorded, one line each with its attempts.
+    Tail(history::TailArgs),
     /// Configuration files.
     Config {
         #[command(subcommand)]
@@ -58,9 +68,16 @@ pub struct ListenArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints one line per request; gateway logs would drown them.
-    let default_level = if matches!(cli.command, Command::Demo(_)) { "warn" } else { "info" };
+    let default_level = if matches!(cli.command, Command::Demo(_)) {
+        "warn"
+    } else {
+        "info"
+    };
     logging::init(cli.log_format, default_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("switchyard: cannot start the async runtime: {e}");
@@ -71,8 +88,14 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
             Command::Demo(args) => demo::run(args).await,
-            Command::Config { command: ConfigCommand::Check { file } } => serve::check(&file),
-            Command::Config { command: ConfigCommand::Default } => {
+            Command::History(args) => history::run(args).await,
+            Command::Tail(args) => history::tail(args).await,
+            Command::Config {
+                command: ConfigCommand::Check { file },
+            } => serve::check(&file),
+            Command::Config {
+                command: ConfigCommand::Default,
+            } => {
                 print!("{}", switchyard_core::config::EMBEDDED_DEFAULT);
                 Ok(())
             }

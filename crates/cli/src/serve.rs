@@ -2,19 +2,25 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use secrecy::SecretString;
+use switchyard_core::history::History;
 use switchyard_core::provider::KeyState;
 use switchyard_core::secrets::{ChainStore, EnvStore};
 use switchyard_core::{Config, Gateway, SecretStore};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+use crate::paths::{self, DataDirArgs};
 use crate::ListenArgs;
 
 /// How long in-flight requests get to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long queued history records get to be written at shutdown.
+const HISTORY_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -23,9 +29,8 @@ pub struct ServeArgs {
     config: Option<PathBuf>,
     #[command(flatten)]
     listen: ListenArgs,
-    /// Where Switchyard keeps its data (defaults to the platform's app-data folder).
-    #[arg(long, env = "SWITCHYARD_DATA_DIR")]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    data: DataDirArgs,
 }
 
 pub fn check(file: &Path) -> Result<()> {
@@ -51,26 +56,53 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     if let Some(listen) = args.listen.listen {
         config.server.listen = listen;
     }
-    let data_dir = data_dir(args.data_dir)?;
+    let data_dir = args.data.resolve()?;
     info!(data_dir = %data_dir.display(), "data directory");
     let secrets = ChainStore::new(vec![Box::new(EnvStore::from_process())]);
     let listener = bind(config.server.listen).await?;
-    run_gateway(listener, config, &secrets, shutdown_signal()).await
+    let admin_token = paths::admin_token(&data_dir)?;
+    run_gateway(
+        listener,
+        config,
+        &secrets,
+        Some(&data_dir),
+        admin_token,
+        shutdown_signal(),
+    )
+    .await
 }
 
 /// Binds the gateway's address, with a message that says how to fix a failure.
 pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| bind_error(addr, e))
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| bind_error(addr, e))
 }
 
-/// Reports what is usable, serves until `shutdown`, then drains.
+/// Opens history in `data_dir` (when enabled), reports what is usable,
+/// serves until `shutdown`, drains, and writes out the last records.
 pub async fn run_gateway(
     listener: TcpListener,
     config: Config,
     secrets: &dyn SecretStore,
+    data_dir: Option<&Path>,
+    admin_token: SecretString,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let gateway = Gateway::new(config, secrets)?;
+    let history = match data_dir.filter(|_| config.history.enabled) {
+        Some(dir) => {
+            let path = paths::database(dir);
+            let history = History::open(&path, &config.history).await?;
+            info!(database = %path.display(), "recording history");
+            Some(history)
+        }
+        None => None,
+    };
+    let mut builder = Gateway::builder(config, secrets).admin_token(admin_token);
+    if let Some(h) = &history {
+        builder = builder.history(h);
+    }
+    let gateway = builder.build()?;
     report_providers(&gateway);
     let addr = listener.local_addr()?;
     info!("listening on http://{addr}");
@@ -79,17 +111,25 @@ pub async fn run_gateway(
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let signal = async move {
         shutdown.await;
-        info!("shutting down: finishing in-flight requests (up to {}s)", SHUTDOWN_GRACE.as_secs());
+        info!(
+            "shutting down: finishing in-flight requests (up to {}s)",
+            SHUTDOWN_GRACE.as_secs()
+        );
         let _ = stopping_tx.send(());
     };
     let server = switchyard_core::serve(listener, gateway, signal);
-    tokio::pin!(server);
+    // Boxed so it can be dropped (with the gateway and its recorders) before history closes.
+    let mut server = Box::pin(server);
     tokio::select! {
         result = &mut server => result.context("server failed")?,
         () = async {
             let _ = stopping_rx.await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => warn!("in-flight requests did not finish in time; cutting them"),
+    }
+    drop(server);
+    if let Some(history) = history {
+        history.close(HISTORY_GRACE).await;
     }
     info!("stopped");
     Ok(())
@@ -113,23 +153,18 @@ fn report_providers(gateway: &Gateway) {
         let state = match (&provider.keys, c.enabled) {
             (_, false) => "disabled".to_string(),
             (KeyState::NotNeeded, true) => "ready (no key needed)".to_string(),
-            (KeyState::Ready(keys), true) => format!("ready ({} key{})", keys.len(), if keys.len() == 1 { "" } else { "s" }),
-            (KeyState::Missing, true) => format!("no key (set {})", EnvStore::variable_for(&c.name)),
+            (KeyState::Ready(keys), true) => format!(
+                "ready ({} key{})",
+                keys.len(),
+                if keys.len() == 1 { "" } else { "s" }
+            ),
+            (KeyState::Missing, true) => {
+                format!("no key (set {})", EnvStore::variable_for(&c.name))
+            }
             (KeyState::Unavailable(reason), true) => format!("key unavailable: {reason}"),
         };
         info!(provider = %c.name, kind = %c.kind, base_url = %c.base_url, "{state}");
     }
-}
-
-fn data_dir(explicit: Option<PathBuf>) -> Result<PathBuf> {
-    let dir = match explicit {
-        Some(dir) => dir,
-        None => directories::ProjectDirs::from("dev", "Switchyard", "switchyard")
-            .map(|d| d.data_dir().to_path_buf())
-            .context("no home folder to put the data directory in: pass --data-dir")?,
-    };
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the data directory {}", dir.display()))?;
-    Ok(dir)
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -27,7 +27,10 @@ pub struct Upstream {
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream").field("status", &self.status).field("held", &self.held.len()).finish_non_exhaustive()
+        f.debug_struct("Upstream")
+            .field("status", &self.status)
+            .field("held", &self.held.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -46,17 +49,33 @@ pub struct Attempted {
 
 impl Attempted {
     fn failed(outcome: Outcome, detail: impl Into<String>) -> Attempted {
-        Attempted { outcome, upstream: None, detail: detail.into(), ttfb: None, ttft: None }
+        Attempted {
+            outcome,
+            upstream: None,
+            detail: detail.into(),
+            ttfb: None,
+            ttft: None,
+        }
     }
 
     fn answered(upstream: Upstream, ttfb: Duration, ttft: Option<Duration>) -> Attempted {
-        Attempted { outcome: Outcome::Status(upstream.status), upstream: Some(upstream), detail: String::new(), ttfb: Some(ttfb), ttft }
+        Attempted {
+            outcome: Outcome::Status(upstream.status),
+            upstream: Some(upstream),
+            detail: String::new(),
+            ttfb: Some(ttfb),
+            ttft,
+        }
     }
 }
 
 /// Sends the request and waits, within `timeout`, for a head (or for a
 /// stream's first content).
-pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: Duration) -> Attempted {
+pub async fn run(
+    request: reqwest::RequestBuilder,
+    endpoint: Endpoint,
+    timeout: Duration,
+) -> Attempted {
     let started = Instant::now();
     let work = async {
         let response = match request.send().await {
@@ -70,7 +89,13 @@ pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: 
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let rest = response.bytes_stream().boxed();
-        let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse };
+        let upstream = Upstream {
+            status,
+            headers,
+            held: Bytes::new(),
+            rest,
+            sse,
+        };
         let ttfb = started.elapsed();
         if sse && status.is_success() {
             let mut attempted = until_content(upstream, endpoint, started).await;
@@ -82,7 +107,10 @@ pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: 
     };
     match tokio::time::timeout(timeout, work).await {
         Ok(attempted) => attempted,
-        Err(_) => Attempted::failed(Outcome::Timeout, format!("no answer within {}", humantime::format_duration(timeout))),
+        Err(_) => Attempted::failed(
+            Outcome::Timeout,
+            format!("no answer within {}", humantime::format_duration(timeout)),
+        ),
     }
 }
 
@@ -91,8 +119,15 @@ async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Inst
     let mut held = BytesMut::new();
     loop {
         let chunk = match upstream.rest.next().await {
-            None => return Attempted::failed(Outcome::StreamDropped, "stream ended before any content"),
-            Some(Err(e)) => return Attempted::failed(Outcome::StreamDropped, format!("stream broke before any content: {}", error_chain(&e))),
+            None => {
+                return Attempted::failed(Outcome::StreamDropped, "stream ended before any content")
+            }
+            Some(Err(e)) => {
+                return Attempted::failed(
+                    Outcome::StreamDropped,
+                    format!("stream broke before any content: {}", error_chain(&e)),
+                )
+            }
             Some(Ok(chunk)) => chunk,
         };
         held.extend_from_slice(&chunk);
@@ -100,7 +135,10 @@ async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Inst
             match sse::classify(endpoint, &event) {
                 sse::Kind::Preamble => {}
                 sse::Kind::Error(message) => {
-                    return Attempted::failed(Outcome::StreamError, format!("error event before content: {message}"))
+                    return Attempted::failed(
+                        Outcome::StreamError,
+                        format!("error event before content: {message}"),
+                    )
                 }
                 sse::Kind::Content => {
                     upstream.held = held.freeze();

@@ -41,12 +41,17 @@ pub enum Decision {
 
 /// Statuses where trying again can help.
 fn retryable(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 408 | 409 | 425 | 429 | 500 | 502 | 503 | 504 | 529)
+    matches!(
+        status.as_u16(),
+        408 | 409 | 425 | 429 | 500 | 502 | 503 | 504 | 529
+    )
 }
 
 pub fn decide(outcome: Outcome, retry_timeouts: bool) -> Decision {
     match outcome {
-        Outcome::Status(s) if s.is_success() || s.is_informational() || s.is_redirection() => Decision::Deliver,
+        Outcome::Status(s) if s.is_success() || s.is_informational() || s.is_redirection() => {
+            Decision::Deliver
+        }
         Outcome::Status(s) if retryable(s) => Decision::Retry,
         // Another provider may work where this one never will (501, 505, ...).
         Outcome::Status(s) if s.is_server_error() => Decision::Fallback,
@@ -65,14 +70,20 @@ pub fn decide(outcome: Outcome, retry_timeouts: bool) -> Decision {
 /// for `wait` instead of counting as a breaker failure.
 pub fn verdict(outcome: Outcome, wait: Option<Duration>) -> Verdict {
     match outcome {
-        Outcome::Status(s) if s == StatusCode::TOO_MANY_REQUESTS => Verdict::RateLimited(wait.unwrap_or_default()),
-        Outcome::Status(s) if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => Verdict::Failed,
+        Outcome::Status(s) if s == StatusCode::TOO_MANY_REQUESTS => {
+            Verdict::RateLimited(wait.unwrap_or_default())
+        }
+        Outcome::Status(s) if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => {
+            Verdict::Failed
+        }
         // Conflicts and too-early are about the request, not the provider.
         Outcome::Status(s) if s == StatusCode::CONFLICT || s.as_u16() == 425 => Verdict::Neutral,
         Outcome::Status(_) => Verdict::Healthy,
-        Outcome::Connect | Outcome::Transport | Outcome::Timeout | Outcome::StreamError | Outcome::StreamDropped => {
-            Verdict::Failed
-        }
+        Outcome::Connect
+        | Outcome::Transport
+        | Outcome::Timeout
+        | Outcome::StreamError
+        | Outcome::StreamDropped => Verdict::Failed,
     }
 }
 
@@ -120,7 +131,10 @@ mod tests {
     #[test]
     fn rate_limits_cool_down_instead_of_tripping_the_breaker() {
         let wait = Some(Duration::from_secs(30));
-        assert_eq!(verdict(status(429), wait), Verdict::RateLimited(Duration::from_secs(30)));
+        assert_eq!(
+            verdict(status(429), wait),
+            Verdict::RateLimited(Duration::from_secs(30))
+        );
         assert_eq!(verdict(status(503), wait), Verdict::Failed);
         assert_eq!(verdict(status(529), None), Verdict::Failed);
         assert_eq!(verdict(status(400), None), Verdict::Healthy);

@@ -115,7 +115,10 @@ impl ModelMap {
 
     /// Client-facing model names, in config order, without the wildcard.
     pub fn client_names(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str).filter(|m| *m != Self::WILDCARD)
+        self.0
+            .keys()
+            .map(String::as_str)
+            .filter(|m| *m != Self::WILDCARD)
     }
 }
 
@@ -145,7 +148,13 @@ impl Config {
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            ConfigError::at(file, text, span.clone(), field_of(e.message(), text, span), e.message())
+            ConfigError::at(
+                file,
+                text,
+                span.clone(),
+                field_of(e.message(), text, span),
+                e.message(),
+            )
         })?;
         Validator { file, text }.config(raw)
     }
@@ -157,7 +166,10 @@ impl Config {
     /// The request policy for a model: its route's, else the global one.
     pub fn request_policy(&self, model: &str) -> &RequestPolicy {
         // Routes are few; a linear scan beats hashing here.
-        self.routes.iter().find(|r| r.model == model).map_or(&self.policy, |r| &r.policy)
+        self.routes
+            .iter()
+            .find(|r| r.model == model)
+            .map_or(&self.policy, |r| &r.policy)
     }
 }
 
@@ -177,7 +189,13 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    fn at(file: &Path, text: &str, span: Range<usize>, field: String, message: &str) -> ConfigError {
+    fn at(
+        file: &Path,
+        text: &str,
+        span: Range<usize>,
+        field: String,
+        message: &str,
+    ) -> ConfigError {
         let (line, column) = line_column(text, span.start);
         ConfigError::Invalid {
             file: file.to_path_buf(),
@@ -193,7 +211,10 @@ impl ConfigError {
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |nl| before.len() - nl - 1)
+        + 1;
     (line, column)
 }
 
@@ -206,7 +227,9 @@ fn field_of(message: &str, text: &str, span: Range<usize>) -> String {
             return message[start + 1..start + 1 + len].to_string();
         }
     }
-    let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let start = text[..span.start.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
     let line = text[start..].lines().next().unwrap_or("");
     match line.split_once('=') {
         Some((key, _)) => key.trim().to_string(),
@@ -291,8 +314,19 @@ struct Validator<'a> {
 }
 
 impl Validator<'_> {
-    fn error<T>(&self, span: Range<usize>, field: impl fmt::Display, message: impl fmt::Display) -> Result<T, ConfigError> {
-        Err(ConfigError::at(self.file, self.text, span, field.to_string(), &message.to_string()))
+    fn error<T>(
+        &self,
+        span: Range<usize>,
+        field: impl fmt::Display,
+        message: impl fmt::Display,
+    ) -> Result<T, ConfigError> {
+        Err(ConfigError::at(
+            self.file,
+            self.text,
+            span,
+            field.to_string(),
+            &message.to_string(),
+        ))
     }
 
     fn policy_error<T>(&self, prefix: &str, e: PolicyError) -> Result<T, ConfigError> {
@@ -301,9 +335,14 @@ impl Validator<'_> {
 
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let server = self.server(raw.server)?;
-        let policy = raw.policy.request(&RequestPolicy::default()).or_else(|e| self.policy_error("policy", e))?;
-        let provider_policy =
-            raw.policy.provider(&ProviderPolicy::default()).or_else(|e| self.policy_error("policy", e))?;
+        let policy = raw
+            .policy
+            .request(&RequestPolicy::default())
+            .or_else(|e| self.policy_error("policy", e))?;
+        let provider_policy = raw
+            .policy
+            .provider(&ProviderPolicy::default())
+            .or_else(|e| self.policy_error("policy", e))?;
         let mut providers: Vec<ProviderConfig> = Vec::with_capacity(raw.providers.len());
         for (i, p) in raw.providers.into_iter().enumerate() {
             let provider = self.provider(i, p, &providers, &provider_policy)?;
@@ -319,12 +358,26 @@ impl Validator<'_> {
         for (i, price) in raw.prices.into_iter().enumerate() {
             let span = price.span();
             let price = price.into_inner();
-            if [price.input, price.output, price.cached.unwrap_or(0.0)].iter().any(|v| !v.is_finite() || *v < 0.0) {
-                return self.error(span, format!("prices[{i}]"), "prices must be zero or more (USD per million tokens)");
+            if [price.input, price.output, price.cached.unwrap_or(0.0)]
+                .iter()
+                .any(|v| !v.is_finite() || *v < 0.0)
+            {
+                return self.error(
+                    span,
+                    format!("prices[{i}]"),
+                    "prices must be zero or more (USD per million tokens)",
+                );
             }
             prices.push(price);
         }
-        Ok(Config { server, policy, providers, routes, history, prices })
+        Ok(Config {
+            server,
+            policy,
+            providers,
+            routes,
+            history,
+            prices,
+        })
     }
 
     fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {
@@ -335,7 +388,13 @@ impl Validator<'_> {
         if let Some(r) = raw.retention {
             match humantime::parse_duration(r.get_ref()) {
                 Ok(d) if !d.is_zero() => h.retention = d,
-                _ => return self.error(r.span(), "history.retention", format!("{:?} is not a duration such as \"30days\"", r.get_ref())),
+                _ => {
+                    return self.error(
+                        r.span(),
+                        "history.retention",
+                        format!("{:?} is not a duration such as \"30days\"", r.get_ref()),
+                    )
+                }
             }
         }
         if let Some(m) = raw.max_size_mb {
@@ -362,7 +421,14 @@ impl Validator<'_> {
             Some(s) => match s.get_ref().parse() {
                 Ok(addr) => addr,
                 Err(_) => {
-                    return self.error(s.span(), "server.listen", format!("{:?} is not an address like \"127.0.0.1:4141\"", s.get_ref()))
+                    return self.error(
+                        s.span(),
+                        "server.listen",
+                        format!(
+                            "{:?} is not an address like \"127.0.0.1:4141\"",
+                            s.get_ref()
+                        ),
+                    )
                 }
             },
         };
@@ -373,7 +439,10 @@ impl Validator<'_> {
                 _ => return self.error(n.span(), "server.max_body_bytes", "must be at least 1024"),
             },
         };
-        Ok(ServerConfig { listen, max_body_bytes })
+        Ok(ServerConfig {
+            listen,
+            max_body_bytes,
+        })
     }
 
     fn provider(
@@ -386,28 +455,54 @@ impl Validator<'_> {
         let field = |f: &str| format!("providers[{i}].{f}");
         let name = raw.name.get_ref().clone();
         let valid_name = !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
         if !valid_name {
-            return self.error(raw.name.span(), field("name"), "use lower-case letters, digits, '-' and '_'");
+            return self.error(
+                raw.name.span(),
+                field("name"),
+                "use lower-case letters, digits, '-' and '_'",
+            );
         }
         if earlier.iter().any(|p| p.name == name) {
-            return self.error(raw.name.span(), field("name"), format!("provider {name:?} is defined twice"));
+            return self.error(
+                raw.name.span(),
+                field("name"),
+                format!("provider {name:?} is defined twice"),
+            );
         }
         let kind = match raw.kind.get_ref().as_str() {
             "openai" => Protocol::OpenAi,
             "anthropic" => Protocol::Anthropic,
-            other => return self.error(raw.kind.span(), field("kind"), format!("{other:?} is not \"openai\" or \"anthropic\"")),
+            other => {
+                return self.error(
+                    raw.kind.span(),
+                    field("kind"),
+                    format!("{other:?} is not \"openai\" or \"anthropic\""),
+                )
+            }
         };
         let base_url = match reqwest::Url::parse(raw.base_url.get_ref().trim_end_matches('/')) {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
-            _ => return self.error(raw.base_url.span(), field("base_url"), "must be an http(s) URL such as \"https://api.openai.com/v1\""),
+            _ => {
+                return self.error(
+                    raw.base_url.span(),
+                    field("base_url"),
+                    "must be an http(s) URL such as \"https://api.openai.com/v1\"",
+                )
+            }
         };
         let auth = match raw.auth.as_ref().map(|a| a.get_ref().as_str()) {
             None | Some("key") => Auth::Key,
             Some("none") => Auth::None,
             Some(other) => {
                 let span = raw.auth.as_ref().map_or(0..0, Spanned::span);
-                return self.error(span, field("auth"), format!("{other:?} is not \"key\" or \"none\""));
+                return self.error(
+                    span,
+                    field("auth"),
+                    format!("{other:?} is not \"key\" or \"none\""),
+                );
             }
         };
         let models = match raw.models {
@@ -425,10 +520,26 @@ impl Validator<'_> {
             }
         };
         if let Some((setting, span)) = raw.policy.first_request_setting() {
-            return self.error(span, field(&format!("policy.{setting}")), "is a request setting: set it in [policy] or in a route's policy");
+            return self.error(
+                span,
+                field(&format!("policy.{setting}")),
+                "is a request setting: set it in [policy] or in a route's policy",
+            );
         }
-        let policy = raw.policy.provider(defaults).or_else(|e| self.policy_error(&field("policy"), e))?;
-        Ok(ProviderConfig { name, kind, base_url, models, enabled: raw.enabled, auth, policy, stream_usage: raw.stream_usage })
+        let policy = raw
+            .policy
+            .provider(defaults)
+            .or_else(|e| self.policy_error(&field("policy"), e))?;
+        Ok(ProviderConfig {
+            name,
+            kind,
+            base_url,
+            models,
+            enabled: raw.enabled,
+            auth,
+            policy,
+            stream_usage: raw.stream_usage,
+        })
     }
 
     fn route(
@@ -441,26 +552,53 @@ impl Validator<'_> {
     ) -> Result<RouteConfig, ConfigError> {
         let model = raw.model.get_ref().clone();
         if model.is_empty() || model == ModelMap::WILDCARD {
-            return self.error(raw.model.span(), format!("routes[{i}].model"), "must name a model");
+            return self.error(
+                raw.model.span(),
+                format!("routes[{i}].model"),
+                "must name a model",
+            );
         }
         if earlier.iter().any(|r| r.model == model) {
-            return self.error(raw.model.span(), format!("routes[{i}].model"), format!("a route for {model:?} is defined twice"));
+            return self.error(
+                raw.model.span(),
+                format!("routes[{i}].model"),
+                format!("a route for {model:?} is defined twice"),
+            );
         }
         if raw.chain.get_ref().is_empty() {
-            return self.error(raw.chain.span(), format!("routes[{i}].chain"), "must name at least one provider");
+            return self.error(
+                raw.chain.span(),
+                format!("routes[{i}].chain"),
+                "must name at least one provider",
+            );
         }
         let mut chain = Vec::with_capacity(raw.chain.get_ref().len());
         for (j, name) in raw.chain.into_inner().into_iter().enumerate() {
             if !providers.iter().any(|p| &p.name == name.get_ref()) {
-                return self.error(name.span(), format!("routes[{i}].chain[{j}]"), format!("no provider is named {:?}", name.get_ref()));
+                return self.error(
+                    name.span(),
+                    format!("routes[{i}].chain[{j}]"),
+                    format!("no provider is named {:?}", name.get_ref()),
+                );
             }
             chain.push(name.into_inner());
         }
         if let Some((setting, span)) = raw.policy.first_provider_setting() {
-            return self.error(span, format!("routes[{i}].policy.{setting}"), "is a provider setting: set it in [policy] or in a provider's policy");
+            return self.error(
+                span,
+                format!("routes[{i}].policy.{setting}"),
+                "is a provider setting: set it in [policy] or in a provider's policy",
+            );
         }
-        let policy = raw.policy.request(defaults).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
-        Ok(RouteConfig { model, chain, policy })
+        let policy = raw
+            .policy
+            .request(defaults)
+            .or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
+        Ok(RouteConfig {
+            model,
+            chain,
+            policy,
+        })
     }
 }
 
@@ -475,7 +613,12 @@ mod tests {
 
     fn invalid(text: &str) -> (usize, String, String) {
         match parse(text) {
-            Err(ConfigError::Invalid { line, field, message, .. }) => (line, field, message),
+            Err(ConfigError::Invalid {
+                line,
+                field,
+                message,
+                ..
+            }) => (line, field, message),
             other => panic!("expected an invalid config, got {other:?}"),
         }
     }
@@ -486,7 +629,10 @@ mod tests {
         assert_eq!(config.server.listen.to_string(), "127.0.0.1:4141");
         let ollama = config.provider("ollama").unwrap();
         assert_eq!(ollama.auth, Auth::None);
-        assert!(config.providers.iter().any(|p| p.kind == Protocol::Anthropic));
+        assert!(config
+            .providers
+            .iter()
+            .any(|p| p.kind == Protocol::Anthropic));
     }
 
     #[test]
@@ -509,7 +655,10 @@ models = { "m1" = "other-m1" }
         .unwrap();
         assert_eq!(config.providers[0].models.explicit("m1"), Some("m1"));
         assert_eq!(config.providers[1].models.explicit("m1"), Some("other-m1"));
-        assert_eq!(config.providers[0].base_url.as_str(), "http://127.0.0.1:1/v1");
+        assert_eq!(
+            config.providers[0].base_url.as_str(),
+            "http://127.0.0.1:1/v1"
+        );
     }
 
     #[test]
@@ -612,23 +761,29 @@ policy = { deadline = "10s", retry_timeouts = true }
 
     #[test]
     fn policy_errors_name_the_setting() {
-        let (line, field, message) = invalid("[policy]
+        let (line, field, message) = invalid(
+            "[policy]
 deadline = \"soon\"
-");
+",
+        );
         assert_eq!((line, field.as_str()), (2, "policy.deadline"));
         assert!(message.contains("\"soon\""));
-        let (_, field, _) = invalid("[policy]
+        let (_, field, _) = invalid(
+            "[policy]
 fallback_share = 1.5
-");
+",
+        );
         assert_eq!(field, "policy.fallback_share");
         let (line, field, message) = invalid(
             "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\npolicy = { deadline = \"1s\" }\n",
         );
         assert_eq!((line, field.as_str()), (5, "providers[0].policy.deadline"));
         assert!(message.contains("request setting"));
-        let (_, field, _) = invalid("[policy]
+        let (_, field, _) = invalid(
+            "[policy]
 max_retries = -1
-");
+",
+        );
         assert_eq!(field, "policy.max_retries");
     }
 

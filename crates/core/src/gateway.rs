@@ -57,7 +57,10 @@ impl<'a> Builder<'a> {
         let sink = Sink {
             recorder: history.recorder(),
             prices: Arc::new(Prices::with_overrides(config.prices.clone())),
-            keep_bodies: config.history.store_bodies.then_some(config.history.body_limit),
+            keep_bodies: config
+                .history
+                .store_bodies
+                .then_some(config.history.body_limit),
         };
         self.history = Some((sink, history.store().clone()));
         self
@@ -71,7 +74,13 @@ impl<'a> Builder<'a> {
 
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
-        let providers = self.config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, self.secrets))).collect();
+        let providers = self
+            .config
+            .providers
+            .iter()
+            .cloned()
+            .map(|p| Arc::new(Provider::load(p, self.secrets)))
+            .collect();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -85,14 +94,26 @@ impl<'a> Builder<'a> {
             None => (None, None),
         };
         Ok(Gateway {
-            inner: Arc::new(Inner { config: self.config, providers, client, sink, store, admin_token: self.admin_token }),
+            inner: Arc::new(Inner {
+                config: self.config,
+                providers,
+                client,
+                sink,
+                store,
+                admin_token: self.admin_token,
+            }),
         })
     }
 }
 
 impl Gateway {
     pub fn builder(config: Config, secrets: &dyn SecretStore) -> Builder<'_> {
-        Builder { config, secrets, history: None, admin_token: None }
+        Builder {
+            config,
+            secrets,
+            history: None,
+            admin_token: None,
+        }
     }
 
     /// A gateway without history or admin API.

@@ -11,7 +11,9 @@ use tokio::time::Instant;
 
 use crate::error::ApiError;
 use crate::history::pricing::Prices;
-use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
+use crate::history::record::{
+    now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord,
+};
 use crate::history::Recorder;
 use crate::usage::Usage;
 
@@ -63,7 +65,13 @@ pub struct Journal {
 }
 
 impl Journal {
-    pub fn start(sink: Option<Sink>, id: &str, correlation_id: &str, endpoint: &str, user_agent: Option<&str>) -> Journal {
+    pub fn start(
+        sink: Option<Sink>,
+        id: &str,
+        correlation_id: &str,
+        endpoint: &str,
+        user_agent: Option<&str>,
+    ) -> Journal {
         let now = now_ms();
         Journal {
             sink,
@@ -100,7 +108,14 @@ impl Journal {
 
     /// Moves the journal out (to the relayed body), leaving one that records nothing.
     pub fn take(&mut self) -> Journal {
-        let empty = Journal { sink: None, done: true, delivered: None, attempt_started: Vec::new(), started: self.started, record: self.record.clone() };
+        let empty = Journal {
+            sink: None,
+            done: true,
+            delivered: None,
+            attempt_started: Vec::new(),
+            started: self.started,
+            record: self.record.clone(),
+        };
         std::mem::replace(self, empty)
     }
 
@@ -112,7 +127,8 @@ impl Journal {
         self.record.model = Some(model.to_string());
         self.record.streamed = streamed;
         if let Some(limit) = self.keep_bodies() {
-            self.record.request_body = Some(String::from_utf8_lossy(&body[..limit.min(body.len())]).into_owned());
+            self.record.request_body =
+                Some(String::from_utf8_lossy(&body[..limit.min(body.len())]).into_owned());
         }
     }
 
@@ -149,7 +165,11 @@ impl Journal {
 
     /// Notes how an attempt ended (for a delivered stream: at its first content).
     pub fn end(&mut self, index: usize, outcome: AttemptOutcome, end: AttemptEnd) {
-        let started = self.attempt_started.get(index).copied().unwrap_or(self.started);
+        let started = self
+            .attempt_started
+            .get(index)
+            .copied()
+            .unwrap_or(self.started);
         if let Some(a) = self.record.attempts.get_mut(index) {
             a.outcome = outcome;
             a.duration_ms = Some(ms(started.elapsed()));
@@ -173,7 +193,12 @@ impl Journal {
     }
 
     /// The relayed body ended (`failure`: a mid-stream failure after content).
-    pub async fn finish_delivery(mut self, usage: Usage, failure: Option<String>, response_body: Option<String>) {
+    pub async fn finish_delivery(
+        mut self,
+        usage: Usage,
+        failure: Option<String>,
+        response_body: Option<String>,
+    ) {
         if let Some(i) = self.delivered {
             let started = self.attempt_started.get(i).copied().unwrap_or(self.started);
             if let Some(a) = self.record.attempts.get_mut(i) {
@@ -194,7 +219,11 @@ impl Journal {
         self.record.error = failure;
         self.record.usage = usage;
         self.record.response_body = response_body;
-        if let (Some(sink), Some(provider), Some(model)) = (&self.sink, &self.record.provider, &self.record.provider_model) {
+        if let (Some(sink), Some(provider), Some(model)) = (
+            &self.sink,
+            &self.record.provider,
+            &self.record.provider_model,
+        ) {
             self.record.cost_usd = sink.prices.cost(provider, model, &usage);
         }
         self.send().await;
@@ -224,9 +253,11 @@ impl Journal {
         Some((sink, Record::Request(Box::new(self.record.clone()))))
     }
 
+    /// Hands the record over and waits for its commit: a request the
+    /// client saw end is a request on record.
     async fn send(&mut self) {
         if let Some((sink, record)) = self.seal() {
-            sink.recorder.record(record).await;
+            sink.recorder.commit(record).await;
         }
     }
 }

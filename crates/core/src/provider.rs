@@ -64,13 +64,24 @@ pub enum Pass {
 impl fmt::Display for Pass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let now = Instant::now();
-        let left = |t: &Instant| humantime::format_duration(Duration::from_secs(t.saturating_duration_since(now).as_secs())).to_string();
+        let left = |t: &Instant| {
+            humantime::format_duration(Duration::from_secs(
+                t.saturating_duration_since(now).as_secs(),
+            ))
+            .to_string()
+        };
         match self {
             Pass::BreakerOpen { until: Some(t) } => write!(f, "circuit open for {} more", left(t)),
-            Pass::BreakerOpen { until: None } => f.write_str("circuit open (probe in progress or opened by hand)"),
+            Pass::BreakerOpen { until: None } => {
+                f.write_str("circuit open (probe in progress or opened by hand)")
+            }
             Pass::CoolingDown { until } => write!(f, "rate-limited for {} more", left(until)),
             Pass::Full => f.write_str("at its concurrency cap"),
-            Pass::Throttled { wait } => write!(f, "throttled (next slot in {})", humantime::format_duration(*wait)),
+            Pass::Throttled { wait } => write!(
+                f,
+                "throttled (next slot in {})",
+                humantime::format_duration(*wait)
+            ),
             Pass::FallbackShare => f.write_str("took its share of fallback traffic"),
         }
     }
@@ -163,7 +174,9 @@ impl Provider {
     }
 
     fn health(&self) -> MutexGuard<'_, Health> {
-        self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.health
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The next key to use, round-robin over the pool. `Ok(None)` means the
@@ -181,7 +194,10 @@ impl Provider {
                 self.config.name,
                 crate::secrets::EnvStore::variable_for(&self.config.name)
             )),
-            KeyState::Unavailable(reason) => Err(format!("key for {} cannot be read: {reason}", self.config.name)),
+            KeyState::Unavailable(reason) => Err(format!(
+                "key for {} cannot be read: {reason}",
+                self.config.name
+            )),
         }
     }
 
@@ -203,7 +219,12 @@ impl Provider {
         let now = Instant::now();
         let mut h = self.health();
         let (seen, taken) = (h.seen.total(now), h.fallbacks.total(now));
-        share::allows(taken, seen, self.config.policy.fallback_share, self.config.policy.fallback_min)
+        share::allows(
+            taken,
+            seen,
+            self.config.policy.fallback_share,
+            self.config.policy.fallback_min,
+        )
     }
 
     pub fn note_fallback(&self) {
@@ -211,7 +232,13 @@ impl Provider {
     }
 
     /// Decides whether an attempt may start now, and reserves what it needs.
-    pub fn gate(self: &Arc<Self>, tokens: u64, deadline: &Deadline, max_wait: Duration, min_budget: Duration) -> Gate {
+    pub fn gate(
+        self: &Arc<Self>,
+        tokens: u64,
+        deadline: &Deadline,
+        max_wait: Duration,
+        min_budget: Duration,
+    ) -> Gate {
         let now = Instant::now();
         let mut h = self.health();
         drop_expired_cooldown(&mut h, now);
@@ -233,12 +260,18 @@ impl Provider {
             Ok(a) => a,
             Err(rejected) => {
                 self.log_transitions(&mut h);
-                return Gate::Pass(Pass::BreakerOpen { until: rejected.until });
+                return Gate::Pass(Pass::BreakerOpen {
+                    until: rejected.until,
+                });
             }
         };
         self.log_transitions(&mut h);
         h.rates.take(tokens, now);
-        Gate::Go(Ticket { provider: Arc::clone(self), admission: Some(admission), _permit: permit })
+        Gate::Go(Ticket {
+            provider: Arc::clone(self),
+            admission: Some(admission),
+            _permit: permit,
+        })
     }
 
     /// Records what an admitted attempt showed about the provider.
@@ -250,7 +283,11 @@ impl Provider {
             Verdict::Failed => h.breaker.record(admission, true, now),
             Verdict::RateLimited(wait) => {
                 h.breaker.release(admission);
-                let wait = if wait.is_zero() { DEFAULT_RATE_LIMIT_COOLDOWN } else { wait };
+                let wait = if wait.is_zero() {
+                    DEFAULT_RATE_LIMIT_COOLDOWN
+                } else {
+                    wait
+                };
                 h.cooling_until = Some(now + wait);
                 warn!(provider = %self.config.name, "rate-limited: cooling down for {}", humantime::format_duration(wait));
             }
@@ -262,7 +299,9 @@ impl Provider {
     /// Applies the provider's remaining-quota headers to the buckets.
     pub fn observe_quota(&self, requests_left: Option<u64>, tokens_left: Option<u64>) {
         if requests_left.is_some() || tokens_left.is_some() {
-            self.health().rates.observe(requests_left, tokens_left, Instant::now());
+            self.health()
+                .rates
+                .observe(requests_left, tokens_left, Instant::now());
         }
     }
 

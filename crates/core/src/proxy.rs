@@ -15,16 +15,16 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::attempt::{self, Upstream};
-use crate::history::record::{AttemptOutcome, Reason};
-use crate::journal::{AttemptEnd, AttemptStart, Journal};
-use crate::policy::breaker::Admission;
 use crate::body::{self, BodyError, RequestHead};
 use crate::classify::{self, Decision, Outcome};
 use crate::correlation::RequestIds;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
 use crate::headers;
+use crate::history::record::{AttemptOutcome, Reason};
+use crate::journal::{AttemptEnd, AttemptStart, Journal};
 use crate::policy::backoff;
+use crate::policy::breaker::Admission;
 use crate::policy::deadline::Deadline;
 use crate::policy::RequestPolicy;
 use crate::protocol::{Endpoint, Protocol};
@@ -47,7 +47,10 @@ pub struct Inbound {
 }
 
 pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response<Body> {
-    let user_agent = inbound.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let user_agent = inbound
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
     let mut journal = Journal::start(
         gateway.sink().cloned(),
         &inbound.ids.request_id,
@@ -64,11 +67,18 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
     }
 }
 
-async fn serve(gateway: &Gateway, inbound: &Inbound, body: Body, journal: &mut Journal) -> Result<Response<Body>, ApiError> {
+async fn serve(
+    gateway: &Gateway,
+    inbound: &Inbound,
+    body: Body,
+    journal: &mut Journal,
+) -> Result<Response<Body>, ApiError> {
     let protocol = inbound.endpoint.protocol();
     let started = Instant::now();
     let limit = gateway.config().server.max_body_bytes;
-    let bytes = read_body(body, &inbound.headers, limit).await.map_err(|e| e.in_protocol(protocol))?;
+    let bytes = read_body(body, &inbound.headers, limit)
+        .await
+        .map_err(|e| e.in_protocol(protocol))?;
     let head = body::inspect(&bytes).map_err(|e| {
         let code = match e {
             BodyError::Malformed(_) => ErrorCode::InvalidJson,
@@ -77,7 +87,13 @@ async fn serve(gateway: &Gateway, inbound: &Inbound, body: Body, journal: &mut J
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
-    let plan = routing::plan(gateway.providers(), &gateway.config().routes, protocol, &head.model).map_err(|e| {
+    let plan = routing::plan(
+        gateway.providers(),
+        &gateway.config().routes,
+        protocol,
+        &head.model,
+    )
+    .map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
             RouteError::NoneAvailable { .. } => ErrorCode::NoProviderAvailable,
@@ -107,13 +123,22 @@ async fn serve(gateway: &Gateway, inbound: &Inbound, body: Body, journal: &mut J
     for candidate in &plan.candidates {
         let provider = candidate.provider;
         if run.last_failed.is_some() {
-            if !run.deadline.allows_fallback(policy.min_fallback_budget, Instant::now()) {
+            if !run
+                .deadline
+                .allows_fallback(policy.min_fallback_budget, Instant::now())
+            {
                 run.out_of_time = true;
-                run.note(provider.name(), "not tried: too little time left for a fallback");
+                run.note(
+                    provider.name(),
+                    "not tried: too little time left for a fallback",
+                );
                 break;
             }
             if !provider.allows_fallback() {
-                run.note(provider.name(), &format!("not tried: {}", Pass::FallbackShare));
+                run.note(
+                    provider.name(),
+                    &format!("not tried: {}", Pass::FallbackShare),
+                );
                 continue;
             }
         }
@@ -185,7 +210,12 @@ impl Run<'_> {
         let provider = candidate.provider;
         let mut retry = 0u32;
         loop {
-            let gate = provider.gate(self.tokens, &self.deadline, self.policy.max_retry_wait, self.policy.min_fallback_budget);
+            let gate = provider.gate(
+                self.tokens,
+                &self.deadline,
+                self.policy.max_retry_wait,
+                self.policy.min_fallback_budget,
+            );
             let mut ticket = match gate {
                 Gate::Go(ticket) => ticket,
                 Gate::Wait(wait) => {
@@ -194,10 +224,16 @@ impl Run<'_> {
                 }
                 Gate::Pass(pass) => {
                     self.note(provider.name(), &format!("not tried: {pass}"));
-                    return if retry > 0 { Tried::Failed } else { Tried::Passed };
+                    return if retry > 0 {
+                        Tried::Failed
+                    } else {
+                        Tried::Passed
+                    };
                 }
             };
-            let timeout = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
+            let timeout = self
+                .deadline
+                .attempt_timeout(self.policy.attempt_timeout, Instant::now());
             if timeout.is_zero() {
                 self.out_of_time = true;
                 return Tried::Failed;
@@ -219,13 +255,20 @@ impl Run<'_> {
                 key_label,
                 model: candidate.upstream_model.to_string(),
                 reason,
-                fallback_from: if fallback { self.last_failed.clone() } else { None },
+                fallback_from: if fallback {
+                    self.last_failed.clone()
+                } else {
+                    None
+                },
                 timeout,
                 backoff: std::mem::take(&mut self.backoff),
                 breaker_state: provider.breaker_state().name(),
             });
             let attempted = attempt::run(request, self.inbound.endpoint, timeout).await;
-            let wait = attempted.upstream.as_ref().and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
+            let wait = attempted
+                .upstream
+                .as_ref()
+                .and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
             if let Some(u) = &attempted.upstream {
                 let (requests, tokens) = backoff::remaining_quota(&u.headers);
                 provider.observe_quota(requests, tokens);
@@ -241,11 +284,20 @@ impl Run<'_> {
             };
             match (decision, attempted.upstream) {
                 (Decision::Deliver | Decision::Fail, Some(upstream)) => {
-                    info!(provider = provider.name(), status = upstream.status.as_u16(), attempts = self.attempts, "answered");
-                    self.journal.end(index, attempt_outcome(attempted.outcome), end);
+                    info!(
+                        provider = provider.name(),
+                        status = upstream.status.as_u16(),
+                        attempts = self.attempts,
+                        "answered"
+                    );
+                    self.journal
+                        .end(index, attempt_outcome(attempted.outcome), end);
                     self.journal.deliver(index, upstream.status);
                     let delivery = Delivery {
-                        answered: Answered { provider: provider.name(), attempts: self.attempts },
+                        answered: Answered {
+                            provider: provider.name(),
+                            attempts: self.attempts,
+                        },
                         endpoint: self.inbound.endpoint,
                         idle: self.policy.stream_idle_timeout,
                         strip_usage,
@@ -259,12 +311,26 @@ impl Run<'_> {
                     let detail = match upstream {
                         Some(u) => {
                             let status = u.status;
-                            format!("{status} {}", error_snippet(u).await)
+                            let reason = status.canonical_reason().unwrap_or("");
+                            format!(
+                                "HTTP {} {reason}: {}",
+                                status.as_u16(),
+                                error_snippet(u).await
+                            )
                         }
                         None => attempted.detail,
                     };
-                    self.journal.end(index, attempt_outcome(attempted.outcome), AttemptEnd { error: Some(detail.clone()), ..end });
-                    if attempted.outcome == Outcome::Timeout && self.deadline.expired(Instant::now()) {
+                    self.journal.end(
+                        index,
+                        attempt_outcome(attempted.outcome),
+                        AttemptEnd {
+                            error: Some(detail.clone()),
+                            ..end
+                        },
+                    );
+                    if attempted.outcome == Outcome::Timeout
+                        && self.deadline.expired(Instant::now())
+                    {
                         self.out_of_time = true;
                     }
                     self.note(provider.name(), &detail);
@@ -272,10 +338,19 @@ impl Run<'_> {
                         return Tried::Failed;
                     }
                     let pause = wait.unwrap_or_else(|| {
-                        backoff::full_jitter(retry, self.policy.backoff_base, self.policy.backoff_cap, &mut rand::rng())
+                        backoff::full_jitter(
+                            retry,
+                            self.policy.backoff_base,
+                            self.policy.backoff_cap,
+                            &mut rand::rng(),
+                        )
                     });
                     if pause > self.policy.max_retry_wait
-                        || !self.deadline.allows_wait(pause, self.policy.min_fallback_budget, Instant::now())
+                        || !self.deadline.allows_wait(
+                            pause,
+                            self.policy.min_fallback_budget,
+                            Instant::now(),
+                        )
                     {
                         // Waiting would cost more than moving on.
                         return Tried::Failed;
@@ -289,26 +364,45 @@ impl Run<'_> {
 
     /// The upstream request, the label of the key it carries, and whether the
     /// gateway asked for stream usage the client did not.
-    fn request(&self, candidate: &Candidate<'_>) -> (reqwest::RequestBuilder, Option<String>, bool) {
+    fn request(
+        &self,
+        candidate: &Candidate<'_>,
+    ) -> (reqwest::RequestBuilder, Option<String>, bool) {
         let provider = candidate.provider;
         // The plan only holds providers whose key could be picked.
         let key = provider.pick_key().ok().flatten();
-        let url = upstream_url(&provider.config.base_url, self.inbound.endpoint, self.inbound.uri.query());
-        let headers = headers::upstream_request(&self.inbound.headers, provider.config.kind, key, &self.inbound.ids.correlation_id);
+        let url = upstream_url(
+            &provider.config.base_url,
+            self.inbound.endpoint,
+            self.inbound.uri.query(),
+        );
+        let headers = headers::upstream_request(
+            &self.inbound.headers,
+            provider.config.kind,
+            key,
+            &self.inbound.ids.correlation_id,
+        );
         let mut body = self.head.with_model(self.body, candidate.upstream_model);
         let wants_usage = self.inbound.endpoint == Endpoint::ChatCompletions
             && self.head.stream
             && !self.head.has_stream_options
             && provider.config.stream_usage
             && self.gateway.sink().is_some();
-        let strip_usage = match wants_usage.then(|| body::with_include_usage(&body)).flatten() {
+        let strip_usage = match wants_usage
+            .then(|| body::with_include_usage(&body))
+            .flatten()
+        {
             Some(with_usage) => {
                 body = with_usage;
                 true
             }
             None => false,
         };
-        info!(provider = provider.name(), model = candidate.upstream_model, "attempt");
+        info!(
+            provider = provider.name(),
+            model = candidate.upstream_model,
+            "attempt"
+        );
         let request = self.gateway.client().post(url).headers(headers).body(body);
         (request, key.map(|k| k.label.clone()), strip_usage)
     }
@@ -317,18 +411,34 @@ impl Run<'_> {
         let model = &self.head.model;
         let (code, message) = if self.out_of_time {
             let budget = humantime::format_duration(self.deadline.budget);
-            (ErrorCode::DeadlineExceeded, format!("the {budget} deadline for `{model}` ran out: {}", self.notes))
+            (
+                ErrorCode::DeadlineExceeded,
+                format!(
+                    "the {budget} deadline for `{model}` ran out: {}",
+                    self.notes
+                ),
+            )
         } else if self.attempts == 0 {
-            (ErrorCode::NoProviderAvailable, format!("no provider can take `{model}` right now: {}", self.notes))
+            (
+                ErrorCode::NoProviderAvailable,
+                format!("no provider can take `{model}` right now: {}", self.notes),
+            )
         } else {
-            (ErrorCode::AllProvidersFailed, format!("all providers failed for `{model}`: {}", self.notes))
+            (
+                ErrorCode::AllProvidersFailed,
+                format!("all providers failed for `{model}`: {}", self.notes),
+            )
         };
         ApiError::new(protocol, code, message).with_attempts(self.attempts)
     }
 }
 
 fn upstream_url(base: &reqwest::Url, endpoint: Endpoint, query: Option<&str>) -> String {
-    let mut url = format!("{}/{}", base.as_str().trim_end_matches('/'), endpoint.upstream_path());
+    let mut url = format!(
+        "{}/{}",
+        base.as_str().trim_end_matches('/'),
+        endpoint.upstream_path()
+    );
     if let Some(q) = query.filter(|q| !q.is_empty()) {
         url.push('?');
         url.push_str(q);
@@ -396,12 +506,18 @@ mod tests {
     #[test]
     fn upstream_url_joins_base_path_and_query() {
         let base = reqwest::Url::parse("http://127.0.0.1:9/v1").unwrap();
-        assert_eq!(upstream_url(&base, Endpoint::ChatCompletions, None), "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(
+            upstream_url(&base, Endpoint::ChatCompletions, None),
+            "http://127.0.0.1:9/v1/chat/completions"
+        );
         let base = reqwest::Url::parse("https://api.groq.com/openai/v1/").unwrap();
         assert_eq!(
             upstream_url(&base, Endpoint::Messages, Some("beta=true")),
             "https://api.groq.com/openai/v1/messages?beta=true"
         );
-        assert_eq!(upstream_url(&base, Endpoint::CountTokens, Some("")), "https://api.groq.com/openai/v1/messages/count_tokens");
+        assert_eq!(
+            upstream_url(&base, Endpoint::CountTokens, Some("")),
+            "https://api.groq.com/openai/v1/messages/count_tokens"
+        );
     }
 }

@@ -134,13 +134,17 @@ impl SimProvider {
     /// Waits until at least `n` disconnects were seen, or `within` passes.
     pub async fn wait_for_disconnects(&self, n: usize, within: Duration) -> bool {
         let mut rx = self.shared.disconnects.subscribe();
-        tokio::time::timeout(within, rx.wait_for(|d| *d >= n)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(within, rx.wait_for(|d| *d >= n))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// Waits until no reply is being written, or `within` passes.
     pub async fn wait_idle(&self, within: Duration) -> bool {
         let mut rx = self.shared.in_flight.subscribe();
-        tokio::time::timeout(within, rx.wait_for(|n| *n == 0)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(within, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// Replies being written right now.
@@ -164,7 +168,10 @@ struct ReplyGuard {
 impl ReplyGuard {
     fn new(shared: Arc<Shared>) -> ReplyGuard {
         shared.in_flight.send_modify(|n| *n += 1);
-        ReplyGuard { shared, finished: false }
+        ReplyGuard {
+            shared,
+            finished: false,
+        }
     }
 
     fn finish(mut self) {
@@ -186,7 +193,12 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(wire::models_list(&shared.name, &models)).into_response()
 }
 
-async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn reply(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let call = shared.calls.fetch_add(1, Ordering::SeqCst);
     lock(&shared.requests).push(Recorded {
         method: Method::POST,
@@ -200,7 +212,12 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
     };
     let (fault, latency, pacing, extra) = {
         let mut script = lock(&shared.script);
-        (script.next_fault(), script.latency, script.pacing(), script.headers.clone())
+        (
+            script.next_fault(),
+            script.latency,
+            script.pacing(),
+            script.headers.clone(),
+        )
     };
     let guard = ReplyGuard::new(shared.clone());
     if !latency.is_zero() {
@@ -250,7 +267,12 @@ fn error_response(endpoint: Endpoint, status: u16, headers: &[(String, String)])
     response
 }
 
-fn stream_response(events: wire::Events, fault: Fault, interval: Duration, guard: ReplyGuard) -> Response {
+fn stream_response(
+    events: wire::Events,
+    fault: Fault,
+    interval: Duration,
+    guard: ReplyGuard,
+) -> Response {
     let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(4);
     tokio::spawn(async move {
         tokio::select! {
@@ -268,7 +290,12 @@ fn stream_response(events: wire::Events, fault: Fault, interval: Duration, guard
 
 /// Writes the events under the fault. Returns true when the reply ended as
 /// scripted (including a deliberate drop), false if the receiver went away.
-async fn produce(tx: &mpsc::Sender<Result<Bytes, io::Error>>, events: wire::Events, fault: Fault, interval: Duration) -> bool {
+async fn produce(
+    tx: &mpsc::Sender<Result<Bytes, io::Error>>,
+    events: wire::Events,
+    fault: Fault,
+    interval: Duration,
+) -> bool {
     let send = |chunk: Result<Bytes, io::Error>| async move { tx.send(chunk).await.is_ok() };
     if let Fault::SlowFirstByte(delay) = fault {
         tokio::time::sleep(delay).await;
@@ -287,7 +314,11 @@ async fn produce(tx: &mpsc::Sender<Result<Bytes, io::Error>>, events: wire::Even
                 // Let what was sent reach the wire first: a real drop comes
                 // after delivered bytes, not instead of them.
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                let _ = send(Err(io::Error::new(io::ErrorKind::ConnectionReset, "simulated drop"))).await;
+                let _ = send(Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "simulated drop",
+                )))
+                .await;
                 return true;
             }
             Fault::StallAfter(n) if i == n => {

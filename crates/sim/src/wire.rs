@@ -93,7 +93,11 @@ impl Ctx<'_> {
         self.pieces.len() as u64
     }
     fn id(&self, prefix: &str) -> String {
-        format!("{prefix}{}{}", self.name.replace(|c: char| !c.is_ascii_alphanumeric(), ""), self.call)
+        format!(
+            "{prefix}{}{}",
+            self.name.replace(|c: char| !c.is_ascii_alphanumeric(), ""),
+            self.call
+        )
     }
 }
 
@@ -102,15 +106,25 @@ pub fn plan(name: &str, call: usize, endpoint: Endpoint, request: &Value, chunks
     let ctx = Ctx {
         name,
         call,
-        model: request.get("model").and_then(Value::as_str).unwrap_or("sim-model").to_string(),
+        model: request
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("sim-model")
+            .to_string(),
         input_tokens: (request.to_string().len() as u64 / 4).max(1),
         pieces: pieces(name, chunks),
     };
-    let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let stream = request
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     match (endpoint, stream) {
         (Endpoint::Chat, false) => Reply::Json(chat(&ctx)),
         (Endpoint::Chat, true) => {
-            let usage = request.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
+            let usage = request
+                .pointer("/stream_options/include_usage")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             Reply::Events(chat_events(&ctx, usage))
         }
         (Endpoint::Completions, false) => Reply::Json(completion(&ctx)),
@@ -179,10 +193,19 @@ fn chat_events(ctx: &Ctx<'_>, include_usage: bool) -> Events {
     }
     tail.push(Bytes::from_static(b"data: [DONE]\n\n"));
     Events {
-        preamble: vec![chunk(json!({ "role": "assistant", "content": "", "refusal": null }), Value::Null)],
-        content: ctx.pieces.iter().map(|p| chunk(json!({ "content": p }), Value::Null)).collect(),
+        preamble: vec![chunk(
+            json!({ "role": "assistant", "content": "", "refusal": null }),
+            Value::Null,
+        )],
+        content: ctx
+            .pieces
+            .iter()
+            .map(|p| chunk(json!({ "content": p }), Value::Null))
+            .collect(),
         tail,
-        error: data(&json!({ "error": { "message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null } })),
+        error: data(
+            &json!({ "error": { "message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null } }),
+        ),
     }
 }
 
@@ -210,8 +233,13 @@ fn completion_events(ctx: &Ctx<'_>) -> Events {
     Events {
         preamble: Vec::new(),
         content: ctx.pieces.iter().map(|p| chunk(p, Value::Null)).collect(),
-        tail: vec![chunk("", json!("stop")), Bytes::from_static(b"data: [DONE]\n\n")],
-        error: data(&json!({ "error": { "message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null } })),
+        tail: vec![
+            chunk("", json!("stop")),
+            Bytes::from_static(b"data: [DONE]\n\n"),
+        ],
+        error: data(
+            &json!({ "error": { "message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null } }),
+        ),
     }
 }
 
@@ -263,20 +291,35 @@ fn response_events(ctx: &Ctx<'_>) -> Events {
     let item_id = ctx.id("msg_");
     let text = ctx.text();
     let preamble = vec![
-        ev("response.created", json!({ "response": response_object(ctx, "in_progress") })),
-        ev("response.in_progress", json!({ "response": response_object(ctx, "in_progress") })),
-        ev("response.output_item.added", json!({ "output_index": 0, "item": output_message(ctx, "in_progress", "") })),
-        ev("response.content_part.added", json!({
-            "item_id": item_id, "output_index": 0, "content_index": 0,
-            "part": { "type": "output_text", "text": "", "annotations": [] },
-        })),
+        ev(
+            "response.created",
+            json!({ "response": response_object(ctx, "in_progress") }),
+        ),
+        ev(
+            "response.in_progress",
+            json!({ "response": response_object(ctx, "in_progress") }),
+        ),
+        ev(
+            "response.output_item.added",
+            json!({ "output_index": 0, "item": output_message(ctx, "in_progress", "") }),
+        ),
+        ev(
+            "response.content_part.added",
+            json!({
+                "item_id": item_id, "output_index": 0, "content_index": 0,
+                "part": { "type": "output_text", "text": "", "annotations": [] },
+            }),
+        ),
     ];
     // The error event takes the place of the first content event.
-    let error = event("error", &json!({
-        "type": "error", "code": "server_error", "param": null,
-        "message": "The server had an error while processing your request.",
-        "sequence_number": preamble.len(),
-    }));
+    let error = event(
+        "error",
+        &json!({
+            "type": "error", "code": "server_error", "param": null,
+            "message": "The server had an error while processing your request.",
+            "sequence_number": preamble.len(),
+        }),
+    );
     let content = ctx
         .pieces
         .iter()
@@ -287,17 +330,34 @@ fn response_events(ctx: &Ctx<'_>) -> Events {
         })
         .collect();
     let tail = vec![
-        ev("response.output_text.done", json!({
-            "item_id": item_id, "output_index": 0, "content_index": 0, "text": text, "logprobs": [],
-        })),
-        ev("response.content_part.done", json!({
-            "item_id": item_id, "output_index": 0, "content_index": 0,
-            "part": { "type": "output_text", "text": text, "annotations": [] },
-        })),
-        ev("response.output_item.done", json!({ "output_index": 0, "item": output_message(ctx, "completed", &text) })),
-        ev("response.completed", json!({ "response": response_object(ctx, "completed") })),
+        ev(
+            "response.output_text.done",
+            json!({
+                "item_id": item_id, "output_index": 0, "content_index": 0, "text": text, "logprobs": [],
+            }),
+        ),
+        ev(
+            "response.content_part.done",
+            json!({
+                "item_id": item_id, "output_index": 0, "content_index": 0,
+                "part": { "type": "output_text", "text": text, "annotations": [] },
+            }),
+        ),
+        ev(
+            "response.output_item.done",
+            json!({ "output_index": 0, "item": output_message(ctx, "completed", &text) }),
+        ),
+        ev(
+            "response.completed",
+            json!({ "response": response_object(ctx, "completed") }),
+        ),
     ];
-    Events { preamble, content, tail, error }
+    Events {
+        preamble,
+        content,
+        tail,
+        error,
+    }
 }
 
 fn message(ctx: &Ctx<'_>) -> Value {
@@ -385,7 +445,11 @@ fn embeddings(ctx: &Ctx<'_>, request: &Value) -> Value {
 
 /// An error body in the endpoint's own protocol.
 pub fn error_body(endpoint: Endpoint, status: StatusCode) -> Value {
-    let message = format!("simulated {status}");
+    let reason = match status.as_u16() {
+        529 => "Overloaded",
+        _ => status.canonical_reason().unwrap_or("error"),
+    };
+    let message = format!("simulated {} {reason}", status.as_u16());
     if endpoint.is_anthropic() {
         let kind = match status.as_u16() {
             400 => "invalid_request_error",
@@ -410,7 +474,9 @@ pub fn error_body(endpoint: Endpoint, status: StatusCode) -> Value {
 
 /// `GET /v1/models` in OpenAI's list shape.
 pub fn models_list(owner: &str, models: &[String]) -> Value {
-    let data: Vec<Value> =
-        models.iter().map(|m| json!({ "id": m, "object": "model", "created": CREATED, "owned_by": owner })).collect();
+    let data: Vec<Value> = models
+        .iter()
+        .map(|m| json!({ "id": m, "object": "model", "created": CREATED, "owned_by": owner }))
+        .collect();
     json!({ "object": "list", "data": data })
 }

@@ -1,14 +1,19 @@
 //! The one task that writes history. The request path hands records over a
-//! bounded channel and moves on; the writer batches whatever has queued into
-//! one transaction. A full channel slows the sender (backpressure) rather
-//! than dropping; a record is lost only if the writer is gone, and then it is
-//! counted and logged.
+//! bounded channel; the writer batches whatever has queued into one
+//! transaction (group commit). A full channel slows the sender
+//! (backpressure) rather than dropping; a record is lost only if the writer
+//! is gone, and then it is counted and logged.
+//!
+//! A request's final byte waits for its record's commit ([`Recorder::commit`]),
+//! so a request the client saw complete is on record even if the process is
+//! killed the next instant. Heads and streamed content never wait; with WAL
+//! and `synchronous = NORMAL` a commit is a write to the log, not an fsync.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
@@ -20,34 +25,51 @@ const CHANNEL: usize = 8192;
 /// Records written in one transaction at most.
 const MAX_BATCH: usize = 1024;
 
+/// A record, and who to tell once it is committed.
+type Item = (Record, Option<oneshot::Sender<()>>);
+
 /// The sending side, held by the request path.
 #[derive(Debug, Clone)]
 pub struct Recorder {
-    tx: mpsc::Sender<Record>,
+    tx: mpsc::Sender<Item>,
     lost: Arc<AtomicU64>,
 }
 
 impl Recorder {
     /// Queues a record, waiting if the writer is behind.
     pub async fn record(&self, record: Record) {
-        if self.tx.send(record).await.is_err() {
+        if self.tx.send((record, None)).await.is_err() {
             self.lose(1, "the history writer has stopped");
         }
+    }
+
+    /// Queues a record and waits until it is committed (or its write failed,
+    /// which the writer logs and counts).
+    pub async fn commit(&self, record: Record) {
+        let (ack, committed) = oneshot::channel();
+        if self.tx.send((record, Some(ack))).await.is_err() {
+            return self.lose(1, "the history writer has stopped");
+        }
+        let _ = committed.await;
     }
 
     /// Queues a record from a context that cannot wait (a drop handler).
     /// A full queue hands the record to a task that waits in its place.
     pub fn record_now(&self, record: Record) {
-        match self.tx.try_send(record) {
+        match self.tx.try_send((record, None)) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(record)) => match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    let this = self.clone();
-                    runtime.spawn(async move { this.record(record).await });
+            Err(mpsc::error::TrySendError::Full((record, _))) => {
+                match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) => {
+                        let this = self.clone();
+                        runtime.spawn(async move { this.record(record).await });
+                    }
+                    Err(_) => self.lose(1, "no runtime to queue it on"),
                 }
-                Err(_) => self.lose(1, "no runtime to queue it on"),
-            },
-            Err(mpsc::error::TrySendError::Closed(_)) => self.lose(1, "the history writer has stopped"),
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.lose(1, "the history writer has stopped")
+            }
         }
     }
 
@@ -67,21 +89,40 @@ impl Recorder {
 pub fn spawn(store: Store) -> (Recorder, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(CHANNEL);
     let lost = Arc::new(AtomicU64::new(0));
-    let recorder = Recorder { tx, lost: lost.clone() };
+    let recorder = Recorder {
+        tx,
+        lost: lost.clone(),
+    };
     (recorder, tokio::spawn(run(store, rx, lost)))
 }
 
-async fn run(store: Store, mut rx: mpsc::Receiver<Record>, lost: Arc<AtomicU64>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        if let Err(first) = store.write(&batch).await {
+async fn run(store: Store, mut rx: mpsc::Receiver<Item>, lost: Arc<AtomicU64>) {
+    let mut items = Vec::with_capacity(MAX_BATCH);
+    let mut records = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
+        let acks: Vec<oneshot::Sender<()>> = items
+            .drain(..)
+            .filter_map(|(record, ack)| {
+                records.push(record);
+                ack
+            })
+            .collect();
+        if let Err(first) = store.write(&records).await {
             warn!("history write failed, retrying once: {first}");
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Err(second) = store.write(&batch).await {
-                let total = lost.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
-                error!(lost_total = total, "history write failed; {} records lost: {second}", batch.len());
+            if let Err(second) = store.write(&records).await {
+                let total =
+                    lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
+                error!(
+                    lost_total = total,
+                    "history write failed; {} records lost: {second}",
+                    records.len()
+                );
             }
         }
-        batch.clear();
+        records.clear();
+        for ack in acks {
+            let _ = ack.send(());
+        }
     }
 }

@@ -1,0 +1,268 @@
+//! `switchyard history` and `switchyard tail`: the record, read straight
+//! from the history database (the gateway need not be running).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use switchyard_core::admin::parse_time;
+use switchyard_core::history::store::{AttemptRow, RequestDetail, RequestFilter, RequestSummary};
+use switchyard_core::history::Store;
+
+use crate::paths::{self, DataDirArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    #[command(subcommand)]
+    show: Option<Show>,
+    /// Only requests that did not end ok.
+    #[arg(long)]
+    failed: bool,
+    /// Only requests that fell back.
+    #[arg(long)]
+    fallback: bool,
+    /// Only requests this provider answered or was tried for.
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    /// Since when: a duration ago (`1h`, `2days`), RFC 3339, or Unix milliseconds.
+    #[arg(long)]
+    since: Option<String>,
+    #[arg(long, default_value_t = 50)]
+    limit: u32,
+    /// One JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    data: DataDirArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Show {
+    /// One request with its attempt timeline.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TailArgs {
+    /// One JSON object per request.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    data: DataDirArgs,
+}
+
+async fn open(data: &DataDirArgs) -> Result<Store> {
+    let dir = data.resolve()?;
+    let path = paths::database(&dir);
+    if !path.exists() {
+        bail!(
+            "no history at {} yet: start `switchyard serve` (or pass --data-dir)",
+            path.display()
+        );
+    }
+    Ok(Store::open(&path).await?)
+}
+
+pub async fn run(args: HistoryArgs) -> Result<()> {
+    let store = open(&args.data).await?;
+    if let Some(Show::Show { id, json }) = &args.show {
+        let detail = store
+            .request(id)
+            .await?
+            .with_context(|| format!("no request {id:?} on record"))?;
+        if *json {
+            println!("{}", serde_json::to_string_pretty(&detail)?);
+        } else {
+            print!("{}", timeline(&detail));
+        }
+        return Ok(());
+    }
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_time(s).with_context(|| format!("--since {s:?} is not a time")))
+        .transpose()?;
+    let filter = RequestFilter {
+        provider: args.provider,
+        model: args.model,
+        failed: args.failed,
+        fallback: args.fallback,
+        since,
+        limit: Some(args.limit),
+        ..RequestFilter::default()
+    };
+    let page = store.requests(&filter).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    if page.requests.is_empty() {
+        println!("no requests on record match");
+        return Ok(());
+    }
+    println!(
+        "{:<19}  {:<36}  {:<22} {:<20} {:<18} {:>6} {:>3} {:>8} {:>11} {:>10}",
+        "time", "id", "endpoint", "model", "provider", "status", "try", "ms", "tokens", "cost $"
+    );
+    for r in &page.requests {
+        println!("{}", row(r));
+    }
+    Ok(())
+}
+
+fn clock(ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    let text = humantime::format_rfc3339_seconds(at).to_string();
+    text.replace('T', " ").trim_end_matches('Z').to_string()
+}
+
+fn tokens(r: &RequestSummary) -> String {
+    match (r.usage.input_tokens, r.usage.output_tokens) {
+        (None, None) => "-".into(),
+        (i, o) => format!("{}/{}", i.unwrap_or(0), o.unwrap_or(0)),
+    }
+}
+
+fn row(r: &RequestSummary) -> String {
+    let status = r.status.map_or("-".into(), |s| s.to_string());
+    let cost = r.cost_usd.map_or("-".into(), |c| format!("{c:.6}"));
+    let outcome = if r.outcome == "ok" {
+        String::new()
+    } else {
+        format!("  {}", r.outcome)
+    };
+    format!(
+        "{:<19}  {:<36}  {:<22} {:<20} {:<18} {:>6} {:>3} {:>8.0} {:>11} {:>10}{outcome}",
+        clock(r.started_at),
+        r.id,
+        r.endpoint,
+        r.model.as_deref().unwrap_or("-"),
+        r.provider.as_deref().unwrap_or("-"),
+        status,
+        r.attempts,
+        r.duration_ms,
+        tokens(r),
+        cost
+    )
+}
+
+/// The attempt timeline as text: one bar per attempt on a shared time axis.
+fn timeline(d: &RequestDetail) -> String {
+    const WIDTH: f64 = 40.0;
+    let r = &d.request;
+    let mut out = format!(
+        "{}  {} {}  → {}  {}  {:.0} ms{}\n",
+        r.id,
+        r.endpoint,
+        r.model.as_deref().unwrap_or("-"),
+        r.provider.as_deref().unwrap_or("-"),
+        r.outcome,
+        r.duration_ms,
+        r.error_code
+            .as_deref()
+            .map(|c| format!("  [{c}]"))
+            .unwrap_or_default()
+    );
+    out.push_str(&format!(
+        "correlation {}  tokens {}  cost {}\n",
+        r.correlation_id,
+        tokens(r),
+        r.cost_usd.map_or("-".into(), |c| format!("${c:.6}"))
+    ));
+    let total = r.duration_ms.max(1.0);
+    for a in &d.attempt_list {
+        let start = (a.offset_ms / total * WIDTH).round() as usize;
+        let len = ((a.duration_ms.unwrap_or(0.0) / total * WIDTH).round() as usize).max(1);
+        let backoff = ((a.backoff_ms / total * WIDTH).round() as usize).min(start);
+        let bar = format!(
+            "{}{}{}",
+            " ".repeat(start - backoff),
+            "·".repeat(backoff),
+            "█".repeat(len.min(WIDTH as usize + 1 - start.min(WIDTH as usize)))
+        );
+        out.push_str(&format!(
+            "  #{} {:<18} {:<8} |{:<41}| {}\n",
+            a.seq,
+            a.provider,
+            a.reason,
+            bar,
+            attempt_text(a)
+        ));
+    }
+    out
+}
+
+fn attempt_text(a: &AttemptRow) -> String {
+    let mut parts = vec![a
+        .status
+        .map_or(a.outcome.clone(), |s| format!("{s} {}", a.outcome))];
+    parts.push(format!("{:.0} ms", a.duration_ms.unwrap_or(0.0)));
+    if let Some(t) = a.ttft_ms {
+        parts.push(format!("ttft {t:.0} ms"));
+    }
+    if a.backoff_ms >= 1.0 {
+        parts.push(format!("after {:.0} ms backoff", a.backoff_ms));
+    }
+    if let Some(from) = &a.fallback_from {
+        parts.push(format!("from {from}"));
+    }
+    if let Some(e) = &a.error {
+        parts.push(e.chars().take(80).collect());
+    }
+    parts.join(", ")
+}
+
+/// Prints each request as it is recorded.
+pub async fn tail(args: TailArgs) -> Result<()> {
+    let store = open(&args.data).await?;
+    let mut seen_until = switchyard_core::history::record::now_ms();
+    let mut seen_ids: Vec<String> = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {},
+            () = crate::serve::shutdown_signal() => return Ok(()),
+        }
+        let filter = RequestFilter {
+            since: Some(seen_until - 5_000),
+            limit: Some(1000),
+            ..RequestFilter::default()
+        };
+        let mut page = store.requests(&filter).await?.requests;
+        page.reverse();
+        page.retain(|r| !seen_ids.contains(&r.id));
+        for r in page {
+            seen_until = seen_until.max(r.started_at);
+            let detail = store.request(&r.id).await?;
+            let hops = detail
+                .map(|d| {
+                    d.attempt_list
+                        .iter()
+                        .map(|a| {
+                            format!(
+                                "{}:{}",
+                                a.provider,
+                                a.status.map_or(a.outcome.clone(), |s| s.to_string())
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                })
+                .unwrap_or_default();
+            if args.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("{}  [{hops}]", row(&r));
+            }
+            seen_ids.push(r.id);
+            if seen_ids.len() > 5000 {
+                seen_ids.drain(..1000);
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Where Switchyard keeps its files, and the admin token.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use secrecy::SecretString;
+
+/// `--data-dir`, shared by every command that touches Switchyard's files.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataDirArgs {
+    /// Where Switchyard keeps its data (defaults to the platform's app-data folder).
+    #[arg(long, env = "SWITCHYARD_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl DataDirArgs {
+    /// The data directory, created if missing.
+    pub fn resolve(&self) -> Result<PathBuf> {
+        let dir = match &self.data_dir {
+            Some(dir) => dir.clone(),
+            None => directories::ProjectDirs::from("dev", "Switchyard", "switchyard")
+                .map(|d| d.data_dir().to_path_buf())
+                .context("no home folder to put the data directory in: pass --data-dir")?,
+        };
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+        Ok(dir)
+    }
+}
+
+pub fn database(dir: &Path) -> PathBuf {
+    dir.join("switchyard.db")
+}
+
+/// The admin token: `SWITCHYARD_ADMIN_TOKEN`, else the one in
+/// `<data dir>/admin-token` (owner-only), generated on first use.
+pub fn admin_token(dir: &Path) -> Result<SecretString> {
+    if let Ok(token) = std::env::var("SWITCHYARD_ADMIN_TOKEN") {
+        if !token.trim().is_empty() {
+            return Ok(SecretString::from(token.trim().to_string()));
+        }
+    }
+    let path = dir.join("admin-token");
+    if let Ok(token) = std::fs::read_to_string(&path) {
+        if !token.trim().is_empty() {
+            return Ok(SecretString::from(token.trim().to_string()));
+        }
+    }
+    let token = format!("sya-{}", random_hex(32));
+    write_private(&path, &token)
+        .with_context(|| format!("cannot write the admin token to {}", path.display()))?;
+    Ok(SecretString::from(token))
+}
+
+fn random_hex(bytes: usize) -> String {
+    use rand::RngCore;
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buf);
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes a file only its owner can read.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
+}

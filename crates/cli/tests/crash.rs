@@ -1,0 +1,156 @@
+//! A `kill -9` of a loaded gateway leaves a sound database that holds every
+//! request that had completed, and the gateway starts again on it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use switchyard_core::history::Store;
+use switchyard_sim::{Fault, Script, SimProvider};
+
+/// Starts `switchyard serve` and returns it with the address it listens on.
+fn serve(config: &std::path::Path, data: &std::path::Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--config",
+        ])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data)
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("serve exited before listening")
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if let Some(rest) = json["message"]
+            .as_str()
+            .and_then(|m| m.strip_prefix("listening on http://"))
+        {
+            break rest.to_string();
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
+    let primary = SimProvider::start(
+        "primary",
+        Script::ok()
+            .chaos(0.3, Fault::status(503))
+            .stream(3, Duration::ZERO),
+    )
+    .await
+    .unwrap();
+    let backup = SimProvider::start("backup", Script::ok().stream(3, Duration::ZERO))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("switchyard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[policy]\nbackoff_base = \"1ms\"\nbackoff_cap = \"2ms\"\n\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nbase_url = \"{}\"\nauth = \"none\"\nmodels = [\"m\"]\n\n[[providers]]\nname = \"backup\"\nkind = \"openai\"\nbase_url = \"{}\"\nauth = \"none\"\nmodels = [\"m\"]\n",
+            primary.base_url(),
+            backup.base_url()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let (mut child, addr) = serve(&config, &data);
+
+    let completed: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .tls_built_in_root_certs(false)
+        .build()
+        .unwrap();
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let (client, addr, completed) = (client.clone(), addr.clone(), completed.clone());
+        workers.push(tokio::spawn(async move {
+            // Bounded: at most 400 requests per worker, and the kill ends it sooner.
+            for i in 0..400 {
+                let body = serde_json::json!({ "model": "m", "stream": (i + w) % 2 == 0, "messages": [{ "role": "user", "content": "hi" }] });
+                let Ok(r) = client.post(format!("http://{addr}/v1/chat/completions")).json(&body).send().await else { return };
+                let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+                if r.bytes().await.is_err() {
+                    return;
+                }
+                completed.lock().unwrap().push((id, Instant::now()));
+            }
+        }));
+    }
+    while completed.lock().unwrap().len() < 300 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let killed_at = Instant::now();
+    child.wait().unwrap();
+    for w in workers {
+        w.await.unwrap();
+    }
+
+    let store = Store::open(&data.join("switchyard.db")).await.unwrap();
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    let done: Vec<(String, Instant)> = completed
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, at)| *at < killed_at)
+        .cloned()
+        .collect();
+    let mut missing = Vec::new();
+    for (id, _) in &done {
+        if store.request(id).await.unwrap().is_none() {
+            missing.push(id.clone());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} completed requests missing after kill -9: {missing:?}",
+        missing.len(),
+        done.len()
+    );
+    store.close().await;
+
+    // The gateway starts again on the same database and keeps recording.
+    let (mut again, addr) = serve(&config, &data);
+    let r = client
+        .post(format!("http://{addr}/v1/chat/completions"))
+        .json(&serde_json::json!({ "model": "m", "messages": [] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    Command::new("kill")
+        .args(["-TERM", &again.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(again.wait().unwrap().success());
+    let store = Store::open(&data.join("switchyard.db")).await.unwrap();
+    assert!(store
+        .request(r.headers()["x-request-id"].to_str().unwrap())
+        .await
+        .unwrap()
+        .is_some());
+}
