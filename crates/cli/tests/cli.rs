@@ -139,3 +139,37 @@ fn serve_answers_and_stops_cleanly_on_sigterm() {
     };
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn the_demo_records_history_that_the_history_command_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = switchyard()
+        .args(["demo", "--listen", "127.0.0.1:0", "--requests", "6", "--rate", "50", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
+    assert_eq!(String::from_utf8_lossy(&demo.stdout).lines().filter(|l| l.starts_with("200 ")).count(), 6);
+
+    let out = switchyard().args(["history", "--json", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let requests = page["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 6);
+    let id = requests[0]["id"].as_str().unwrap();
+
+    let out = switchyard().args(["history", "show", id, "--data-dir"]).arg(dir.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with(id) && text.contains("#1 "), "{text}");
+
+    let table = switchyard().args(["history", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&table.stdout).lines().count(), 7, "a header and six rows");
+    let token = std::fs::read_to_string(dir.path().join("admin-token")).unwrap();
+    assert!(token.starts_with("sya-") && token.len() == 68);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("admin-token")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
