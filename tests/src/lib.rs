@@ -39,31 +39,19 @@ impl TestGateway {
     pub async fn start(config: &str, keys: MemoryStore) -> TestGateway {
         let config = Config::parse(config, Path::new("test.toml")).expect("test config is valid");
         let dir = tempfile::tempdir().expect("temp dir");
-        let history = History::open(&dir.path().join("switchyard.db"), &config.history)
-            .await
-            .expect("history opens");
+        let history = History::open(&dir.path().join("switchyard.db"), &config.history).await.expect("history opens");
         let gateway = Gateway::builder(config, &keys)
             .history(&history)
             .admin_token(secrecy::SecretString::from(ADMIN_TOKEN.to_string()))
             .build()
             .expect("gateway builds");
-        let listener = TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind 127.0.0.1:0");
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let stop = CancellationToken::new();
         let shutdown = stop.clone().cancelled_owned();
         let task = tokio::spawn(switchyard_core::serve(listener, gateway.clone(), shutdown));
         let store = history.store().clone();
-        TestGateway {
-            addr,
-            gateway,
-            store,
-            _history: history,
-            _dir: dir,
-            stop,
-            task,
-        }
+        TestGateway { addr, gateway, store, _history: history, _dir: dir, stop, task }
     }
 
     /// Waits until `n` requests are on record (the writer is asynchronous).
@@ -80,12 +68,7 @@ impl TestGateway {
 
     /// A GET on the admin API, as JSON.
     pub async fn admin(&self, path_and_query: &str) -> serde_json::Value {
-        let r = http()
-            .get(self.url(path_and_query))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .expect("admin call");
+        let r = http().get(self.url(path_and_query)).bearer_auth(ADMIN_TOKEN).send().await.expect("admin call");
         assert!(r.status().is_success(), "{path_and_query}: {}", r.status());
         r.json().await.expect("admin JSON")
     }
@@ -124,13 +107,7 @@ impl ConfigText {
         self.provider_at(sim.name(), &sim.base_url(), kind, models)
     }
 
-    pub fn provider_at(
-        mut self,
-        name: &str,
-        base_url: &str,
-        kind: &str,
-        models: &[&str],
-    ) -> ConfigText {
+    pub fn provider_at(mut self, name: &str, base_url: &str, kind: &str, models: &[&str]) -> ConfigText {
         let entries: Vec<String> = models
             .iter()
             .map(|m| match m.split_once('=') {
@@ -147,10 +124,7 @@ impl ConfigText {
 
     pub fn route(mut self, model: &str, chain: &[&str]) -> ConfigText {
         let chain: Vec<String> = chain.iter().map(|c| format!("{c:?}")).collect();
-        self.text.push_str(&format!(
-            "\n[[routes]]\nmodel = {model:?}\nchain = [{}]\n",
-            chain.join(", ")
-        ));
+        self.text.push_str(&format!("\n[[routes]]\nmodel = {model:?}\nchain = [{}]\n", chain.join(", ")));
         self
     }
 
@@ -168,17 +142,11 @@ impl ConfigText {
 
 /// Keys `sk-<name>` for each named provider.
 pub fn keys_for(names: &[&str]) -> MemoryStore {
-    names.iter().fold(MemoryStore::new(), |store, name| {
-        store.with(name, "main", &format!("sk-{name}"))
-    })
+    names.iter().fold(MemoryStore::new(), |store, name| store.with(name, "main", &format!("sk-{name}")))
 }
 
 /// A plain-HTTP client for loopback: no proxy, and no TLS roots to load
 /// (loading the system's certificates per client costs tens of milliseconds).
 pub fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .tls_built_in_root_certs(false)
-        .build()
-        .expect("client builds")
+    reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().expect("client builds")
 }

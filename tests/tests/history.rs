@@ -41,11 +41,7 @@ async fn every_attempt_of_a_mixed_fault_run_has_exactly_one_row() {
         .provider(&b, "openai", &["m"])
         .provider_at("primary-an", &p.base_url(), "anthropic", &["c"])
         .provider_at("backup-an", &b.base_url(), "anthropic", &["c"]);
-    let gw = TestGateway::start(
-        config.build(),
-        keys_for(&["primary", "backup", "primary-an", "backup-an"]),
-    )
-    .await;
+    let gw = TestGateway::start(config.build(), keys_for(&["primary", "backup", "primary-an", "backup-an"])).await;
 
     const N: usize = 300;
     let statuses: Vec<u16> = stream::iter(0..N)
@@ -68,39 +64,22 @@ async fn every_attempt_of_a_mixed_fault_run_has_exactly_one_row() {
         .collect()
         .await;
     assert_eq!(statuses.len(), N);
-    assert!(
-        statuses.iter().filter(|s| **s == 200).count() > N / 2,
-        "most requests are served"
-    );
+    assert!(statuses.iter().filter(|s| **s == 200).count() > N / 2, "most requests are served");
 
     assert_eq!(gw.recorded(N as i64).await, N as i64);
     let attempt_rows = gw.store.count(CountTable::Attempts).await.unwrap();
-    assert_eq!(
-        attempt_rows,
-        (p.calls() + b.calls()) as i64,
-        "one row per attempt the providers saw"
-    );
+    assert_eq!(attempt_rows, (p.calls() + b.calls()) as i64, "one row per attempt the providers saw");
     let sum: i64 = sqlx_sum(&gw).await;
-    assert_eq!(
-        sum, attempt_rows,
-        "each request row counts its own attempts"
-    );
+    assert_eq!(sum, attempt_rows, "each request row counts its own attempts");
 }
 
 async fn sqlx_sum(gw: &TestGateway) -> i64 {
     let mut cursor: Option<String> = None;
     let mut total = 0;
     loop {
-        let q = cursor
-            .as_ref()
-            .map_or(String::new(), |c| format!("&cursor={c}"));
+        let q = cursor.as_ref().map_or(String::new(), |c| format!("&cursor={c}"));
         let page = gw.admin(&format!("/admin/requests?limit=37{q}")).await;
-        total += page["requests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["attempt_count"].as_i64().unwrap())
-            .sum::<i64>();
+        total += page["requests"].as_array().unwrap().iter().map(|r| r["attempt_count"].as_i64().unwrap()).sum::<i64>();
         match page["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_string()),
             None => return total,
@@ -117,12 +96,7 @@ async fn stream_usage_is_recorded_whether_or_not_the_client_asked() {
 
     // Not asked: the client's stream is byte-identical to the provider's plain stream.
     let plain = chat("gpt-4o-mini", true);
-    let via = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&plain)
-        .send()
-        .await
-        .unwrap();
+    let via = http().post(gw.url("/v1/chat/completions")).json(&plain).send().await.unwrap();
     let id = via.headers()["x-request-id"].to_str().unwrap().to_string();
     let via = via.bytes().await.unwrap();
     let straight = http()
@@ -137,34 +111,21 @@ async fn stream_usage_is_recorded_whether_or_not_the_client_asked() {
     assert_eq!(via, straight);
     assert!(!String::from_utf8_lossy(&via).contains("usage"));
     let sent: Value = serde_json::from_slice(&behind.requests()[0].body).unwrap();
-    assert_eq!(
-        sent["stream_options"]["include_usage"], true,
-        "the gateway asked upstream"
-    );
+    assert_eq!(sent["stream_options"]["include_usage"], true, "the gateway asked upstream");
 
     // Asked: the usage chunk reaches the client.
     let mut asked = chat("gpt-4o-mini", true);
     asked["stream_options"] = json!({ "include_usage": true });
-    let via = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&asked)
-        .send()
-        .await
-        .unwrap();
+    let via = http().post(gw.url("/v1/chat/completions")).json(&asked).send().await.unwrap();
     let asked_id = via.headers()["x-request-id"].to_str().unwrap().to_string();
-    assert!(
-        String::from_utf8_lossy(&via.bytes().await.unwrap()).contains("\"completion_tokens\":5")
-    );
+    assert!(String::from_utf8_lossy(&via.bytes().await.unwrap()).contains("\"completion_tokens\":5"));
 
     gw.recorded(2).await;
     for id in [id, asked_id] {
         let detail = gw.admin(&format!("/admin/requests/{id}")).await;
         assert_eq!(detail["usage"]["output_tokens"], 5, "{detail}");
         assert!(detail["usage"]["input_tokens"].as_i64().unwrap() > 0);
-        assert!(
-            detail["cost_usd"].as_f64().unwrap() > 0.0,
-            "gpt-4o-mini has a price"
-        );
+        assert!(detail["cost_usd"].as_f64().unwrap() > 0.0, "gpt-4o-mini has a price");
         assert_eq!(detail["outcome"], "ok");
         assert_eq!(detail["streamed"], true);
         assert!(detail["ttft_ms"].as_f64().is_some());
@@ -175,10 +136,11 @@ async fn stream_usage_is_recorded_whether_or_not_the_client_asked() {
 async fn a_request_detail_shows_its_attempts_in_order() {
     let p = sim("primary", Script::always(Fault::status(503))).await;
     let b = sim("backup", Script::ok()).await;
-    let config = ConfigText::new()
-        .raw(FAST)
-        .provider(&p, "anthropic", &["no-price-model"])
-        .provider(&b, "anthropic", &["no-price-model"]);
+    let config = ConfigText::new().raw(FAST).provider(&p, "anthropic", &["no-price-model"]).provider(
+        &b,
+        "anthropic",
+        &["no-price-model"],
+    );
     let gw = TestGateway::start(config.build(), keys_for(&["primary", "backup"])).await;
     let r = http()
         .post(gw.url("/v1/messages"))
@@ -220,22 +182,12 @@ async fn a_request_detail_shows_its_attempts_in_order() {
     assert_eq!(detail["provider"], "backup");
     assert_eq!(detail["fallback"], true);
     assert_eq!(detail["correlation_id"], "trace-history-1");
-    assert!(
-        detail["cost_usd"].is_null(),
-        "unknown price: null, not zero"
-    );
-    assert!(
-        detail["usage"]["output_tokens"].as_i64().unwrap() > 0,
-        "tokens are still recorded"
-    );
+    assert!(detail["cost_usd"].is_null(), "unknown price: null, not zero");
+    assert!(detail["usage"]["output_tokens"].as_i64().unwrap() > 0, "tokens are still recorded");
 
-    let listed = gw
-        .admin("/admin/requests?correlation_id=trace-history-1")
-        .await;
+    let listed = gw.admin("/admin/requests?correlation_id=trace-history-1").await;
     assert_eq!(listed["requests"][0]["id"], id.as_str());
-    let listed = gw
-        .admin("/admin/requests?fallback=true&provider=primary")
-        .await;
+    let listed = gw.admin("/admin/requests?fallback=true&provider=primary").await;
     assert_eq!(listed["requests"].as_array().unwrap().len(), 1);
 }
 
@@ -244,35 +196,16 @@ async fn refused_and_canceled_requests_are_on_record_too() {
     let hung = sim("hung", Script::always(Fault::Hang)).await;
     let config = ConfigText::new().provider(&hung, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["hung"])).await;
-    let bad = http()
-        .post(gw.url("/v1/chat/completions"))
-        .body("{oops")
-        .send()
-        .await
-        .unwrap();
+    let bad = http().post(gw.url("/v1/chat/completions")).body("{oops").send().await.unwrap();
     assert_eq!(bad.status(), 400);
-    let request = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&chat("m", false))
-        .send();
-    assert!(tokio::time::timeout(Duration::from_millis(100), request)
-        .await
-        .is_err());
+    let request = http().post(gw.url("/v1/chat/completions")).json(&chat("m", false)).send();
+    assert!(tokio::time::timeout(Duration::from_millis(100), request).await.is_err());
     assert_eq!(gw.recorded(2).await, 2);
     let page = gw.admin("/admin/requests").await;
-    let outcomes: Vec<&str> = page["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["outcome"].as_str().unwrap())
-        .collect();
+    let outcomes: Vec<&str> =
+        page["requests"].as_array().unwrap().iter().map(|r| r["outcome"].as_str().unwrap()).collect();
     assert_eq!(outcomes, ["canceled", "rejected"]);
-    let canceled = gw
-        .admin(&format!(
-            "/admin/requests/{}",
-            page["requests"][0]["id"].as_str().unwrap()
-        ))
-        .await;
+    let canceled = gw.admin(&format!("/admin/requests/{}", page["requests"][0]["id"].as_str().unwrap())).await;
     assert_eq!(canceled["attempts"][0]["outcome"], "canceled");
     let rejected = &page["requests"][1];
     assert_eq!(rejected["error_code"], "invalid_json");
@@ -281,33 +214,12 @@ async fn refused_and_canceled_requests_are_on_record_too() {
 #[tokio::test]
 async fn filters_are_data_not_sql_and_the_admin_api_needs_its_token() {
     let p = sim("p", Script::ok()).await;
-    let gw = TestGateway::start(
-        ConfigText::new().provider(&p, "openai", &["m"]).build(),
-        keys_for(&["p"]),
-    )
-    .await;
-    http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&chat("m", false))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let gw = TestGateway::start(ConfigText::new().provider(&p, "openai", &["m"]).build(), keys_for(&["p"])).await;
+    http().post(gw.url("/v1/chat/completions")).json(&chat("m", false)).send().await.unwrap().bytes().await.unwrap();
     gw.recorded(1).await;
-    for hostile in [
-        "x' OR '1'='1",
-        "p'; DROP TABLE requests; --",
-        "%",
-        "\"); DELETE FROM attempts; --",
-    ] {
+    for hostile in ["x' OR '1'='1", "p'; DROP TABLE requests; --", "%", "\"); DELETE FROM attempts; --"] {
         let q: String = url_encode(hostile);
-        let page = gw
-            .admin(&format!(
-                "/admin/requests?provider={q}&model={q}&correlation_id={q}"
-            ))
-            .await;
+        let page = gw.admin(&format!("/admin/requests?provider={q}&model={q}&correlation_id={q}")).await;
         assert_eq!(page["requests"].as_array().unwrap().len(), 0, "{hostile}");
     }
     assert_eq!(gw.store.count(CountTable::Requests).await.unwrap(), 1);
@@ -315,31 +227,15 @@ async fn filters_are_data_not_sql_and_the_admin_api_needs_its_token() {
 
     let r = http().get(gw.url("/admin/requests")).send().await.unwrap();
     assert_eq!(r.status(), 401);
-    let r = http()
-        .get(gw.url("/admin/requests"))
-        .bearer_auth("wrong")
-        .send()
-        .await
-        .unwrap();
+    let r = http().get(gw.url("/admin/requests")).bearer_auth("wrong").send().await.unwrap();
     assert_eq!(r.status(), 401);
-    let r = http()
-        .get(gw.url("/admin/requests?cursor=nonsense"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let r = http().get(gw.url("/admin/requests?cursor=nonsense")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
     assert_eq!(r.status(), 400);
 }
 
 fn url_encode(text: &str) -> String {
     text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()
 }
 
@@ -375,16 +271,10 @@ async fn spend_sums_tokens_and_cost_per_provider_and_model() {
 #[tokio::test]
 async fn bodies_are_stored_only_when_asked_and_truncated() {
     let p = sim("p", Script::ok()).await;
-    let config = ConfigText::new()
-        .raw("[history]\nstore_bodies = true\nbody_limit = 40")
-        .provider(&p, "openai", &["m"]);
+    let config =
+        ConfigText::new().raw("[history]\nstore_bodies = true\nbody_limit = 40").provider(&p, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["p"])).await;
-    let r = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&chat("m", false))
-        .send()
-        .await
-        .unwrap();
+    let r = http().post(gw.url("/v1/chat/completions")).json(&chat("m", false)).send().await.unwrap();
     let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
     r.bytes().await.unwrap();
     gw.recorded(1).await;
@@ -393,17 +283,8 @@ async fn bodies_are_stored_only_when_asked_and_truncated() {
     assert_eq!(detail["response_body"].as_str().unwrap().len(), 40);
 
     let q = sim("q", Script::ok()).await;
-    let gw = TestGateway::start(
-        ConfigText::new().provider(&q, "openai", &["m"]).build(),
-        keys_for(&["q"]),
-    )
-    .await;
-    let r = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&chat("m", false))
-        .send()
-        .await
-        .unwrap();
+    let gw = TestGateway::start(ConfigText::new().provider(&q, "openai", &["m"]).build(), keys_for(&["q"])).await;
+    let r = http().post(gw.url("/v1/chat/completions")).json(&chat("m", false)).send().await.unwrap();
     let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
     r.bytes().await.unwrap();
     gw.recorded(1).await;

@@ -27,9 +27,7 @@ fn python() -> PathBuf {
 async fn official_python_sdks_work_through_the_gateway() {
     let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
     let an = SimProvider::start("an", Script::ok()).await.unwrap();
-    let bad = SimProvider::start("bad", Script::always(Fault::status(503)))
-        .await
-        .unwrap();
+    let bad = SimProvider::start("bad", Script::always(Fault::status(503))).await.unwrap();
     let config = ConfigText::new()
         .provider(&oa, "openai", &["gpt-test", "embed-test"])
         .provider(&an, "anthropic", &["claude-test"])
@@ -38,45 +36,23 @@ async fn official_python_sdks_work_through_the_gateway() {
 
     let tests = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python");
     let out = tokio::process::Command::new(python())
-        .args([
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--durations=5",
-        ])
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5"])
         .arg(&tests)
         .env("SWITCHYARD_URL", format!("http://{}", gw.addr))
         .env("NO_PROXY", "127.0.0.1")
         .output()
         .await
         .expect("python runs");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "SDK tests failed:\n{report}");
     eprintln!("{report}");
-    assert!(
-        !report.contains("skipped"),
-        "no SDK test may be skipped:\n{report}"
-    );
+    assert!(!report.contains("skipped"), "no SDK test may be skipped:\n{report}");
     // One gateway request: the first attempt and the gateway's one retry.
     // An SDK retry would have doubled it.
-    assert_eq!(
-        bad.calls(),
-        2,
-        "the SDK retried although the gateway said x-should-retry: false"
-    );
+    assert_eq!(bad.calls(), 2, "the SDK retried although the gateway said x-should-retry: false");
     // Every SDK request reached a provider with the provider's key, never the client's.
     for seen in oa.requests().iter().chain(an.requests().iter()) {
-        let auth = seen
-            .headers
-            .get("authorization")
-            .or_else(|| seen.headers.get("x-api-key"))
-            .unwrap();
+        let auth = seen.headers.get("authorization").or_else(|| seen.headers.get("x-api-key")).unwrap();
         assert!(!auth.to_str().unwrap().contains("sk-local-client"));
     }
 }

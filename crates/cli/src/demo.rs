@@ -48,29 +48,18 @@ async fn providers() -> Result<Vec<(SimProvider, &'static str)>> {
             .await?,
             "openai",
         ),
-        (
-            SimProvider::start(
-                "demo-backup",
-                stream(Script::ok().latency(Duration::from_millis(90))),
-            )
-            .await?,
-            "openai",
-        ),
+        (SimProvider::start("demo-backup", stream(Script::ok().latency(Duration::from_millis(90)))).await?, "openai"),
         (
             SimProvider::start(
                 "demo-anthropic",
-                stream(Script::ok().latency(Duration::from_millis(60)))
-                    .chaos(0.12, Fault::status(529)),
+                stream(Script::ok().latency(Duration::from_millis(60))).chaos(0.12, Fault::status(529)),
             )
             .await?,
             "anthropic",
         ),
         (
-            SimProvider::start(
-                "demo-anthropic-backup",
-                stream(Script::ok().latency(Duration::from_millis(120))),
-            )
-            .await?,
+            SimProvider::start("demo-anthropic-backup", stream(Script::ok().latency(Duration::from_millis(120))))
+                .await?,
             "anthropic",
         ),
     ])
@@ -90,25 +79,18 @@ fn config(sims: &[(SimProvider, &str)], listen: SocketAddr) -> Result<Config> {
             sim.base_url()
         ));
     }
+    text.push_str("\n[[routes]]\nmodel = \"gpt-4o-mini\"\nchain = [\"demo-openai\", \"demo-backup\"]\n");
     text.push_str(
-        "\n[[routes]]\nmodel = \"gpt-4o-mini\"\nchain = [\"demo-openai\", \"demo-backup\"]\n",
+        "\n[[routes]]\nmodel = \"claude-sonnet-4-5\"\nchain = [\"demo-anthropic\", \"demo-anthropic-backup\"]\n",
     );
-    text.push_str("\n[[routes]]\nmodel = \"claude-sonnet-4-5\"\nchain = [\"demo-anthropic\", \"demo-anthropic-backup\"]\n");
     Ok(Config::parse(&text, Path::new("<demo>"))?)
 }
 
 pub async fn run(args: DemoArgs) -> Result<()> {
-    let sims = providers()
-        .await
-        .context("cannot start the simulated providers")?;
-    let listen = args
-        .listen
-        .listen
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 4141)));
+    let sims = providers().await.context("cannot start the simulated providers")?;
+    let listen = args.listen.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 4141)));
     let config = config(&sims, listen)?;
-    let keys = sims.iter().fold(MemoryStore::new(), |k, (sim, _)| {
-        k.with(sim.name(), "demo", "demo-key-not-secret")
-    });
+    let keys = sims.iter().fold(MemoryStore::new(), |k, (sim, _)| k.with(sim.name(), "demo", "demo-key-not-secret"));
     let listener = bind(listen).await?;
     let addr = listener.local_addr()?;
     info!("demo: simulated providers fail now and then; watch the fallbacks below");
@@ -122,21 +104,10 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         }
     };
     let temp = tempfile::tempdir().context("cannot make a temporary data folder")?;
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(|| temp.path().to_path_buf());
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&data_dir)?;
     let admin_token = paths::admin_token(&data_dir)?;
-    run_gateway(
-        listener,
-        config,
-        &keys,
-        Some(&data_dir),
-        admin_token,
-        shutdown,
-    )
-    .await?;
+    run_gateway(listener, config, &keys, Some(&data_dir), admin_token, shutdown).await?;
     let failed = traffic.await.context("traffic generator")?;
     if failed > 0 {
         anyhow::bail!("{failed} generated request(s) were not served");
@@ -145,16 +116,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
 }
 
 /// Sends requests at `rate` per second; returns how many were not served.
-async fn generate(
-    gateway: SocketAddr,
-    limit: Option<u64>,
-    rate: f64,
-    done: oneshot::Sender<()>,
-) -> u64 {
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap_or_default();
+async fn generate(gateway: SocketAddr, limit: Option<u64>, rate: f64, done: oneshot::Sender<()>) -> u64 {
+    let client = reqwest::Client::builder().no_proxy().build().unwrap_or_default();
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.clamp(0.1, 100.0)));
     let mut failed = 0;
     let mut sent = 0u64;
@@ -170,35 +133,21 @@ async fn generate(
 }
 
 async fn one_request(client: &reqwest::Client, gateway: SocketAddr) -> bool {
-    let kinds = [
-        "chat",
-        "chat-stream",
-        "responses",
-        "messages",
-        "messages-stream",
-    ];
+    let kinds = ["chat", "chat-stream", "responses", "messages", "messages-stream"];
     let kind = kinds.choose(&mut rand::rng()).copied().unwrap_or("chat");
     let (path, body) = match kind {
         "chat" | "chat-stream" => (
             "/v1/chat/completions",
             json!({ "model": "gpt-4o-mini", "stream": kind == "chat-stream", "messages": [{ "role": "user", "content": "Say hello" }] }),
         ),
-        "responses" => (
-            "/v1/responses",
-            json!({ "model": "gpt-4o-mini", "input": "Say hello" }),
-        ),
+        "responses" => ("/v1/responses", json!({ "model": "gpt-4o-mini", "input": "Say hello" })),
         _ => (
             "/v1/messages",
             json!({ "model": "claude-sonnet-4-5", "max_tokens": 64, "stream": kind == "messages-stream", "messages": [{ "role": "user", "content": "Say hello" }] }),
         ),
     };
     let started = Instant::now();
-    let result = client
-        .post(format!("http://{gateway}{path}"))
-        .bearer_auth("demo")
-        .json(&body)
-        .send()
-        .await;
+    let result = client.post(format!("http://{gateway}{path}")).bearer_auth("demo").json(&body).send().await;
     let response = match result {
         Ok(r) => r,
         Err(e) => {
@@ -207,24 +156,10 @@ async fn one_request(client: &reqwest::Client, gateway: SocketAddr) -> bool {
         }
     };
     let status = response.status();
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("-")
-            .to_string()
-    };
-    let (provider, attempts) = (
-        header("x-switchyard-provider"),
-        header("x-switchyard-attempts"),
-    );
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("-").to_string();
+    let (provider, attempts) = (header("x-switchyard-provider"), header("x-switchyard-attempts"));
     let complete = response.bytes().await.is_ok();
-    let note = if attempts != "1" && status.is_success() {
-        "  ← fallback"
-    } else {
-        ""
-    };
+    let note = if attempts != "1" && status.is_success() { "  ← fallback" } else { "" };
     println!(
         "{} {kind:<15} {:<18} via {provider:<22} attempts {attempts} {:>5} ms{note}",
         status.as_u16(),

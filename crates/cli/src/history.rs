@@ -60,10 +60,7 @@ async fn open(data: &DataDirArgs) -> Result<Store> {
     let dir = data.resolve()?;
     let path = paths::database(&dir);
     if !path.exists() {
-        bail!(
-            "no history at {} yet: start `switchyard serve` (or pass --data-dir)",
-            path.display()
-        );
+        bail!("no history at {} yet: start `switchyard serve` (or pass --data-dir)", path.display());
     }
     Ok(Store::open(&path).await?)
 }
@@ -71,10 +68,7 @@ async fn open(data: &DataDirArgs) -> Result<Store> {
 pub async fn run(args: HistoryArgs) -> Result<()> {
     let store = open(&args.data).await?;
     if let Some(Show::Show { id, json }) = &args.show {
-        let detail = store
-            .request(id)
-            .await?
-            .with_context(|| format!("no request {id:?} on record"))?;
+        let detail = store.request(id).await?.with_context(|| format!("no request {id:?} on record"))?;
         if *json {
             println!("{}", serde_json::to_string_pretty(&detail)?);
         } else {
@@ -131,11 +125,7 @@ fn tokens(r: &RequestSummary) -> String {
 fn row(r: &RequestSummary) -> String {
     let status = r.status.map_or("-".into(), |s| s.to_string());
     let cost = r.cost_usd.map_or("-".into(), |c| format!("{c:.6}"));
-    let outcome = if r.outcome == "ok" {
-        String::new()
-    } else {
-        format!("  {}", r.outcome)
-    };
+    let outcome = if r.outcome == "ok" { String::new() } else { format!("  {}", r.outcome) };
     format!(
         "{:<19}  {:<36}  {:<22} {:<20} {:<18} {:>6} {:>3} {:>8.0} {:>11} {:>10}{outcome}",
         clock(r.started_at),
@@ -163,10 +153,7 @@ fn timeline(d: &RequestDetail) -> String {
         r.provider.as_deref().unwrap_or("-"),
         r.outcome,
         r.duration_ms,
-        r.error_code
-            .as_deref()
-            .map(|c| format!("  [{c}]"))
-            .unwrap_or_default()
+        r.error_code.as_deref().map(|c| format!("  [{c}]")).unwrap_or_default()
     );
     out.push_str(&format!(
         "correlation {}  tokens {}  cost {}\n",
@@ -185,22 +172,13 @@ fn timeline(d: &RequestDetail) -> String {
             "·".repeat(backoff),
             "█".repeat(len.min(WIDTH as usize + 1 - start.min(WIDTH as usize)))
         );
-        out.push_str(&format!(
-            "  #{} {:<18} {:<8} |{:<41}| {}\n",
-            a.seq,
-            a.provider,
-            a.reason,
-            bar,
-            attempt_text(a)
-        ));
+        out.push_str(&format!("  #{} {:<18} {:<8} |{:<41}| {}\n", a.seq, a.provider, a.reason, bar, attempt_text(a)));
     }
     out
 }
 
 fn attempt_text(a: &AttemptRow) -> String {
-    let mut parts = vec![a
-        .status
-        .map_or(a.outcome.clone(), |s| format!("{s} {}", a.outcome))];
+    let mut parts = vec![a.status.map_or(a.outcome.clone(), |s| format!("{s} {}", a.outcome))];
     parts.push(format!("{:.0} ms", a.duration_ms.unwrap_or(0.0)));
     if let Some(t) = a.ttft_ms {
         parts.push(format!("ttft {t:.0} ms"));
@@ -228,11 +206,7 @@ pub async fn tail(args: TailArgs) -> Result<()> {
             _ = tick.tick() => {},
             () = crate::serve::shutdown_signal() => return Ok(()),
         }
-        let filter = RequestFilter {
-            since: Some(seen_until - 5_000),
-            limit: Some(1000),
-            ..RequestFilter::default()
-        };
+        let filter = RequestFilter { since: Some(seen_until - 5_000), limit: Some(1000), ..RequestFilter::default() };
         let mut page = store.requests(&filter).await?.requests;
         page.reverse();
         page.retain(|r| !seen_ids.contains(&r.id));
@@ -243,13 +217,7 @@ pub async fn tail(args: TailArgs) -> Result<()> {
                 .map(|d| {
                     d.attempt_list
                         .iter()
-                        .map(|a| {
-                            format!(
-                                "{}:{}",
-                                a.provider,
-                                a.status.map_or(a.outcome.clone(), |s| s.to_string())
-                            )
-                        })
+                        .map(|a| format!("{}:{}", a.provider, a.status.map_or(a.outcome.clone(), |s| s.to_string())))
                         .collect::<Vec<_>>()
                         .join(" → ")
                 })

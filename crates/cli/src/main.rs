@@ -13,11 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "switchyard",
-    version,
-    about = "A local LLM gateway: one base URL, every provider, honest failover"
-)]
+#[command(name = "switchyard", version, about = "A local LLM gateway: one base URL, every provider, honest failover")]
 struct Cli {
     /// Log format: human-readable lines or one JSON object per line.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "SWITCHYARD_LOG_FORMAT")]
@@ -68,16 +64,9 @@ pub struct ListenArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints one line per request; gateway logs would drown them.
-    let default_level = if matches!(cli.command, Command::Demo(_)) {
-        "warn"
-    } else {
-        "info"
-    };
+    let default_level = if matches!(cli.command, Command::Demo(_)) { "warn" } else { "info" };
     logging::init(cli.log_format, default_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("switchyard: cannot start the async runtime: {e}");
@@ -90,12 +79,8 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::History(args) => history::run(args).await,
             Command::Tail(args) => history::tail(args).await,
-            Command::Config {
-                command: ConfigCommand::Check { file },
-            } => serve::check(&file),
-            Command::Config {
-                command: ConfigCommand::Default,
-            } => {
+            Command::Config { command: ConfigCommand::Check { file } } => serve::check(&file),
+            Command::Config { command: ConfigCommand::Default } => {
                 print!("{}", switchyard_core::config::EMBEDDED_DEFAULT);
                 Ok(())
             }

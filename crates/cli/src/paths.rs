@@ -23,8 +23,7 @@ impl DataDirArgs {
                 .map(|d| d.data_dir().to_path_buf())
                 .context("no home folder to put the data directory in: pass --data-dir")?,
         };
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the data directory {}", dir.display()))?;
         Ok(dir)
     }
 }
@@ -48,8 +47,7 @@ pub fn admin_token(dir: &Path) -> Result<SecretString> {
         }
     }
     let token = format!("sya-{}", random_hex(32));
-    write_private(&path, &token)
-        .with_context(|| format!("cannot write the admin token to {}", path.display()))?;
+    write_private(&path, &token).with_context(|| format!("cannot write the admin token to {}", path.display()))?;
     Ok(SecretString::from(token))
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use secrecy::SecretString;
 use switchyard_core::history::History;
-use switchyard_core::provider::KeyState;
 use switchyard_core::secrets::{ChainStore, EnvStore};
 use switchyard_core::{Config, Gateway, SecretStore};
 use tokio::net::TcpListener;
@@ -61,22 +60,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let secrets = ChainStore::new(vec![Box::new(EnvStore::from_process())]);
     let listener = bind(config.server.listen).await?;
     let admin_token = paths::admin_token(&data_dir)?;
-    run_gateway(
-        listener,
-        config,
-        &secrets,
-        Some(&data_dir),
-        admin_token,
-        shutdown_signal(),
-    )
-    .await
+    run_gateway(listener, config, &secrets, Some(&data_dir), admin_token, shutdown_signal()).await
 }
 
 /// Binds the gateway's address, with a message that says how to fix a failure.
 pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| bind_error(addr, e))
+    TcpListener::bind(addr).await.map_err(|e| bind_error(addr, e))
 }
 
 /// Opens history in `data_dir` (when enabled), reports what is usable,
@@ -111,10 +100,7 @@ pub async fn run_gateway(
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let signal = async move {
         shutdown.await;
-        info!(
-            "shutting down: finishing in-flight requests (up to {}s)",
-            SHUTDOWN_GRACE.as_secs()
-        );
+        info!("shutting down: finishing in-flight requests (up to {}s)", SHUTDOWN_GRACE.as_secs());
         let _ = stopping_tx.send(());
     };
     let server = switchyard_core::serve(listener, gateway, signal);
@@ -150,18 +136,10 @@ fn bind_error(addr: std::net::SocketAddr, e: std::io::Error) -> anyhow::Error {
 fn report_providers(gateway: &Gateway) {
     for provider in gateway.providers() {
         let c = &provider.config;
-        let state = match (&provider.keys, c.enabled) {
-            (_, false) => "disabled".to_string(),
-            (KeyState::NotNeeded, true) => "ready (no key needed)".to_string(),
-            (KeyState::Ready(keys), true) => format!(
-                "ready ({} key{})",
-                keys.len(),
-                if keys.len() == 1 { "" } else { "s" }
-            ),
-            (KeyState::Missing, true) => {
-                format!("no key (set {})", EnvStore::variable_for(&c.name))
-            }
-            (KeyState::Unavailable(reason), true) => format!("key unavailable: {reason}"),
+        let state = match (c.enabled, provider.keys.problem()) {
+            (false, _) => "disabled".to_string(),
+            (true, Some(problem)) => problem,
+            (true, None) => format!("ready ({})", provider.keys.describe()),
         };
         info!(provider = %c.name, kind = %c.kind, base_url = %c.base_url, "{state}");
     }

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 fn switchyard() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchyard"));
-    cmd.env_remove("RUST_LOG")
-        .env_remove("SWITCHYARD_CONFIG")
-        .env_remove("SWITCHYARD_LISTEN");
+    cmd.env_remove("RUST_LOG").env_remove("SWITCHYARD_CONFIG").env_remove("SWITCHYARD_LISTEN");
     cmd
 }
 
@@ -36,13 +34,9 @@ fn broken_config_names_file_line_and_field() {
         assert!(err.contains(&expected), "{args:?}: {err}");
         assert!(err.contains("openia"), "{err}");
     }
-    let missing = switchyard()
-        .args(["config", "check", "/nonexistent/switchyard.toml"])
-        .output()
-        .unwrap();
+    let missing = switchyard().args(["config", "check", "/nonexistent/switchyard.toml"]).output().unwrap();
     assert_eq!(missing.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&missing.stderr)
-        .contains("/nonexistent/switchyard.toml: cannot read"));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/switchyard.toml: cannot read"));
 }
 
 #[test]
@@ -50,21 +44,9 @@ fn valid_config_and_embedded_default_check_out() {
     let out = switchyard().args(["config", "default"]).output().unwrap();
     assert!(out.status.success());
     let dir = tempfile::tempdir().unwrap();
-    let path = write(
-        &dir,
-        "default.toml",
-        &String::from_utf8(out.stdout).unwrap(),
-    );
-    let out = switchyard()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let path = write(&dir, "default.toml", &String::from_utf8(out.stdout).unwrap());
+    let out = switchyard().args(["config", "check"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains(": ok ("));
 }
 
@@ -73,11 +55,7 @@ fn port_in_use_says_so_and_how_to_fix_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
-    let out = switchyard()
-        .args(["serve", "--listen", &addr, "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = switchyard().args(["serve", "--listen", &addr, "--data-dir"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
@@ -88,53 +66,32 @@ fn port_in_use_says_so_and_how_to_fix_it() {
 fn serve_answers_and_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = switchyard()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--data-dir",
-        ])
+        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--data-dir"])
         .arg(dir.path())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
-        let line = lines
-            .next()
-            .expect("serve exited before listening")
-            .unwrap();
-        let json: serde_json::Value =
-            serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"));
-        if let Some(rest) = json["message"]
-            .as_str()
-            .and_then(|m| m.strip_prefix("listening on http://"))
-        {
+        let line = lines.next().expect("serve exited before listening").unwrap();
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+        if let Some(rest) = json["message"].as_str().and_then(|m| m.strip_prefix("listening on http://")) {
             break rest.to_string();
         }
     };
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
-    conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
-        .unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n").unwrap();
     let mut reply = String::new();
     conn.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.ends_with("{\"status\":\"ok\"}"), "{reply}");
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "serve did not stop on SIGTERM"
-        );
+        assert!(std::time::Instant::now() < deadline, "serve did not stop on SIGTERM");
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");

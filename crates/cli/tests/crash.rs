@@ -14,14 +14,7 @@ use switchyard_sim::{Fault, Script, SimProvider};
 /// Starts `switchyard serve` and returns it with the address it listens on.
 fn serve(config: &std::path::Path, data: &std::path::Path) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--config",
-        ])
+        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--config"])
         .arg(config)
         .arg("--data-dir")
         .arg(data)
@@ -31,15 +24,9 @@ fn serve(config: &std::path::Path, data: &std::path::Path) -> (Child, String) {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
-        let line = lines
-            .next()
-            .expect("serve exited before listening")
-            .unwrap();
+        let line = lines.next().expect("serve exited before listening").unwrap();
         let json: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if let Some(rest) = json["message"]
-            .as_str()
-            .and_then(|m| m.strip_prefix("listening on http://"))
-        {
+        if let Some(rest) = json["message"].as_str().and_then(|m| m.strip_prefix("listening on http://")) {
             break rest.to_string();
         }
     };
@@ -50,17 +37,10 @@ fn serve(config: &std::path::Path, data: &std::path::Path) -> (Child, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
-    let primary = SimProvider::start(
-        "primary",
-        Script::ok()
-            .chaos(0.3, Fault::status(503))
-            .stream(3, Duration::ZERO),
-    )
-    .await
-    .unwrap();
-    let backup = SimProvider::start("backup", Script::ok().stream(3, Duration::ZERO))
+    let primary = SimProvider::start("primary", Script::ok().chaos(0.3, Fault::status(503)).stream(3, Duration::ZERO))
         .await
         .unwrap();
+    let backup = SimProvider::start("backup", Script::ok().stream(3, Duration::ZERO)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
     std::fs::write(
@@ -76,11 +56,7 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
     let (mut child, addr) = serve(&config, &data);
 
     let completed: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .tls_built_in_root_certs(false)
-        .build()
-        .unwrap();
+    let client = reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().unwrap();
     let mut workers = Vec::new();
     for w in 0..8 {
         let (client, addr, completed) = (client.clone(), addr.clone(), completed.clone());
@@ -100,10 +76,7 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
     while completed.lock().unwrap().len() < 300 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status()
-        .unwrap();
+    Command::new("kill").args(["-KILL", &child.id().to_string()]).status().unwrap();
     let killed_at = Instant::now();
     child.wait().unwrap();
     for w in workers {
@@ -112,13 +85,8 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
 
     let store = Store::open(&data.join("switchyard.db")).await.unwrap();
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
-    let done: Vec<(String, Instant)> = completed
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(_, at)| *at < killed_at)
-        .cloned()
-        .collect();
+    let done: Vec<(String, Instant)> =
+        completed.lock().unwrap().iter().filter(|(_, at)| *at < killed_at).cloned().collect();
     let mut missing = Vec::new();
     for (id, _) in &done {
         if store.request(id).await.unwrap().is_none() {
@@ -142,15 +110,8 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    Command::new("kill")
-        .args(["-TERM", &again.id().to_string()])
-        .status()
-        .unwrap();
+    Command::new("kill").args(["-TERM", &again.id().to_string()]).status().unwrap();
     assert!(again.wait().unwrap().success());
     let store = Store::open(&data.join("switchyard.db")).await.unwrap();
-    assert!(store
-        .request(r.headers()["x-request-id"].to_str().unwrap())
-        .await
-        .unwrap()
-        .is_some());
+    assert!(store.request(r.headers()["x-request-id"].to_str().unwrap()).await.unwrap().is_some());
 }

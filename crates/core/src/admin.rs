@@ -36,35 +36,21 @@ pub struct AdminError {
 
 impl AdminError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AdminError {
-        AdminError {
-            status,
-            code,
-            message: message.into(),
-        }
+        AdminError { status, code, message: message.into() }
     }
 }
 
 impl IntoResponse for AdminError {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(json!({ "error": { "code": self.code, "message": self.message } })),
-        )
-            .into_response()
+        (self.status, Json(json!({ "error": { "code": self.code, "message": self.message } }))).into_response()
     }
 }
 
 impl From<StoreError> for AdminError {
     fn from(e: StoreError) -> AdminError {
         match e {
-            StoreError::Cursor(_) => {
-                AdminError::new(StatusCode::BAD_REQUEST, "bad_cursor", e.to_string())
-            }
-            other => AdminError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "history_unavailable",
-                other.to_string(),
-            ),
+            StoreError::Cursor(_) => AdminError::new(StatusCode::BAD_REQUEST, "bad_cursor", e.to_string()),
+            other => AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "history_unavailable", other.to_string()),
         }
     }
 }
@@ -74,11 +60,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn require_token(
-    State(gw): State<Gateway>,
-    request: Request,
-    next: Next,
-) -> Result<Response, AdminError> {
+async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) -> Result<Response, AdminError> {
     let Some(expected) = gw.admin_token() else {
         return Err(AdminError::new(
             StatusCode::NOT_FOUND,
@@ -104,11 +86,7 @@ async fn require_token(
 
 fn store(gw: &Gateway) -> Result<&crate::history::Store, AdminError> {
     gw.store().ok_or_else(|| {
-        AdminError::new(
-            StatusCode::NOT_FOUND,
-            "history_disabled",
-            "history is not recorded on this gateway",
-        )
+        AdminError::new(StatusCode::NOT_FOUND, "history_disabled", "history is not recorded on this gateway")
     })
 }
 
@@ -119,16 +97,11 @@ pub fn parse_time(text: &str) -> Option<i64> {
         return Some(ms);
     }
     if let Ok(at) = humantime::parse_rfc3339_weak(text) {
-        return at
-            .duration_since(UNIX_EPOCH)
-            .ok()
-            .and_then(|d| i64::try_from(d.as_millis()).ok());
+        return at.duration_since(UNIX_EPOCH).ok().and_then(|d| i64::try_from(d.as_millis()).ok());
     }
     let ago = humantime::parse_duration(text).ok()?;
     let at = SystemTime::now().checked_sub(ago)?;
-    at.duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|d| i64::try_from(d.as_millis()).ok())
+    at.duration_since(UNIX_EPOCH).ok().and_then(|d| i64::try_from(d.as_millis()).ok())
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,20 +124,13 @@ fn time_param(name: &str, value: Option<&str>) -> Result<Option<i64>, AdminError
     value
         .map(|v| {
             parse_time(v).ok_or_else(|| {
-                AdminError::new(
-                    StatusCode::BAD_REQUEST,
-                    "bad_time",
-                    format!("{name}={v:?} is not a time"),
-                )
+                AdminError::new(StatusCode::BAD_REQUEST, "bad_time", format!("{name}={v:?} is not a time"))
             })
         })
         .transpose()
 }
 
-async fn list_requests(
-    State(gw): State<Gateway>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, AdminError> {
+async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) -> Result<Response, AdminError> {
     let filter = RequestFilter {
         since: time_param("since", q.since.as_deref())?,
         until: time_param("until", q.until.as_deref())?,
@@ -180,17 +146,12 @@ async fn list_requests(
     Ok(Json(store(&gw)?.requests(&filter).await?).into_response())
 }
 
-async fn get_request(
-    State(gw): State<Gateway>,
-    Path(id): Path<String>,
-) -> Result<Response, AdminError> {
+async fn get_request(State(gw): State<Gateway>, Path(id): Path<String>) -> Result<Response, AdminError> {
     match store(&gw)?.request(&id).await? {
         Some(detail) => Ok(Json(detail).into_response()),
-        None => Err(AdminError::new(
-            StatusCode::NOT_FOUND,
-            "request_not_found",
-            format!("no request {id:?} on record"),
-        )),
+        None => {
+            Err(AdminError::new(StatusCode::NOT_FOUND, "request_not_found", format!("no request {id:?} on record")))
+        }
     }
 }
 
@@ -201,10 +162,7 @@ struct SpendQuery {
     since: Option<String>,
 }
 
-async fn spend(
-    State(gw): State<Gateway>,
-    Query(q): Query<SpendQuery>,
-) -> Result<Response, AdminError> {
+async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result<Response, AdminError> {
     let store = store(&gw)?;
     let now = now_ms();
     let day = i64::try_from(Duration::from_secs(86_400).as_millis()).unwrap_or(86_400_000);
@@ -213,15 +171,9 @@ async fn spend(
     let month = store.spend(Bucket::Day, now - 30 * day).await?;
     let today_start = now - now.rem_euclid(day);
     let total = |from: i64| {
-        let from_bucket =
-            humantime::format_rfc3339(UNIX_EPOCH + Duration::from_millis(from.max(0) as u64))
-                .to_string();
+        let from_bucket = humantime::format_rfc3339(UNIX_EPOCH + Duration::from_millis(from.max(0) as u64)).to_string();
         let from_day = &from_bucket[..10];
-        month
-            .iter()
-            .filter(|r| r.bucket.as_str() >= from_day)
-            .filter_map(|r| r.cost_usd)
-            .sum::<f64>()
+        month.iter().filter(|r| r.bucket.as_str() >= from_day).filter_map(|r| r.cost_usd).sum::<f64>()
     };
     Ok(Json(json!({
         "bucket": q.bucket,

@@ -27,10 +27,7 @@ pub struct Upstream {
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream")
-            .field("status", &self.status)
-            .field("held", &self.held.len())
-            .finish_non_exhaustive()
+        f.debug_struct("Upstream").field("status", &self.status).field("held", &self.held.len()).finish_non_exhaustive()
     }
 }
 
@@ -49,13 +46,7 @@ pub struct Attempted {
 
 impl Attempted {
     fn failed(outcome: Outcome, detail: impl Into<String>) -> Attempted {
-        Attempted {
-            outcome,
-            upstream: None,
-            detail: detail.into(),
-            ttfb: None,
-            ttft: None,
-        }
+        Attempted { outcome, upstream: None, detail: detail.into(), ttfb: None, ttft: None }
     }
 
     fn answered(upstream: Upstream, ttfb: Duration, ttft: Option<Duration>) -> Attempted {
@@ -71,11 +62,7 @@ impl Attempted {
 
 /// Sends the request and waits, within `timeout`, for a head (or for a
 /// stream's first content).
-pub async fn run(
-    request: reqwest::RequestBuilder,
-    endpoint: Endpoint,
-    timeout: Duration,
-) -> Attempted {
+pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: Duration) -> Attempted {
     let started = Instant::now();
     let work = async {
         let response = match request.send().await {
@@ -89,13 +76,7 @@ pub async fn run(
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let rest = response.bytes_stream().boxed();
-        let upstream = Upstream {
-            status,
-            headers,
-            held: Bytes::new(),
-            rest,
-            sse,
-        };
+        let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse };
         let ttfb = started.elapsed();
         if sse && status.is_success() {
             let mut attempted = until_content(upstream, endpoint, started).await;
@@ -107,10 +88,9 @@ pub async fn run(
     };
     match tokio::time::timeout(timeout, work).await {
         Ok(attempted) => attempted,
-        Err(_) => Attempted::failed(
-            Outcome::Timeout,
-            format!("no answer within {}", humantime::format_duration(timeout)),
-        ),
+        Err(_) => {
+            Attempted::failed(Outcome::Timeout, format!("no answer within {}", humantime::format_duration(timeout)))
+        }
     }
 }
 
@@ -119,9 +99,7 @@ async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Inst
     let mut held = BytesMut::new();
     loop {
         let chunk = match upstream.rest.next().await {
-            None => {
-                return Attempted::failed(Outcome::StreamDropped, "stream ended before any content")
-            }
+            None => return Attempted::failed(Outcome::StreamDropped, "stream ended before any content"),
             Some(Err(e)) => {
                 return Attempted::failed(
                     Outcome::StreamDropped,
@@ -135,10 +113,7 @@ async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Inst
             match sse::classify(endpoint, &event) {
                 sse::Kind::Preamble => {}
                 sse::Kind::Error(message) => {
-                    return Attempted::failed(
-                        Outcome::StreamError,
-                        format!("error event before content: {message}"),
-                    )
+                    return Attempted::failed(Outcome::StreamError, format!("error event before content: {message}"))
                 }
                 sse::Kind::Content => {
                     upstream.held = held.freeze();

@@ -43,11 +43,9 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
     if !text.trim_start().starts_with('{') {
         return Err(BodyError::Malformed("expected a JSON object".into()));
     }
-    let head: Head<'_> =
-        serde_json::from_str(text).map_err(|e| BodyError::Malformed(e.to_string()))?;
+    let head: Head<'_> = serde_json::from_str(text).map_err(|e| BodyError::Malformed(e.to_string()))?;
     let raw_model = head.model.ok_or(BodyError::MissingModel)?;
-    let model: String =
-        serde_json::from_str(raw_model.get()).map_err(|_| BodyError::MissingModel)?;
+    let model: String = serde_json::from_str(raw_model.get()).map_err(|_| BodyError::MissingModel)?;
     if model.is_empty() {
         return Err(BodyError::MissingModel);
     }
@@ -115,21 +113,14 @@ mod tests {
         let out = head.with_model(&body, "provider/\"m\"");
         let expected = "{ \"messages\" : [{\"role\":\"user\",\"content\":\"h\u{e9}\"}],\n  \"model\" :\t\"provider/\\\"m\\\"\", \"extra\": {\"z\":1.50} }";
         assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
-        assert_eq!(
-            head.with_model(&body, "abc"),
-            body,
-            "same name: untouched bytes"
-        );
+        assert_eq!(head.with_model(&body, "abc"), body, "same name: untouched bytes");
     }
 
     #[test]
     fn include_usage_is_appended_as_the_last_member() {
         let body = Bytes::from_static(b"{\"model\":\"m\",\"stream\":true}\n");
         let out = with_include_usage(&body).unwrap();
-        assert_eq!(
-            &out[..],
-            b"{\"model\":\"m\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}\n"
-        );
+        assert_eq!(&out[..], b"{\"model\":\"m\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}\n");
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert!(inspect(&out).unwrap().has_stream_options);
@@ -141,18 +132,12 @@ mod tests {
         let body = Bytes::from_static(br#"{"tools":[{"model":"inner"}],"model":"outer"}"#);
         let head = inspect(&body).unwrap();
         assert_eq!(head.model, "outer");
-        assert_eq!(
-            &head.with_model(&body, "x")[..],
-            br#"{"tools":[{"model":"inner"}],"model":"x"}"#
-        );
+        assert_eq!(&head.with_model(&body, "x")[..], br#"{"tools":[{"model":"inner"}],"model":"x"}"#);
     }
 
     #[test]
     fn rejects_bad_bodies() {
-        assert!(matches!(
-            inspect(b"{\"model\": "),
-            Err(BodyError::Malformed(_))
-        ));
+        assert!(matches!(inspect(b"{\"model\": "), Err(BodyError::Malformed(_))));
         assert!(matches!(inspect(b"[1,2]"), Err(BodyError::Malformed(_))));
         assert!(matches!(inspect(b"\xff"), Err(BodyError::Malformed(_))));
         assert_eq!(inspect(br#"{"messages":[]}"#), Err(BodyError::MissingModel));

@@ -37,24 +37,23 @@ pub enum Decision {
     Fallback,
     /// Hand the provider's error to the client: only the client can fix it.
     Fail,
+    /// The provider refused the gateway's key: revoke it, use another.
+    RevokeKey,
 }
 
 /// Statuses where trying again can help.
 fn retryable(status: StatusCode) -> bool {
-    matches!(
-        status.as_u16(),
-        408 | 409 | 425 | 429 | 500 | 502 | 503 | 504 | 529
-    )
+    matches!(status.as_u16(), 408 | 409 | 425 | 429 | 500 | 502 | 503 | 504 | 529)
 }
 
 pub fn decide(outcome: Outcome, retry_timeouts: bool) -> Decision {
     match outcome {
-        Outcome::Status(s) if s.is_success() || s.is_informational() || s.is_redirection() => {
-            Decision::Deliver
-        }
+        Outcome::Status(s) if s.is_success() || s.is_informational() || s.is_redirection() => Decision::Deliver,
         Outcome::Status(s) if retryable(s) => Decision::Retry,
         // Another provider may work where this one never will (501, 505, ...).
         Outcome::Status(s) if s.is_server_error() => Decision::Fallback,
+        // The client's credentials never reach a provider: a refusal is about our key.
+        Outcome::Status(s) if s == StatusCode::UNAUTHORIZED || s == StatusCode::FORBIDDEN => Decision::RevokeKey,
         // 400, 401, 403, 404, 413, 422 and the other client errors.
         Outcome::Status(_) => Decision::Fail,
         Outcome::Connect | Outcome::StreamError => Decision::Retry,
@@ -70,20 +69,15 @@ pub fn decide(outcome: Outcome, retry_timeouts: bool) -> Decision {
 /// for `wait` instead of counting as a breaker failure.
 pub fn verdict(outcome: Outcome, wait: Option<Duration>) -> Verdict {
     match outcome {
-        Outcome::Status(s) if s == StatusCode::TOO_MANY_REQUESTS => {
-            Verdict::RateLimited(wait.unwrap_or_default())
-        }
-        Outcome::Status(s) if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => {
+        Outcome::Status(s) if s == StatusCode::TOO_MANY_REQUESTS => Verdict::RateLimited(wait.unwrap_or_default()),
+        Outcome::Status(s) if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => Verdict::Failed,
+        // Conflicts, too-early and refused keys are about the request or the
+        // key, not the provider's health.
+        Outcome::Status(s) if matches!(s.as_u16(), 401 | 403 | 409 | 425) => Verdict::Neutral,
+        Outcome::Status(_) => Verdict::Healthy,
+        Outcome::Connect | Outcome::Transport | Outcome::Timeout | Outcome::StreamError | Outcome::StreamDropped => {
             Verdict::Failed
         }
-        // Conflicts and too-early are about the request, not the provider.
-        Outcome::Status(s) if s == StatusCode::CONFLICT || s.as_u16() == 425 => Verdict::Neutral,
-        Outcome::Status(_) => Verdict::Healthy,
-        Outcome::Connect
-        | Outcome::Transport
-        | Outcome::Timeout
-        | Outcome::StreamError
-        | Outcome::StreamDropped => Verdict::Failed,
     }
 }
 
@@ -111,9 +105,11 @@ mod tests {
         for code in [408, 409, 425, 429, 500, 502, 503, 504, 529] {
             assert_eq!(decide(status(code), false), Decision::Retry, "{code}");
         }
-        for code in [400, 401, 403, 404, 413, 422] {
+        for code in [400, 404, 413, 422] {
             assert_eq!(decide(status(code), false), Decision::Fail, "{code}");
         }
+        assert_eq!(decide(status(401), false), Decision::RevokeKey);
+        assert_eq!(decide(status(403), false), Decision::RevokeKey);
         assert_eq!(decide(status(501), false), Decision::Fallback);
         assert_eq!(decide(status(200), false), Decision::Deliver);
         assert_eq!(decide(Outcome::Connect, false), Decision::Retry);
@@ -131,10 +127,7 @@ mod tests {
     #[test]
     fn rate_limits_cool_down_instead_of_tripping_the_breaker() {
         let wait = Some(Duration::from_secs(30));
-        assert_eq!(
-            verdict(status(429), wait),
-            Verdict::RateLimited(Duration::from_secs(30))
-        );
+        assert_eq!(verdict(status(429), wait), Verdict::RateLimited(Duration::from_secs(30)));
         assert_eq!(verdict(status(503), wait), Verdict::Failed);
         assert_eq!(verdict(status(529), None), Verdict::Failed);
         assert_eq!(verdict(status(400), None), Verdict::Healthy);

@@ -115,10 +115,7 @@ impl ModelMap {
 
     /// Client-facing model names, in config order, without the wildcard.
     pub fn client_names(&self) -> impl Iterator<Item = &str> {
-        self.0
-            .keys()
-            .map(String::as_str)
-            .filter(|m| *m != Self::WILDCARD)
+        self.0.keys().map(String::as_str).filter(|m| *m != Self::WILDCARD)
     }
 }
 
@@ -137,10 +134,8 @@ impl Config {
 
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
-            file: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::Io { file: path.to_path_buf(), message: e.to_string() })?;
         Config::parse(&text, path)
     }
 
@@ -148,13 +143,7 @@ impl Config {
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            ConfigError::at(
-                file,
-                text,
-                span.clone(),
-                field_of(e.message(), text, span),
-                e.message(),
-            )
+            ConfigError::at(file, text, span.clone(), field_of(e.message(), text, span), e.message())
         })?;
         Validator { file, text }.config(raw)
     }
@@ -166,10 +155,7 @@ impl Config {
     /// The request policy for a model: its route's, else the global one.
     pub fn request_policy(&self, model: &str) -> &RequestPolicy {
         // Routes are few; a linear scan beats hashing here.
-        self.routes
-            .iter()
-            .find(|r| r.model == model)
-            .map_or(&self.policy, |r| &r.policy)
+        self.routes.iter().find(|r| r.model == model).map_or(&self.policy, |r| &r.policy)
     }
 }
 
@@ -179,31 +165,13 @@ pub enum ConfigError {
     #[error("{}: cannot read: {message}", file.display())]
     Io { file: PathBuf, message: String },
     #[error("{}:{line}:{column}: {field}: {message}", file.display())]
-    Invalid {
-        file: PathBuf,
-        line: usize,
-        column: usize,
-        field: String,
-        message: String,
-    },
+    Invalid { file: PathBuf, line: usize, column: usize, field: String, message: String },
 }
 
 impl ConfigError {
-    fn at(
-        file: &Path,
-        text: &str,
-        span: Range<usize>,
-        field: String,
-        message: &str,
-    ) -> ConfigError {
+    fn at(file: &Path, text: &str, span: Range<usize>, field: String, message: &str) -> ConfigError {
         let (line, column) = line_column(text, span.start);
-        ConfigError::Invalid {
-            file: file.to_path_buf(),
-            line,
-            column,
-            field,
-            message: message.trim().to_string(),
-        }
+        ConfigError::Invalid { file: file.to_path_buf(), line, column, field, message: message.trim().to_string() }
     }
 }
 
@@ -211,10 +179,7 @@ impl ConfigError {
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before
-        .rfind('\n')
-        .map_or(before.len(), |nl| before.len() - nl - 1)
-        + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
     (line, column)
 }
 
@@ -227,9 +192,7 @@ fn field_of(message: &str, text: &str, span: Range<usize>) -> String {
             return message[start + 1..start + 1 + len].to_string();
         }
     }
-    let start = text[..span.start.min(text.len())]
-        .rfind('\n')
-        .map_or(0, |i| i + 1);
+    let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
     let line = text[start..].lines().next().unwrap_or("");
     match line.split_once('=') {
         Some((key, _)) => key.trim().to_string(),
@@ -320,13 +283,7 @@ impl Validator<'_> {
         field: impl fmt::Display,
         message: impl fmt::Display,
     ) -> Result<T, ConfigError> {
-        Err(ConfigError::at(
-            self.file,
-            self.text,
-            span,
-            field.to_string(),
-            &message.to_string(),
-        ))
+        Err(ConfigError::at(self.file, self.text, span, field.to_string(), &message.to_string()))
     }
 
     fn policy_error<T>(&self, prefix: &str, e: PolicyError) -> Result<T, ConfigError> {
@@ -335,14 +292,9 @@ impl Validator<'_> {
 
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let server = self.server(raw.server)?;
-        let policy = raw
-            .policy
-            .request(&RequestPolicy::default())
-            .or_else(|e| self.policy_error("policy", e))?;
-        let provider_policy = raw
-            .policy
-            .provider(&ProviderPolicy::default())
-            .or_else(|e| self.policy_error("policy", e))?;
+        let policy = raw.policy.request(&RequestPolicy::default()).or_else(|e| self.policy_error("policy", e))?;
+        let provider_policy =
+            raw.policy.provider(&ProviderPolicy::default()).or_else(|e| self.policy_error("policy", e))?;
         let mut providers: Vec<ProviderConfig> = Vec::with_capacity(raw.providers.len());
         for (i, p) in raw.providers.into_iter().enumerate() {
             let provider = self.provider(i, p, &providers, &provider_policy)?;
@@ -358,10 +310,7 @@ impl Validator<'_> {
         for (i, price) in raw.prices.into_iter().enumerate() {
             let span = price.span();
             let price = price.into_inner();
-            if [price.input, price.output, price.cached.unwrap_or(0.0)]
-                .iter()
-                .any(|v| !v.is_finite() || *v < 0.0)
-            {
+            if [price.input, price.output, price.cached.unwrap_or(0.0)].iter().any(|v| !v.is_finite() || *v < 0.0) {
                 return self.error(
                     span,
                     format!("prices[{i}]"),
@@ -370,14 +319,7 @@ impl Validator<'_> {
             }
             prices.push(price);
         }
-        Ok(Config {
-            server,
-            policy,
-            providers,
-            routes,
-            history,
-            prices,
-        })
+        Ok(Config { server, policy, providers, routes, history, prices })
     }
 
     fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {
@@ -424,10 +366,7 @@ impl Validator<'_> {
                     return self.error(
                         s.span(),
                         "server.listen",
-                        format!(
-                            "{:?} is not an address like \"127.0.0.1:4141\"",
-                            s.get_ref()
-                        ),
+                        format!("{:?} is not an address like \"127.0.0.1:4141\"", s.get_ref()),
                     )
                 }
             },
@@ -439,10 +378,7 @@ impl Validator<'_> {
                 _ => return self.error(n.span(), "server.max_body_bytes", "must be at least 1024"),
             },
         };
-        Ok(ServerConfig {
-            listen,
-            max_body_bytes,
-        })
+        Ok(ServerConfig { listen, max_body_bytes })
     }
 
     fn provider(
@@ -455,22 +391,12 @@ impl Validator<'_> {
         let field = |f: &str| format!("providers[{i}].{f}");
         let name = raw.name.get_ref().clone();
         let valid_name = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
         if !valid_name {
-            return self.error(
-                raw.name.span(),
-                field("name"),
-                "use lower-case letters, digits, '-' and '_'",
-            );
+            return self.error(raw.name.span(), field("name"), "use lower-case letters, digits, '-' and '_'");
         }
         if earlier.iter().any(|p| p.name == name) {
-            return self.error(
-                raw.name.span(),
-                field("name"),
-                format!("provider {name:?} is defined twice"),
-            );
+            return self.error(raw.name.span(), field("name"), format!("provider {name:?} is defined twice"));
         }
         let kind = match raw.kind.get_ref().as_str() {
             "openai" => Protocol::OpenAi,
@@ -498,11 +424,7 @@ impl Validator<'_> {
             Some("none") => Auth::None,
             Some(other) => {
                 let span = raw.auth.as_ref().map_or(0..0, Spanned::span);
-                return self.error(
-                    span,
-                    field("auth"),
-                    format!("{other:?} is not \"key\" or \"none\""),
-                );
+                return self.error(span, field("auth"), format!("{other:?} is not \"key\" or \"none\""));
             }
         };
         let models = match raw.models {
@@ -526,10 +448,7 @@ impl Validator<'_> {
                 "is a request setting: set it in [policy] or in a route's policy",
             );
         }
-        let policy = raw
-            .policy
-            .provider(defaults)
-            .or_else(|e| self.policy_error(&field("policy"), e))?;
+        let policy = raw.policy.provider(defaults).or_else(|e| self.policy_error(&field("policy"), e))?;
         Ok(ProviderConfig {
             name,
             kind,
@@ -552,11 +471,7 @@ impl Validator<'_> {
     ) -> Result<RouteConfig, ConfigError> {
         let model = raw.model.get_ref().clone();
         if model.is_empty() || model == ModelMap::WILDCARD {
-            return self.error(
-                raw.model.span(),
-                format!("routes[{i}].model"),
-                "must name a model",
-            );
+            return self.error(raw.model.span(), format!("routes[{i}].model"), "must name a model");
         }
         if earlier.iter().any(|r| r.model == model) {
             return self.error(
@@ -566,11 +481,7 @@ impl Validator<'_> {
             );
         }
         if raw.chain.get_ref().is_empty() {
-            return self.error(
-                raw.chain.span(),
-                format!("routes[{i}].chain"),
-                "must name at least one provider",
-            );
+            return self.error(raw.chain.span(), format!("routes[{i}].chain"), "must name at least one provider");
         }
         let mut chain = Vec::with_capacity(raw.chain.get_ref().len());
         for (j, name) in raw.chain.into_inner().into_iter().enumerate() {
@@ -590,15 +501,8 @@ impl Validator<'_> {
                 "is a provider setting: set it in [policy] or in a provider's policy",
             );
         }
-        let policy = raw
-            .policy
-            .request(defaults)
-            .or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
-        Ok(RouteConfig {
-            model,
-            chain,
-            policy,
-        })
+        let policy = raw.policy.request(defaults).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
+        Ok(RouteConfig { model, chain, policy })
     }
 }
 
@@ -613,12 +517,7 @@ mod tests {
 
     fn invalid(text: &str) -> (usize, String, String) {
         match parse(text) {
-            Err(ConfigError::Invalid {
-                line,
-                field,
-                message,
-                ..
-            }) => (line, field, message),
+            Err(ConfigError::Invalid { line, field, message, .. }) => (line, field, message),
             other => panic!("expected an invalid config, got {other:?}"),
         }
     }
@@ -629,10 +528,7 @@ mod tests {
         assert_eq!(config.server.listen.to_string(), "127.0.0.1:4141");
         let ollama = config.provider("ollama").unwrap();
         assert_eq!(ollama.auth, Auth::None);
-        assert!(config
-            .providers
-            .iter()
-            .any(|p| p.kind == Protocol::Anthropic));
+        assert!(config.providers.iter().any(|p| p.kind == Protocol::Anthropic));
     }
 
     #[test]
@@ -655,10 +551,7 @@ models = { "m1" = "other-m1" }
         .unwrap();
         assert_eq!(config.providers[0].models.explicit("m1"), Some("m1"));
         assert_eq!(config.providers[1].models.explicit("m1"), Some("other-m1"));
-        assert_eq!(
-            config.providers[0].base_url.as_str(),
-            "http://127.0.0.1:1/v1"
-        );
+        assert_eq!(config.providers[0].base_url.as_str(), "http://127.0.0.1:1/v1");
     }
 
     #[test]
@@ -697,8 +590,7 @@ models = { "m1" = "other-m1" }
         let (line, field, _) = invalid("[server]\nlisten = \"localhost\"\n");
         assert_eq!((line, field.as_str()), (2, "server.listen"));
 
-        let (line, field, _) =
-            invalid("[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"ftp:nope\"\n");
+        let (line, field, _) = invalid("[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"ftp:nope\"\n");
         assert_eq!((line, field.as_str()), (4, "providers[0].base_url"));
     }
 

@@ -22,10 +22,7 @@ impl RequestIds {
             .map(str::trim)
             .find(|v| is_acceptable(v));
         let correlation_id = supplied.map_or_else(|| request_id.clone(), str::to_string);
-        RequestIds {
-            request_id,
-            correlation_id,
-        }
+        RequestIds { request_id, correlation_id }
     }
 }
 

@@ -52,12 +52,7 @@ impl ErrorCode {
 
     /// The gateway tried everything it could; a client retry only adds load.
     pub fn is_exhausted(self) -> bool {
-        matches!(
-            self,
-            ErrorCode::NoProviderAvailable
-                | ErrorCode::AllProvidersFailed
-                | ErrorCode::DeadlineExceeded
-        )
+        matches!(self, ErrorCode::NoProviderAvailable | ErrorCode::AllProvidersFailed | ErrorCode::DeadlineExceeded)
     }
 
     /// OpenAI's `error.type`.
@@ -75,12 +70,8 @@ impl ErrorCode {
             ErrorCode::ModelNotFound | ErrorCode::NotFound => "not_found_error",
             ErrorCode::BodyTooLarge => "request_too_large",
             ErrorCode::NoProviderAvailable => "overloaded_error",
-            ErrorCode::InvalidJson | ErrorCode::InvalidRequest | ErrorCode::MethodNotAllowed => {
-                "invalid_request_error"
-            }
-            ErrorCode::AllProvidersFailed
-            | ErrorCode::UpstreamError
-            | ErrorCode::DeadlineExceeded => "api_error",
+            ErrorCode::InvalidJson | ErrorCode::InvalidRequest | ErrorCode::MethodNotAllowed => "invalid_request_error",
+            ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError | ErrorCode::DeadlineExceeded => "api_error",
         }
     }
 }
@@ -97,12 +88,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(protocol: Protocol, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            protocol,
-            code,
-            message: message.into(),
-            attempts: 0,
-        }
+        ApiError { protocol, code, message: message.into(), attempts: 0 }
     }
 
     pub fn with_attempts(mut self, attempts: u32) -> ApiError {
@@ -136,10 +122,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.code.status(), axum::Json(self.body())).into_response();
         let headers = response.headers_mut();
-        headers.insert(
-            "x-switchyard-error",
-            HeaderValue::from_static(self.code.as_str()),
-        );
+        headers.insert("x-switchyard-error", HeaderValue::from_static(self.code.as_str()));
         if self.code.is_exhausted() {
             headers.insert("x-switchyard-attempts", HeaderValue::from(self.attempts));
             // The gateway already tried every option; an SDK retry only multiplies load.

@@ -57,10 +57,7 @@ impl<'a> Builder<'a> {
         let sink = Sink {
             recorder: history.recorder(),
             prices: Arc::new(Prices::with_overrides(config.prices.clone())),
-            keep_bodies: config
-                .history
-                .store_bodies
-                .then_some(config.history.body_limit),
+            keep_bodies: config.history.store_bodies.then_some(config.history.body_limit),
         };
         self.history = Some((sink, history.store().clone()));
         self
@@ -74,13 +71,8 @@ impl<'a> Builder<'a> {
 
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
-        let providers = self
-            .config
-            .providers
-            .iter()
-            .cloned()
-            .map(|p| Arc::new(Provider::load(p, self.secrets)))
-            .collect();
+        let providers =
+            self.config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, self.secrets))).collect();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -108,12 +100,7 @@ impl<'a> Builder<'a> {
 
 impl Gateway {
     pub fn builder(config: Config, secrets: &dyn SecretStore) -> Builder<'_> {
-        Builder {
-            config,
-            secrets,
-            history: None,
-            admin_token: None,
-        }
+        Builder { config, secrets, history: None, admin_token: None }
     }
 
     /// A gateway without history or admin API.

@@ -36,13 +36,8 @@ const CLIENT_ONLY: [&str; 10] = [
 ];
 
 /// Upstream response headers the gateway replaces or must not relay.
-const UPSTREAM_ONLY: [&str; 5] = [
-    "content-length",
-    "transfer-encoding",
-    "set-cookie",
-    "x-request-id",
-    "x-correlation-id",
-];
+const UPSTREAM_ONLY: [&str; 5] =
+    ["content-length", "transfer-encoding", "set-cookie", "x-request-id", "x-correlation-id"];
 
 /// The Anthropic API version sent when the client did not name one.
 pub const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -75,10 +70,7 @@ pub fn upstream_request(
     let mut out = HeaderMap::with_capacity(client.len() + 2);
     for (name, value) in client {
         let n = name.as_str();
-        if is_hop_by_hop(name, &listed)
-            || CLIENT_ONLY.contains(&n)
-            || n.starts_with("x-switchyard-")
-        {
+        if is_hop_by_hop(name, &listed) || CLIENT_ONLY.contains(&n) || n.starts_with("x-switchyard-") {
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -87,10 +79,7 @@ pub fn upstream_request(
         inject_key(&mut out, kind, key);
     }
     if kind == Protocol::Anthropic && !out.contains_key("anthropic-version") {
-        out.insert(
-            "anthropic-version",
-            HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION),
-        );
+        out.insert("anthropic-version", HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION));
     }
     if let Ok(v) = HeaderValue::from_str(correlation_id) {
         out.insert("x-correlation-id", v);
@@ -101,14 +90,8 @@ pub fn upstream_request(
 fn inject_key(out: &mut HeaderMap, kind: Protocol, key: &ProviderKey) {
     let secret = key.secret.expose_secret();
     let (name, value) = match kind {
-        Protocol::OpenAi => (
-            header::AUTHORIZATION,
-            HeaderValue::from_str(&format!("Bearer {secret}")),
-        ),
-        Protocol::Anthropic => (
-            HeaderName::from_static("x-api-key"),
-            HeaderValue::from_str(secret),
-        ),
+        Protocol::OpenAi => (header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {secret}"))),
+        Protocol::Anthropic => (HeaderName::from_static("x-api-key"), HeaderValue::from_str(secret)),
     };
     // A key with bytes a header cannot carry is sent as nothing at all; the
     // provider's 401 then says so, without the key appearing in any message.
@@ -141,23 +124,14 @@ mod tests {
     use secrecy::SecretString;
 
     fn key() -> ProviderKey {
-        ProviderKey {
-            label: "main".into(),
-            secret: SecretString::from("sk-provider".to_string()),
-        }
+        ProviderKey { label: "main".into(), secret: SecretString::from("sk-provider".to_string()) }
     }
 
     fn client_headers() -> HeaderMap {
         let mut h = HeaderMap::new();
-        h.insert(
-            "authorization",
-            HeaderValue::from_static("Bearer sk-client"),
-        );
+        h.insert("authorization", HeaderValue::from_static("Bearer sk-client"));
         h.insert("x-api-key", HeaderValue::from_static("sk-client"));
-        h.insert(
-            "connection",
-            HeaderValue::from_static("keep-alive, x-custom-hop"),
-        );
+        h.insert("connection", HeaderValue::from_static("keep-alive, x-custom-hop"));
         h.insert("x-custom-hop", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert("host", HeaderValue::from_static("127.0.0.1:4141"));
@@ -173,13 +147,7 @@ mod tests {
         assert_eq!(out["authorization"], "Bearer sk-provider");
         assert!(out["authorization"].is_sensitive());
         assert!(!out.contains_key("x-api-key"));
-        for gone in [
-            "connection",
-            "keep-alive",
-            "x-custom-hop",
-            "host",
-            "x-switchyard-timeout-ms",
-        ] {
+        for gone in ["connection", "keep-alive", "x-custom-hop", "host", "x-switchyard-timeout-ms"] {
             assert!(!out.contains_key(gone), "{gone} forwarded");
         }
         assert_eq!(out["x-stainless-lang"], "python");
@@ -209,18 +177,13 @@ mod tests {
         up.insert("content-length", HeaderValue::from_static("10"));
         up.insert("set-cookie", HeaderValue::from_static("a=b"));
         up.insert("x-request-id", HeaderValue::from_static("req_up"));
-        up.insert(
-            "x-ratelimit-remaining-requests",
-            HeaderValue::from_static("9"),
-        );
+        up.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("9"));
         let out = client_response(&up);
         assert_eq!(out["content-type"], "application/json");
         assert_eq!(out["x-upstream-request-id"], "req_up");
         assert_eq!(out["x-ratelimit-remaining-requests"], "9");
         assert!(
-            !out.contains_key("content-length")
-                && !out.contains_key("set-cookie")
-                && !out.contains_key("x-request-id")
+            !out.contains_key("content-length") && !out.contains_key("set-cookie") && !out.contains_key("x-request-id")
         );
     }
 }

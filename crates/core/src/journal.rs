@@ -11,9 +11,7 @@ use tokio::time::Instant;
 
 use crate::error::ApiError;
 use crate::history::pricing::Prices;
-use crate::history::record::{
-    now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord,
-};
+use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
 use crate::history::Recorder;
 use crate::usage::Usage;
 
@@ -127,8 +125,7 @@ impl Journal {
         self.record.model = Some(model.to_string());
         self.record.streamed = streamed;
         if let Some(limit) = self.keep_bodies() {
-            self.record.request_body =
-                Some(String::from_utf8_lossy(&body[..limit.min(body.len())]).into_owned());
+            self.record.request_body = Some(String::from_utf8_lossy(&body[..limit.min(body.len())]).into_owned());
         }
     }
 
@@ -165,11 +162,7 @@ impl Journal {
 
     /// Notes how an attempt ended (for a delivered stream: at its first content).
     pub fn end(&mut self, index: usize, outcome: AttemptOutcome, end: AttemptEnd) {
-        let started = self
-            .attempt_started
-            .get(index)
-            .copied()
-            .unwrap_or(self.started);
+        let started = self.attempt_started.get(index).copied().unwrap_or(self.started);
         if let Some(a) = self.record.attempts.get_mut(index) {
             a.outcome = outcome;
             a.duration_ms = Some(ms(started.elapsed()));
@@ -193,12 +186,7 @@ impl Journal {
     }
 
     /// The relayed body ended (`failure`: a mid-stream failure after content).
-    pub async fn finish_delivery(
-        mut self,
-        usage: Usage,
-        failure: Option<String>,
-        response_body: Option<String>,
-    ) {
+    pub async fn finish_delivery(mut self, usage: Usage, failure: Option<String>, response_body: Option<String>) {
         if let Some(i) = self.delivered {
             let started = self.attempt_started.get(i).copied().unwrap_or(self.started);
             if let Some(a) = self.record.attempts.get_mut(i) {
@@ -219,11 +207,9 @@ impl Journal {
         self.record.error = failure;
         self.record.usage = usage;
         self.record.response_body = response_body;
-        if let (Some(sink), Some(provider), Some(model)) = (
-            &self.sink,
-            &self.record.provider,
-            &self.record.provider_model,
-        ) {
+        if let (Some(sink), Some(provider), Some(model)) =
+            (&self.sink, &self.record.provider, &self.record.provider_model)
+        {
             self.record.cost_usd = sink.prices.cost(provider, model, &usage);
         }
         self.send().await;

@@ -22,6 +22,7 @@ pub mod gateway;
 pub mod headers;
 pub mod history;
 pub mod journal;
+pub mod keys;
 pub mod policy;
 pub mod protocol;
 pub mod provider;

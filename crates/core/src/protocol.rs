@@ -48,10 +48,9 @@ impl Endpoint {
 
     pub fn protocol(self) -> Protocol {
         match self {
-            Endpoint::ChatCompletions
-            | Endpoint::Completions
-            | Endpoint::Embeddings
-            | Endpoint::Responses => Protocol::OpenAi,
+            Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {
+                Protocol::OpenAi
+            }
             Endpoint::Messages | Endpoint::CountTokens => Protocol::Anthropic,
         }
     }

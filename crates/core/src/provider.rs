@@ -3,7 +3,6 @@
 //! concurrency cap, fallback share).
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -11,24 +10,13 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::config::{Auth, ProviderConfig};
+use crate::config::ProviderConfig;
+use crate::keys::{KeyPool, NoKey};
 use crate::policy::breaker::{Admission, Breaker, State};
 use crate::policy::deadline::Deadline;
 use crate::policy::limiter::{Concurrency, Rates};
 use crate::policy::share::{self, WindowCounter};
 use crate::secrets::{ProviderKey, SecretStore};
-
-/// The keys a provider can use right now.
-#[derive(Debug)]
-pub enum KeyState {
-    /// The provider takes no key (a local server).
-    NotNeeded,
-    Ready(Vec<ProviderKey>),
-    /// No store holds a key for this provider.
-    Missing,
-    /// The stores could not be read.
-    Unavailable(String),
-}
 
 /// Live policy state, behind one short-held lock.
 #[derive(Debug)]
@@ -45,8 +33,7 @@ struct Health {
 #[derive(Debug)]
 pub struct Provider {
     pub config: ProviderConfig,
-    pub keys: KeyState,
-    next_key: AtomicUsize,
+    pub keys: KeyPool,
     concurrency: Concurrency,
     health: Mutex<Health>,
 }
@@ -54,10 +41,21 @@ pub struct Provider {
 /// Why a provider was passed over for an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pass {
-    BreakerOpen { until: Option<Instant> },
-    CoolingDown { until: Instant },
+    BreakerOpen {
+        until: Option<Instant>,
+    },
+    CoolingDown {
+        until: Instant,
+    },
+    /// Every key is cooling down after a rate limit.
+    KeysCooling {
+        until: Instant,
+    },
+    NoUsableKey(String),
     Full,
-    Throttled { wait: Duration },
+    Throttled {
+        wait: Duration,
+    },
     FallbackShare,
 }
 
@@ -65,23 +63,16 @@ impl fmt::Display for Pass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let now = Instant::now();
         let left = |t: &Instant| {
-            humantime::format_duration(Duration::from_secs(
-                t.saturating_duration_since(now).as_secs(),
-            ))
-            .to_string()
+            humantime::format_duration(Duration::from_secs(t.saturating_duration_since(now).as_secs())).to_string()
         };
         match self {
             Pass::BreakerOpen { until: Some(t) } => write!(f, "circuit open for {} more", left(t)),
-            Pass::BreakerOpen { until: None } => {
-                f.write_str("circuit open (probe in progress or opened by hand)")
-            }
+            Pass::BreakerOpen { until: None } => f.write_str("circuit open (probe in progress or opened by hand)"),
             Pass::CoolingDown { until } => write!(f, "rate-limited for {} more", left(until)),
+            Pass::KeysCooling { until } => write!(f, "every key is rate-limited for {} more", left(until)),
+            Pass::NoUsableKey(reason) => f.write_str(reason),
             Pass::Full => f.write_str("at its concurrency cap"),
-            Pass::Throttled { wait } => write!(
-                f,
-                "throttled (next slot in {})",
-                humantime::format_duration(*wait)
-            ),
+            Pass::Throttled { wait } => write!(f, "throttled (next slot in {})", humantime::format_duration(*wait)),
             Pass::FallbackShare => f.write_str("took its share of fallback traffic"),
         }
     }
@@ -102,6 +93,8 @@ pub enum Gate {
 #[derive(Debug)]
 pub struct Ticket {
     provider: Arc<Provider>,
+    /// The key this attempt uses (`None`: the provider takes none).
+    pub key: Option<ProviderKey>,
     admission: Option<Admission>,
     // Held for its Drop: the concurrency slot frees when the ticket goes.
     _permit: Option<OwnedSemaphorePermit>,
@@ -116,7 +109,7 @@ impl Ticket {
     /// ticket is dropped (a relayed body keeps it while it streams).
     pub fn record(&mut self, verdict: Verdict) {
         if let Some(admission) = self.admission.take() {
-            self.provider.record(admission, verdict);
+            self.provider.record(admission, self.key.as_ref().map(|k| k.label.as_str()), verdict);
         }
     }
 }
@@ -143,14 +136,7 @@ const DEFAULT_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 
 impl Provider {
     pub fn load(config: ProviderConfig, store: &dyn SecretStore) -> Provider {
-        let keys = match config.auth {
-            Auth::None => KeyState::NotNeeded,
-            Auth::Key => match store.keys(&config.name) {
-                Ok(keys) if keys.is_empty() => KeyState::Missing,
-                Ok(keys) => KeyState::Ready(keys),
-                Err(e) => KeyState::Unavailable(e.to_string()),
-            },
-        };
+        let keys = KeyPool::load(&config.name, config.auth, store);
         let now = Instant::now();
         let p = &config.policy;
         let health = Health {
@@ -160,13 +146,7 @@ impl Provider {
             seen: WindowCounter::new(p.fallback_window, now),
             fallbacks: WindowCounter::new(p.fallback_window, now),
         };
-        Provider {
-            concurrency: Concurrency::new(p.max_concurrency),
-            health: Mutex::new(health),
-            config,
-            keys,
-            next_key: AtomicUsize::new(0),
-        }
+        Provider { concurrency: Concurrency::new(p.max_concurrency), health: Mutex::new(health), config, keys }
     }
 
     pub fn name(&self) -> &str {
@@ -174,31 +154,7 @@ impl Provider {
     }
 
     fn health(&self) -> MutexGuard<'_, Health> {
-        self.health
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The next key to use, round-robin over the pool. `Ok(None)` means the
-    /// provider needs no key; `Err` says why it cannot be used.
-    pub fn pick_key(&self) -> Result<Option<&ProviderKey>, String> {
-        match &self.keys {
-            KeyState::NotNeeded => Ok(None),
-            KeyState::Ready(keys) if !keys.is_empty() => {
-                let i = self.next_key.fetch_add(1, Ordering::Relaxed) % keys.len();
-                Ok(keys.get(i))
-            }
-            KeyState::Ready(_) | KeyState::Missing => Err(format!(
-                "no key for {} (set one with `switchyard keys set {}` or {})",
-                self.config.name,
-                self.config.name,
-                crate::secrets::EnvStore::variable_for(&self.config.name)
-            )),
-            KeyState::Unavailable(reason) => Err(format!(
-                "key for {} cannot be read: {reason}",
-                self.config.name
-            )),
-        }
+        self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn breaker_state(&self) -> State {
@@ -219,12 +175,7 @@ impl Provider {
         let now = Instant::now();
         let mut h = self.health();
         let (seen, taken) = (h.seen.total(now), h.fallbacks.total(now));
-        share::allows(
-            taken,
-            seen,
-            self.config.policy.fallback_share,
-            self.config.policy.fallback_min,
-        )
+        share::allows(taken, seen, self.config.policy.fallback_share, self.config.policy.fallback_min)
     }
 
     pub fn note_fallback(&self) {
@@ -232,13 +183,7 @@ impl Provider {
     }
 
     /// Decides whether an attempt may start now, and reserves what it needs.
-    pub fn gate(
-        self: &Arc<Self>,
-        tokens: u64,
-        deadline: &Deadline,
-        max_wait: Duration,
-        min_budget: Duration,
-    ) -> Gate {
+    pub fn gate(self: &Arc<Self>, tokens: u64, deadline: &Deadline, max_wait: Duration, min_budget: Duration) -> Gate {
         let now = Instant::now();
         let mut h = self.health();
         drop_expired_cooldown(&mut h, now);
@@ -253,6 +198,11 @@ impl Provider {
                 Gate::Pass(Pass::Throttled { wait })
             };
         }
+        let key = match self.keys.pick(now) {
+            Ok(key) => key,
+            Err(NoKey::Cooling(until)) => return Gate::Pass(Pass::KeysCooling { until }),
+            Err(NoKey::Unusable(reason)) => return Gate::Pass(Pass::NoUsableKey(reason)),
+        };
         let Ok(permit) = self.concurrency.try_enter() else {
             return Gate::Pass(Pass::Full);
         };
@@ -260,22 +210,16 @@ impl Provider {
             Ok(a) => a,
             Err(rejected) => {
                 self.log_transitions(&mut h);
-                return Gate::Pass(Pass::BreakerOpen {
-                    until: rejected.until,
-                });
+                return Gate::Pass(Pass::BreakerOpen { until: rejected.until });
             }
         };
         self.log_transitions(&mut h);
         h.rates.take(tokens, now);
-        Gate::Go(Ticket {
-            provider: Arc::clone(self),
-            admission: Some(admission),
-            _permit: permit,
-        })
+        Gate::Go(Ticket { provider: Arc::clone(self), key, admission: Some(admission), _permit: permit })
     }
 
     /// Records what an admitted attempt showed about the provider.
-    fn record(&self, admission: Admission, verdict: Verdict) {
+    fn record(&self, admission: Admission, key: Option<&str>, verdict: Verdict) {
         let now = Instant::now();
         let mut h = self.health();
         match verdict {
@@ -283,25 +227,36 @@ impl Provider {
             Verdict::Failed => h.breaker.record(admission, true, now),
             Verdict::RateLimited(wait) => {
                 h.breaker.release(admission);
-                let wait = if wait.is_zero() {
-                    DEFAULT_RATE_LIMIT_COOLDOWN
-                } else {
-                    wait
-                };
-                h.cooling_until = Some(now + wait);
-                warn!(provider = %self.config.name, "rate-limited: cooling down for {}", humantime::format_duration(wait));
+                let wait = if wait.is_zero() { DEFAULT_RATE_LIMIT_COOLDOWN } else { wait };
+                let pretty = humantime::format_duration(wait);
+                match key {
+                    // A key pool cools the key; the provider's other keys go on.
+                    Some(label) => {
+                        self.keys.cool(label, now + wait);
+                        warn!(provider = %self.config.name, key = label, "rate-limited: key cooling down for {pretty}");
+                    }
+                    None => {
+                        h.cooling_until = Some(now + wait);
+                        warn!(provider = %self.config.name, "rate-limited: cooling down for {pretty}");
+                    }
+                }
             }
             Verdict::Neutral => h.breaker.release(admission),
         }
         self.log_transitions(&mut h);
     }
 
+    /// The provider refused a key (401/403): it is not used again until the
+    /// keys are reloaded. Returns whether another key is left.
+    pub fn revoke_key(&self, label: &str, reason: &str) -> bool {
+        warn!(provider = %self.config.name, key = label, "key refused by the provider: {reason}; not used again until keys change");
+        self.keys.revoke(label, reason)
+    }
+
     /// Applies the provider's remaining-quota headers to the buckets.
     pub fn observe_quota(&self, requests_left: Option<u64>, tokens_left: Option<u64>) {
         if requests_left.is_some() || tokens_left.is_some() {
-            self.health()
-                .rates
-                .observe(requests_left, tokens_left, Instant::now());
+            self.health().rates.observe(requests_left, tokens_left, Instant::now());
         }
     }
 

@@ -31,6 +31,7 @@ use crate::protocol::{Endpoint, Protocol};
 use crate::provider::{Gate, Pass};
 use crate::relay::{self, Answered, Delivery};
 use crate::routing::{self, Candidate, RouteError};
+use crate::secrets::ProviderKey;
 
 /// How much of a failed provider's error body goes into the gateway's message.
 const ERROR_SNIPPET_CHARS: usize = 300;
@@ -47,10 +48,7 @@ pub struct Inbound {
 }
 
 pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response<Body> {
-    let user_agent = inbound
-        .headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok());
+    let user_agent = inbound.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
     let mut journal = Journal::start(
         gateway.sink().cloned(),
         &inbound.ids.request_id,
@@ -76,9 +74,7 @@ async fn serve(
     let protocol = inbound.endpoint.protocol();
     let started = Instant::now();
     let limit = gateway.config().server.max_body_bytes;
-    let bytes = read_body(body, &inbound.headers, limit)
-        .await
-        .map_err(|e| e.in_protocol(protocol))?;
+    let bytes = read_body(body, &inbound.headers, limit).await.map_err(|e| e.in_protocol(protocol))?;
     let head = body::inspect(&bytes).map_err(|e| {
         let code = match e {
             BodyError::Malformed(_) => ErrorCode::InvalidJson,
@@ -87,13 +83,7 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
-    let plan = routing::plan(
-        gateway.providers(),
-        &gateway.config().routes,
-        protocol,
-        &head.model,
-    )
-    .map_err(|e| {
+    let plan = routing::plan(gateway.providers(), &gateway.config().routes, protocol, &head.model).map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
             RouteError::NoneAvailable { .. } => ErrorCode::NoProviderAvailable,
@@ -123,22 +113,13 @@ async fn serve(
     for candidate in &plan.candidates {
         let provider = candidate.provider;
         if run.last_failed.is_some() {
-            if !run
-                .deadline
-                .allows_fallback(policy.min_fallback_budget, Instant::now())
-            {
+            if !run.deadline.allows_fallback(policy.min_fallback_budget, Instant::now()) {
                 run.out_of_time = true;
-                run.note(
-                    provider.name(),
-                    "not tried: too little time left for a fallback",
-                );
+                run.note(provider.name(), "not tried: too little time left for a fallback");
                 break;
             }
             if !provider.allows_fallback() {
-                run.note(
-                    provider.name(),
-                    &format!("not tried: {}", Pass::FallbackShare),
-                );
+                run.note(provider.name(), &format!("not tried: {}", Pass::FallbackShare));
                 continue;
             }
         }
@@ -210,12 +191,8 @@ impl Run<'_> {
         let provider = candidate.provider;
         let mut retry = 0u32;
         loop {
-            let gate = provider.gate(
-                self.tokens,
-                &self.deadline,
-                self.policy.max_retry_wait,
-                self.policy.min_fallback_budget,
-            );
+            let gate =
+                provider.gate(self.tokens, &self.deadline, self.policy.max_retry_wait, self.policy.min_fallback_budget);
             let mut ticket = match gate {
                 Gate::Go(ticket) => ticket,
                 Gate::Wait(wait) => {
@@ -224,16 +201,10 @@ impl Run<'_> {
                 }
                 Gate::Pass(pass) => {
                     self.note(provider.name(), &format!("not tried: {pass}"));
-                    return if retry > 0 {
-                        Tried::Failed
-                    } else {
-                        Tried::Passed
-                    };
+                    return if retry > 0 { Tried::Failed } else { Tried::Passed };
                 }
             };
-            let timeout = self
-                .deadline
-                .attempt_timeout(self.policy.attempt_timeout, Instant::now());
+            let timeout = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
             if timeout.is_zero() {
                 self.out_of_time = true;
                 return Tried::Failed;
@@ -249,26 +220,20 @@ impl Run<'_> {
                 _ => Reason::Retry,
             };
             self.attempts += 1;
-            let (request, key_label, strip_usage) = self.request(candidate);
+            let (request, strip_usage) = self.request(candidate, ticket.key.as_ref());
+            let key_label = ticket.key.as_ref().map(|k| k.label.clone());
             let index = self.journal.begin(AttemptStart {
                 provider: provider.name().to_string(),
-                key_label,
+                key_label: key_label.clone(),
                 model: candidate.upstream_model.to_string(),
                 reason,
-                fallback_from: if fallback {
-                    self.last_failed.clone()
-                } else {
-                    None
-                },
+                fallback_from: if fallback { self.last_failed.clone() } else { None },
                 timeout,
                 backoff: std::mem::take(&mut self.backoff),
                 breaker_state: provider.breaker_state().name(),
             });
             let attempted = attempt::run(request, self.inbound.endpoint, timeout).await;
-            let wait = attempted
-                .upstream
-                .as_ref()
-                .and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
+            let wait = attempted.upstream.as_ref().and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
             if let Some(u) = &attempted.upstream {
                 let (requests, tokens) = backoff::remaining_quota(&u.headers);
                 provider.observe_quota(requests, tokens);
@@ -290,14 +255,10 @@ impl Run<'_> {
                         attempts = self.attempts,
                         "answered"
                     );
-                    self.journal
-                        .end(index, attempt_outcome(attempted.outcome), end);
+                    self.journal.end(index, attempt_outcome(attempted.outcome), end);
                     self.journal.deliver(index, upstream.status);
                     let delivery = Delivery {
-                        answered: Answered {
-                            provider: provider.name(),
-                            attempts: self.attempts,
-                        },
+                        answered: Answered { provider: provider.name(), attempts: self.attempts },
                         endpoint: self.inbound.endpoint,
                         idle: self.policy.stream_idle_timeout,
                         strip_usage,
@@ -312,45 +273,34 @@ impl Run<'_> {
                         Some(u) => {
                             let status = u.status;
                             let reason = status.canonical_reason().unwrap_or("");
-                            format!(
-                                "HTTP {} {reason}: {}",
-                                status.as_u16(),
-                                error_snippet(u).await
-                            )
+                            format!("HTTP {} {reason}: {}", status.as_u16(), error_snippet(u).await)
                         }
                         None => attempted.detail,
                     };
                     self.journal.end(
                         index,
                         attempt_outcome(attempted.outcome),
-                        AttemptEnd {
-                            error: Some(detail.clone()),
-                            ..end
-                        },
+                        AttemptEnd { error: Some(detail.clone()), ..end },
                     );
-                    if attempted.outcome == Outcome::Timeout
-                        && self.deadline.expired(Instant::now())
-                    {
+                    if attempted.outcome == Outcome::Timeout && self.deadline.expired(Instant::now()) {
                         self.out_of_time = true;
                     }
                     self.note(provider.name(), &detail);
+                    if decision == Decision::RevokeKey {
+                        // Another key of the same provider may work; no retry is spent.
+                        match &key_label {
+                            Some(label) if provider.revoke_key(label, &detail) => continue,
+                            _ => return Tried::Failed,
+                        }
+                    }
                     if decision != Decision::Retry || retry >= self.policy.max_retries {
                         return Tried::Failed;
                     }
                     let pause = wait.unwrap_or_else(|| {
-                        backoff::full_jitter(
-                            retry,
-                            self.policy.backoff_base,
-                            self.policy.backoff_cap,
-                            &mut rand::rng(),
-                        )
+                        backoff::full_jitter(retry, self.policy.backoff_base, self.policy.backoff_cap, &mut rand::rng())
                     });
                     if pause > self.policy.max_retry_wait
-                        || !self.deadline.allows_wait(
-                            pause,
-                            self.policy.min_fallback_budget,
-                            Instant::now(),
-                        )
+                        || !self.deadline.allows_wait(pause, self.policy.min_fallback_budget, Instant::now())
                     {
                         // Waiting would cost more than moving on.
                         return Tried::Failed;
@@ -364,18 +314,9 @@ impl Run<'_> {
 
     /// The upstream request, the label of the key it carries, and whether the
     /// gateway asked for stream usage the client did not.
-    fn request(
-        &self,
-        candidate: &Candidate<'_>,
-    ) -> (reqwest::RequestBuilder, Option<String>, bool) {
+    fn request(&self, candidate: &Candidate<'_>, key: Option<&ProviderKey>) -> (reqwest::RequestBuilder, bool) {
         let provider = candidate.provider;
-        // The plan only holds providers whose key could be picked.
-        let key = provider.pick_key().ok().flatten();
-        let url = upstream_url(
-            &provider.config.base_url,
-            self.inbound.endpoint,
-            self.inbound.uri.query(),
-        );
+        let url = upstream_url(&provider.config.base_url, self.inbound.endpoint, self.inbound.uri.query());
         let headers = headers::upstream_request(
             &self.inbound.headers,
             provider.config.kind,
@@ -388,57 +329,34 @@ impl Run<'_> {
             && !self.head.has_stream_options
             && provider.config.stream_usage
             && self.gateway.sink().is_some();
-        let strip_usage = match wants_usage
-            .then(|| body::with_include_usage(&body))
-            .flatten()
-        {
+        let strip_usage = match wants_usage.then(|| body::with_include_usage(&body)).flatten() {
             Some(with_usage) => {
                 body = with_usage;
                 true
             }
             None => false,
         };
-        info!(
-            provider = provider.name(),
-            model = candidate.upstream_model,
-            "attempt"
-        );
+        info!(provider = provider.name(), model = candidate.upstream_model, "attempt");
         let request = self.gateway.client().post(url).headers(headers).body(body);
-        (request, key.map(|k| k.label.clone()), strip_usage)
+        (request, strip_usage)
     }
 
     fn exhausted(self, protocol: Protocol) -> ApiError {
         let model = &self.head.model;
         let (code, message) = if self.out_of_time {
             let budget = humantime::format_duration(self.deadline.budget);
-            (
-                ErrorCode::DeadlineExceeded,
-                format!(
-                    "the {budget} deadline for `{model}` ran out: {}",
-                    self.notes
-                ),
-            )
+            (ErrorCode::DeadlineExceeded, format!("the {budget} deadline for `{model}` ran out: {}", self.notes))
         } else if self.attempts == 0 {
-            (
-                ErrorCode::NoProviderAvailable,
-                format!("no provider can take `{model}` right now: {}", self.notes),
-            )
+            (ErrorCode::NoProviderAvailable, format!("no provider can take `{model}` right now: {}", self.notes))
         } else {
-            (
-                ErrorCode::AllProvidersFailed,
-                format!("all providers failed for `{model}`: {}", self.notes),
-            )
+            (ErrorCode::AllProvidersFailed, format!("all providers failed for `{model}`: {}", self.notes))
         };
         ApiError::new(protocol, code, message).with_attempts(self.attempts)
     }
 }
 
 fn upstream_url(base: &reqwest::Url, endpoint: Endpoint, query: Option<&str>) -> String {
-    let mut url = format!(
-        "{}/{}",
-        base.as_str().trim_end_matches('/'),
-        endpoint.upstream_path()
-    );
+    let mut url = format!("{}/{}", base.as_str().trim_end_matches('/'), endpoint.upstream_path());
     if let Some(q) = query.filter(|q| !q.is_empty()) {
         url.push('?');
         url.push_str(q);
@@ -485,10 +403,8 @@ impl ReadError {
 }
 
 async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ReadError> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ReadError::TooLarge(limit));
     }
@@ -506,10 +422,7 @@ mod tests {
     #[test]
     fn upstream_url_joins_base_path_and_query() {
         let base = reqwest::Url::parse("http://127.0.0.1:9/v1").unwrap();
-        assert_eq!(
-            upstream_url(&base, Endpoint::ChatCompletions, None),
-            "http://127.0.0.1:9/v1/chat/completions"
-        );
+        assert_eq!(upstream_url(&base, Endpoint::ChatCompletions, None), "http://127.0.0.1:9/v1/chat/completions");
         let base = reqwest::Url::parse("https://api.groq.com/openai/v1/").unwrap();
         assert_eq!(
             upstream_url(&base, Endpoint::Messages, Some("beta=true")),

@@ -40,12 +40,7 @@ pub struct Delivery<'a> {
 
 /// The client's response. For an event stream the ticket records the
 /// provider's health when the stream ends; otherwise it is recorded now.
-pub fn respond(
-    upstream: Upstream,
-    mut ticket: Ticket,
-    verdict: Verdict,
-    delivery: Delivery<'_>,
-) -> Response<Body> {
+pub fn respond(upstream: Upstream, mut ticket: Ticket, verdict: Verdict, delivery: Delivery<'_>) -> Response<Body> {
     let mut headers = headers::client_response(&upstream.headers);
     if upstream.sse {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -56,16 +51,8 @@ pub fn respond(
     if let Ok(name) = HeaderValue::from_str(delivery.answered.provider) {
         headers.insert("x-switchyard-provider", name);
     }
-    headers.insert(
-        "x-switchyard-attempts",
-        HeaderValue::from(delivery.answered.attempts),
-    );
-    let tap = Tap::new(
-        delivery.endpoint,
-        upstream.sse,
-        delivery.strip_usage,
-        delivery.journal.keep_bodies(),
-    );
+    headers.insert("x-switchyard-attempts", HeaderValue::from(delivery.answered.attempts));
+    let tap = Tap::new(delivery.endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
     let body = Relay {
         held: Some(upstream.held),
         rest: upstream.rest,
@@ -130,10 +117,7 @@ impl Relay {
                     return (!tail.is_empty()).then_some(Ok(tail));
                 }
                 Ok(Some(Err(e))) => format!("the provider's stream broke: {}", error_chain(&e)),
-                Err(_) => format!(
-                    "the provider sent nothing for {}",
-                    humantime::format_duration(self.idle)
-                ),
+                Err(_) => format!("the provider sent nothing for {}", humantime::format_duration(self.idle)),
             };
             warn!("mid-stream failure: {failure}");
             self.ticket.record(Verdict::Failed);
@@ -149,9 +133,7 @@ impl Relay {
 
     async fn finish(&mut self, failure: Option<String>) {
         if let Some(journal) = self.journal.take() {
-            journal
-                .finish_delivery(self.tap.usage(), failure, self.tap.kept())
-                .await;
+            journal.finish_delivery(self.tap.usage(), failure, self.tap.kept()).await;
         }
     }
 }

@@ -59,11 +59,7 @@ pub enum RouteError {
 }
 
 fn join(skipped: &[Skip]) -> String {
-    skipped
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
+    skipped.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
 /// Builds the ordered plan for `model` requested in `protocol`.
@@ -77,43 +73,28 @@ pub fn plan<'a>(
     if listed.is_empty() {
         return Err(RouteError::UnknownModel(model.to_string()));
     }
-    let mut plan = Plan {
-        candidates: Vec::new(),
-        skipped: Vec::new(),
-    };
+    let mut plan = Plan { candidates: Vec::new(), skipped: Vec::new() };
     for candidate in listed {
         let provider = candidate.provider;
         let reason = if !provider.config.enabled {
             Some(SkipReason::Disabled)
         } else if provider.config.kind != protocol {
-            Some(SkipReason::WrongProtocol {
-                speaks: provider.config.kind,
-            })
+            Some(SkipReason::WrongProtocol { speaks: provider.config.kind })
         } else {
-            provider.pick_key().err().map(SkipReason::Key)
+            provider.keys.problem().map(SkipReason::Key)
         };
         match reason {
-            Some(reason) => plan.skipped.push(Skip {
-                provider: provider.name().to_string(),
-                reason,
-            }),
+            Some(reason) => plan.skipped.push(Skip { provider: provider.name().to_string(), reason }),
             None => plan.candidates.push(candidate),
         }
     }
     if plan.candidates.is_empty() {
-        return Err(RouteError::NoneAvailable {
-            model: model.to_string(),
-            skipped: plan.skipped,
-        });
+        return Err(RouteError::NoneAvailable { model: model.to_string(), skipped: plan.skipped });
     }
     Ok(plan)
 }
 
-fn chain_for<'a>(
-    providers: &'a [Arc<Provider>],
-    routes: &'a [RouteConfig],
-    model: &'a str,
-) -> Vec<Candidate<'a>> {
+fn chain_for<'a>(providers: &'a [Arc<Provider>], routes: &'a [RouteConfig], model: &'a str) -> Vec<Candidate<'a>> {
     let find = |name: &str| providers.iter().find(|p| p.name() == name);
     if let Some(route) = routes.iter().find(|r| r.model == model) {
         return route
@@ -127,22 +108,12 @@ fn chain_for<'a>(
             .collect();
     }
     let explicit = providers.iter().filter_map(|provider| {
-        provider
-            .config
-            .models
-            .explicit(model)
-            .map(|upstream_model| Candidate {
-                provider,
-                upstream_model,
-            })
+        provider.config.models.explicit(model).map(|upstream_model| Candidate { provider, upstream_model })
     });
     let wildcard = providers
         .iter()
         .filter(|p| p.config.models.has_wildcard() && p.config.models.explicit(model).is_none())
-        .map(|provider| Candidate {
-            provider,
-            upstream_model: model,
-        });
+        .map(|provider| Candidate { provider, upstream_model: model });
     explicit.chain(wildcard).collect()
 }
 
@@ -155,16 +126,8 @@ mod tests {
 
     fn setup(text: &str) -> (Vec<Arc<Provider>>, Config) {
         let config = Config::parse(text, Path::new("t.toml")).unwrap();
-        let store = MemoryStore::new()
-            .with("a", "k", "ka")
-            .with("b", "k", "kb")
-            .with("c", "k", "kc");
-        let providers = config
-            .providers
-            .iter()
-            .cloned()
-            .map(|p| Arc::new(Provider::load(p, &store)))
-            .collect();
+        let store = MemoryStore::new().with("a", "k", "ka").with("b", "k", "kb").with("c", "k", "kc");
+        let providers = config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, &store))).collect();
         (providers, config)
     }
 
@@ -202,24 +165,14 @@ models = ["*"]
 "#;
 
     fn names(plan: &Plan<'_>) -> Vec<(String, String)> {
-        plan.candidates
-            .iter()
-            .map(|c| (c.provider.name().to_string(), c.upstream_model.to_string()))
-            .collect()
+        plan.candidates.iter().map(|c| (c.provider.name().to_string(), c.upstream_model.to_string())).collect()
     }
 
     #[test]
     fn implicit_chain_follows_config_order_then_wildcards() {
         let (providers, config) = setup(PROVIDERS);
         let plan = plan(&providers, &config.routes, Protocol::OpenAi, "m").unwrap();
-        assert_eq!(
-            names(&plan),
-            [
-                ("a".into(), "m".into()),
-                ("b".into(), "b-m".into()),
-                ("any".into(), "m".into())
-            ]
-        );
+        assert_eq!(names(&plan), [("a".into(), "m".into()), ("b".into(), "b-m".into()), ("any".into(), "m".into())]);
         assert_eq!(plan.skipped.len(), 1);
         assert!(plan.skipped[0].to_string().contains("no key for nokey"));
     }
@@ -229,10 +182,7 @@ models = ["*"]
         let text = format!("{PROVIDERS}\n[[routes]]\nmodel = \"m\"\nchain = [\"b\", \"a\"]\n");
         let (providers, config) = setup(&text);
         let plan = plan(&providers, &config.routes, Protocol::OpenAi, "m").unwrap();
-        assert_eq!(
-            names(&plan),
-            [("b".into(), "b-m".into()), ("a".into(), "m".into())]
-        );
+        assert_eq!(names(&plan), [("b".into(), "b-m".into()), ("a".into(), "m".into())]);
     }
 
     #[test]

@@ -16,9 +16,7 @@ pub struct ProviderKey {
 
 impl fmt::Debug for ProviderKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProviderKey")
-            .field("label", &self.label)
-            .finish_non_exhaustive()
+        f.debug_struct("ProviderKey").field("label", &self.label).finish_non_exhaustive()
     }
 }
 
@@ -53,19 +51,12 @@ impl EnvStore {
     }
 
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> EnvStore {
-        let vars = vars
-            .into_iter()
-            .filter(|(k, _)| k.starts_with(Self::PREFIX))
-            .collect();
+        let vars = vars.into_iter().filter(|(k, _)| k.starts_with(Self::PREFIX)).collect();
         EnvStore { vars }
     }
 
     pub fn variable_for(provider: &str) -> String {
-        format!(
-            "{}{}",
-            Self::PREFIX,
-            provider.to_ascii_uppercase().replace('-', "_")
-        )
+        format!("{}{}", Self::PREFIX, provider.to_ascii_uppercase().replace('-', "_"))
     }
 }
 
@@ -79,10 +70,7 @@ impl SecretStore for EnvStore {
             .vars
             .get(&Self::variable_for(provider))
             .filter(|v| !v.trim().is_empty())
-            .map(|v| ProviderKey {
-                label: "env".into(),
-                secret: SecretString::from(v.trim().to_string()),
-            })
+            .map(|v| ProviderKey { label: "env".into(), secret: SecretString::from(v.trim().to_string()) })
             .into_iter()
             .collect())
     }
@@ -105,14 +93,8 @@ impl MemoryStore {
     }
 
     pub fn insert(&self, provider: &str, label: &str, secret: &str) {
-        let key = ProviderKey {
-            label: label.to_string(),
-            secret: SecretString::from(secret.to_string()),
-        };
-        let mut keys = self
-            .keys
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = ProviderKey { label: label.to_string(), secret: SecretString::from(secret.to_string()) };
+        let mut keys = self.keys.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         keys.entry(provider.to_string()).or_default().push(key);
     }
 }
@@ -123,10 +105,7 @@ impl SecretStore for MemoryStore {
     }
 
     fn keys(&self, provider: &str) -> Result<Vec<ProviderKey>, SecretError> {
-        let keys = self
-            .keys
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let keys = self.keys.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         Ok(keys.get(provider).cloned().unwrap_or_default())
     }
 }
@@ -187,11 +166,7 @@ mod tests {
     fn chain_prefers_first_store_with_keys() {
         let chain = ChainStore::new(vec![
             Box::new(MemoryStore::new().with("a", "first", "k1")),
-            Box::new(
-                MemoryStore::new()
-                    .with("a", "second", "k2")
-                    .with("b", "only", "k3"),
-            ),
+            Box::new(MemoryStore::new().with("a", "second", "k2").with("b", "only", "k3")),
         ]);
         assert_eq!(chain.keys("a").unwrap()[0].label, "first");
         assert_eq!(chain.keys("b").unwrap()[0].label, "only");

@@ -34,17 +34,7 @@ pub fn router(gateway: Gateway) -> Router {
                             headers: HeaderMap,
                             uri: Uri,
                             body: Body| async move {
-            proxy::handle(
-                &gw,
-                Inbound {
-                    endpoint,
-                    ids,
-                    headers,
-                    uri,
-                },
-                body,
-            )
-            .await
+            proxy::handle(&gw, Inbound { endpoint, ids, headers, uri }, body).await
         };
         let protocol = endpoint.protocol();
         router = router.route(
@@ -66,9 +56,7 @@ pub async fn serve(
     gateway: Gateway,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(gateway))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(listener, router(gateway)).with_graceful_shutdown(shutdown).await
 }
 
 /// Assigns ids, wraps the request in a span that carries them, and returns
@@ -86,20 +74,13 @@ async fn correlate(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     let headers = response.headers_mut();
-    for (name, value) in [
-        ("x-request-id", &ids.request_id),
-        ("x-correlation-id", &ids.correlation_id),
-    ] {
+    for (name, value) in [("x-request-id", &ids.request_id), ("x-correlation-id", &ids.correlation_id)] {
         if let Ok(v) = HeaderValue::from_str(value) {
             headers.insert(name, v);
         }
     }
     span.in_scope(|| {
-        let provider = response
-            .headers()
-            .get("x-switchyard-provider")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("-");
+        let provider = response.headers().get("x-switchyard-provider").and_then(|v| v.to_str().ok()).unwrap_or("-");
         info!(
             status = response.status().as_u16(),
             provider,
@@ -129,12 +110,11 @@ fn caller_protocol(headers: &HeaderMap) -> Protocol {
 /// Client-facing model names the gateway can serve right now for `protocol`.
 fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
     let config = gw.config();
-    let names = config.routes.iter().map(|r| r.model.as_str()).chain(
-        config
-            .providers
-            .iter()
-            .flat_map(|p| p.models.client_names()),
-    );
+    let names = config
+        .routes
+        .iter()
+        .map(|r| r.model.as_str())
+        .chain(config.providers.iter().flat_map(|p| p.models.client_names()));
     let mut seen = std::collections::HashSet::new();
     names
         .filter(|m| seen.insert(*m))
@@ -158,10 +138,7 @@ fn model_object(protocol: Protocol, id: &str, owner: &str) -> Value {
 async fn list_models(State(gw): State<Gateway>, headers: HeaderMap) -> Json<Value> {
     let protocol = caller_protocol(&headers);
     let models = routable_models(&gw, protocol);
-    let data: Vec<Value> = models
-        .iter()
-        .map(|(id, owner)| model_object(protocol, id, owner))
-        .collect();
+    let data: Vec<Value> = models.iter().map(|(id, owner)| model_object(protocol, id, owner)).collect();
     Json(match protocol {
         Protocol::OpenAi => json!({ "object": "list", "data": data }),
         Protocol::Anthropic => json!({
@@ -173,38 +150,21 @@ async fn list_models(State(gw): State<Gateway>, headers: HeaderMap) -> Json<Valu
     })
 }
 
-async fn get_model(
-    State(gw): State<Gateway>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Response {
+async fn get_model(State(gw): State<Gateway>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let protocol = caller_protocol(&headers);
-    match routable_models(&gw, protocol)
-        .into_iter()
-        .find(|(m, _)| *m == id)
-    {
+    match routable_models(&gw, protocol).into_iter().find(|(m, _)| *m == id) {
         Some((id, owner)) => Json(model_object(protocol, &id, &owner)).into_response(),
-        None => ApiError::new(
-            protocol,
-            ErrorCode::ModelNotFound,
-            format!("the model `{id}` is not routed by this gateway"),
-        )
-        .into_response(),
+        None => {
+            ApiError::new(protocol, ErrorCode::ModelNotFound, format!("the model `{id}` is not routed by this gateway"))
+                .into_response()
+        }
     }
 }
 
 async fn not_found(uri: Uri) -> ApiError {
-    ApiError::new(
-        Protocol::OpenAi,
-        ErrorCode::NotFound,
-        format!("no such endpoint: {}", uri.path()),
-    )
+    ApiError::new(Protocol::OpenAi, ErrorCode::NotFound, format!("no such endpoint: {}", uri.path()))
 }
 
 fn method_not_allowed(protocol: Protocol) -> ApiError {
-    ApiError::new(
-        protocol,
-        ErrorCode::MethodNotAllowed,
-        "this endpoint only accepts POST",
-    )
+    ApiError::new(protocol, ErrorCode::MethodNotAllowed, "this endpoint only accepts POST")
 }

@@ -85,10 +85,7 @@ pub fn classify(endpoint: Endpoint, event: &[u8]) -> Kind {
         return Kind::Content;
     }
     let json: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-    let kind = name
-        .as_deref()
-        .or_else(|| json.get("type").and_then(Value::as_str))
-        .unwrap_or("");
+    let kind = name.as_deref().or_else(|| json.get("type").and_then(Value::as_str)).unwrap_or("");
     if kind == "error"
         || kind == "response.failed"
         || json.get("error").is_some_and(|e| !e.is_null()) && kind != "response.completed"
@@ -129,17 +126,9 @@ fn chat_has_content(chunk: &Value) -> bool {
     let any_choice = choices.is_some_and(|cs| {
         cs.iter().any(|c| {
             let d = c.get("delta").unwrap_or(c);
-            [
-                "content",
-                "text",
-                "tool_calls",
-                "function_call",
-                "refusal",
-                "reasoning",
-                "reasoning_content",
-            ]
-            .iter()
-            .any(|k| non_empty(d.get(*k)))
+            ["content", "text", "tool_calls", "function_call", "refusal", "reasoning", "reasoning_content"]
+                .iter()
+                .any(|k| non_empty(d.get(*k)))
                 || non_empty(c.get("finish_reason"))
         })
     });
@@ -151,11 +140,7 @@ fn error_message(json: &Value) -> String {
     json.get("error")
         .and_then(pick)
         .or_else(|| pick(json))
-        .or_else(|| {
-            json.pointer("/response/error/message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
+        .or_else(|| json.pointer("/response/error/message").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_else(|| "error event".into())
 }
 
@@ -200,8 +185,7 @@ mod tests {
         let role = br#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
 
 "#;
-        let text =
-            br#"data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}
+        let text = br#"data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}
 
 "#;
         let tool = br#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0}]}}]}
@@ -213,65 +197,32 @@ mod tests {
         assert_eq!(classify(Endpoint::ChatCompletions, role), Kind::Preamble);
         assert_eq!(classify(Endpoint::ChatCompletions, text), Kind::Content);
         assert_eq!(classify(Endpoint::ChatCompletions, tool), Kind::Content);
-        assert_eq!(
-            classify(Endpoint::ChatCompletions, b"data: [DONE]\n\n"),
-            Kind::Content
-        );
-        assert_eq!(
-            classify(Endpoint::ChatCompletions, error),
-            Kind::Error("overloaded".into())
-        );
-        assert_eq!(
-            classify(Endpoint::ChatCompletions, b": ping\n\n"),
-            Kind::Preamble
-        );
+        assert_eq!(classify(Endpoint::ChatCompletions, b"data: [DONE]\n\n"), Kind::Content);
+        assert_eq!(classify(Endpoint::ChatCompletions, error), Kind::Error("overloaded".into()));
+        assert_eq!(classify(Endpoint::ChatCompletions, b": ping\n\n"), Kind::Preamble);
     }
 
     #[test]
     fn anthropic_and_responses_events() {
-        let m =
-            |name: &str| format!("event: {name}\ndata: {{\"type\":\"{name}\"}}\n\n").into_bytes();
+        let m = |name: &str| format!("event: {name}\ndata: {{\"type\":\"{name}\"}}\n\n").into_bytes();
         for name in ["message_start", "ping", "content_block_start"] {
-            assert_eq!(
-                classify(Endpoint::Messages, &m(name)),
-                Kind::Preamble,
-                "{name}"
-            );
+            assert_eq!(classify(Endpoint::Messages, &m(name)), Kind::Preamble, "{name}");
         }
-        assert_eq!(
-            classify(Endpoint::Messages, &m("content_block_delta")),
-            Kind::Content
-        );
+        assert_eq!(classify(Endpoint::Messages, &m("content_block_delta")), Kind::Content);
         let e = b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
-        assert_eq!(
-            classify(Endpoint::Messages, e),
-            Kind::Error("Overloaded".into())
-        );
-        assert_eq!(
-            classify(Endpoint::Responses, &m("response.created")),
-            Kind::Preamble
-        );
-        assert_eq!(
-            classify(Endpoint::Responses, &m("response.output_text.delta")),
-            Kind::Content
-        );
-        let completed = b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"error\":null}}\n\n";
+        assert_eq!(classify(Endpoint::Messages, e), Kind::Error("Overloaded".into()));
+        assert_eq!(classify(Endpoint::Responses, &m("response.created")), Kind::Preamble);
+        assert_eq!(classify(Endpoint::Responses, &m("response.output_text.delta")), Kind::Content);
+        let completed =
+            b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"error\":null}}\n\n";
         assert_eq!(classify(Endpoint::Responses, completed), Kind::Content);
     }
 
     #[test]
     fn error_events_parse_as_errors_in_their_protocol() {
-        for endpoint in [
-            Endpoint::ChatCompletions,
-            Endpoint::Responses,
-            Endpoint::Messages,
-        ] {
+        for endpoint in [Endpoint::ChatCompletions, Endpoint::Responses, Endpoint::Messages] {
             let event = error_event(endpoint, "upstream went away");
-            assert_eq!(
-                classify(endpoint, &event),
-                Kind::Error("upstream went away".into()),
-                "{endpoint}"
-            );
+            assert_eq!(classify(endpoint, &event), Kind::Error("upstream went away".into()), "{endpoint}");
         }
     }
 }

@@ -44,8 +44,7 @@ fn num(v: &Value, pointer: &str) -> Option<u64> {
 fn openai(usage: &Value) -> Usage {
     Usage {
         input_tokens: num(usage, "/prompt_tokens"),
-        output_tokens: num(usage, "/completion_tokens")
-            .or_else(|| num(usage, "/prompt_tokens").map(|_| 0)),
+        output_tokens: num(usage, "/completion_tokens").or_else(|| num(usage, "/prompt_tokens").map(|_| 0)),
         cached_tokens: num(usage, "/prompt_tokens_details/cached_tokens"),
     }
 }
@@ -91,18 +90,11 @@ pub fn from_body(endpoint: Endpoint, body: &[u8]) -> Usage {
 /// Usage carried by one stream event, if any.
 fn from_event(endpoint: Endpoint, data: &Value) -> Option<Usage> {
     match endpoint {
-        Endpoint::ChatCompletions | Endpoint::Completions => {
-            data.get("usage").filter(|u| u.is_object()).map(openai)
+        Endpoint::ChatCompletions | Endpoint::Completions => data.get("usage").filter(|u| u.is_object()).map(openai),
+        Endpoint::Responses => data.pointer("/response/usage").filter(|u| u.is_object()).map(responses),
+        Endpoint::Messages => {
+            data.pointer("/message/usage").or_else(|| data.get("usage")).filter(|u| u.is_object()).map(anthropic)
         }
-        Endpoint::Responses => data
-            .pointer("/response/usage")
-            .filter(|u| u.is_object())
-            .map(responses),
-        Endpoint::Messages => data
-            .pointer("/message/usage")
-            .or_else(|| data.get("usage"))
-            .filter(|u| u.is_object())
-            .map(anthropic),
         Endpoint::Embeddings | Endpoint::CountTokens => None,
     }
 }
@@ -122,11 +114,7 @@ enum Mode {
     /// A JSON body: kept up to a limit, parsed at the end.
     Json { buf: Vec<u8>, overflow: bool },
     /// An event stream, read event by event.
-    Events {
-        splitter: Splitter,
-        strip_usage: bool,
-        out: BytesMut,
-    },
+    Events { splitter: Splitter, strip_usage: bool, out: BytesMut },
 }
 
 /// Longest JSON body read for usage; larger ones are relayed unread.
@@ -137,23 +125,11 @@ impl Tap {
     /// extra usage chunk and `"usage":null` fields are removed from its stream.
     pub fn new(endpoint: Endpoint, sse: bool, strip_usage: bool, keep: Option<usize>) -> Tap {
         let mode = if sse {
-            Mode::Events {
-                splitter: Splitter::default(),
-                strip_usage,
-                out: BytesMut::new(),
-            }
+            Mode::Events { splitter: Splitter::default(), strip_usage, out: BytesMut::new() }
         } else {
-            Mode::Json {
-                buf: Vec::new(),
-                overflow: false,
-            }
+            Mode::Json { buf: Vec::new(), overflow: false }
         };
-        Tap {
-            endpoint,
-            mode,
-            usage: Usage::default(),
-            kept: keep.map(|limit| (Vec::new(), limit)),
-        }
+        Tap { endpoint, mode, usage: Usage::default(), kept: keep.map(|limit| (Vec::new(), limit)) }
     }
 
     /// Reads a chunk; returns the bytes to pass on (the chunk itself, unless stripping).
@@ -172,11 +148,7 @@ impl Tap {
                 }
                 chunk
             }
-            Mode::Events {
-                splitter,
-                strip_usage,
-                out,
-            } => {
+            Mode::Events { splitter, strip_usage, out } => {
                 for event in splitter.push(&chunk) {
                     let (_, data) = sse::parse(&event);
                     let json: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
@@ -201,22 +173,14 @@ impl Tap {
     /// Bytes held back at the end of a stripped stream (an unterminated event).
     pub fn flush(&mut self) -> Bytes {
         match &mut self.mode {
-            Mode::Events {
-                splitter,
-                strip_usage: true,
-                ..
-            } => splitter.take_pending(),
+            Mode::Events { splitter, strip_usage: true, .. } => splitter.take_pending(),
             _ => Bytes::new(),
         }
     }
 
     /// The usage read so far (complete once the body has ended).
     pub fn usage(&mut self) -> Usage {
-        if let Mode::Json {
-            buf,
-            overflow: false,
-        } = &self.mode
-        {
+        if let Mode::Json { buf, overflow: false } = &self.mode {
             if !buf.is_empty() {
                 return from_body(self.endpoint, buf);
             }
@@ -226,30 +190,20 @@ impl Tap {
 
     /// The stored copy of the body, when bodies are stored.
     pub fn kept(&self) -> Option<String> {
-        self.kept
-            .as_ref()
-            .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        self.kept.as_ref().map(|(k, _)| String::from_utf8_lossy(k).into_owned())
     }
 }
 
 /// The event as the client would have seen it without `include_usage`:
 /// `None` for the usage-only chunk, and `"usage":null` removed elsewhere.
 fn strip(event: &Bytes, json: &Value) -> Option<Bytes> {
-    let usage_only = json
-        .get("choices")
-        .and_then(Value::as_array)
-        .is_some_and(Vec::is_empty)
+    let usage_only = json.get("choices").and_then(Value::as_array).is_some_and(Vec::is_empty)
         && json.get("usage").is_some_and(Value::is_object);
     if usage_only {
         return None;
     }
     const NULL_USAGE: &[u8] = b",\"usage\":null}";
-    let body_end = event.len()
-        - event
-            .iter()
-            .rev()
-            .take_while(|b| **b == b'\n' || **b == b'\r')
-            .count();
+    let body_end = event.len() - event.iter().rev().take_while(|b| **b == b'\n' || **b == b'\r').count();
     if event[..body_end].ends_with(NULL_USAGE) {
         let mut out = BytesMut::with_capacity(event.len());
         out.extend_from_slice(&event[..body_end - NULL_USAGE.len()]);
@@ -266,25 +220,18 @@ mod tests {
 
     #[test]
     fn bodies_of_each_protocol() {
-        let chat = br#"{"usage":{"prompt_tokens":12,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+        let chat =
+            br#"{"usage":{"prompt_tokens":12,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#;
         assert_eq!(
             from_body(Endpoint::ChatCompletions, chat),
-            Usage {
-                input_tokens: Some(12),
-                output_tokens: Some(5),
-                cached_tokens: Some(4)
-            }
+            Usage { input_tokens: Some(12), output_tokens: Some(5), cached_tokens: Some(4) }
         );
         let resp = br#"{"usage":{"input_tokens":7,"output_tokens":3,"input_tokens_details":{"cached_tokens":0}}}"#;
         assert_eq!(from_body(Endpoint::Responses, resp).output_tokens, Some(3));
         let msg = br#"{"usage":{"input_tokens":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":5,"output_tokens":2}}"#;
         assert_eq!(
             from_body(Endpoint::Messages, msg),
-            Usage {
-                input_tokens: Some(105),
-                output_tokens: Some(2),
-                cached_tokens: Some(90)
-            }
+            Usage { input_tokens: Some(105), output_tokens: Some(2), cached_tokens: Some(90) }
         );
         let emb = br#"{"usage":{"prompt_tokens":8,"total_tokens":8}}"#;
         assert_eq!(from_body(Endpoint::Embeddings, emb).output_tokens, Some(0));
@@ -298,14 +245,7 @@ mod tests {
         for piece in stream.as_bytes().chunks(7) {
             tap.observe(Bytes::copy_from_slice(piece));
         }
-        assert_eq!(
-            tap.usage(),
-            Usage {
-                input_tokens: Some(11),
-                output_tokens: Some(9),
-                cached_tokens: None
-            }
-        );
+        assert_eq!(tap.usage(), Usage { input_tokens: Some(11), output_tokens: Some(9), cached_tokens: None });
     }
 
     #[test]

@@ -87,10 +87,8 @@ impl SimProvider {
             disconnects: watch::Sender::new(0),
             in_flight: watch::Sender::new(0),
         });
-        let app = Router::new()
-            .route("/v1/models", get(models))
-            .route("/v1/{*path}", post(reply))
-            .with_state(shared.clone());
+        let app =
+            Router::new().route("/v1/models", get(models)).route("/v1/{*path}", post(reply)).with_state(shared.clone());
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::warn!("simulated provider stopped: {e}");
@@ -134,17 +132,13 @@ impl SimProvider {
     /// Waits until at least `n` disconnects were seen, or `within` passes.
     pub async fn wait_for_disconnects(&self, n: usize, within: Duration) -> bool {
         let mut rx = self.shared.disconnects.subscribe();
-        tokio::time::timeout(within, rx.wait_for(|d| *d >= n))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(within, rx.wait_for(|d| *d >= n)).await.is_ok_and(|r| r.is_ok())
     }
 
     /// Waits until no reply is being written, or `within` passes.
     pub async fn wait_idle(&self, within: Duration) -> bool {
         let mut rx = self.shared.in_flight.subscribe();
-        tokio::time::timeout(within, rx.wait_for(|n| *n == 0))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(within, rx.wait_for(|n| *n == 0)).await.is_ok_and(|r| r.is_ok())
     }
 
     /// Replies being written right now.
@@ -168,10 +162,7 @@ struct ReplyGuard {
 impl ReplyGuard {
     fn new(shared: Arc<Shared>) -> ReplyGuard {
         shared.in_flight.send_modify(|n| *n += 1);
-        ReplyGuard {
-            shared,
-            finished: false,
-        }
+        ReplyGuard { shared, finished: false }
     }
 
     fn finish(mut self) {
@@ -193,12 +184,7 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(wire::models_list(&shared.name, &models)).into_response()
 }
 
-async fn reply(
-    State(shared): State<Arc<Shared>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let call = shared.calls.fetch_add(1, Ordering::SeqCst);
     lock(&shared.requests).push(Recorded {
         method: Method::POST,
@@ -212,12 +198,7 @@ async fn reply(
     };
     let (fault, latency, pacing, extra) = {
         let mut script = lock(&shared.script);
-        (
-            script.next_fault(),
-            script.latency,
-            script.pacing(),
-            script.headers.clone(),
-        )
+        (script.next_fault(), script.latency, script.pacing(), script.headers.clone())
     };
     let guard = ReplyGuard::new(shared.clone());
     if !latency.is_zero() {
@@ -250,10 +231,9 @@ async fn reply(
 
 fn add_headers(response: &mut Response, headers: &[(String, String)]) {
     for (name, value) in headers {
-        if let (Ok(n), Ok(v)) = (
-            axum::http::HeaderName::try_from(name.as_str()),
-            axum::http::HeaderValue::try_from(value.as_str()),
-        ) {
+        if let (Ok(n), Ok(v)) =
+            (axum::http::HeaderName::try_from(name.as_str()), axum::http::HeaderValue::try_from(value.as_str()))
+        {
             response.headers_mut().append(n, v);
         }
     }
@@ -267,12 +247,7 @@ fn error_response(endpoint: Endpoint, status: u16, headers: &[(String, String)])
     response
 }
 
-fn stream_response(
-    events: wire::Events,
-    fault: Fault,
-    interval: Duration,
-    guard: ReplyGuard,
-) -> Response {
+fn stream_response(events: wire::Events, fault: Fault, interval: Duration, guard: ReplyGuard) -> Response {
     let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(4);
     tokio::spawn(async move {
         tokio::select! {
@@ -314,11 +289,7 @@ async fn produce(
                 // Let what was sent reach the wire first: a real drop comes
                 // after delivered bytes, not instead of them.
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                let _ = send(Err(io::Error::new(
-                    io::ErrorKind::ConnectionReset,
-                    "simulated drop",
-                )))
-                .await;
+                let _ = send(Err(io::Error::new(io::ErrorKind::ConnectionReset, "simulated drop"))).await;
                 return true;
             }
             Fault::StallAfter(n) if i == n => {

@@ -12,10 +12,7 @@ pub enum Fault {
     None,
     /// An error status (with a body in the endpoint's own error shape) and
     /// extra headers such as `retry-after` or rate-limit resets.
-    Status {
-        status: u16,
-        headers: Vec<(String, String)>,
-    },
+    Status { status: u16, headers: Vec<(String, String)> },
     /// Accept the request and never answer.
     Hang,
     /// Streams: send the response head at once, the first event after this delay.
@@ -30,21 +27,12 @@ pub enum Fault {
 
 impl Fault {
     pub fn status(status: u16) -> Fault {
-        Fault::Status {
-            status,
-            headers: Vec::new(),
-        }
+        Fault::Status { status, headers: Vec::new() }
     }
 
     /// A status with headers, e.g. `Fault::status_with(429, &[("retry-after", "30")])`.
     pub fn status_with(status: u16, headers: &[(&str, &str)]) -> Fault {
-        Fault::Status {
-            status,
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }
+        Fault::Status { status, headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
     }
 }
 
@@ -95,10 +83,7 @@ impl Script {
 
     /// Every call gets `fault`.
     pub fn always(fault: Fault) -> Script {
-        Script {
-            then: fault,
-            ..Script::ok()
-        }
+        Script { then: fault, ..Script::ok() }
     }
 
     /// The first `n` calls get `fault`, the rest follow the script.
@@ -134,8 +119,7 @@ impl Script {
 
     /// Adds headers to every successful reply.
     pub fn reply_headers(mut self, headers: &[(&str, &str)]) -> Script {
-        self.headers
-            .extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        self.headers.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         self
     }
 
@@ -145,10 +129,7 @@ impl Script {
     }
 
     pub(crate) fn pacing(&self) -> Pacing {
-        Pacing {
-            chunks: self.chunks,
-            interval: self.interval,
-        }
+        Pacing { chunks: self.chunks, interval: self.interval }
     }
 
     /// The fault for the next call.
@@ -170,9 +151,7 @@ mod tests {
 
     #[test]
     fn scripted_calls_come_first_then_the_default() {
-        let mut s = Script::ok()
-            .fail_first(2, Fault::status(503))
-            .then_once(Fault::Hang);
+        let mut s = Script::ok().fail_first(2, Fault::status(503)).then_once(Fault::Hang);
         assert_eq!(s.next_fault(), Fault::status(503));
         assert_eq!(s.next_fault(), Fault::status(503));
         assert_eq!(s.next_fault(), Fault::Hang);

@@ -93,11 +93,7 @@ impl Ctx<'_> {
         self.pieces.len() as u64
     }
     fn id(&self, prefix: &str) -> String {
-        format!(
-            "{prefix}{}{}",
-            self.name.replace(|c: char| !c.is_ascii_alphanumeric(), ""),
-            self.call
-        )
+        format!("{prefix}{}{}", self.name.replace(|c: char| !c.is_ascii_alphanumeric(), ""), self.call)
     }
 }
 
@@ -106,25 +102,15 @@ pub fn plan(name: &str, call: usize, endpoint: Endpoint, request: &Value, chunks
     let ctx = Ctx {
         name,
         call,
-        model: request
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("sim-model")
-            .to_string(),
+        model: request.get("model").and_then(Value::as_str).unwrap_or("sim-model").to_string(),
         input_tokens: (request.to_string().len() as u64 / 4).max(1),
         pieces: pieces(name, chunks),
     };
-    let stream = request
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let stream = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
     match (endpoint, stream) {
         (Endpoint::Chat, false) => Reply::Json(chat(&ctx)),
         (Endpoint::Chat, true) => {
-            let usage = request
-                .pointer("/stream_options/include_usage")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let usage = request.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
             Reply::Events(chat_events(&ctx, usage))
         }
         (Endpoint::Completions, false) => Reply::Json(completion(&ctx)),
@@ -193,15 +179,8 @@ fn chat_events(ctx: &Ctx<'_>, include_usage: bool) -> Events {
     }
     tail.push(Bytes::from_static(b"data: [DONE]\n\n"));
     Events {
-        preamble: vec![chunk(
-            json!({ "role": "assistant", "content": "", "refusal": null }),
-            Value::Null,
-        )],
-        content: ctx
-            .pieces
-            .iter()
-            .map(|p| chunk(json!({ "content": p }), Value::Null))
-            .collect(),
+        preamble: vec![chunk(json!({ "role": "assistant", "content": "", "refusal": null }), Value::Null)],
+        content: ctx.pieces.iter().map(|p| chunk(json!({ "content": p }), Value::Null)).collect(),
         tail,
         error: data(
             &json!({ "error": { "message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null } }),
@@ -233,10 +212,7 @@ fn completion_events(ctx: &Ctx<'_>) -> Events {
     Events {
         preamble: Vec::new(),
         content: ctx.pieces.iter().map(|p| chunk(p, Value::Null)).collect(),
-        tail: vec![
-            chunk("", json!("stop")),
-            Bytes::from_static(b"data: [DONE]\n\n"),
-        ],
+        tail: vec![chunk("", json!("stop")), Bytes::from_static(b"data: [DONE]\n\n")],
         error: data(
             &json!({ "error": { "message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null } }),
         ),
@@ -291,18 +267,9 @@ fn response_events(ctx: &Ctx<'_>) -> Events {
     let item_id = ctx.id("msg_");
     let text = ctx.text();
     let preamble = vec![
-        ev(
-            "response.created",
-            json!({ "response": response_object(ctx, "in_progress") }),
-        ),
-        ev(
-            "response.in_progress",
-            json!({ "response": response_object(ctx, "in_progress") }),
-        ),
-        ev(
-            "response.output_item.added",
-            json!({ "output_index": 0, "item": output_message(ctx, "in_progress", "") }),
-        ),
+        ev("response.created", json!({ "response": response_object(ctx, "in_progress") })),
+        ev("response.in_progress", json!({ "response": response_object(ctx, "in_progress") })),
+        ev("response.output_item.added", json!({ "output_index": 0, "item": output_message(ctx, "in_progress", "") })),
         ev(
             "response.content_part.added",
             json!({
@@ -324,9 +291,12 @@ fn response_events(ctx: &Ctx<'_>) -> Events {
         .pieces
         .iter()
         .map(|p| {
-            ev("response.output_text.delta", json!({
-                "item_id": item_id, "output_index": 0, "content_index": 0, "delta": p, "logprobs": [],
-            }))
+            ev(
+                "response.output_text.delta",
+                json!({
+                    "item_id": item_id, "output_index": 0, "content_index": 0, "delta": p, "logprobs": [],
+                }),
+            )
         })
         .collect();
     let tail = vec![
@@ -343,21 +313,10 @@ fn response_events(ctx: &Ctx<'_>) -> Events {
                 "part": { "type": "output_text", "text": text, "annotations": [] },
             }),
         ),
-        ev(
-            "response.output_item.done",
-            json!({ "output_index": 0, "item": output_message(ctx, "completed", &text) }),
-        ),
-        ev(
-            "response.completed",
-            json!({ "response": response_object(ctx, "completed") }),
-        ),
+        ev("response.output_item.done", json!({ "output_index": 0, "item": output_message(ctx, "completed", &text) })),
+        ev("response.completed", json!({ "response": response_object(ctx, "completed") })),
     ];
-    Events {
-        preamble,
-        content,
-        tail,
-        error,
-    }
+    Events { preamble, content, tail, error }
 }
 
 fn message(ctx: &Ctx<'_>) -> Value {
@@ -395,24 +354,38 @@ fn message_events(ctx: &Ctx<'_>) -> Events {
     Events {
         preamble: vec![
             event("message_start", &start),
-            event("content_block_start", &json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } })),
+            event(
+                "content_block_start",
+                &json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } }),
+            ),
             event("ping", &json!({ "type": "ping" })),
         ],
         content: ctx
             .pieces
             .iter()
-            .map(|p| event("content_block_delta", &json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": p } })))
+            .map(|p| {
+                event(
+                    "content_block_delta",
+                    &json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": p } }),
+                )
+            })
             .collect(),
         tail: vec![
             event("content_block_stop", &json!({ "type": "content_block_stop", "index": 0 })),
-            event("message_delta", &json!({
-                "type": "message_delta",
-                "delta": { "stop_reason": "end_turn", "stop_sequence": null },
-                "usage": { "output_tokens": ctx.output_tokens() },
-            })),
+            event(
+                "message_delta",
+                &json!({
+                    "type": "message_delta",
+                    "delta": { "stop_reason": "end_turn", "stop_sequence": null },
+                    "usage": { "output_tokens": ctx.output_tokens() },
+                }),
+            ),
             event("message_stop", &json!({ "type": "message_stop" })),
         ],
-        error: event("error", &json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } })),
+        error: event(
+            "error",
+            &json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } }),
+        ),
     }
 }
 
@@ -474,9 +447,7 @@ pub fn error_body(endpoint: Endpoint, status: StatusCode) -> Value {
 
 /// `GET /v1/models` in OpenAI's list shape.
 pub fn models_list(owner: &str, models: &[String]) -> Value {
-    let data: Vec<Value> = models
-        .iter()
-        .map(|m| json!({ "id": m, "object": "model", "created": CREATED, "owned_by": owner }))
-        .collect();
+    let data: Vec<Value> =
+        models.iter().map(|m| json!({ "id": m, "object": "model", "created": CREATED, "owned_by": owner })).collect();
     json!({ "object": "list", "data": data })
 }

@@ -51,11 +51,7 @@ pub(super) struct PolicyError {
 type Result<T> = std::result::Result<T, PolicyError>;
 
 fn err<T>(span: Range<usize>, field: &'static str, message: impl Into<String>) -> Result<T> {
-    Err(PolicyError {
-        span,
-        field,
-        message: message.into(),
-    })
+    Err(PolicyError { span, field, message: message.into() })
 }
 
 fn duration(v: &Option<Spanned<String>>, field: &'static str, into: &mut Duration) -> Result<()> {
@@ -66,10 +62,7 @@ fn duration(v: &Option<Spanned<String>>, field: &'static str, into: &mut Duratio
                 return err(
                     v.span(),
                     field,
-                    format!(
-                        "{:?} is not a duration such as \"30s\" or \"250ms\"",
-                        v.get_ref()
-                    ),
+                    format!("{:?} is not a duration such as \"30s\" or \"250ms\"", v.get_ref()),
                 )
             }
         }
@@ -82,11 +75,7 @@ fn count(v: &Option<Spanned<i64>>, field: &'static str, min: i64) -> Result<Opti
         None => Ok(None),
         Some(n) => match u32::try_from(*n.get_ref()) {
             Ok(c) if i64::from(c) >= min => Ok(Some(c)),
-            _ => err(
-                n.span(),
-                field,
-                format!("must be a whole number of at least {min}"),
-            ),
+            _ => err(n.span(), field, format!("must be a whole number of at least {min}")),
         },
     }
 }
@@ -107,11 +96,7 @@ impl RawPolicy {
     pub fn request(&self, base: &RequestPolicy) -> Result<RequestPolicy> {
         let mut p = base.clone();
         duration(&self.deadline, "deadline", &mut p.deadline)?;
-        duration(
-            &self.attempt_timeout,
-            "attempt_timeout",
-            &mut p.attempt_timeout,
-        )?;
+        duration(&self.attempt_timeout, "attempt_timeout", &mut p.attempt_timeout)?;
         if let Some(n) = count(&self.max_retries, "max_retries", 0)? {
             p.max_retries = n;
         }
@@ -120,21 +105,9 @@ impl RawPolicy {
         }
         duration(&self.backoff_base, "backoff_base", &mut p.backoff_base)?;
         duration(&self.backoff_cap, "backoff_cap", &mut p.backoff_cap)?;
-        duration(
-            &self.max_retry_wait,
-            "max_retry_wait",
-            &mut p.max_retry_wait,
-        )?;
-        duration(
-            &self.min_fallback_budget,
-            "min_fallback_budget",
-            &mut p.min_fallback_budget,
-        )?;
-        duration(
-            &self.stream_idle_timeout,
-            "stream_idle_timeout",
-            &mut p.stream_idle_timeout,
-        )?;
+        duration(&self.max_retry_wait, "max_retry_wait", &mut p.max_retry_wait)?;
+        duration(&self.min_fallback_budget, "min_fallback_budget", &mut p.min_fallback_budget)?;
+        duration(&self.stream_idle_timeout, "stream_idle_timeout", &mut p.stream_idle_timeout)?;
         Ok(p)
     }
 
@@ -142,33 +115,17 @@ impl RawPolicy {
     pub fn provider(&self, base: &ProviderPolicy) -> Result<ProviderPolicy> {
         let mut p = base.clone();
         let b = &mut p.breaker;
-        fraction(
-            &self.breaker_failure_rate,
-            "breaker_failure_rate",
-            &mut b.failure_rate,
-        )?;
+        fraction(&self.breaker_failure_rate, "breaker_failure_rate", &mut b.failure_rate)?;
         duration(&self.breaker_window, "breaker_window", &mut b.window)?;
         if let Some(n) = count(&self.breaker_min_calls, "breaker_min_calls", 1)? {
             b.min_calls = n;
         }
-        if let Some(n) = count(
-            &self.breaker_consecutive_failures,
-            "breaker_consecutive_failures",
-            1,
-        )? {
+        if let Some(n) = count(&self.breaker_consecutive_failures, "breaker_consecutive_failures", 1)? {
             b.consecutive_failures = n;
         }
         duration(&self.breaker_cooldown, "breaker_cooldown", &mut b.cooldown)?;
-        duration(
-            &self.breaker_cooldown_max,
-            "breaker_cooldown_max",
-            &mut b.cooldown_max,
-        )?;
-        if let Some(n) = count(
-            &self.breaker_half_open_probes,
-            "breaker_half_open_probes",
-            1,
-        )? {
+        duration(&self.breaker_cooldown_max, "breaker_cooldown_max", &mut b.cooldown_max)?;
+        if let Some(n) = count(&self.breaker_half_open_probes, "breaker_half_open_probes", 1)? {
             b.half_open_probes = n;
         }
         if let Some(n) = count(&self.breaker_close_after, "breaker_close_after", 1)? {
@@ -177,19 +134,11 @@ impl RawPolicy {
         if let Some(n) = count(&self.max_concurrency, "max_concurrency", 1)? {
             p.max_concurrency = Some(n);
         }
-        fraction(
-            &self.fallback_share,
-            "fallback_share",
-            &mut p.fallback_share,
-        )?;
+        fraction(&self.fallback_share, "fallback_share", &mut p.fallback_share)?;
         if let Some(n) = count(&self.fallback_min, "fallback_min", 0)? {
             p.fallback_min = n;
         }
-        duration(
-            &self.fallback_window,
-            "fallback_window",
-            &mut p.fallback_window,
-        )?;
+        duration(&self.fallback_window, "fallback_window", &mut p.fallback_window)?;
         if let Some(n) = count(&self.requests_per_minute, "requests_per_minute", 1)? {
             p.requests_per_minute = Some(n);
         }
@@ -214,11 +163,7 @@ impl RawPolicy {
             .into_iter()
             .find_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
             .or_else(|| self.max_retries.as_ref().map(|v| ("max_retries", v.span())))
-            .or_else(|| {
-                self.retry_timeouts
-                    .as_ref()
-                    .map(|v| ("retry_timeouts", v.span()))
-            })
+            .or_else(|| self.retry_timeouts.as_ref().map(|v| ("retry_timeouts", v.span())))
     }
 
     /// The first provider setting present (a route table may not set one).
@@ -231,10 +176,7 @@ impl RawPolicy {
         ];
         let counts = [
             ("breaker_min_calls", &self.breaker_min_calls),
-            (
-                "breaker_consecutive_failures",
-                &self.breaker_consecutive_failures,
-            ),
+            ("breaker_consecutive_failures", &self.breaker_consecutive_failures),
             ("breaker_half_open_probes", &self.breaker_half_open_probes),
             ("breaker_close_after", &self.breaker_close_after),
             ("max_concurrency", &self.max_concurrency),
@@ -242,22 +184,12 @@ impl RawPolicy {
             ("requests_per_minute", &self.requests_per_minute),
             ("tokens_per_minute", &self.tokens_per_minute),
         ];
-        let fractions = [
-            ("breaker_failure_rate", &self.breaker_failure_rate),
-            ("fallback_share", &self.fallback_share),
-        ];
+        let fractions =
+            [("breaker_failure_rate", &self.breaker_failure_rate), ("fallback_share", &self.fallback_share)];
         durations
             .into_iter()
             .find_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
-            .or_else(|| {
-                counts
-                    .into_iter()
-                    .find_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
-            })
-            .or_else(|| {
-                fractions
-                    .into_iter()
-                    .find_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
-            })
+            .or_else(|| counts.into_iter().find_map(|(n, v)| v.as_ref().map(|v| (n, v.span()))))
+            .or_else(|| fractions.into_iter().find_map(|(n, v)| v.as_ref().map(|v| (n, v.span()))))
     }
 }

@@ -41,12 +41,7 @@ impl History {
         let store = Store::open(path).await?;
         let (recorder, writer) = writer::spawn(store.clone());
         let pruner = tokio::spawn(prune_forever(store.clone(), config.clone()));
-        Ok(History {
-            store,
-            recorder,
-            writer,
-            pruner,
-        })
+        Ok(History { store, recorder, writer, pruner })
     }
 
     pub fn recorder(&self) -> Recorder {
@@ -60,19 +55,11 @@ impl History {
     /// Waits (up to `grace`) for queued records to be written. Every other
     /// recorder (the gateway's) must have been dropped first.
     pub async fn close(self, grace: Duration) {
-        let History {
-            store,
-            recorder,
-            writer,
-            pruner,
-        } = self;
+        let History { store, recorder, writer, pruner } = self;
         pruner.abort();
         drop(recorder);
         if tokio::time::timeout(grace, writer).await.is_err() {
-            warn!(
-                "history writer did not finish within {}",
-                humantime::format_duration(grace)
-            );
+            warn!("history writer did not finish within {}", humantime::format_duration(grace));
         }
         store.close().await;
     }
@@ -147,17 +134,8 @@ mod tests {
         let store = Store::open(&dir.path().join("h.db")).await.unwrap();
         let day = 86_400_000;
         let now = now_ms();
-        store
-            .write(&[
-                request("old", now - 40 * day, None),
-                request("recent", now - day, None),
-            ])
-            .await
-            .unwrap();
-        let config = HistoryConfig {
-            retention: Duration::from_secs(30 * 86_400),
-            ..HistoryConfig::default()
-        };
+        store.write(&[request("old", now - 40 * day, None), request("recent", now - day, None)]).await.unwrap();
+        let config = HistoryConfig { retention: Duration::from_secs(30 * 86_400), ..HistoryConfig::default() };
         assert_eq!(prune(&store, &config).await.unwrap(), 1);
         assert!(store.request("old").await.unwrap().is_none());
         assert!(store.request("recent").await.unwrap().is_some());
@@ -170,25 +148,15 @@ mod tests {
         let store = Store::open(&dir.path().join("h.db")).await.unwrap();
         let now = now_ms();
         let big = "x".repeat(4096);
-        let batch: Vec<Record> = (0..600)
-            .map(|i| request(&format!("r{i:04}"), now - 600 + i, Some(big.clone())))
-            .collect();
+        let batch: Vec<Record> =
+            (0..600).map(|i| request(&format!("r{i:04}"), now - 600 + i, Some(big.clone()))).collect();
         store.write(&batch).await.unwrap();
         assert!(store.used_bytes().await.unwrap() > 2 * 1024 * 1024);
-        let config = HistoryConfig {
-            max_size_bytes: 1024 * 1024,
-            ..HistoryConfig::default()
-        };
+        let config = HistoryConfig { max_size_bytes: 1024 * 1024, ..HistoryConfig::default() };
         let removed = prune(&store, &config).await.unwrap();
         assert!(removed > 0);
         assert!(store.used_bytes().await.unwrap() <= 1024 * 1024);
-        assert!(
-            store.request("r0000").await.unwrap().is_none(),
-            "oldest went first"
-        );
-        assert!(
-            store.request("r0599").await.unwrap().is_some(),
-            "newest stayed"
-        );
+        assert!(store.request("r0000").await.unwrap().is_none(), "oldest went first");
+        assert!(store.request("r0599").await.unwrap().is_some(), "newest stayed");
     }
 }

@@ -38,12 +38,8 @@ pub struct Prices {
 impl Prices {
     /// The shipped table with `overrides` (from config) taking precedence.
     pub fn with_overrides(overrides: Vec<Price>) -> Prices {
-        let shipped = toml::from_str::<Table>(EMBEDDED)
-            .map(|t| t.prices)
-            .unwrap_or_default();
-        Prices {
-            entries: overrides.into_iter().chain(shipped).collect(),
-        }
+        let shipped = toml::from_str::<Table>(EMBEDDED).map(|t| t.prices).unwrap_or_default();
+        Prices { entries: overrides.into_iter().chain(shipped).collect() }
     }
 
     /// The price for a provider's model: exact provider match first, then any provider, then the provider's `"*"`.
@@ -68,10 +64,7 @@ impl Prices {
         let cached = (usage.cached_tokens.unwrap_or(0) as f64).min(input);
         let output = usage.output_tokens.unwrap_or(0) as f64;
         let cached_price = price.cached.unwrap_or(price.input);
-        Some(
-            ((input - cached) * price.input + cached * cached_price + output * price.output)
-                / 1_000_000.0,
-        )
+        Some(((input - cached) * price.input + cached * cached_price + output * price.output) / 1_000_000.0)
     }
 }
 
@@ -80,11 +73,7 @@ mod tests {
     use super::*;
 
     fn usage(i: u64, o: u64, c: Option<u64>) -> Usage {
-        Usage {
-            input_tokens: Some(i),
-            output_tokens: Some(o),
-            cached_tokens: c,
-        }
+        Usage { input_tokens: Some(i), output_tokens: Some(o), cached_tokens: c }
     }
 
     #[test]
@@ -98,9 +87,7 @@ mod tests {
         }]);
         // 1M input of which 400k cached, 250k output:
         // 600k × $2 + 400k × $0.5 + 250k × $8 = 1.2 + 0.2 + 2.0
-        let cost = prices
-            .cost("any", "m", &usage(1_000_000, 250_000, Some(400_000)))
-            .unwrap();
+        let cost = prices.cost("any", "m", &usage(1_000_000, 250_000, Some(400_000))).unwrap();
         assert!((cost - 3.4).abs() < 1e-9, "{cost}");
         let cost = prices.cost("any", "m", &usage(1000, 0, None)).unwrap();
         assert!((cost - 0.002).abs() < 1e-12);
@@ -109,17 +96,9 @@ mod tests {
     #[test]
     fn unknown_model_or_usage_has_no_cost() {
         let prices = Prices::with_overrides(Vec::new());
-        assert_eq!(
-            prices.cost("openai", "no-such-model", &usage(10, 10, None)),
-            None
-        );
-        assert_eq!(
-            prices.cost("openai", "gpt-4o-mini", &Usage::default()),
-            None
-        );
-        assert!(prices
-            .cost("openai", "gpt-4o-mini", &usage(10, 10, None))
-            .is_some());
+        assert_eq!(prices.cost("openai", "no-such-model", &usage(10, 10, None)), None);
+        assert_eq!(prices.cost("openai", "gpt-4o-mini", &Usage::default()), None);
+        assert!(prices.cost("openai", "gpt-4o-mini", &usage(10, 10, None)).is_some());
     }
 
     #[test]
@@ -131,20 +110,8 @@ mod tests {
             output: 0.0,
             cached: None,
         }]);
-        assert_eq!(
-            prices.cost("groq", "gpt-4o-mini", &usage(1000, 1000, None)),
-            Some(0.0)
-        );
-        assert!(
-            prices
-                .cost("openai", "gpt-4o-mini", &usage(1000, 1000, None))
-                .unwrap()
-                > 0.0
-        );
-        assert_eq!(
-            prices.cost("ollama", "llama3.2", &usage(1000, 1000, None)),
-            Some(0.0),
-            "local models are free"
-        );
+        assert_eq!(prices.cost("groq", "gpt-4o-mini", &usage(1000, 1000, None)), Some(0.0));
+        assert!(prices.cost("openai", "gpt-4o-mini", &usage(1000, 1000, None)).unwrap() > 0.0);
+        assert_eq!(prices.cost("ollama", "llama3.2", &usage(1000, 1000, None)), Some(0.0), "local models are free");
     }
 }

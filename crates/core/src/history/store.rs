@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sqlx::sqlite::{
-    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
@@ -157,10 +156,7 @@ impl Store {
     /// Opens (creating if needed) and migrates the database at `path`.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         let url = format!("sqlite://{}", path.display());
-        let open_err = |source| StoreError::Open {
-            path: path.display().to_string(),
-            source,
-        };
+        let open_err = |source| StoreError::Open { path: path.display().to_string(), source };
         let options = SqliteConnectOptions::from_str(&url)
             .map_err(open_err)?
             .create_if_missing(true)
@@ -169,11 +165,7 @@ impl Store {
             .auto_vacuum(SqliteAutoVacuum::Incremental)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await
-            .map_err(open_err)?;
+        let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await.map_err(open_err)?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         Ok(Store { pool })
     }
@@ -203,9 +195,7 @@ impl Store {
     /// Requests, newest first, one page at a time.
     pub async fn requests(&self, filter: &RequestFilter) -> Result<Page, StoreError> {
         let limit = filter.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
-        let mut q = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT {SUMMARY_COLUMNS} FROM requests WHERE 1 = 1"
-        ));
+        let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {SUMMARY_COLUMNS} FROM requests WHERE 1 = 1"));
         if let Some(p) = &filter.provider {
             q.push(" AND (provider = ")
                 .push_bind(p.clone())
@@ -214,11 +204,7 @@ impl Store {
                 .push("))");
         }
         if let Some(m) = &filter.model {
-            q.push(" AND (model = ")
-                .push_bind(m.clone())
-                .push(" OR provider_model = ")
-                .push_bind(m.clone())
-                .push(")");
+            q.push(" AND (model = ").push_bind(m.clone()).push(" OR provider_model = ").push_bind(m.clone()).push(")");
         }
         if let Some(o) = &filter.outcome {
             q.push(" AND outcome = ").push_bind(o.clone());
@@ -240,41 +226,25 @@ impl Store {
         }
         if let Some(cursor) = &filter.cursor {
             let (at, id) = parse_cursor(cursor)?;
-            q.push(" AND (started_at, id) < (")
-                .push_bind(at)
-                .push(", ")
-                .push_bind(id)
-                .push(")");
+            q.push(" AND (started_at, id) < (").push_bind(at).push(", ").push_bind(id).push(")");
         }
-        q.push(" ORDER BY started_at DESC, id DESC LIMIT ")
-            .push_bind(i64::from(limit) + 1);
+        q.push(" ORDER BY started_at DESC, id DESC LIMIT ").push_bind(i64::from(limit) + 1);
         let rows = q.build().fetch_all(&self.pool).await?;
-        let mut requests: Vec<RequestSummary> =
-            rows.iter().map(summary).collect::<Result<_, _>>()?;
+        let mut requests: Vec<RequestSummary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
         let next_cursor = if requests.len() > limit as usize {
             requests.truncate(limit as usize);
-            requests
-                .last()
-                .map(|r| format!("{}:{}", r.started_at, r.id))
+            requests.last().map(|r| format!("{}:{}", r.started_at, r.id))
         } else {
             None
         };
-        Ok(Page {
-            requests,
-            next_cursor,
-        })
+        Ok(Page { requests, next_cursor })
     }
 
     /// One request with its attempts, in order.
     pub async fn request(&self, id: &str) -> Result<Option<RequestDetail>, StoreError> {
         // Only constant column lists are formatted in; the id is bound.
-        let sql = format!(
-            "SELECT {SUMMARY_COLUMNS}, request_body, response_body FROM requests WHERE id = ?"
-        );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let sql = format!("SELECT {SUMMARY_COLUMNS}, request_body, response_body FROM requests WHERE id = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
         let Some(row) = row else { return Ok(None) };
         let attempts = sqlx::query(
             "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
@@ -344,34 +314,27 @@ impl Store {
             .execute(&self.pool)
             .await?
             .rows_affected();
-        sqlx::query("DELETE FROM events WHERE at < ?")
-            .bind(before_ms)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query("DELETE FROM events WHERE at < ?").bind(before_ms).execute(&self.pool).await?;
         Ok(n)
     }
 
     /// Bytes in use by live pages.
     pub async fn used_bytes(&self) -> Result<i64, StoreError> {
-        let pages: i64 = sqlx::query_scalar(
-            "SELECT page_count - freelist_count FROM pragma_page_count(), pragma_freelist_count()",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        let size: i64 = sqlx::query_scalar("SELECT page_size FROM pragma_page_size()")
-            .fetch_one(&self.pool)
-            .await?;
+        let pages: i64 =
+            sqlx::query_scalar("SELECT page_count - freelist_count FROM pragma_page_count(), pragma_freelist_count()")
+                .fetch_one(&self.pool)
+                .await?;
+        let size: i64 = sqlx::query_scalar("SELECT page_size FROM pragma_page_size()").fetch_one(&self.pool).await?;
         Ok(pages * size)
     }
 
     /// Deletes the oldest `n` requests and events of the same age.
     pub async fn prune_oldest(&self, n: i64) -> Result<u64, StoreError> {
-        let cutoff: Option<i64> = sqlx::query_scalar(
-            "SELECT started_at FROM requests ORDER BY started_at LIMIT 1 OFFSET ?",
-        )
-        .bind(n.max(1) - 1)
-        .fetch_optional(&self.pool)
-        .await?;
+        let cutoff: Option<i64> =
+            sqlx::query_scalar("SELECT started_at FROM requests ORDER BY started_at LIMIT 1 OFFSET ?")
+                .bind(n.max(1) - 1)
+                .fetch_optional(&self.pool)
+                .await?;
         match cutoff {
             Some(at) => self.prune_older_than(at + 1).await,
             None => Ok(0),
@@ -380,16 +343,12 @@ impl Store {
 
     /// Returns freed pages to the file system.
     pub async fn vacuum(&self) -> Result<(), StoreError> {
-        sqlx::query("PRAGMA incremental_vacuum")
-            .execute(&self.pool)
-            .await?;
+        sqlx::query("PRAGMA incremental_vacuum").execute(&self.pool).await?;
         Ok(())
     }
 
     pub async fn integrity_check(&self) -> Result<String, StoreError> {
-        Ok(sqlx::query_scalar("PRAGMA integrity_check")
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&self.pool).await?)
     }
 
     pub async fn close(&self) {
@@ -404,7 +363,8 @@ pub enum CountTable {
     Events,
 }
 
-const SUMMARY_COLUMNS: &str = "id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed, outcome, status,
+const SUMMARY_COLUMNS: &str =
+    "id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed, outcome, status,
     provider, provider_model, attempts, fallback, duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens,
     cost_usd, error_code, error";
 
@@ -475,10 +435,7 @@ fn tokens(v: Option<u64>) -> Option<i64> {
     v.and_then(|n| i64::try_from(n).ok())
 }
 
-async fn insert_request(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
-    r: &RequestRecord,
-) -> Result<(), sqlx::Error> {
+async fn insert_request(tx: &mut sqlx::Transaction<'_, Sqlite>, r: &RequestRecord) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT OR REPLACE INTO requests (id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed,
             outcome, status, provider, provider_model, attempts, fallback, duration_ms, ttft_ms, input_tokens, output_tokens,
@@ -552,19 +509,14 @@ async fn insert_attempt(
     Ok(())
 }
 
-async fn insert_event(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
-    e: &EventRecord,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?, ?, ?, ?, ?)",
-    )
-    .bind(e.at_ms)
-    .bind(&e.kind)
-    .bind(&e.provider)
-    .bind(&e.detail)
-    .bind(&e.request_id)
-    .execute(&mut **tx)
-    .await?;
+async fn insert_event(tx: &mut sqlx::Transaction<'_, Sqlite>, e: &EventRecord) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?, ?, ?, ?, ?)")
+        .bind(e.at_ms)
+        .bind(&e.kind)
+        .bind(&e.provider)
+        .bind(&e.detail)
+        .bind(&e.request_id)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }

@@ -58,18 +58,14 @@ impl Recorder {
     pub fn record_now(&self, record: Record) {
         match self.tx.try_send((record, None)) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full((record, _))) => {
-                match tokio::runtime::Handle::try_current() {
-                    Ok(runtime) => {
-                        let this = self.clone();
-                        runtime.spawn(async move { this.record(record).await });
-                    }
-                    Err(_) => self.lose(1, "no runtime to queue it on"),
+            Err(mpsc::error::TrySendError::Full((record, _))) => match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    let this = self.clone();
+                    runtime.spawn(async move { this.record(record).await });
                 }
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                self.lose(1, "the history writer has stopped")
-            }
+                Err(_) => self.lose(1, "no runtime to queue it on"),
+            },
+            Err(mpsc::error::TrySendError::Closed(_)) => self.lose(1, "the history writer has stopped"),
         }
     }
 
@@ -89,10 +85,7 @@ impl Recorder {
 pub fn spawn(store: Store) -> (Recorder, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(CHANNEL);
     let lost = Arc::new(AtomicU64::new(0));
-    let recorder = Recorder {
-        tx,
-        lost: lost.clone(),
-    };
+    let recorder = Recorder { tx, lost: lost.clone() };
     (recorder, tokio::spawn(run(store, rx, lost)))
 }
 
@@ -111,13 +104,8 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Item>, lost: Arc<AtomicU64>) {
             warn!("history write failed, retrying once: {first}");
             tokio::time::sleep(Duration::from_millis(100)).await;
             if let Err(second) = store.write(&records).await {
-                let total =
-                    lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
-                error!(
-                    lost_total = total,
-                    "history write failed; {} records lost: {second}",
-                    records.len()
-                );
+                let total = lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
+                error!(lost_total = total, "history write failed; {} records lost: {second}", records.len());
             }
         }
         records.clear();

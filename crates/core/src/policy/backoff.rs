@@ -22,15 +22,8 @@ pub fn full_jitter(retry: u32, base: Duration, cap: Duration, rng: &mut impl Rng
 /// Anthropic's `anthropic-ratelimit-*-reset` (RFC 3339). When several reset
 /// headers are present the longest wins: every limit must have reset.
 pub fn requested_wait(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let text = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
-    if let Some(ms) = text("retry-after-ms")
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0)
     {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
@@ -49,9 +42,7 @@ pub fn requested_wait(headers: &HeaderMap, now: SystemTime) -> Option<Duration> 
         .filter_map(|h| text(h).and_then(parse_go_duration));
     let anthropic = headers
         .iter()
-        .filter(|(name, _)| {
-            name.as_str().starts_with("anthropic-ratelimit-") && name.as_str().ends_with("-reset")
-        })
+        .filter(|(name, _)| name.as_str().starts_with("anthropic-ratelimit-") && name.as_str().ends_with("-reset"))
         .filter_map(|(_, v)| v.to_str().ok())
         .filter_map(|v| humantime::parse_rfc3339_weak(v.trim()).ok())
         .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO));
@@ -66,14 +57,10 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
         return None;
     }
     while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let value: f64 = rest[..num_len].parse().ok()?;
         rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "h" => 3600.0,
             "m" => 60.0,
@@ -92,18 +79,12 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
 /// The remaining-quota headers: `(requests, tokens)` left, when given.
 pub fn remaining_quota(headers: &HeaderMap) -> (Option<u64>, Option<u64>) {
     let num = |names: &[&str]| {
-        names.iter().find_map(|n| {
-            headers
-                .get(*n)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        })
+        names
+            .iter()
+            .find_map(|n| headers.get(*n).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok()))
     };
     (
-        num(&[
-            "x-ratelimit-remaining-requests",
-            "anthropic-ratelimit-requests-remaining",
-        ]),
+        num(&["x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining"]),
         num(&[
             "x-ratelimit-remaining-tokens",
             "anthropic-ratelimit-tokens-remaining",
@@ -120,15 +101,7 @@ mod tests {
     use rand::SeedableRng;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        pairs
-            .iter()
-            .map(|(k, v)| {
-                (
-                    axum::http::HeaderName::from_static(k),
-                    HeaderValue::from_str(v).unwrap(),
-                )
-            })
-            .collect()
+        pairs.iter().map(|(k, v)| (axum::http::HeaderName::from_static(k), HeaderValue::from_str(v).unwrap())).collect()
     }
 
     #[test]
@@ -138,19 +111,11 @@ mod tests {
         let cap = Duration::from_secs(1);
         for retry in 0..12 {
             let ceiling = (base * 2u32.pow(retry.min(10))).min(cap);
-            let waits: Vec<Duration> = (0..200)
-                .map(|_| full_jitter(retry, base, cap, &mut rng))
-                .collect();
+            let waits: Vec<Duration> = (0..200).map(|_| full_jitter(retry, base, cap, &mut rng)).collect();
             assert!(waits.iter().all(|w| *w <= ceiling), "retry {retry}");
-            assert!(
-                waits.iter().any(|w| *w > ceiling / 2),
-                "jitter spreads over the range"
-            );
+            assert!(waits.iter().any(|w| *w > ceiling / 2), "jitter spreads over the range");
         }
-        assert_eq!(
-            full_jitter(3, Duration::ZERO, cap, &mut rng),
-            Duration::ZERO
-        );
+        assert_eq!(full_jitter(3, Duration::ZERO, cap, &mut rng), Duration::ZERO);
     }
 
     #[test]
@@ -167,53 +132,32 @@ mod tests {
     #[test]
     fn provider_requested_waits() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        assert_eq!(requested_wait(&headers(&[("retry-after", "30")]), now), Some(Duration::from_secs(30)));
         assert_eq!(
-            requested_wait(&headers(&[("retry-after", "30")]), now),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(
-            requested_wait(
-                &headers(&[("retry-after-ms", "1500"), ("retry-after", "30")]),
-                now
-            ),
+            requested_wait(&headers(&[("retry-after-ms", "1500"), ("retry-after", "30")]), now),
             Some(Duration::from_millis(1500))
         );
         let date = httpdate::fmt_http_date(now + Duration::from_secs(12));
-        assert_eq!(
-            requested_wait(&headers(&[("retry-after", &date)]), now),
-            Some(Duration::from_secs(12))
-        );
+        assert_eq!(requested_wait(&headers(&[("retry-after", &date)]), now), Some(Duration::from_secs(12)));
         assert_eq!(
             requested_wait(
-                &headers(&[
-                    ("x-ratelimit-reset-requests", "1s"),
-                    ("x-ratelimit-reset-tokens", "6m0s")
-                ]),
+                &headers(&[("x-ratelimit-reset-requests", "1s"), ("x-ratelimit-reset-tokens", "6m0s")]),
                 now
             ),
             Some(Duration::from_secs(360))
         );
         let reset = humantime::format_rfc3339(now + Duration::from_secs(20)).to_string();
         assert_eq!(
-            requested_wait(
-                &headers(&[("anthropic-ratelimit-requests-reset", &reset)]),
-                now
-            ),
+            requested_wait(&headers(&[("anthropic-ratelimit-requests-reset", &reset)]), now),
             Some(Duration::from_secs(20))
         );
-        assert_eq!(
-            requested_wait(&headers(&[("retry-after", "later")]), now),
-            None
-        );
+        assert_eq!(requested_wait(&headers(&[("retry-after", "later")]), now), None);
         assert_eq!(requested_wait(&HeaderMap::new(), now), None);
     }
 
     #[test]
     fn remaining_quota_from_either_provider() {
-        let h = headers(&[
-            ("x-ratelimit-remaining-requests", "3"),
-            ("x-ratelimit-remaining-tokens", "900"),
-        ]);
+        let h = headers(&[("x-ratelimit-remaining-requests", "3"), ("x-ratelimit-remaining-tokens", "900")]);
         assert_eq!(remaining_quota(&h), (Some(3), Some(900)));
         let h = headers(&[("anthropic-ratelimit-requests-remaining", "0")]);
         assert_eq!(remaining_quota(&h), (Some(0), None));

@@ -188,10 +188,7 @@ impl Breaker {
     fn record_closed(&mut self, failed: bool, now: Instant) {
         self.window.push_back((now, failed));
         while self.window.len() > MAX_WINDOW_LEN
-            || self
-                .window
-                .front()
-                .is_some_and(|(t, _)| now.duration_since(*t) > self.policy.window)
+            || self.window.front().is_some_and(|(t, _)| now.duration_since(*t) > self.policy.window)
         {
             self.window.pop_front();
         }
@@ -208,10 +205,7 @@ impl Breaker {
         let failures = self.window.iter().filter(|(_, f)| *f).count();
         let rate = failures as f64 / calls as f64;
         if calls >= self.policy.min_calls as usize && rate >= self.policy.failure_rate {
-            let reason = format!(
-                "{failures} of the last {calls} calls failed ({:.0}%)",
-                rate * 100.0
-            );
+            let reason = format!("{failures} of the last {calls} calls failed ({:.0}%)", rate * 100.0);
             self.trip(now, reason);
         }
     }
@@ -236,20 +230,11 @@ impl Breaker {
 
     fn trip(&mut self, now: Instant, reason: String) {
         let factor = 2u32.saturating_pow(self.trips.min(16));
-        let cooldown = self
-            .policy
-            .cooldown
-            .saturating_mul(factor)
-            .min(self.policy.cooldown_max);
+        let cooldown = self.policy.cooldown.saturating_mul(factor).min(self.policy.cooldown_max);
         self.trips += 1;
         self.go(
-            State::Open {
-                until: Some(now + cooldown),
-            },
-            format!(
-                "{reason}; open for {}",
-                humantime::format_duration(cooldown)
-            ),
+            State::Open { until: Some(now + cooldown) },
+            format!("{reason}; open for {}", humantime::format_duration(cooldown)),
         );
     }
 
@@ -297,11 +282,7 @@ mod tests {
         let t = b.take_transitions();
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].to.name(), "open");
-        assert!(
-            t[0].reason.starts_with("3 failures in a row"),
-            "{}",
-            t[0].reason
-        );
+        assert!(t[0].reason.starts_with("3 failures in a row"), "{}", t[0].reason);
         assert!(call(&mut b, false).is_err());
         advance(Duration::from_millis(999)).await;
         assert!(call(&mut b, false).is_err());
@@ -318,10 +299,7 @@ mod tests {
         // Rates are checked on failures: at the fifth call 3 of 5 failed.
         assert!(matches!(b.state(Instant::now()), State::Open { .. }));
         let reason = &b.take_transitions()[0].reason;
-        assert!(
-            reason.starts_with("3 of the last 5 calls failed (60%)"),
-            "{reason}"
-        );
+        assert!(reason.starts_with("3 of the last 5 calls failed (60%)"), "{reason}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -334,11 +312,7 @@ mod tests {
         for failed in [false, false, true] {
             call(&mut b, failed).unwrap();
         }
-        assert_eq!(
-            b.state(Instant::now()),
-            State::Closed,
-            "the two old failures expired"
-        );
+        assert_eq!(b.state(Instant::now()), State::Closed, "the two old failures expired");
     }
 
     #[tokio::test(start_paused = true)]
@@ -358,11 +332,7 @@ mod tests {
         let probe = b.admit(Instant::now()).unwrap();
         b.record(probe, false, Instant::now());
         assert_eq!(b.state(Instant::now()), State::Closed);
-        let names: Vec<_> = b
-            .take_transitions()
-            .iter()
-            .map(|t| (t.from.name(), t.to.name()))
-            .collect();
+        let names: Vec<_> = b.take_transitions().iter().map(|t| (t.from.name(), t.to.name())).collect();
         assert_eq!(
             names,
             [
@@ -384,21 +354,12 @@ mod tests {
         let mut cooldowns = Vec::new();
         for _ in 0..3 {
             let opened = Instant::now();
-            let State::Open { until: Some(until) } = b.state(opened) else {
-                panic!("open")
-            };
+            let State::Open { until: Some(until) } = b.state(opened) else { panic!("open") };
             cooldowns.push(until - opened);
             advance(until - opened).await;
             call(&mut b, true).unwrap();
         }
-        assert_eq!(
-            cooldowns,
-            [
-                Duration::from_secs(1),
-                Duration::from_secs(2),
-                Duration::from_secs(3)
-            ]
-        );
+        assert_eq!(cooldowns, [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(3)]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -36,11 +36,7 @@ impl Deadline {
             .or_else(|| sdk_timeout(headers).map(|b| (b, Source::Sdk)))
             .unwrap_or((policy, Source::Policy));
         let budget = budget.min(MAX_HEADER_BUDGET);
-        Deadline {
-            at: now + budget,
-            budget,
-            source,
-        }
+        Deadline { at: now + budget, budget, source }
     }
 
     pub fn remaining(&self, now: Instant) -> Duration {
@@ -68,13 +64,7 @@ impl Deadline {
 }
 
 fn explicit_ms(headers: &HeaderMap) -> Option<Duration> {
-    let ms: u64 = headers
-        .get("x-switchyard-timeout-ms")?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    let ms: u64 = headers.get("x-switchyard-timeout-ms")?.to_str().ok()?.trim().parse().ok()?;
     (ms > 0).then(|| Duration::from_millis(ms))
 }
 
@@ -82,20 +72,12 @@ fn explicit_ms(headers: &HeaderMap) -> Option<Duration> {
 /// gateway answers a little before it, so the client gets the gateway's
 /// error instead of its own timeout.
 fn sdk_timeout(headers: &HeaderMap) -> Option<Duration> {
-    let secs: f64 = headers
-        .get("x-stainless-timeout")?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    let secs: f64 = headers.get("x-stainless-timeout")?.to_str().ok()?.trim().parse().ok()?;
     if !(secs.is_finite() && secs > 0.0) {
         return None;
     }
     let full = Duration::from_secs_f64(secs.min(MAX_HEADER_BUDGET.as_secs_f64()));
-    let margin = (full / 20)
-        .clamp(Duration::from_millis(100), Duration::from_secs(2))
-        .min(full / 2);
+    let margin = (full / 20).clamp(Duration::from_millis(100), Duration::from_secs(2)).min(full / 2);
     Some(full - margin)
 }
 
@@ -105,15 +87,7 @@ mod tests {
     use axum::http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        pairs
-            .iter()
-            .map(|(k, v)| {
-                (
-                    axum::http::HeaderName::from_static(k),
-                    HeaderValue::from_static(v),
-                )
-            })
-            .collect()
+        pairs.iter().map(|(k, v)| (axum::http::HeaderName::from_static(k), HeaderValue::from_static(v))).collect()
     }
 
     #[tokio::test(start_paused = true)]
@@ -121,29 +95,16 @@ mod tests {
         let now = Instant::now();
         let policy = Duration::from_secs(30);
         let d = Deadline::for_request(
-            &headers(&[
-                ("x-switchyard-timeout-ms", "1500"),
-                ("x-stainless-timeout", "600"),
-            ]),
+            &headers(&[("x-switchyard-timeout-ms", "1500"), ("x-stainless-timeout", "600")]),
             policy,
             now,
         );
-        assert_eq!(
-            (d.budget, d.source),
-            (Duration::from_millis(1500), Source::Header)
-        );
+        assert_eq!((d.budget, d.source), (Duration::from_millis(1500), Source::Header));
         let d = Deadline::for_request(&headers(&[("x-stainless-timeout", "600")]), policy, now);
-        assert_eq!(
-            (d.budget, d.source),
-            (Duration::from_secs(598), Source::Sdk)
-        );
+        assert_eq!((d.budget, d.source), (Duration::from_secs(598), Source::Sdk));
         let d = Deadline::for_request(&headers(&[("x-stainless-timeout", "1.0")]), policy, now);
         assert_eq!(d.budget, Duration::from_millis(900));
-        let d = Deadline::for_request(
-            &headers(&[("x-switchyard-timeout-ms", "soon")]),
-            policy,
-            now,
-        );
+        let d = Deadline::for_request(&headers(&[("x-switchyard-timeout-ms", "soon")]), policy, now);
         assert_eq!((d.budget, d.source), (policy, Source::Policy));
     }
 
@@ -151,25 +112,16 @@ mod tests {
     async fn arithmetic_follows_the_clock() {
         let start = Instant::now();
         let d = Deadline::for_request(&HeaderMap::new(), Duration::from_millis(1500), start);
-        assert_eq!(
-            d.attempt_timeout(Duration::from_millis(500), start),
-            Duration::from_millis(500)
-        );
+        assert_eq!(d.attempt_timeout(Duration::from_millis(500), start), Duration::from_millis(500));
         tokio::time::advance(Duration::from_millis(1200)).await;
         let now = Instant::now();
         assert_eq!(d.remaining(now), Duration::from_millis(300));
-        assert_eq!(
-            d.attempt_timeout(Duration::from_millis(500), now),
-            Duration::from_millis(300)
-        );
+        assert_eq!(d.attempt_timeout(Duration::from_millis(500), now), Duration::from_millis(300));
         assert!(!d.allows_fallback(Duration::from_millis(500), now));
         assert!(d.allows_fallback(Duration::from_millis(300), now));
         assert!(!d.allows_wait(Duration::from_millis(250), Duration::from_millis(100), now));
         tokio::time::advance(Duration::from_millis(400)).await;
         assert!(d.expired(Instant::now()));
-        assert_eq!(
-            d.attempt_timeout(Duration::from_secs(1), Instant::now()),
-            Duration::ZERO
-        );
+        assert_eq!(d.attempt_timeout(Duration::from_secs(1), Instant::now()), Duration::ZERO);
     }
 }

@@ -21,12 +21,7 @@ pub struct Bucket {
 impl Bucket {
     pub fn per_minute(limit: u32, now: Instant) -> Bucket {
         let capacity = f64::from(limit.max(1));
-        Bucket {
-            capacity,
-            tokens: capacity,
-            per_second: capacity / 60.0,
-            last: now,
-        }
+        Bucket { capacity, tokens: capacity, per_second: capacity / 60.0, last: now }
     }
 
     fn refill(&mut self, now: Instant) {
@@ -67,11 +62,7 @@ pub struct Rates {
 }
 
 impl Rates {
-    pub fn new(
-        requests_per_minute: Option<u32>,
-        tokens_per_minute: Option<u32>,
-        now: Instant,
-    ) -> Rates {
+    pub fn new(requests_per_minute: Option<u32>, tokens_per_minute: Option<u32>, now: Instant) -> Rates {
         Rates {
             requests: requests_per_minute.map(|l| Bucket::per_minute(l, now)),
             tokens: tokens_per_minute.map(|l| Bucket::per_minute(l, now)),
@@ -80,14 +71,8 @@ impl Rates {
 
     /// The wait before a request of about `tokens` tokens may go.
     pub fn wait_for(&mut self, tokens: u64, now: Instant) -> Duration {
-        let r = self
-            .requests
-            .as_mut()
-            .map_or(Duration::ZERO, |b| b.wait_for(1.0, now));
-        let t = self
-            .tokens
-            .as_mut()
-            .map_or(Duration::ZERO, |b| b.wait_for(tokens as f64, now));
+        let r = self.requests.as_mut().map_or(Duration::ZERO, |b| b.wait_for(1.0, now));
+        let t = self.tokens.as_mut().map_or(Duration::ZERO, |b| b.wait_for(tokens as f64, now));
         r.max(t)
     }
 
@@ -119,9 +104,7 @@ pub struct Concurrency {
 
 impl Concurrency {
     pub fn new(limit: Option<u32>) -> Concurrency {
-        Concurrency {
-            semaphore: limit.map(|n| Arc::new(Semaphore::new(n.max(1) as usize))),
-        }
+        Concurrency { semaphore: limit.map(|n| Arc::new(Semaphore::new(n.max(1) as usize))) }
     }
 
     /// A permit, `Ok(None)` when there is no cap, `Err` when the cap is full.
@@ -133,9 +116,7 @@ impl Concurrency {
     }
 
     pub fn in_use(&self, limit: u32) -> u32 {
-        self.semaphore
-            .as_ref()
-            .map_or(0, |s| limit.saturating_sub(s.available_permits() as u32))
+        self.semaphore.as_ref().map_or(0, |s| limit.saturating_sub(s.available_permits() as u32))
     }
 }
 

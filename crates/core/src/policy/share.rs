@@ -22,12 +22,7 @@ pub struct WindowCounter {
 impl WindowCounter {
     pub fn new(window: Duration, now: Instant) -> WindowCounter {
         let bucket_len = (window / BUCKETS as u32).max(Duration::from_millis(1));
-        WindowCounter {
-            bucket_len,
-            counts: [0; BUCKETS],
-            head: 0,
-            current_start: now,
-        }
+        WindowCounter { bucket_len, counts: [0; BUCKETS], head: 0, current_start: now }
     }
 
     fn advance(&mut self, now: Instant) {
@@ -79,11 +74,7 @@ mod tests {
         c.add(Instant::now());
         assert_eq!(c.total(Instant::now()), 3);
         advance(Duration::from_secs(7)).await;
-        assert_eq!(
-            c.total(Instant::now()),
-            2,
-            "the first event left the window"
-        );
+        assert_eq!(c.total(Instant::now()), 2, "the first event left the window");
         advance(Duration::from_secs(60)).await;
         assert_eq!(c.total(Instant::now()), 0);
     }

@@ -1,0 +1,285 @@
+//! A provider's key pool: several keys, used round-robin. A key the
+//! provider refuses (401/403) is revoked and the next one is used; a key
+//! that hit a rate limit (429) cools down until its reset time.
+
+use std::sync::{Mutex, MutexGuard};
+
+use secrecy::ExposeSecret;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::config::Auth;
+use crate::secrets::{ProviderKey, SecretStore};
+
+#[derive(Debug)]
+struct Slot {
+    key: ProviderKey,
+    revoked: Option<String>,
+    cooling_until: Option<Instant>,
+}
+
+#[derive(Debug)]
+enum Source {
+    /// The provider takes no key (a local server).
+    NotNeeded,
+    Loaded(Vec<Slot>),
+    /// No store holds a key for this provider.
+    Missing,
+    /// The stores could not be read.
+    Unavailable(String),
+}
+
+#[derive(Debug)]
+struct State {
+    source: Source,
+    next: usize,
+}
+
+/// What can be shown about a key: never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeySummary {
+    pub label: String,
+    /// The last four characters, to tell keys apart.
+    pub last4: String,
+    /// `ok`, `revoked` or `cooling`.
+    pub status: &'static str,
+    pub detail: Option<String>,
+}
+
+/// Why no key can be used now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoKey {
+    /// Every usable key is cooling down; the first is free again then.
+    Cooling(Instant),
+    /// Missing, unreadable, or every key revoked.
+    Unusable(String),
+}
+
+#[derive(Debug)]
+pub struct KeyPool {
+    provider: String,
+    auth: Auth,
+    state: Mutex<State>,
+}
+
+impl KeyPool {
+    pub fn load(provider: &str, auth: Auth, store: &dyn SecretStore) -> KeyPool {
+        let pool = KeyPool {
+            provider: provider.to_string(),
+            auth,
+            state: Mutex::new(State { source: Source::Missing, next: 0 }),
+        };
+        pool.reload(store);
+        pool
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reads the keys again (after `switchyard keys set`, say). Revocations
+    /// and cool-downs of keys that are still there are kept.
+    pub fn reload(&self, store: &dyn SecretStore) {
+        let source = match self.auth {
+            Auth::None => Source::NotNeeded,
+            Auth::Key => match store.keys(&self.provider) {
+                Ok(keys) if keys.is_empty() => Source::Missing,
+                Ok(keys) => Source::Loaded(
+                    keys.into_iter().map(|key| Slot { key, revoked: None, cooling_until: None }).collect(),
+                ),
+                Err(e) => Source::Unavailable(e.to_string()),
+            },
+        };
+        let mut state = self.state();
+        if let (Source::Loaded(old), Source::Loaded(new)) = (&state.source, &source) {
+            let kept: Vec<(String, Option<String>, Option<Instant>)> = old
+                .iter()
+                .filter(|o| {
+                    new.iter().any(|n| {
+                        n.key.label == o.key.label && n.key.secret.expose_secret() == o.key.secret.expose_secret()
+                    })
+                })
+                .map(|o| (o.key.label.clone(), o.revoked.clone(), o.cooling_until))
+                .collect();
+            let mut source = source;
+            if let Source::Loaded(slots) = &mut source {
+                for slot in slots.iter_mut() {
+                    if let Some((_, revoked, cooling)) = kept.iter().find(|(l, _, _)| *l == slot.key.label) {
+                        slot.revoked = revoked.clone();
+                        slot.cooling_until = *cooling;
+                    }
+                }
+            }
+            state.source = source;
+        } else {
+            state.source = source;
+        }
+    }
+
+    pub fn needs_key(&self) -> bool {
+        self.auth == Auth::Key
+    }
+
+    /// Why the provider cannot be used at all, whatever the time.
+    pub fn problem(&self) -> Option<String> {
+        let name = &self.provider;
+        match &self.state().source {
+            Source::NotNeeded => None,
+            Source::Loaded(slots) if slots.iter().any(|s| s.revoked.is_none()) => None,
+            Source::Loaded(_) => Some(format!("every key for {name} was refused by the provider (revoked)")),
+            Source::Missing => Some(format!(
+                "no key for {name} (set one with `switchyard keys set {name}` or {})",
+                crate::secrets::EnvStore::variable_for(name)
+            )),
+            Source::Unavailable(reason) => Some(format!("keys for {name} cannot be read: {reason}")),
+        }
+    }
+
+    /// The next usable key, round-robin; `Ok(None)` when none is needed.
+    pub fn pick(&self, now: Instant) -> Result<Option<ProviderKey>, NoKey> {
+        let mut state = self.state();
+        let start = state.next;
+        let slots = match &mut state.source {
+            Source::NotNeeded => return Ok(None),
+            Source::Loaded(slots) => slots,
+            Source::Missing | Source::Unavailable(_) => return Err(NoKey::Unusable(self.problem_unlocked())),
+        };
+        let n = slots.len();
+        for i in 0..n {
+            let slot = &mut slots[(start + i) % n];
+            if slot.cooling_until.is_some_and(|t| t <= now) {
+                slot.cooling_until = None;
+            }
+            if slot.revoked.is_none() && slot.cooling_until.is_none() {
+                let key = slot.key.clone();
+                state.next = (start + i + 1) % n;
+                return Ok(Some(key));
+            }
+        }
+        match slots.iter().filter(|s| s.revoked.is_none()).filter_map(|s| s.cooling_until).min() {
+            Some(until) => Err(NoKey::Cooling(until)),
+            None => {
+                Err(NoKey::Unusable(format!("every key for {} was refused by the provider (revoked)", self.provider)))
+            }
+        }
+    }
+
+    fn problem_unlocked(&self) -> String {
+        format!("no usable key for {}", self.provider)
+    }
+
+    /// Marks a key refused by the provider. Returns whether another key is left.
+    pub fn revoke(&self, label: &str, reason: &str) -> bool {
+        let mut state = self.state();
+        let Source::Loaded(slots) = &mut state.source else { return false };
+        for slot in slots.iter_mut().filter(|s| s.key.label == label) {
+            slot.revoked = Some(reason.to_string());
+        }
+        slots.iter().any(|s| s.revoked.is_none())
+    }
+
+    /// Cools a key down until `until`.
+    pub fn cool(&self, label: &str, until: Instant) {
+        let mut state = self.state();
+        if let Source::Loaded(slots) = &mut state.source {
+            for slot in slots.iter_mut().filter(|s| s.key.label == label) {
+                slot.cooling_until = Some(until);
+            }
+        }
+    }
+
+    /// Labels, last four characters and status of each key.
+    pub fn summary(&self, now: Instant) -> Vec<KeySummary> {
+        let state = self.state();
+        let Source::Loaded(slots) = &state.source else { return Vec::new() };
+        slots
+            .iter()
+            .map(|s| {
+                let secret = s.key.secret.expose_secret();
+                let last4: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+                let (status, detail) = match (&s.revoked, s.cooling_until.filter(|t| *t > now)) {
+                    (Some(reason), _) => ("revoked", Some(reason.clone())),
+                    (None, Some(until)) => {
+                        ("cooling", Some(format!("rate-limited for {} ms more", (until - now).as_millis())))
+                    }
+                    (None, None) => ("ok", None),
+                };
+                KeySummary { label: s.key.label.clone(), last4, status, detail }
+            })
+            .collect()
+    }
+
+    /// A one-line description for start-up logs.
+    pub fn describe(&self) -> String {
+        match &self.state().source {
+            Source::NotNeeded => "no key needed".into(),
+            Source::Loaded(slots) => format!("{} key{}", slots.len(), if slots.len() == 1 { "" } else { "s" }),
+            Source::Missing => format!("no key (set one with `switchyard keys set {}`)", self.provider),
+            Source::Unavailable(reason) => format!("keys unavailable: {reason}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::MemoryStore;
+    use std::time::Duration;
+
+    fn pool(keys: &[(&str, &str)]) -> KeyPool {
+        let store = keys.iter().fold(MemoryStore::new(), |s, (label, secret)| s.with("p", label, secret));
+        KeyPool::load("p", Auth::Key, &store)
+    }
+
+    fn label(k: Result<Option<ProviderKey>, NoKey>) -> String {
+        k.unwrap().unwrap().label
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn round_robin_skips_revoked_and_cooling_keys() {
+        let p = pool(&[("a", "sk-aaaa1111"), ("b", "sk-bbbb2222"), ("c", "sk-cccc3333")]);
+        let now = Instant::now();
+        assert_eq!(
+            [label(p.pick(now)), label(p.pick(now)), label(p.pick(now)), label(p.pick(now))],
+            ["a", "b", "c", "a"]
+        );
+        assert!(p.revoke("b", "401 from provider"));
+        p.cool("c", now + Duration::from_secs(5));
+        assert_eq!([label(p.pick(now)), label(p.pick(now))], ["a", "a"]);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let later = Instant::now();
+        assert_eq!([label(p.pick(later)), label(p.pick(later))], ["c", "a"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn all_cooling_says_until_when_and_all_revoked_is_a_problem() {
+        let p = pool(&[("a", "k1"), ("b", "k2")]);
+        let now = Instant::now();
+        p.cool("a", now + Duration::from_secs(3));
+        p.cool("b", now + Duration::from_secs(2));
+        assert!(matches!(p.pick(now), Err(NoKey::Cooling(t)) if t == now + Duration::from_secs(2)));
+        assert!(p.revoke("a", "401"));
+        assert!(!p.revoke("b", "403"));
+        assert!(matches!(p.pick(now), Err(NoKey::Unusable(_))));
+        assert!(p.problem().unwrap().contains("revoked"));
+    }
+
+    #[test]
+    fn summaries_show_label_last_four_and_status_only() {
+        let p = pool(&[("main", "sk-secret-value-wxyz")]);
+        p.revoke("main", "401 Unauthorized");
+        let s = p.summary(Instant::now());
+        assert_eq!(s[0].last4, "wxyz");
+        assert_eq!(s[0].status, "revoked");
+        assert!(!format!("{s:?}").contains("secret-value"));
+    }
+
+    #[test]
+    fn keyless_and_missing() {
+        let none = KeyPool::load("local", Auth::None, &MemoryStore::new());
+        assert!(matches!(none.pick(Instant::now()), Ok(None)));
+        assert!(none.problem().is_none());
+        let missing = KeyPool::load("p", Auth::Key, &MemoryStore::new());
+        assert!(missing.problem().unwrap().contains("no key for p"));
+    }
+}
