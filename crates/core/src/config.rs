@@ -67,6 +67,20 @@ impl Default for HistoryConfig {
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub max_body_bytes: usize,
+    /// Host names accepted besides the loopback names (DNS-rebinding guard).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call the proxy endpoints (none by default).
+    pub allowed_origins: Vec<String>,
+    /// Clients must send the local access token as their API key.
+    pub access_token: bool,
+    pub max_header_bytes: usize,
+    pub max_connections: usize,
+    /// Requests per minute from one client address.
+    pub rate_limit_per_minute: u32,
+    /// Time allowed to send the request head.
+    pub header_timeout: std::time::Duration,
+    /// Time allowed to send the request body.
+    pub body_timeout: std::time::Duration,
 }
 
 /// How the gateway authenticates to a provider.
@@ -232,6 +246,16 @@ struct RawHistory {
 struct RawServer {
     listen: Option<Spanned<String>>,
     max_body_bytes: Option<Spanned<i64>>,
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
+    #[serde(default)]
+    allowed_origins: Vec<Spanned<String>>,
+    access_token: Option<bool>,
+    max_header_bytes: Option<Spanned<i64>>,
+    max_connections: Option<Spanned<i64>>,
+    rate_limit_per_minute: Option<Spanned<i64>>,
+    header_timeout: Option<Spanned<String>>,
+    body_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -358,7 +382,7 @@ impl Validator<'_> {
     }
 
     fn server(&self, raw: RawServer) -> Result<ServerConfig, ConfigError> {
-        let listen = match raw.listen {
+        let listen = match &raw.listen {
             None => SocketAddr::from(([127, 0, 0, 1], 4141)),
             Some(s) => match s.get_ref().parse() {
                 Ok(addr) => addr,
@@ -371,14 +395,49 @@ impl Validator<'_> {
                 }
             },
         };
-        let max_body_bytes = match raw.max_body_bytes {
-            None => DEFAULT_MAX_BODY_BYTES,
-            Some(n) => match usize::try_from(*n.get_ref()) {
-                Ok(v) if v >= 1024 => v,
-                _ => return self.error(n.span(), "server.max_body_bytes", "must be at least 1024"),
-            },
+        let count = |v: &Option<Spanned<i64>>, field: &str, min: i64, default: i64| -> Result<i64, ConfigError> {
+            match v {
+                None => Ok(default),
+                Some(n) if *n.get_ref() >= min => Ok(*n.get_ref()),
+                Some(n) => self.error(n.span(), field, format!("must be at least {min}")),
+            }
         };
-        Ok(ServerConfig { listen, max_body_bytes })
+        let duration = |v: &Option<Spanned<String>>, field: &str, default: u64| -> Result<std::time::Duration, ConfigError> {
+            match v {
+                None => Ok(std::time::Duration::from_secs(default)),
+                Some(d) => match humantime::parse_duration(d.get_ref()) {
+                    Ok(t) if !t.is_zero() => Ok(t),
+                    _ => self.error(d.span(), field, format!("{:?} is not a duration such as \"10s\"", d.get_ref())),
+                },
+            }
+        };
+        let access_token = raw.access_token.unwrap_or(false);
+        if !listen.ip().is_loopback() && !access_token {
+            let span = raw.listen.as_ref().map_or(0..0, Spanned::span);
+            return self.error(
+                span,
+                "server.listen",
+                format!("{listen} is reachable from other machines: set [server] access_token = true to require the local access token"),
+            );
+        }
+        for origin in &raw.allowed_origins {
+            let ok = reqwest::Url::parse(origin.get_ref()).is_ok_and(|u| u.path() == "/" && !origin.get_ref().ends_with('/'));
+            if !ok {
+                return self.error(origin.span(), "server.allowed_origins", format!("{:?} is not an origin such as \"http://localhost:5173\"", origin.get_ref()));
+            }
+        }
+        Ok(ServerConfig {
+            listen,
+            max_body_bytes: count(&raw.max_body_bytes, "server.max_body_bytes", 1024, DEFAULT_MAX_BODY_BYTES as i64)? as usize,
+            allowed_hosts: raw.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            allowed_origins: raw.allowed_origins.into_iter().map(Spanned::into_inner).collect(),
+            access_token,
+            max_header_bytes: count(&raw.max_header_bytes, "server.max_header_bytes", 1024, 64 * 1024)? as usize,
+            max_connections: count(&raw.max_connections, "server.max_connections", 1, 1024)? as usize,
+            rate_limit_per_minute: count(&raw.rate_limit_per_minute, "server.rate_limit_per_minute", 1, 6000)? as u32,
+            header_timeout: duration(&raw.header_timeout, "server.header_timeout", 10)?,
+            body_timeout: duration(&raw.body_timeout, "server.body_timeout", 30)?,
+        })
     }
 
     fn provider(
@@ -677,6 +736,16 @@ max_retries = -1
 ",
         );
         assert_eq!(field, "policy.max_retries");
+    }
+
+    #[test]
+    fn a_listen_address_off_loopback_needs_the_access_token() {
+        let (line, field, message) = invalid("[server]\nlisten = \"0.0.0.0:4141\"\n");
+        assert_eq!((line, field.as_str()), (2, "server.listen"));
+        assert!(message.contains("access_token = true"));
+        assert!(parse("[server]\nlisten = \"0.0.0.0:4141\"\naccess_token = true\n").is_ok());
+        let (_, field, _) = invalid("[server]\nallowed_origins = [\"localhost\"]\n");
+        assert_eq!(field, "server.allowed_origins");
     }
 
     #[test]

@@ -20,6 +20,12 @@ pub enum ErrorCode {
     AllProvidersFailed,
     DeadlineExceeded,
     UpstreamError,
+    HostNotAllowed,
+    OriginNotAllowed,
+    InvalidAccessToken,
+    RateLimited,
+    HeadersTooLarge,
+    BodyTimeout,
 }
 
 impl ErrorCode {
@@ -34,6 +40,12 @@ impl ErrorCode {
             ErrorCode::NoProviderAvailable => "no_provider_available",
             ErrorCode::AllProvidersFailed => "all_providers_failed",
             ErrorCode::DeadlineExceeded => "deadline_exceeded",
+            ErrorCode::HostNotAllowed => "host_not_allowed",
+            ErrorCode::OriginNotAllowed => "origin_not_allowed",
+            ErrorCode::InvalidAccessToken => "invalid_access_token",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
+            ErrorCode::BodyTimeout => "body_timeout",
             ErrorCode::UpstreamError => "upstream_error",
         }
     }
@@ -47,6 +59,11 @@ impl ErrorCode {
             ErrorCode::NoProviderAvailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError => StatusCode::BAD_GATEWAY,
             ErrorCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+            ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed => StatusCode::FORBIDDEN,
+            ErrorCode::InvalidAccessToken => StatusCode::UNAUTHORIZED,
+            ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -59,6 +76,9 @@ impl ErrorCode {
     fn openai_type(self) -> &'static str {
         match self.status().as_u16() {
             404 => "not_found_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            429 => "rate_limit_error",
             400..=499 => "invalid_request_error",
             _ => "api_error",
         }
@@ -70,7 +90,14 @@ impl ErrorCode {
             ErrorCode::ModelNotFound | ErrorCode::NotFound => "not_found_error",
             ErrorCode::BodyTooLarge => "request_too_large",
             ErrorCode::NoProviderAvailable => "overloaded_error",
-            ErrorCode::InvalidJson | ErrorCode::InvalidRequest | ErrorCode::MethodNotAllowed => "invalid_request_error",
+            ErrorCode::InvalidJson
+            | ErrorCode::InvalidRequest
+            | ErrorCode::MethodNotAllowed
+            | ErrorCode::HeadersTooLarge
+            | ErrorCode::BodyTimeout => "invalid_request_error",
+            ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed => "permission_error",
+            ErrorCode::InvalidAccessToken => "authentication_error",
+            ErrorCode::RateLimited => "rate_limit_error",
             ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError | ErrorCode::DeadlineExceeded => "api_error",
         }
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use crate::config::Config;
+use crate::guard::ClientRates;
 use crate::history::pricing::Prices;
 use crate::history::{History, Store};
 use crate::journal::Sink;
@@ -23,6 +24,8 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 pub enum InitError {
     #[error("cannot build the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    #[error("[server] access_token = true, but no access token was given to the gateway")]
+    AccessTokenMissing,
 }
 
 /// Everything a request needs; cheap to clone.
@@ -39,6 +42,8 @@ struct Inner {
     sink: Option<Sink>,
     store: Option<Store>,
     admin_token: Option<SecretString>,
+    access_token: Option<SecretString>,
+    client_rates: ClientRates,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
@@ -48,6 +53,7 @@ pub struct Builder<'a> {
     secrets: &'a dyn SecretStore,
     history: Option<(Sink, Store)>,
     admin_token: Option<SecretString>,
+    access_token: Option<SecretString>,
 }
 
 impl<'a> Builder<'a> {
@@ -69,6 +75,12 @@ impl<'a> Builder<'a> {
         self
     }
 
+    /// The local access token clients must send when `[server] access_token = true`.
+    pub fn access_token(mut self, token: SecretString) -> Builder<'a> {
+        self.access_token = Some(token);
+        self
+    }
+
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
         let providers =
@@ -85,6 +97,11 @@ impl<'a> Builder<'a> {
             Some((sink, store)) => (Some(sink), Some(store)),
             None => (None, None),
         };
+        let access_token = match (self.config.server.access_token, self.access_token) {
+            (true, Some(token)) => Some(token),
+            (true, None) => return Err(InitError::AccessTokenMissing),
+            (false, _) => None,
+        };
         Ok(Gateway {
             inner: Arc::new(Inner {
                 config: self.config,
@@ -93,6 +110,8 @@ impl<'a> Builder<'a> {
                 sink,
                 store,
                 admin_token: self.admin_token,
+                access_token,
+                client_rates: ClientRates::default(),
             }),
         })
     }
@@ -100,7 +119,7 @@ impl<'a> Builder<'a> {
 
 impl Gateway {
     pub fn builder(config: Config, secrets: &dyn SecretStore) -> Builder<'_> {
-        Builder { config, secrets, history: None, admin_token: None }
+        Builder { config, secrets, history: None, admin_token: None, access_token: None }
     }
 
     /// A gateway without history or admin API.
@@ -134,5 +153,14 @@ impl Gateway {
 
     pub fn admin_token(&self) -> Option<&SecretString> {
         self.inner.admin_token.as_ref()
+    }
+
+    /// The required local access token, when `[server] access_token = true`.
+    pub fn access_token(&self) -> Option<&SecretString> {
+        self.inner.access_token.as_ref()
+    }
+
+    pub fn client_rates(&self) -> &ClientRates {
+        &self.inner.client_rates
     }
 }

@@ -19,6 +19,7 @@ pub mod config;
 pub mod correlation;
 pub mod error;
 pub mod gateway;
+pub mod guard;
 pub mod headers;
 pub mod history;
 pub mod journal;

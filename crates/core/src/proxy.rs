@@ -73,8 +73,10 @@ async fn serve(
 ) -> Result<Response<Body>, ApiError> {
     let protocol = inbound.endpoint.protocol();
     let started = Instant::now();
-    let limit = gateway.config().server.max_body_bytes;
-    let bytes = read_body(body, &inbound.headers, limit).await.map_err(|e| e.in_protocol(protocol))?;
+    let server = &gateway.config().server;
+    let bytes = read_body(body, &inbound.headers, server.max_body_bytes, server.body_timeout)
+        .await
+        .map_err(|e| e.in_protocol(protocol))?;
     let head = body::inspect(&bytes).map_err(|e| {
         let code = match e {
             BodyError::Malformed(_) => ErrorCode::InvalidJson,
@@ -385,6 +387,7 @@ async fn error_snippet(mut upstream: Upstream) -> String {
 enum ReadError {
     TooLarge(usize),
     Broken(String),
+    TooSlow(Duration),
 }
 
 impl ReadError {
@@ -395,6 +398,14 @@ impl ReadError {
                 ErrorCode::BodyTooLarge,
                 format!("request body exceeds the gateway's limit of {limit} bytes (server.max_body_bytes)"),
             ),
+            ReadError::TooSlow(limit) => ApiError::new(
+                protocol,
+                ErrorCode::BodyTimeout,
+                format!(
+                    "the request body did not arrive within {} (server.body_timeout)",
+                    humantime::format_duration(limit)
+                ),
+            ),
             ReadError::Broken(reason) => {
                 ApiError::new(protocol, ErrorCode::InvalidRequest, format!("could not read the request body: {reason}"))
             }
@@ -402,13 +413,14 @@ impl ReadError {
     }
 }
 
-async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ReadError> {
+async fn read_body(body: Body, headers: &HeaderMap, limit: usize, within: Duration) -> Result<Bytes, ReadError> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ReadError::TooLarge(limit));
     }
-    match Limited::new(body, limit).collect().await {
+    let collected = tokio::time::timeout(within, Limited::new(body, limit).collect()).await;
+    match collected.map_err(|_| ReadError::TooSlow(within))? {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ReadError::TooLarge(limit)),
         Err(e) => Err(ReadError::Broken(e.to_string())),

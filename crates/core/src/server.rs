@@ -4,7 +4,16 @@ use std::future::Future;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Path, Request, State};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
 use axum::http::{HeaderMap, HeaderValue, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -12,7 +21,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
-use tracing::{info, info_span, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
 use crate::correlation::RequestIds;
 use crate::error::{ApiError, ErrorCode};
@@ -45,18 +54,69 @@ pub fn router(gateway: Gateway) -> Router {
     router
         .merge(crate::admin::router(gateway.clone()))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(gateway.clone(), crate::guard::guard))
         .layer(middleware::from_fn(correlate))
         .with_state(gateway)
 }
 
 /// Serves until `shutdown` resolves, then lets in-flight requests finish.
 /// The caller binds the listener (port 0 in tests).
+///
+/// Each connection is served by hyper with the configured limits: at most
+/// `max_connections` at once (more are closed on accept), a request head
+/// within `header_timeout` (slow-loris), and a bounded header buffer.
 pub async fn serve(
     listener: TcpListener,
     gateway: Gateway,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(gateway)).with_graceful_shutdown(shutdown).await
+    let limits = gateway.config().server.clone();
+    let app = router(gateway);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            warn!(%peer, "connection refused: {} connections already open (server.max_connections)", limits.max_connections);
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = app.clone().map_request(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            request
+        });
+        let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
+        builder.http2().max_header_list_size(u32::try_from(limits.max_header_bytes * 2).unwrap_or(u32::MAX));
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+        let connection = graceful.watch(connection.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%peer, "connection ended: {e}");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Assigns ids, wraps the request in a span that carries them, and returns

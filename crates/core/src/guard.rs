@@ -1,0 +1,209 @@
+//! The local endpoint's guard: a port on localhost that spends provider keys
+//! is a target for every web page the developer opens. Requests must name a
+//! loopback host (no DNS rebinding), come from no browser origin unless one is
+//! allowed, stay under the per-address rate, and carry the local access token
+//! when one is required. Refusals are in the client's protocol and cost no
+//! upstream call.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
+use tokio::time::Instant;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::gateway::Gateway;
+use crate::policy::limiter::Bucket;
+use crate::protocol::Protocol;
+
+/// Headers whose values must never reach a log or a trace.
+pub const SENSITIVE: [&str; 4] = ["authorization", "x-api-key", "cookie", "proxy-authorization"];
+
+/// Client addresses tracked at most before the table is reset.
+const MAX_TRACKED_CLIENTS: usize = 10_000;
+
+/// Per-address request buckets.
+#[derive(Debug, Default)]
+pub struct ClientRates {
+    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+}
+
+impl ClientRates {
+    /// Takes one request from `ip`'s bucket; `false` when it is empty.
+    fn admit(&self, ip: IpAddr, per_minute: u32) -> bool {
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if buckets.len() >= MAX_TRACKED_CLIENTS && !buckets.contains_key(&ip) {
+            buckets.clear();
+        }
+        let bucket = buckets.entry(ip).or_insert_with(|| Bucket::per_minute(per_minute, now));
+        if bucket.wait_for(1.0, now).is_zero() {
+            bucket.take(1.0, now);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn protocol_of(path: &str) -> Protocol {
+    if path.starts_with("/v1/messages") {
+        Protocol::Anthropic
+    } else {
+        Protocol::OpenAi
+    }
+}
+
+/// The host part of a `Host` header, lower-cased, without port or brackets.
+fn host_name(host: &str) -> String {
+    let host = host.trim().to_ascii_lowercase();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("").to_string();
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name.to_string(),
+        _ => host,
+    }
+}
+
+fn host_allowed(gw: &Gateway, host: &str) -> bool {
+    let name = host_name(host);
+    let listen = gw.config().server.listen.ip();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback() || ip == listen)
+        || gw.config().server.allowed_hosts.iter().any(|h| *h == name)
+}
+
+/// Whether a browser origin may call: the gateway's own pages (same origin)
+/// and the configured ones.
+fn origin_allowed(gw: &Gateway, origin: &str, host: Option<&str>) -> bool {
+    let same = host.is_some_and(|h| origin.eq_ignore_ascii_case(&format!("http://{h}")));
+    same || gw.config().server.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
+}
+
+fn header_bytes(headers: &HeaderMap) -> usize {
+    headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum()
+}
+
+/// The token a client sent where it puts its API key.
+fn client_token(headers: &HeaderMap) -> Option<&str> {
+    let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok())).map(str::trim)
+}
+
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn cors(response: &mut Response, origin: &HeaderValue) {
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    h.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
+    h.append(header::VARY, HeaderValue::from_static("origin"));
+}
+
+fn preflight(request: &Request, origin: &HeaderValue) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    cors(&mut response, origin);
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"));
+    let asked = request.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        asked.unwrap_or_else(|| HeaderValue::from_static("authorization, content-type, x-api-key")),
+    );
+    h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    response
+}
+
+pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) -> Response {
+    for name in SENSITIVE {
+        if let Some(v) = request.headers_mut().get_mut(name) {
+            v.set_sensitive(true);
+        }
+    }
+    let path = request.uri().path().to_string();
+    let protocol = protocol_of(&path);
+    let refuse = |code: ErrorCode, message: String| ApiError::new(protocol, code, message).into_response();
+    let server = &gw.config().server;
+
+    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Some(h) = &host {
+        if !host_allowed(&gw, h) {
+            return refuse(
+                ErrorCode::HostNotAllowed,
+                format!("Host {h:?} is not a loopback name: add it to [server] allowed_hosts if it is yours"),
+            );
+        }
+    }
+    if header_bytes(request.headers()) > server.max_header_bytes {
+        return refuse(ErrorCode::HeadersTooLarge, format!("request headers exceed {} bytes", server.max_header_bytes));
+    }
+    let origin = request.headers().get(header::ORIGIN).cloned();
+    if let Some(o) = &origin {
+        let text = o.to_str().unwrap_or("");
+        if !origin_allowed(&gw, text, host.as_deref()) {
+            return refuse(
+                ErrorCode::OriginNotAllowed,
+                format!("browser origin {text:?} may not call this gateway: add it to [server] allowed_origins if you trust it"),
+            );
+        }
+        if request.method() == Method::OPTIONS {
+            return preflight(&request, o);
+        }
+    }
+    if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
+        if !gw.client_rates().admit(peer.ip(), server.rate_limit_per_minute) {
+            let mut r = refuse(
+                ErrorCode::RateLimited,
+                format!("more than {} requests a minute from {}", server.rate_limit_per_minute, peer.ip()),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+    }
+    if path.starts_with("/v1/") {
+        if let Some(expected) = gw.access_token() {
+            let ok = client_token(request.headers()).is_some_and(|t| same(t.as_bytes(), expected.expose_secret().as_bytes()));
+            if !ok {
+                return refuse(
+                    ErrorCode::InvalidAccessToken,
+                    "this gateway requires its local access token as the API key (Authorization: Bearer or x-api-key)".into(),
+                );
+            }
+        }
+    }
+    let mut response = next.run(request).await;
+    if let Some(o) = &origin {
+        cors(&mut response, o);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_without_ports() {
+        assert_eq!(host_name("LOCALHOST:4141"), "localhost");
+        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host_name("[::1]:4141"), "::1");
+        assert_eq!(host_name("evil.example:80"), "evil.example");
+    }
+
+    #[test]
+    fn tokens_from_either_header() {
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", HeaderValue::from_static("sy-1"));
+        assert_eq!(client_token(&h), Some("sy-1"));
+        h.insert("authorization", HeaderValue::from_static("Bearer sy-2"));
+        assert_eq!(client_token(&h), Some("sy-2"));
+    }
+}
