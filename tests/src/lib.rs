@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The admin token every test gateway requires.
 pub const ADMIN_TOKEN: &str = "test-admin-token";
+/// The local access token, required when the config says `access_token = true`.
+pub const ACCESS_TOKEN: &str = "sy-test-access-token";
 
 /// A gateway serving on an ephemeral loopback port, recording history in a
 /// fresh temporary database; stops when dropped.
@@ -40,9 +43,10 @@ impl TestGateway {
         let config = Config::parse(config, Path::new("test.toml")).expect("test config is valid");
         let dir = tempfile::tempdir().expect("temp dir");
         let history = History::open(&dir.path().join("switchyard.db"), &config.history).await.expect("history opens");
-        let gateway = Gateway::builder(config, &keys)
+        let gateway = Gateway::builder(config, Arc::new(keys))
             .history(&history)
             .admin_token(secrecy::SecretString::from(ADMIN_TOKEN.to_string()))
+            .access_token(secrecy::SecretString::from(ACCESS_TOKEN.to_string()))
             .build()
             .expect("gateway builds");
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind 127.0.0.1:0");

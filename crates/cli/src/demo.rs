@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -16,7 +17,7 @@ use tokio::sync::oneshot;
 use tracing::info;
 
 use crate::paths;
-use crate::serve::{bind, run_gateway, shutdown_signal};
+use crate::serve::{bind, run_gateway, shutdown_signal, Tokens};
 use crate::ListenArgs;
 
 #[derive(Debug, clap::Args)]
@@ -106,8 +107,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let temp = tempfile::tempdir().context("cannot make a temporary data folder")?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&data_dir)?;
-    let admin_token = paths::admin_token(&data_dir)?;
-    run_gateway(listener, config, &keys, Some(&data_dir), admin_token, shutdown).await?;
+    let tokens = Tokens { admin: paths::admin_token(&data_dir)?, access: None };
+    run_gateway(listener, config, Arc::new(keys), Some(&data_dir), tokens, shutdown).await?;
     let failed = traffic.await.context("traffic generator")?;
     if failed > 0 {
         anyhow::bail!("{failed} generated request(s) were not served");

@@ -2,6 +2,7 @@
 
 mod demo;
 mod history;
+mod keys;
 mod logging;
 mod paths;
 mod serve;
@@ -38,6 +39,8 @@ enum Command {
     History(history::HistoryArgs),
     /// Follow requests as they are recorded, one line each with its attempts.
     Tail(history::TailArgs),
+    /// Provider keys in the OS keychain: set, list, rm.
+    Keys(keys::KeysArgs),
     /// Configuration files.
     Config {
         #[command(subcommand)]
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::History(args) => history::run(args).await,
             Command::Tail(args) => history::tail(args).await,
+            Command::Keys(args) => keys::run(args).await,
             Command::Config { command: ConfigCommand::Check { file } } => serve::check(&file),
             Command::Config { command: ConfigCommand::Default } => {
                 print!("{}", switchyard_core::config::EMBEDDED_DEFAULT);

@@ -35,19 +35,29 @@ pub fn database(dir: &Path) -> PathBuf {
 /// The admin token: `SWITCHYARD_ADMIN_TOKEN`, else the one in
 /// `<data dir>/admin-token` (owner-only), generated on first use.
 pub fn admin_token(dir: &Path) -> Result<SecretString> {
-    if let Ok(token) = std::env::var("SWITCHYARD_ADMIN_TOKEN") {
+    token(dir, "SWITCHYARD_ADMIN_TOKEN", "admin-token", "sya-")
+}
+
+/// The local access token clients send as their API key:
+/// `SWITCHYARD_ACCESS_TOKEN`, else `<data dir>/access-token`, generated on first use.
+pub fn access_token(dir: &Path) -> Result<SecretString> {
+    token(dir, "SWITCHYARD_ACCESS_TOKEN", "access-token", "sy-")
+}
+
+fn token(dir: &Path, variable: &str, file: &str, prefix: &str) -> Result<SecretString> {
+    if let Ok(token) = std::env::var(variable) {
         if !token.trim().is_empty() {
             return Ok(SecretString::from(token.trim().to_string()));
         }
     }
-    let path = dir.join("admin-token");
+    let path = dir.join(file);
     if let Ok(token) = std::fs::read_to_string(&path) {
         if !token.trim().is_empty() {
             return Ok(SecretString::from(token.trim().to_string()));
         }
     }
-    let token = format!("sya-{}", random_hex(32));
-    write_private(&path, &token).with_context(|| format!("cannot write the admin token to {}", path.display()))?;
+    let token = format!("{prefix}{}", random_hex(32));
+    write_private(&path, &token).with_context(|| format!("cannot write a token to {}", path.display()))?;
     Ok(SecretString::from(token))
 }
 

@@ -9,7 +9,10 @@ use anyhow::{Context, Result};
 use secrecy::SecretString;
 use switchyard_core::history::History;
 use switchyard_core::secrets::{ChainStore, EnvStore};
+use std::sync::Arc;
+
 use switchyard_core::{Config, Gateway, SecretStore};
+use switchyard_keychain::KeychainStore;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
@@ -57,10 +60,28 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     }
     let data_dir = args.data.resolve()?;
     info!(data_dir = %data_dir.display(), "data directory");
-    let secrets = ChainStore::new(vec![Box::new(EnvStore::from_process())]);
     let listener = bind(config.server.listen).await?;
     let admin_token = paths::admin_token(&data_dir)?;
-    run_gateway(listener, config, &secrets, Some(&data_dir), admin_token, shutdown_signal()).await
+    let access_token = config.server.access_token.then(|| paths::access_token(&data_dir)).transpose()?;
+    run_gateway(listener, config, secret_stores(), Some(&data_dir), Tokens { admin: admin_token, access: access_token }, shutdown_signal()).await
+}
+
+/// Keys come from the OS keychain first, then from `SWITCHYARD_KEY_<PROVIDER>`.
+/// An unreachable keychain is reported once and the environment still serves.
+pub fn secret_stores() -> Arc<dyn SecretStore> {
+    let keychain = KeychainStore::default();
+    if let Err(e) = keychain.status() {
+        warn!("{e}");
+    }
+    Arc::new(ChainStore::new(vec![Box::new(keychain), Box::new(EnvStore::from_process())]))
+}
+
+/// The tokens a gateway checks.
+#[derive(Debug)]
+pub struct Tokens {
+    pub admin: SecretString,
+    /// Required from clients when `[server] access_token = true`.
+    pub access: Option<SecretString>,
 }
 
 /// Binds the gateway's address, with a message that says how to fix a failure.
@@ -73,9 +94,9 @@ pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
 pub async fn run_gateway(
     listener: TcpListener,
     config: Config,
-    secrets: &dyn SecretStore,
+    secrets: Arc<dyn SecretStore>,
     data_dir: Option<&Path>,
-    admin_token: SecretString,
+    tokens: Tokens,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let history = match data_dir.filter(|_| config.history.enabled) {
@@ -87,7 +108,15 @@ pub async fn run_gateway(
         }
         None => None,
     };
-    let mut builder = Gateway::builder(config, secrets).admin_token(admin_token);
+    let listen_off_loopback = !config.server.listen.ip().is_loopback();
+    let mut builder = Gateway::builder(config, secrets).admin_token(tokens.admin);
+    if let Some(token) = tokens.access {
+        builder = builder.access_token(token);
+        info!("clients must send the local access token as their API key (in <data-dir>/access-token)");
+    }
+    if listen_off_loopback {
+        warn!("listening beyond loopback: other machines can reach this gateway (the access token is required)");
+    }
     if let Some(h) = &history {
         builder = builder.history(h);
     }

@@ -23,6 +23,9 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .route("/admin/requests", get(list_requests))
         .route("/admin/requests/{id}", get(get_request))
         .route("/admin/spend", get(spend))
+        .route("/admin/keys", get(list_keys))
+        .route("/admin/keys/reload", axum::routing::post(reload_keys))
+        .route("/admin/keys/{provider}/{label}", axum::routing::put(set_key).delete(remove_key))
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 
@@ -181,4 +184,94 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
         "totals": { "today_usd": total(today_start), "last_7_days_usd": total(today_start - 6 * day), "last_30_days_usd": total(today_start - 29 * day) },
     }))
     .into_response())
+}
+
+#[derive(Debug, serde::Serialize)]
+struct ProviderKeys {
+    provider: String,
+    needs_key: bool,
+    problem: Option<String>,
+    keys: Vec<crate::keys::KeySummary>,
+}
+
+/// Labels, last four characters and status of every provider's keys.
+async fn list_keys(State(gw): State<Gateway>) -> Json<Vec<ProviderKeys>> {
+    let now = tokio::time::Instant::now();
+    Json(
+        gw.providers()
+            .iter()
+            .map(|p| ProviderKeys {
+                provider: p.name().to_string(),
+                needs_key: p.keys.needs_key(),
+                problem: p.keys.problem(),
+                keys: p.keys.summary(now),
+            })
+            .collect(),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct NewKey {
+    key: String,
+}
+
+fn known_provider(gw: &Gateway, provider: &str) -> Result<(), AdminError> {
+    match gw.provider(provider) {
+        Some(_) => Ok(()),
+        None => Err(AdminError::new(StatusCode::NOT_FOUND, "provider_not_found", format!("no provider named {provider:?}"))),
+    }
+}
+
+fn secret_error(e: crate::secrets::SecretError) -> AdminError {
+    AdminError::new(StatusCode::SERVICE_UNAVAILABLE, "keychain_unavailable", e.to_string())
+}
+
+/// Stores a key (write-only: the key never comes back) and reloads keys.
+async fn set_key(
+    State(gw): State<Gateway>,
+    Path((provider, label)): Path<(String, String)>,
+    Json(body): Json<NewKey>,
+) -> Result<Response, AdminError> {
+    known_provider(&gw, &provider)?;
+    if body.key.trim().is_empty() {
+        return Err(AdminError::new(StatusCode::BAD_REQUEST, "empty_key", "the key is empty"));
+    }
+    let secret = secrecy::SecretString::from(body.key.trim().to_string());
+    let g = gw.clone();
+    tokio::task::spawn_blocking(move || {
+        g.secrets().set(&provider, &label, &secret)?;
+        g.reload_keys();
+        Ok::<_, crate::secrets::SecretError>(())
+    })
+    .await
+    .map_err(|e| AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .map_err(secret_error)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn remove_key(State(gw): State<Gateway>, Path((provider, label)): Path<(String, String)>) -> Result<Response, AdminError> {
+    known_provider(&gw, &provider)?;
+    let g = gw.clone();
+    let removed = tokio::task::spawn_blocking(move || {
+        let removed = g.secrets().remove(&provider, &label)?;
+        g.reload_keys();
+        Ok::<_, crate::secrets::SecretError>(removed)
+    })
+    .await
+    .map_err(|e| AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .map_err(secret_error)?;
+    if removed {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(AdminError::new(StatusCode::NOT_FOUND, "key_not_found", "no such key"))
+    }
+}
+
+/// Reads every key again (after `switchyard keys set` in another process).
+async fn reload_keys(State(gw): State<Gateway>) -> Result<Response, AdminError> {
+    let g = gw.clone();
+    tokio::task::spawn_blocking(move || g.reload_keys())
+        .await
+        .map_err(|e| AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -44,21 +44,22 @@ struct Inner {
     admin_token: Option<SecretString>,
     access_token: Option<SecretString>,
     client_rates: ClientRates,
+    secrets: Arc<dyn SecretStore>,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
 #[derive(Debug)]
-pub struct Builder<'a> {
+pub struct Builder {
     config: Config,
-    secrets: &'a dyn SecretStore,
+    secrets: Arc<dyn SecretStore>,
     history: Option<(Sink, Store)>,
     admin_token: Option<SecretString>,
     access_token: Option<SecretString>,
 }
 
-impl<'a> Builder<'a> {
+impl Builder {
     /// Records every request in `history`.
-    pub fn history(mut self, history: &History) -> Builder<'a> {
+    pub fn history(mut self, history: &History) -> Builder {
         let config = &self.config;
         let sink = Sink {
             recorder: history.recorder(),
@@ -70,13 +71,13 @@ impl<'a> Builder<'a> {
     }
 
     /// The token the admin API requires; without one the admin API is off.
-    pub fn admin_token(mut self, token: SecretString) -> Builder<'a> {
+    pub fn admin_token(mut self, token: SecretString) -> Builder {
         self.admin_token = Some(token);
         self
     }
 
     /// The local access token clients must send when `[server] access_token = true`.
-    pub fn access_token(mut self, token: SecretString) -> Builder<'a> {
+    pub fn access_token(mut self, token: SecretString) -> Builder {
         self.access_token = Some(token);
         self
     }
@@ -84,7 +85,7 @@ impl<'a> Builder<'a> {
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
         let providers =
-            self.config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, self.secrets))).collect();
+            self.config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, self.secrets.as_ref()))).collect();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -112,18 +113,19 @@ impl<'a> Builder<'a> {
                 admin_token: self.admin_token,
                 access_token,
                 client_rates: ClientRates::default(),
+                secrets: self.secrets,
             }),
         })
     }
 }
 
 impl Gateway {
-    pub fn builder(config: Config, secrets: &dyn SecretStore) -> Builder<'_> {
+    pub fn builder(config: Config, secrets: Arc<dyn SecretStore>) -> Builder {
         Builder { config, secrets, history: None, admin_token: None, access_token: None }
     }
 
     /// A gateway without history or admin API.
-    pub fn new(config: Config, secrets: &dyn SecretStore) -> Result<Gateway, InitError> {
+    pub fn new(config: Config, secrets: Arc<dyn SecretStore>) -> Result<Gateway, InitError> {
         Gateway::builder(config, secrets).build()
     }
 
@@ -162,5 +164,16 @@ impl Gateway {
 
     pub fn client_rates(&self) -> &ClientRates {
         &self.inner.client_rates
+    }
+
+    pub fn secrets(&self) -> &dyn SecretStore {
+        self.inner.secrets.as_ref()
+    }
+
+    /// Reads every provider's keys again (after a key was set or removed).
+    pub fn reload_keys(&self) {
+        for provider in self.providers() {
+            provider.keys.reload(self.secrets());
+        }
     }
 }

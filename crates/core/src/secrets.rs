@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::RwLock;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
 /// One key for a provider, with a label that is safe to show.
 #[derive(Clone)]
@@ -24,7 +24,12 @@ impl fmt::Debug for ProviderKey {
 pub enum SecretError {
     #[error("{store} unavailable: {reason}")]
     Unavailable { store: &'static str, reason: String },
+    #[error("{store} is read-only: {hint}")]
+    ReadOnly { store: &'static str, hint: &'static str },
 }
+
+/// The label of a provider's key when none is given.
+pub const DEFAULT_LABEL: &str = "default";
 
 /// A source of provider keys.
 pub trait SecretStore: Send + Sync + fmt::Debug {
@@ -33,6 +38,18 @@ pub trait SecretStore: Send + Sync + fmt::Debug {
 
     /// Every key held for `provider`; empty when there is none.
     fn keys(&self, provider: &str) -> Result<Vec<ProviderKey>, SecretError>;
+
+    /// Stores (or replaces) the key `label` of `provider`.
+    fn set(&self, provider: &str, label: &str, secret: &SecretString) -> Result<(), SecretError> {
+        let _ = (provider, label, secret);
+        Err(SecretError::ReadOnly { store: self.name(), hint: "keys come from elsewhere" })
+    }
+
+    /// Removes the key `label` of `provider`; `Ok(false)` if there was none.
+    fn remove(&self, provider: &str, label: &str) -> Result<bool, SecretError> {
+        let _ = (provider, label);
+        Err(SecretError::ReadOnly { store: self.name(), hint: "keys come from elsewhere" })
+    }
 }
 
 /// Keys from `SWITCHYARD_KEY_<PROVIDER>` environment variables (upper-cased,
@@ -63,6 +80,14 @@ impl EnvStore {
 impl SecretStore for EnvStore {
     fn name(&self) -> &'static str {
         "environment"
+    }
+
+    fn set(&self, _: &str, _: &str, _: &SecretString) -> Result<(), SecretError> {
+        Err(SecretError::ReadOnly { store: "environment", hint: "set SWITCHYARD_KEY_<PROVIDER> before starting" })
+    }
+
+    fn remove(&self, _: &str, _: &str) -> Result<bool, SecretError> {
+        Err(SecretError::ReadOnly { store: "environment", hint: "unset SWITCHYARD_KEY_<PROVIDER> and restart" })
     }
 
     fn keys(&self, provider: &str) -> Result<Vec<ProviderKey>, SecretError> {
@@ -108,6 +133,20 @@ impl SecretStore for MemoryStore {
         let keys = self.keys.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         Ok(keys.get(provider).cloned().unwrap_or_default())
     }
+
+    fn set(&self, provider: &str, label: &str, secret: &SecretString) -> Result<(), SecretError> {
+        self.remove(provider, label)?;
+        self.insert(provider, label, secret.expose_secret());
+        Ok(())
+    }
+
+    fn remove(&self, provider: &str, label: &str) -> Result<bool, SecretError> {
+        let mut keys = self.keys.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let list = keys.entry(provider.to_string()).or_default();
+        let before = list.len();
+        list.retain(|k| k.label != label);
+        Ok(list.len() != before)
+    }
 }
 
 /// Stores consulted in order; the first that holds keys for a provider wins.
@@ -141,12 +180,44 @@ impl SecretStore for ChainStore {
         }
         first_error.map_or(Ok(Vec::new()), Err)
     }
+
+    /// Writes to the first store that takes writes (the keychain, in practice).
+    fn set(&self, provider: &str, label: &str, secret: &SecretString) -> Result<(), SecretError> {
+        let mut last = SecretError::ReadOnly { store: "chain", hint: "no store takes writes" };
+        for store in &self.stores {
+            match store.set(provider, label, secret) {
+                Ok(()) => return Ok(()),
+                Err(e @ SecretError::Unavailable { .. }) => return Err(e),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn remove(&self, provider: &str, label: &str) -> Result<bool, SecretError> {
+        let mut removed = false;
+        let mut writable = false;
+        for store in &self.stores {
+            match store.remove(provider, label) {
+                Ok(r) => {
+                    writable = true;
+                    removed |= r;
+                }
+                Err(e @ SecretError::Unavailable { .. }) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        if writable {
+            Ok(removed)
+        } else {
+            Err(SecretError::ReadOnly { store: "chain", hint: "no store takes writes" })
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use secrecy::ExposeSecret;
 
     #[test]
     fn env_store_maps_provider_names() {
