@@ -164,6 +164,17 @@ impl KeyPool {
         }
     }
 
+    /// Whether a key could be used right now.
+    pub fn has_ready(&self, now: Instant) -> bool {
+        match &self.state().source {
+            Source::NotNeeded => true,
+            Source::Loaded(slots) => {
+                slots.iter().any(|s| s.revoked.is_none() && s.cooling_until.is_none_or(|t| t <= now))
+            }
+            Source::Missing | Source::Unavailable(_) => false,
+        }
+    }
+
     fn problem_unlocked(&self) -> String {
         format!("no usable key for {}", self.provider)
     }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap, Response, Uri};
+use axum::http::{header, HeaderMap, Response, StatusCode, Uri};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -294,6 +294,11 @@ impl Run<'_> {
                             Some(label) if provider.revoke_key(label, &detail) => continue,
                             _ => return Tried::Failed,
                         }
+                    }
+                    let rate_limited = attempted.outcome == Outcome::Status(StatusCode::TOO_MANY_REQUESTS);
+                    if rate_limited && key_label.is_some() && provider.keys.has_ready(Instant::now()) {
+                        // Only this key is limited: the pool's next key goes at once.
+                        continue;
                     }
                     if decision != Decision::Retry || retry >= self.policy.max_retries {
                         return Tried::Failed;
