@@ -1,0 +1,65 @@
+//! Running `switchyard` as a child process, as a user would.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+pub fn switchyard() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    cmd.env_remove("RUST_LOG").env_remove("SWITCHYARD_CONFIG").env_remove("SWITCHYARD_LISTEN");
+    cmd
+}
+
+/// A running `switchyard serve`, its address, and every log line it wrote.
+pub struct Served {
+    pub child: Child,
+    pub addr: String,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Served {
+    pub fn start(config: &Path, data: &Path, envs: &[(&str, &str)]) -> Served {
+        let mut cmd = switchyard();
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--config"])
+            .arg(config)
+            .arg("--data-dir")
+            .arg(data)
+            .stderr(Stdio::piped());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("serve exited before listening").unwrap();
+            log.lock().unwrap().push(line.clone());
+            let json: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            if let Some(rest) = json["message"].as_str().and_then(|m| m.strip_prefix("listening on http://")) {
+                break rest.to_string();
+            }
+        };
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Served { child, addr, log }
+    }
+
+    /// SIGTERM, and waits for a clean exit.
+    pub fn stop(mut self) -> Vec<String> {
+        Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(self.child.wait().unwrap().success(), "serve did not exit cleanly");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        self.log.lock().unwrap().clone()
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().unwrap()
+}
