@@ -12,10 +12,12 @@ use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ACCESS_TOKEN, AD
 
 async fn one(extra: &str) -> (SimProvider, TestGateway) {
     let p = SimProvider::start("p", Script::ok()).await.unwrap();
-    let config = ConfigText::new()
-        .raw(extra)
-        .provider(&p, "openai", &["m"])
-        .provider_at("p-an", &p.base_url(), "anthropic", &["c"]);
+    let config = ConfigText::new().raw(extra).provider(&p, "openai", &["m"]).provider_at(
+        "p-an",
+        &p.base_url(),
+        "anthropic",
+        &["c"],
+    );
     let gw = TestGateway::start(config.build(), keys_for(&["p", "p-an"])).await;
     (p, gw)
 }
@@ -36,7 +38,13 @@ async fn error_of(r: reqwest::Response) -> (u16, Value) {
 async fn a_foreign_host_is_refused_dns_rebinding_gets_nowhere() {
     let (p, gw) = one("[server]\nallowed_hosts = [\"switchyard.test\"]").await;
     let (status, body) = error_of(
-        http().post(gw.url("/v1/chat/completions")).header("host", "evil.example:4141").json(&chat()).send().await.unwrap(),
+        http()
+            .post(gw.url("/v1/chat/completions"))
+            .header("host", "evil.example:4141")
+            .json(&chat())
+            .send()
+            .await
+            .unwrap(),
     )
     .await;
     assert_eq!(status, 403);
@@ -57,7 +65,13 @@ async fn a_foreign_host_is_refused_dns_rebinding_gets_nowhere() {
 async fn browser_origins_are_refused_unless_allowed_and_preflights_follow_suit() {
     let (p, gw) = one("[server]\nallowed_origins = [\"http://localhost:5173\"]").await;
     let (status, body) = error_of(
-        http().post(gw.url("/v1/chat/completions")).header("origin", "https://evil.example").json(&chat()).send().await.unwrap(),
+        http()
+            .post(gw.url("/v1/chat/completions"))
+            .header("origin", "https://evil.example")
+            .json(&chat())
+            .send()
+            .await
+            .unwrap(),
     )
     .await;
     assert_eq!((status, body["error"]["code"].as_str()), (403, Some("origin_not_allowed")));
@@ -84,7 +98,13 @@ async fn browser_origins_are_refused_unless_allowed_and_preflights_follow_suit()
     assert_eq!(pre.headers()["access-control-allow-origin"], "http://localhost:5173");
     assert_eq!(pre.headers()["access-control-allow-headers"], "content-type, authorization");
     assert_eq!(p.calls(), 0, "a preflight never reaches a provider");
-    let r = http().post(gw.url("/v1/chat/completions")).header("origin", "http://localhost:5173").json(&chat()).send().await.unwrap();
+    let r = http()
+        .post(gw.url("/v1/chat/completions"))
+        .header("origin", "http://localhost:5173")
+        .json(&chat())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["access-control-allow-origin"], "http://localhost:5173");
 
@@ -92,23 +112,33 @@ async fn browser_origins_are_refused_unless_allowed_and_preflights_follow_suit()
     let own = format!("http://{}", gw.addr);
     let r = http().get(gw.url("/admin/requests")).header("origin", &own).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let r = http().get(gw.url("/admin/requests")).header("origin", "http://localhost:3000").bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    let r = http()
+        .get(gw.url("/admin/requests"))
+        .header("origin", "http://localhost:3000")
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
 }
 
 #[tokio::test]
 async fn the_local_access_token_goes_where_the_api_key_goes() {
     let (p, gw) = one("[server]\naccess_token = true").await;
-    let (status, body) = error_of(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap()).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (401, Some("invalid_access_token")));
     let (status, body) =
-        error_of(http().post(gw.url("/v1/messages")).header("x-api-key", "sk-wrong").json(&messages()).send().await.unwrap()).await;
+        error_of(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap()).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (401, Some("invalid_access_token")));
+    let (status, body) = error_of(
+        http().post(gw.url("/v1/messages")).header("x-api-key", "sk-wrong").json(&messages()).send().await.unwrap(),
+    )
+    .await;
     assert_eq!((status, body["error"]["type"].as_str()), (401, Some("authentication_error")));
     assert_eq!(p.calls(), 0);
 
     let r = http().post(gw.url("/v1/chat/completions")).bearer_auth(ACCESS_TOKEN).json(&chat()).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let r = http().post(gw.url("/v1/messages")).header("x-api-key", ACCESS_TOKEN).json(&messages()).send().await.unwrap();
+    let r =
+        http().post(gw.url("/v1/messages")).header("x-api-key", ACCESS_TOKEN).json(&messages()).send().await.unwrap();
     assert_eq!(r.status(), 200);
     for seen in p.requests() {
         let sent = format!("{:?}", seen.headers);
@@ -121,7 +151,13 @@ async fn the_local_access_token_goes_where_the_api_key_goes() {
 async fn oversized_headers_and_slow_bodies_are_refused_before_any_upstream_call() {
     let (p, gw) = one("[server]\nmax_header_bytes = 2048\nbody_timeout = \"200ms\"").await;
     let (status, body) = error_of(
-        http().post(gw.url("/v1/chat/completions")).header("x-padding", "a".repeat(4000)).json(&chat()).send().await.unwrap(),
+        http()
+            .post(gw.url("/v1/chat/completions"))
+            .header("x-padding", "a".repeat(4000))
+            .json(&chat())
+            .send()
+            .await
+            .unwrap(),
     )
     .await;
     assert_eq!((status, body["error"]["code"].as_str()), (431, Some("headers_too_large")));
@@ -202,12 +238,17 @@ async fn connections_past_the_cap_are_closed_at_once() {
 async fn a_refused_key_is_revoked_and_the_next_key_serves() {
     let p = SimProvider::start("p", Script::ok().then_once(Fault::status(401))).await.unwrap();
     let config = ConfigText::new().provider(&p, "openai", &["m"]);
-    let keys = switchyard_core::secrets::MemoryStore::new().with("p", "first", "sk-first-1111").with("p", "second", "sk-second-2222");
+    let keys = switchyard_core::secrets::MemoryStore::new().with("p", "first", "sk-first-1111").with(
+        "p",
+        "second",
+        "sk-second-2222",
+    );
     let gw = TestGateway::start(config.build(), keys).await;
     let r = http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-switchyard-attempts"], "2");
-    let sent: Vec<String> = p.requests().iter().map(|r| r.headers["authorization"].to_str().unwrap().to_string()).collect();
+    let sent: Vec<String> =
+        p.requests().iter().map(|r| r.headers["authorization"].to_str().unwrap().to_string()).collect();
     assert_eq!(sent, ["Bearer sk-first-1111", "Bearer sk-second-2222"]);
     let keys = gw.admin("/admin/keys").await;
     let pool = &keys.as_array().unwrap().iter().find(|k| k["provider"] == "p").unwrap()["keys"];
@@ -229,7 +270,8 @@ async fn a_rate_limited_key_cools_down_while_the_others_serve() {
     for _ in 0..3 {
         assert_eq!(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap().status(), 200);
     }
-    let sent: Vec<String> = p.requests().iter().map(|r| r.headers["authorization"].to_str().unwrap().to_string()).collect();
+    let sent: Vec<String> =
+        p.requests().iter().map(|r| r.headers["authorization"].to_str().unwrap().to_string()).collect();
     // a → 429 (cooling 30 s); the retry and every later request use b.
     assert_eq!(sent, ["Bearer sk-aaaa", "Bearer sk-bbbb", "Bearer sk-bbbb", "Bearer sk-bbbb"]);
     let keys = gw.admin("/admin/keys").await;

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use secrecy::SecretString;
+use std::sync::Arc;
 use switchyard_core::history::History;
 use switchyard_core::secrets::{ChainStore, EnvStore};
-use std::sync::Arc;
 
 use switchyard_core::{Config, Gateway, SecretStore};
 use switchyard_keychain::KeychainStore;
@@ -63,7 +63,15 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let listener = bind(config.server.listen).await?;
     let admin_token = paths::admin_token(&data_dir)?;
     let access_token = config.server.access_token.then(|| paths::access_token(&data_dir)).transpose()?;
-    run_gateway(listener, config, secret_stores(), Some(&data_dir), Tokens { admin: admin_token, access: access_token }, shutdown_signal()).await
+    run_gateway(
+        listener,
+        config,
+        secret_stores(),
+        Some(&data_dir),
+        Tokens { admin: admin_token, access: access_token },
+        shutdown_signal(),
+    )
+    .await
 }
 
 /// Keys come from the OS keychain first, then from `SWITCHYARD_KEY_<PROVIDER>`.
@@ -163,7 +171,7 @@ fn bind_error(addr: std::net::SocketAddr, e: std::io::Error) -> anyhow::Error {
 }
 
 fn report_providers(gateway: &Gateway) {
-    for provider in gateway.providers() {
+    for provider in &gateway.live().providers {
         let c = &provider.config;
         let state = match (c.enabled, provider.keys.problem()) {
             (false, _) => "disabled".to_string(),

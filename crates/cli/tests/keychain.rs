@@ -13,7 +13,8 @@ use support::{client, switchyard, Served};
 use switchyard_sim::{Script, SimProvider};
 
 fn secret_tool_lookup(account: &str) -> Option<String> {
-    let out = Command::new("secret-tool").args(["lookup", "service", "switchyard", "username", account]).output().ok()?;
+    let out =
+        Command::new("secret-tool").args(["lookup", "service", "switchyard", "username", account]).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
@@ -26,8 +27,14 @@ async fn a_key_set_with_the_cli_lives_in_the_keychain_serves_and_goes() {
     let sim = SimProvider::start("kc", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
-    std::fs::write(&config, format!("[[providers]]\nname = \"kcprov\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\n", sim.base_url()))
-        .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[[providers]]\nname = \"kcprov\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\n",
+            sim.base_url()
+        ),
+    )
+    .unwrap();
     let data = dir.path().join("data");
     let secret = "sk-keychain-test-4321";
 
@@ -49,7 +56,8 @@ async fn a_key_set_with_the_cli_lives_in_the_keychain_serves_and_goes() {
 
     assert_eq!(secret_tool_lookup("kcprov").as_deref(), Some(secret), "the key is in the Secret Service");
 
-    let list = switchyard().args(["keys", "list", "--config"]).arg(&config).arg("--data-dir").arg(&data).output().unwrap();
+    let list =
+        switchyard().args(["keys", "list", "--config"]).arg(&config).arg("--data-dir").arg(&data).output().unwrap();
     let listed = String::from_utf8_lossy(&list.stdout);
     assert!(listed.contains("kcprov") && listed.contains("keychain") && listed.contains("…4321"), "{listed}");
     assert!(!listed.contains(secret));
@@ -66,7 +74,13 @@ async fn a_key_set_with_the_cli_lives_in_the_keychain_serves_and_goes() {
     let log = served.stop();
     assert!(!log.iter().any(|l| l.contains(secret)), "the key reached the log");
 
-    let rm = switchyard().args(["keys", "rm", "kcprov", "--config"]).arg(&config).arg("--data-dir").arg(&data).output().unwrap();
+    let rm = switchyard()
+        .args(["keys", "rm", "kcprov", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
     assert!(rm.status.success(), "{}", String::from_utf8_lossy(&rm.stderr));
     assert_eq!(secret_tool_lookup("kcprov"), None, "the key is gone from the Secret Service");
 }
@@ -76,10 +90,17 @@ async fn without_a_keychain_the_gateway_says_so_and_serves_from_the_environment(
     let sim = SimProvider::start("envp", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
-    std::fs::write(&config, format!("[[providers]]\nname = \"envp\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\n", sim.base_url()))
-        .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[[providers]]\nname = \"envp\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\n",
+            sim.base_url()
+        ),
+    )
+    .unwrap();
     let data = dir.path().join("data");
-    let no_bus = [("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus"), ("SWITCHYARD_KEY_ENVP", "sk-from-env-1234")];
+    let no_bus =
+        [("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus"), ("SWITCHYARD_KEY_ENVP", "sk-from-env-1234")];
 
     let mut set = switchyard()
         .args(["keys", "set", "envp", "--config"])

@@ -79,7 +79,9 @@ async fn no_key_reaches_the_database_the_log_or_the_admin_api() {
 }
 
 fn switchyard_token(data: &std::path::Path) -> String {
-    std::fs::read_to_string(data.join("admin-token")).map(|t| secrecy::SecretString::from(t).expose_secret().trim().to_string()).unwrap()
+    std::fs::read_to_string(data.join("admin-token"))
+        .map(|t| secrecy::SecretString::from(t).expose_secret().trim().to_string())
+        .unwrap()
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -198,7 +198,8 @@ struct ProviderKeys {
 async fn list_keys(State(gw): State<Gateway>) -> Json<Vec<ProviderKeys>> {
     let now = tokio::time::Instant::now();
     Json(
-        gw.providers()
+        gw.live()
+            .providers
             .iter()
             .map(|p| ProviderKeys {
                 provider: p.name().to_string(),
@@ -216,9 +217,11 @@ struct NewKey {
 }
 
 fn known_provider(gw: &Gateway, provider: &str) -> Result<(), AdminError> {
-    match gw.provider(provider) {
+    match gw.live().provider(provider) {
         Some(_) => Ok(()),
-        None => Err(AdminError::new(StatusCode::NOT_FOUND, "provider_not_found", format!("no provider named {provider:?}"))),
+        None => {
+            Err(AdminError::new(StatusCode::NOT_FOUND, "provider_not_found", format!("no provider named {provider:?}")))
+        }
     }
 }
 
@@ -249,7 +252,10 @@ async fn set_key(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-async fn remove_key(State(gw): State<Gateway>, Path((provider, label)): Path<(String, String)>) -> Result<Response, AdminError> {
+async fn remove_key(
+    State(gw): State<Gateway>,
+    Path((provider, label)): Path<(String, String)>,
+) -> Result<Response, AdminError> {
     known_provider(&gw, &provider)?;
     let g = gw.clone();
     let removed = tokio::task::spawn_blocking(move || {

@@ -63,7 +63,7 @@ impl Default for HistoryConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub max_body_bytes: usize,
@@ -92,7 +92,7 @@ pub enum Auth {
     None,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
     pub name: String,
     pub kind: Protocol,
@@ -109,7 +109,7 @@ pub struct ProviderConfig {
 
 /// The models a provider serves: the name clients ask for, mapped to the
 /// provider's own name. `"*"` as a client name accepts any model unchanged.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelMap(IndexMap<String, String>);
 
 impl ModelMap {
@@ -402,7 +402,10 @@ impl Validator<'_> {
                 Some(n) => self.error(n.span(), field, format!("must be at least {min}")),
             }
         };
-        let duration = |v: &Option<Spanned<String>>, field: &str, default: u64| -> Result<std::time::Duration, ConfigError> {
+        let duration = |v: &Option<Spanned<String>>,
+                        field: &str,
+                        default: u64|
+         -> Result<std::time::Duration, ConfigError> {
             match v {
                 None => Ok(std::time::Duration::from_secs(default)),
                 Some(d) => match humantime::parse_duration(d.get_ref()) {
@@ -421,14 +424,20 @@ impl Validator<'_> {
             );
         }
         for origin in &raw.allowed_origins {
-            let ok = reqwest::Url::parse(origin.get_ref()).is_ok_and(|u| u.path() == "/" && !origin.get_ref().ends_with('/'));
+            let ok = reqwest::Url::parse(origin.get_ref())
+                .is_ok_and(|u| u.path() == "/" && !origin.get_ref().ends_with('/'));
             if !ok {
-                return self.error(origin.span(), "server.allowed_origins", format!("{:?} is not an origin such as \"http://localhost:5173\"", origin.get_ref()));
+                return self.error(
+                    origin.span(),
+                    "server.allowed_origins",
+                    format!("{:?} is not an origin such as \"http://localhost:5173\"", origin.get_ref()),
+                );
             }
         }
         Ok(ServerConfig {
             listen,
-            max_body_bytes: count(&raw.max_body_bytes, "server.max_body_bytes", 1024, DEFAULT_MAX_BODY_BYTES as i64)? as usize,
+            max_body_bytes: count(&raw.max_body_bytes, "server.max_body_bytes", 1024, DEFAULT_MAX_BODY_BYTES as i64)?
+                as usize,
             allowed_hosts: raw.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             allowed_origins: raw.allowed_origins.into_iter().map(Spanned::into_inner).collect(),
             access_token,

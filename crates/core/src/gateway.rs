@@ -1,19 +1,25 @@
-//! The gateway's shared state: validated config, providers with their keys
-//! and live policy state, one pooled HTTP client for every upstream call,
-//! and where history goes.
+//! The gateway's shared state: the live configuration with its providers
+//! (swapped whole on reload; providers whose settings did not change keep
+//! their breakers and statistics), one pooled HTTP client for every upstream
+//! call, where history goes, and the live telemetry.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use secrecy::SecretString;
 
 use crate::config::Config;
+use crate::events::GatewayEvent;
 use crate::guard::ClientRates;
 use crate::history::pricing::Prices;
 use crate::history::{History, Store};
 use crate::journal::Sink;
 use crate::provider::Provider;
 use crate::secrets::SecretStore;
+use crate::telemetry::Telemetry;
 
 /// How long to wait for a TCP (and TLS) connection to a provider.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,6 +34,20 @@ pub enum InitError {
     AccessTokenMissing,
 }
 
+/// The configuration in force and its providers. A request takes one
+/// snapshot and uses it throughout, so a reload never mixes two configs.
+#[derive(Debug)]
+pub struct Live {
+    pub config: Config,
+    pub providers: Vec<Arc<Provider>>,
+}
+
+impl Live {
+    pub fn provider(&self, name: &str) -> Option<&Arc<Provider>> {
+        self.providers.iter().find(|p| p.name() == name)
+    }
+}
+
 /// Everything a request needs; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Gateway {
@@ -36,8 +56,7 @@ pub struct Gateway {
 
 #[derive(Debug)]
 struct Inner {
-    config: Config,
-    providers: Vec<Arc<Provider>>,
+    live: ArcSwap<Live>,
     client: reqwest::Client,
     sink: Option<Sink>,
     store: Option<Store>,
@@ -45,6 +64,9 @@ struct Inner {
     access_token: Option<SecretString>,
     client_rates: ClientRates,
     secrets: Arc<dyn SecretStore>,
+    telemetry: Arc<Telemetry>,
+    /// Where provider toggles persist (`<data dir>/state.json`).
+    state_file: Option<PathBuf>,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
@@ -55,6 +77,7 @@ pub struct Builder {
     history: Option<(Sink, Store)>,
     admin_token: Option<SecretString>,
     access_token: Option<SecretString>,
+    state_file: Option<PathBuf>,
 }
 
 impl Builder {
@@ -82,10 +105,29 @@ impl Builder {
         self
     }
 
+    /// Persists provider toggles in this file and applies the ones it holds.
+    pub fn state_file(mut self, path: PathBuf) -> Builder {
+        self.state_file = Some(path);
+        self
+    }
+
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
-        let providers =
-            self.config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, self.secrets.as_ref()))).collect();
+        let telemetry = Arc::new(Telemetry::new(self.history.as_ref().map(|(sink, _)| sink.recorder.clone())));
+        let toggles = self.state_file.as_deref().map(read_toggles).unwrap_or_default();
+        let providers = self
+            .config
+            .providers
+            .iter()
+            .cloned()
+            .map(|p| {
+                let provider = Provider::load(p, self.secrets.as_ref(), telemetry.clone());
+                if let Some(enabled) = toggles.get(provider.name()) {
+                    provider.set_enabled(*enabled);
+                }
+                Arc::new(provider)
+            })
+            .collect();
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -105,8 +147,7 @@ impl Builder {
         };
         Ok(Gateway {
             inner: Arc::new(Inner {
-                config: self.config,
-                providers,
+                live: ArcSwap::from_pointee(Live { config: self.config, providers }),
                 client,
                 sink,
                 store,
@@ -114,14 +155,33 @@ impl Builder {
                 access_token,
                 client_rates: ClientRates::default(),
                 secrets: self.secrets,
+                telemetry,
+                state_file: self.state_file,
             }),
         })
     }
 }
 
+fn read_toggles(path: &std::path::Path) -> BTreeMap<String, bool> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|v| serde_json::from_value(v["enabled"].clone()).ok())
+        .unwrap_or_default()
+}
+
+/// Why a toggle could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ToggleError {
+    #[error("no provider named {0:?}")]
+    UnknownProvider(String),
+    #[error("cannot save provider toggles to {path}: {reason}")]
+    Persist { path: String, reason: String },
+}
+
 impl Gateway {
     pub fn builder(config: Config, secrets: Arc<dyn SecretStore>) -> Builder {
-        Builder { config, secrets, history: None, admin_token: None, access_token: None }
+        Builder { config, secrets, history: None, admin_token: None, access_token: None, state_file: None }
     }
 
     /// A gateway without history or admin API.
@@ -129,20 +189,13 @@ impl Gateway {
         Gateway::builder(config, secrets).build()
     }
 
-    pub fn config(&self) -> &Config {
-        &self.inner.config
-    }
-
-    pub fn providers(&self) -> &[Arc<Provider>] {
-        &self.inner.providers
+    /// The configuration and providers in force now.
+    pub fn live(&self) -> Arc<Live> {
+        self.inner.live.load_full()
     }
 
     pub fn client(&self) -> &reqwest::Client {
         &self.inner.client
-    }
-
-    pub fn provider(&self, name: &str) -> Option<&Arc<Provider>> {
-        self.inner.providers.iter().find(|p| p.name() == name)
     }
 
     pub fn sink(&self) -> Option<&Sink> {
@@ -170,10 +223,68 @@ impl Gateway {
         self.inner.secrets.as_ref()
     }
 
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.inner.telemetry
+    }
+
     /// Reads every provider's keys again (after a key was set or removed).
     pub fn reload_keys(&self) {
-        for provider in self.providers() {
+        for provider in &self.live().providers {
             provider.keys.reload(self.secrets());
         }
+    }
+
+    /// Enables or disables a provider, and saves the choice so it survives a restart.
+    pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<(), ToggleError> {
+        let live = self.live();
+        let provider = live.provider(name).ok_or_else(|| ToggleError::UnknownProvider(name.to_string()))?;
+        provider.set_enabled(enabled);
+        self.save_toggles(&live)?;
+        self.inner.telemetry.publish(GatewayEvent::ProviderToggled { provider: name.to_string(), enabled });
+        Ok(())
+    }
+
+    fn save_toggles(&self, live: &Live) -> Result<(), ToggleError> {
+        let Some(path) = &self.inner.state_file else { return Ok(()) };
+        let enabled: BTreeMap<&str, bool> = live.providers.iter().map(|p| (p.name(), p.is_enabled())).collect();
+        let text = serde_json::json!({ "enabled": enabled }).to_string();
+        let tmp = path.with_extension("json.tmp");
+        let persist =
+            |e: std::io::Error| ToggleError::Persist { path: path.display().to_string(), reason: e.to_string() };
+        std::fs::write(&tmp, text).map_err(persist)?;
+        std::fs::rename(&tmp, path).map_err(persist)
+    }
+
+    /// Puts a new configuration in force. Providers whose settings are
+    /// unchanged carry over with their breakers, keys and toggles. The
+    /// listen address and server limits apply at the next start.
+    pub fn reload(&self, config: Config) {
+        let old = self.live();
+        let toggles = self.inner.state_file.as_deref().map(read_toggles).unwrap_or_default();
+        let providers = config
+            .providers
+            .iter()
+            .map(|c| match old.provider(&c.name).filter(|p| p.config == *c) {
+                Some(same) => same.clone(),
+                None => {
+                    let provider = Provider::load(c.clone(), self.secrets(), self.inner.telemetry.clone());
+                    if let Some(enabled) = toggles.get(&c.name) {
+                        provider.set_enabled(*enabled);
+                    }
+                    Arc::new(provider)
+                }
+            })
+            .collect();
+        if config.server != old.config.server {
+            tracing::warn!("[server] changes (listen address, limits) apply at the next start");
+        }
+        self.inner.live.store(Arc::new(Live { config, providers }));
+        self.inner.telemetry.publish(GatewayEvent::ConfigReloaded { ok: true, error: None });
+    }
+
+    /// Reports a configuration that was refused; the old one keeps serving.
+    pub fn reload_refused(&self, error: String) {
+        tracing::warn!("config reload refused, the old configuration keeps serving: {error}");
+        self.inner.telemetry.publish(GatewayEvent::ConfigReloaded { ok: false, error: Some(error) });
     }
 }

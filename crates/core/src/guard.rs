@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 use tokio::time::Instant;
 
+use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
 use crate::policy::limiter::Bucket;
@@ -71,20 +72,20 @@ fn host_name(host: &str) -> String {
     }
 }
 
-fn host_allowed(gw: &Gateway, host: &str) -> bool {
+fn host_allowed(server: &ServerConfig, host: &str) -> bool {
     let name = host_name(host);
-    let listen = gw.config().server.listen.ip();
+    let listen = server.listen.ip();
     name == "localhost"
         || name.ends_with(".localhost")
         || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback() || ip == listen)
-        || gw.config().server.allowed_hosts.iter().any(|h| *h == name)
+        || server.allowed_hosts.iter().any(|h| *h == name)
 }
 
 /// Whether a browser origin may call: the gateway's own pages (same origin)
 /// and the configured ones.
-fn origin_allowed(gw: &Gateway, origin: &str, host: Option<&str>) -> bool {
+fn origin_allowed(server: &ServerConfig, origin: &str, host: Option<&str>) -> bool {
     let same = host.is_some_and(|h| origin.eq_ignore_ascii_case(&format!("http://{h}")));
-    same || gw.config().server.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
+    same || server.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
 }
 
 fn header_bytes(headers: &HeaderMap) -> usize {
@@ -93,7 +94,8 @@ fn header_bytes(headers: &HeaderMap) -> usize {
 
 /// The token a client sent where it puts its API key.
 fn client_token(headers: &HeaderMap) -> Option<&str> {
-    let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let bearer =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok())).map(str::trim)
 }
 
@@ -131,11 +133,12 @@ pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) 
     let path = request.uri().path().to_string();
     let protocol = protocol_of(&path);
     let refuse = |code: ErrorCode, message: String| ApiError::new(protocol, code, message).into_response();
-    let server = &gw.config().server;
+    let live = gw.live();
+    let server = &live.config.server;
 
     let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(h) = &host {
-        if !host_allowed(&gw, h) {
+        if !host_allowed(server, h) {
             return refuse(
                 ErrorCode::HostNotAllowed,
                 format!("Host {h:?} is not a loopback name: add it to [server] allowed_hosts if it is yours"),
@@ -148,7 +151,7 @@ pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) 
     let origin = request.headers().get(header::ORIGIN).cloned();
     if let Some(o) = &origin {
         let text = o.to_str().unwrap_or("");
-        if !origin_allowed(&gw, text, host.as_deref()) {
+        if !origin_allowed(server, text, host.as_deref()) {
             return refuse(
                 ErrorCode::OriginNotAllowed,
                 format!("browser origin {text:?} may not call this gateway: add it to [server] allowed_origins if you trust it"),
@@ -170,11 +173,13 @@ pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) 
     }
     if path.starts_with("/v1/") {
         if let Some(expected) = gw.access_token() {
-            let ok = client_token(request.headers()).is_some_and(|t| same(t.as_bytes(), expected.expose_secret().as_bytes()));
+            let ok = client_token(request.headers())
+                .is_some_and(|t| same(t.as_bytes(), expected.expose_secret().as_bytes()));
             if !ok {
                 return refuse(
                     ErrorCode::InvalidAccessToken,
-                    "this gateway requires its local access token as the API key (Authorization: Bearer or x-api-key)".into(),
+                    "this gateway requires its local access token as the API key (Authorization: Bearer or x-api-key)"
+                        .into(),
                 );
             }
         }

@@ -13,6 +13,7 @@ use crate::error::ApiError;
 use crate::history::pricing::Prices;
 use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
 use crate::history::Recorder;
+use crate::telemetry::Telemetry;
 use crate::usage::Usage;
 
 /// Where history goes, shared by every request.
@@ -54,6 +55,7 @@ pub struct AttemptEnd {
 #[derive(Debug)]
 pub struct Journal {
     sink: Option<Sink>,
+    telemetry: Option<Arc<Telemetry>>,
     record: RequestRecord,
     started: Instant,
     attempt_started: Vec<Instant>,
@@ -65,6 +67,7 @@ pub struct Journal {
 impl Journal {
     pub fn start(
         sink: Option<Sink>,
+        telemetry: Arc<Telemetry>,
         id: &str,
         correlation_id: &str,
         endpoint: &str,
@@ -73,6 +76,7 @@ impl Journal {
         let now = now_ms();
         Journal {
             sink,
+            telemetry: Some(telemetry),
             record: RequestRecord {
                 id: id.to_string(),
                 correlation_id: correlation_id.to_string(),
@@ -108,6 +112,7 @@ impl Journal {
     pub fn take(&mut self) -> Journal {
         let empty = Journal {
             sink: None,
+            telemetry: None,
             done: true,
             delivered: None,
             attempt_started: Vec::new(),
@@ -235,6 +240,9 @@ impl Journal {
         self.done = true;
         self.record.finished_at_ms = now_ms();
         self.record.duration_ms = ms(self.started.elapsed());
+        if let Some(telemetry) = self.telemetry.take() {
+            telemetry.request_finished(&self.record);
+        }
         let sink = self.sink.take()?;
         Some((sink, Record::Request(Box::new(self.record.clone()))))
     }

@@ -3,6 +3,7 @@
 //! concurrency cap, fallback share).
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -11,12 +12,15 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::config::ProviderConfig;
+use crate::events::GatewayEvent;
+use crate::history::record::now_ms;
 use crate::keys::{KeyPool, NoKey};
 use crate::policy::breaker::{Admission, Breaker, State};
 use crate::policy::deadline::Deadline;
 use crate::policy::limiter::{Concurrency, Rates};
 use crate::policy::share::{self, WindowCounter};
 use crate::secrets::{ProviderKey, SecretStore};
+use crate::telemetry::Telemetry;
 
 /// Live policy state, behind one short-held lock.
 #[derive(Debug)]
@@ -34,8 +38,10 @@ struct Health {
 pub struct Provider {
     pub config: ProviderConfig,
     pub keys: KeyPool,
+    enabled: AtomicBool,
     concurrency: Concurrency,
     health: Mutex<Health>,
+    telemetry: Arc<Telemetry>,
 }
 
 /// Why a provider was passed over for an attempt.
@@ -135,7 +141,7 @@ pub enum Verdict {
 const DEFAULT_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 
 impl Provider {
-    pub fn load(config: ProviderConfig, store: &dyn SecretStore) -> Provider {
+    pub fn load(config: ProviderConfig, store: &dyn SecretStore, telemetry: Arc<Telemetry>) -> Provider {
         let keys = KeyPool::load(&config.name, config.auth, store);
         let now = Instant::now();
         let p = &config.policy;
@@ -146,11 +152,31 @@ impl Provider {
             seen: WindowCounter::new(p.fallback_window, now),
             fallbacks: WindowCounter::new(p.fallback_window, now),
         };
-        Provider { concurrency: Concurrency::new(p.max_concurrency), health: Mutex::new(health), config, keys }
+        Provider {
+            enabled: AtomicBool::new(config.enabled),
+            concurrency: Concurrency::new(p.max_concurrency),
+            health: Mutex::new(health),
+            telemetry,
+            config,
+            keys,
+        }
     }
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    pub fn set_enabled(&self, enabled: bool) {
+        self.enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Passive health, as the live statistics see it.
+    pub fn passively_healthy(&self) -> bool {
+        self.telemetry.stats.with(self.name(), |s| s.passive.healthy)
     }
 
     fn health(&self) -> MutexGuard<'_, Health> {
@@ -233,10 +259,20 @@ impl Provider {
                     // A key pool cools the key; the provider's other keys go on.
                     Some(label) => {
                         self.keys.cool(label, now + wait);
+                        self.telemetry.publish(GatewayEvent::KeyCooling {
+                            provider: self.name().to_string(),
+                            label: Some(label.to_string()),
+                            until_ms: now_ms() + wait.as_millis() as i64,
+                        });
                         warn!(provider = %self.config.name, key = label, "rate-limited: key cooling down for {pretty}");
                     }
                     None => {
                         h.cooling_until = Some(now + wait);
+                        self.telemetry.publish(GatewayEvent::KeyCooling {
+                            provider: self.name().to_string(),
+                            label: None,
+                            until_ms: now_ms() + wait.as_millis() as i64,
+                        });
                         warn!(provider = %self.config.name, "rate-limited: cooling down for {pretty}");
                     }
                 }
@@ -250,6 +286,11 @@ impl Provider {
     /// keys are reloaded. Returns whether another key is left.
     pub fn revoke_key(&self, label: &str, reason: &str) -> bool {
         warn!(provider = %self.config.name, key = label, "key refused by the provider: {reason}; not used again until keys change");
+        self.telemetry.publish(GatewayEvent::KeyRevoked {
+            provider: self.name().to_string(),
+            label: label.to_string(),
+            reason: reason.to_string(),
+        });
         self.keys.revoke(label, reason)
     }
 
@@ -279,6 +320,12 @@ impl Provider {
         // Transitions become events on the live bus; until a subscriber
         // exists they are logged, with their reasons.
         for t in h.breaker.take_transitions() {
+            self.telemetry.publish(GatewayEvent::Breaker {
+                provider: self.name().to_string(),
+                from: t.from.name().to_string(),
+                to: t.to.name().to_string(),
+                reason: t.reason.clone(),
+            });
             warn!(provider = %self.config.name, from = t.from.name(), to = t.to.name(), "circuit breaker: {}", t.reason);
         }
     }

@@ -51,6 +51,7 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
     let user_agent = inbound.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
     let mut journal = Journal::start(
         gateway.sink().cloned(),
+        gateway.telemetry().clone(),
         &inbound.ids.request_id,
         &inbound.ids.correlation_id,
         inbound.endpoint.gateway_path(),
@@ -73,7 +74,8 @@ async fn serve(
 ) -> Result<Response<Body>, ApiError> {
     let protocol = inbound.endpoint.protocol();
     let started = Instant::now();
-    let server = &gateway.config().server;
+    let live = gateway.live();
+    let server = &live.config.server;
     let bytes = read_body(body, &inbound.headers, server.max_body_bytes, server.body_timeout)
         .await
         .map_err(|e| e.in_protocol(protocol))?;
@@ -85,14 +87,14 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
-    let plan = routing::plan(gateway.providers(), &gateway.config().routes, protocol, &head.model).map_err(|e| {
+    let plan = routing::plan(&live.providers, &live.config.routes, protocol, &head.model).map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
             RouteError::NoneAvailable { .. } => ErrorCode::NoProviderAvailable,
         };
         ApiError::new(protocol, code, e.to_string())
     })?;
-    let policy = gateway.config().request_policy(&head.model);
+    let policy = live.config.request_policy(&head.model);
     let mut run = Run {
         gateway,
         inbound,

@@ -76,7 +76,7 @@ pub fn plan<'a>(
     let mut plan = Plan { candidates: Vec::new(), skipped: Vec::new() };
     for candidate in listed {
         let provider = candidate.provider;
-        let reason = if !provider.config.enabled {
+        let reason = if !provider.is_enabled() {
             Some(SkipReason::Disabled)
         } else if provider.config.kind != protocol {
             Some(SkipReason::WrongProtocol { speaks: provider.config.kind })
@@ -122,12 +122,18 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::secrets::MemoryStore;
+    use crate::telemetry::Telemetry;
     use std::path::Path;
 
     fn setup(text: &str) -> (Vec<Arc<Provider>>, Config) {
         let config = Config::parse(text, Path::new("t.toml")).unwrap();
         let store = MemoryStore::new().with("a", "k", "ka").with("b", "k", "kb").with("c", "k", "kc");
-        let providers = config.providers.iter().cloned().map(|p| Arc::new(Provider::load(p, &store))).collect();
+        let providers = config
+            .providers
+            .iter()
+            .cloned()
+            .map(|p| Arc::new(Provider::load(p, &store, Arc::new(Telemetry::new(None)))))
+            .collect();
         (providers, config)
     }
 

@@ -7,20 +7,20 @@ use axum::body::Body;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Path, Request, State};
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::sync::Semaphore;
-use tower::ServiceExt;
 use axum::http::{HeaderMap, HeaderValue, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::correlation::RequestIds;
@@ -70,7 +70,7 @@ pub async fn serve(
     gateway: Gateway,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let limits = gateway.config().server.clone();
+    let limits = gateway.live().config.server.clone();
     let app = router(gateway);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
@@ -105,7 +105,8 @@ pub async fn serve(
             .header_read_timeout(limits.header_timeout)
             .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
         builder.http2().max_header_list_size(u32::try_from(limits.max_header_bytes * 2).unwrap_or(u32::MAX));
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+        let connection =
+            builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
         let connection = graceful.watch(connection.into_owned());
         tokio::spawn(async move {
             if let Err(e) = connection.await {
@@ -169,7 +170,8 @@ fn caller_protocol(headers: &HeaderMap) -> Protocol {
 
 /// Client-facing model names the gateway can serve right now for `protocol`.
 fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
-    let config = gw.config();
+    let live = gw.live();
+    let config = &live.config;
     let names = config
         .routes
         .iter()
@@ -179,7 +181,7 @@ fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
     names
         .filter(|m| seen.insert(*m))
         .filter_map(|m| {
-            let plan = routing::plan(gw.providers(), &config.routes, protocol, m).ok()?;
+            let plan = routing::plan(&live.providers, &config.routes, protocol, m).ok()?;
             let owner = plan.candidates.first()?.provider.name().to_string();
             Some((m.to_string(), owner))
         })

@@ -94,11 +94,15 @@ impl KeychainStore {
 }
 
 fn valid_label(label: &str) -> Result<(), SecretError> {
-    let ok = !label.is_empty() && label.len() <= 64 && label.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    let ok =
+        !label.is_empty() && label.len() <= 64 && label.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     if ok {
         Ok(())
     } else {
-        Err(SecretError::Unavailable { store: "keychain", reason: format!("label {label:?}: use letters, digits, '-', '_' and '.'") })
+        Err(SecretError::Unavailable {
+            store: "keychain",
+            reason: format!("label {label:?}: use letters, digits, '-', '_' and '.'"),
+        })
     }
 }
 

@@ -1,0 +1,199 @@
+//! The live event bus: one typed broadcast of what the gateway does. The
+//! request path publishes without waiting; a subscriber that falls behind
+//! lags and resyncs from a snapshot. Recent events are kept so a client can
+//! resume from the last id it saw (`Last-Event-ID`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::history::record::{now_ms, EventRecord, Record};
+use crate::history::Recorder;
+
+/// Events kept for resuming subscribers.
+const RECENT: usize = 2048;
+/// Events a subscriber may fall behind before it lags.
+const CHANNEL: usize = 1024;
+
+/// A request as the live view shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestBrief {
+    pub id: String,
+    pub endpoint: String,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub outcome: String,
+    pub status: Option<u16>,
+    pub duration_ms: f64,
+    pub ttft_ms: Option<f64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    /// `provider:status-or-outcome` per attempt, in order.
+    pub attempts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum GatewayEvent {
+    RequestFinished { request: RequestBrief },
+    Fallback { request_id: String, model: Option<String>, from: String, to: String, reason: String },
+    Breaker { provider: String, from: String, to: String, reason: String },
+    Health { provider: String, from: String, to: String, reason: String },
+    KeyRevoked { provider: String, label: String, reason: String },
+    KeyCooling { provider: String, label: Option<String>, until_ms: i64 },
+    ProviderToggled { provider: String, enabled: bool },
+    ConfigReloaded { ok: bool, error: Option<String> },
+}
+
+impl GatewayEvent {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GatewayEvent::RequestFinished { .. } => "request_finished",
+            GatewayEvent::Fallback { .. } => "fallback",
+            GatewayEvent::Breaker { .. } => "breaker",
+            GatewayEvent::Health { .. } => "health",
+            GatewayEvent::KeyRevoked { .. } => "key_revoked",
+            GatewayEvent::KeyCooling { .. } => "key_cooling",
+            GatewayEvent::ProviderToggled { .. } => "provider_toggled",
+            GatewayEvent::ConfigReloaded { .. } => "config_reloaded",
+        }
+    }
+
+    fn provider(&self) -> Option<&str> {
+        match self {
+            GatewayEvent::Breaker { provider, .. }
+            | GatewayEvent::Health { provider, .. }
+            | GatewayEvent::KeyRevoked { provider, .. }
+            | GatewayEvent::KeyCooling { provider, .. }
+            | GatewayEvent::ProviderToggled { provider, .. } => Some(provider),
+            GatewayEvent::Fallback { to, .. } => Some(to),
+            GatewayEvent::RequestFinished { .. } | GatewayEvent::ConfigReloaded { .. } => None,
+        }
+    }
+}
+
+/// An event with its place in the sequence.
+#[derive(Debug, Clone, Serialize)]
+pub struct Envelope {
+    pub id: u64,
+    pub at_ms: i64,
+    #[serde(flatten)]
+    pub event: GatewayEvent,
+}
+
+#[derive(Debug)]
+pub struct EventBus {
+    tx: broadcast::Sender<Arc<Envelope>>,
+    next: AtomicU64,
+    recent: Mutex<VecDeque<Arc<Envelope>>>,
+    /// State changes also go on record (requests have their own rows).
+    recorder: Option<Recorder>,
+}
+
+impl EventBus {
+    pub fn new(recorder: Option<Recorder>) -> EventBus {
+        EventBus {
+            tx: broadcast::channel(CHANNEL).0,
+            next: AtomicU64::new(1),
+            recent: Mutex::new(VecDeque::new()),
+            recorder,
+        }
+    }
+
+    /// Publishes without waiting on anyone.
+    pub fn publish(&self, event: GatewayEvent) {
+        if let (Some(recorder), false) = (&self.recorder, matches!(event, GatewayEvent::RequestFinished { .. })) {
+            let detail = serde_json::to_string(&event).unwrap_or_default();
+            let request_id = match &event {
+                GatewayEvent::Fallback { request_id, .. } => Some(request_id.clone()),
+                _ => None,
+            };
+            recorder.record_now(Record::Event(EventRecord {
+                at_ms: now_ms(),
+                kind: event.kind().to_string(),
+                provider: event.provider().map(str::to_string),
+                detail,
+                request_id,
+            }));
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        // Numbered under the lock, so ids and delivery order agree.
+        let envelope = Arc::new(Envelope { id: self.next.fetch_add(1, Ordering::Relaxed), at_ms: now_ms(), event });
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back(envelope.clone());
+        let _ = self.tx.send(envelope);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Envelope>> {
+        self.tx.subscribe()
+    }
+
+    /// Events after `id`, if they are all still kept.
+    pub fn since(&self, id: u64) -> Option<Vec<Arc<Envelope>>> {
+        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let oldest = recent.front().map_or(self.next.load(Ordering::Relaxed), |e| e.id);
+        if id + 1 < oldest {
+            return None;
+        }
+        Some(recent.iter().filter(|e| e.id > id).cloned().collect())
+    }
+
+    /// Events kept now, newest last (for the live feed's first screen).
+    pub fn recent(&self, limit: usize) -> Vec<Arc<Envelope>> {
+        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.iter().skip(recent.len().saturating_sub(limit)).cloned().collect()
+    }
+
+    pub fn last_id(&self) -> u64 {
+        self.next.load(Ordering::Relaxed).saturating_sub(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toggled(n: usize) -> GatewayEvent {
+        GatewayEvent::ProviderToggled { provider: format!("p{n}"), enabled: n % 2 == 0 }
+    }
+
+    #[tokio::test]
+    async fn ids_are_sequential_and_resumable() {
+        let bus = EventBus::new(None);
+        let mut rx = bus.subscribe();
+        for n in 0..3 {
+            bus.publish(toggled(n));
+        }
+        assert_eq!(rx.recv().await.unwrap().id, 1);
+        let after_one: Vec<u64> = bus.since(1).unwrap().iter().map(|e| e.id).collect();
+        assert_eq!(after_one, [2, 3]);
+        assert_eq!(bus.last_id(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_subscriber_does_not_block_publishing() {
+        let bus = EventBus::new(None);
+        let mut slow = bus.subscribe();
+        for n in 0..(CHANNEL * 3) {
+            bus.publish(toggled(n));
+        }
+        assert!(matches!(slow.recv().await, Err(broadcast::error::RecvError::Lagged(_))));
+        assert!(bus.since(1).is_none(), "too old to resume: resync from a snapshot");
+        assert_eq!(bus.since(bus.last_id() - 5).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn events_serialize_with_their_type() {
+        let e = Envelope { id: 7, at_ms: 1, event: toggled(2) };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["type"], "provider_toggled");
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["enabled"], true);
+    }
+}

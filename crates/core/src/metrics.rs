@@ -1,0 +1,117 @@
+//! Prometheus metrics at `/metrics`: requests, attempts by outcome and
+//! reason, latency and time-to-first-token histograms, tokens, cost,
+//! fallbacks and breaker state, with provider and model labels.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub endpoint: String,
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AttemptLabels {
+    pub provider: String,
+    pub model: String,
+    pub outcome: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderModel {
+    pub provider: String,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    pub provider: String,
+    pub model: String,
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FallbackLabels {
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabel {
+    pub provider: String,
+}
+
+fn seconds_histogram() -> Histogram {
+    // 10 ms to about 5.5 minutes.
+    Histogram::new(exponential_buckets(0.01, 2.0, 16))
+}
+
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub attempts: Family<AttemptLabels, Counter>,
+    pub attempt_seconds: Family<ProviderModel, Histogram, fn() -> Histogram>,
+    pub ttft_seconds: Family<ProviderModel, Histogram, fn() -> Histogram>,
+    pub tokens: Family<TokenLabels, Counter>,
+    pub cost: Family<ProviderModel, Counter<f64, AtomicU64>>,
+    pub fallbacks: Family<FallbackLabels, Counter>,
+    /// 0 closed, 1 half-open, 2 open; set at scrape time.
+    pub breaker: Family<ProviderLabel, Gauge>,
+    /// 1 enabled, 0 disabled; set at scrape time.
+    pub enabled: Family<ProviderLabel, Gauge>,
+    pub history_lost: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("switchyard");
+        let m = Metrics {
+            requests: Family::default(),
+            attempts: Family::default(),
+            attempt_seconds: Family::new_with_constructor(seconds_histogram),
+            ttft_seconds: Family::new_with_constructor(seconds_histogram),
+            tokens: Family::default(),
+            cost: Family::default(),
+            fallbacks: Family::default(),
+            breaker: Family::default(),
+            enabled: Family::default(),
+            history_lost: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("requests", "Requests answered, by endpoint and outcome", m.requests.clone());
+        registry.register("attempts", "Upstream attempts, by provider, model, outcome and reason", m.attempts.clone());
+        registry.register("attempt_duration_seconds", "Upstream attempt duration", m.attempt_seconds.clone());
+        registry.register("time_to_first_token_seconds", "Time to a stream's first content", m.ttft_seconds.clone());
+        registry.register("tokens", "Tokens, by provider, model and kind (input, output, cached)", m.tokens.clone());
+        registry.register("cost_usd", "Spend in US dollars, by provider and model", m.cost.clone());
+        registry.register("fallbacks", "Fallbacks from one provider to another", m.fallbacks.clone());
+        registry.register("breaker_state", "Circuit breaker: 0 closed, 1 half-open, 2 open", m.breaker.clone());
+        registry.register("provider_enabled", "1 when the provider is enabled", m.enabled.clone());
+        registry.register("history_records_lost", "History records that could not be written", m.history_lost.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

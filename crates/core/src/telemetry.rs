@@ -1,0 +1,164 @@
+//! One live truth for the UI, the tray, the CLI and Prometheus: every
+//! finished request updates the rolling statistics, passive health and
+//! metrics, and is published on the event bus with its fallbacks.
+
+use std::time::Duration;
+
+use crate::events::{EventBus, GatewayEvent, RequestBrief};
+use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestRecord};
+use crate::history::Recorder;
+use crate::metrics::Metrics;
+use crate::metrics::{AttemptLabels, FallbackLabels, ProviderModel, RequestLabels, TokenLabels};
+use crate::stats::{Sample, Stats};
+
+#[derive(Debug)]
+pub struct Telemetry {
+    pub events: EventBus,
+    pub stats: Stats,
+    pub metrics: Metrics,
+}
+
+fn minute_of(ms: i64) -> i64 {
+    ms.div_euclid(60_000)
+}
+
+fn day_of(ms: i64) -> i64 {
+    ms.div_euclid(86_400_000)
+}
+
+/// Whether an attempt says the provider is working (`None`: says nothing).
+fn healthy(a: &AttemptRecord) -> Option<bool> {
+    match a.outcome {
+        AttemptOutcome::Ok => Some(true),
+        AttemptOutcome::HttpError => match a.status {
+            Some(s) if s >= 500 || s == 408 => Some(false),
+            _ => None,
+        },
+        AttemptOutcome::ConnectError
+        | AttemptOutcome::TransportError
+        | AttemptOutcome::Timeout
+        | AttemptOutcome::StreamError
+        | AttemptOutcome::StreamDropped
+        | AttemptOutcome::MidStreamFailure => Some(false),
+        AttemptOutcome::Canceled => None,
+    }
+}
+
+impl Telemetry {
+    pub fn new(recorder: Option<Recorder>) -> Telemetry {
+        Telemetry { events: EventBus::new(recorder), stats: Stats::default(), metrics: Metrics::new() }
+    }
+
+    pub fn publish(&self, event: GatewayEvent) {
+        self.events.publish(event);
+    }
+
+    /// Takes in a finished request.
+    pub fn request_finished(&self, r: &RequestRecord) {
+        self.metrics
+            .requests
+            .get_or_create(&RequestLabels { endpoint: r.endpoint.clone(), outcome: r.outcome.as_str().to_string() })
+            .inc();
+        let minute = minute_of(r.started_at_ms);
+        for (i, a) in r.attempts.iter().enumerate() {
+            self.attempt(r, a, r.attempts.get(i + 1), minute);
+        }
+        if let (Some(provider), Some(model)) = (&r.provider, &r.provider_model) {
+            let pm = ProviderModel { provider: provider.clone(), model: model.clone() };
+            for (kind, n) in
+                [("input", r.usage.input_tokens), ("output", r.usage.output_tokens), ("cached", r.usage.cached_tokens)]
+            {
+                if let Some(n) = n {
+                    let labels = TokenLabels { provider: provider.clone(), model: model.clone(), kind: kind.into() };
+                    self.metrics.tokens.get_or_create(&labels).inc_by(n);
+                }
+            }
+            if let Some(cost) = r.cost_usd {
+                self.metrics.cost.get_or_create(&pm).inc_by(cost);
+            }
+            let (input, output) = (r.usage.input_tokens.unwrap_or(0), r.usage.output_tokens.unwrap_or(0));
+            self.stats.with(provider, |s| s.today.add(day_of(r.started_at_ms), input, output, r.cost_usd));
+        }
+        self.events.publish(GatewayEvent::RequestFinished { request: brief(r) });
+    }
+
+    fn attempt(&self, r: &RequestRecord, a: &AttemptRecord, next: Option<&AttemptRecord>, minute: i64) {
+        let fallback_out = next.is_some_and(|n| n.reason == Reason::Fallback);
+        let sample = Sample {
+            ok: a.outcome == AttemptOutcome::Ok,
+            latency_ms: a.duration_ms.unwrap_or(0.0),
+            ttft_ms: a.ttft_ms,
+            fallback_in: a.reason == Reason::Fallback,
+            fallback_out,
+        };
+        let change = self.stats.with(&a.provider, |s| {
+            s.all.record(minute, sample);
+            s.by_model.entry(a.model.clone()).or_default().record(minute, sample);
+            healthy(a).and_then(|ok| s.passive.observe(ok))
+        });
+        if let Some(now_healthy) = change {
+            let (from, to) = if now_healthy { ("unhealthy", "healthy") } else { ("healthy", "unhealthy") };
+            let reason = if now_healthy {
+                "successes in a row".to_string()
+            } else {
+                format!("failures in a row, last: {}", a.error.as_deref().unwrap_or(a.outcome.as_str()))
+            };
+            self.events.publish(GatewayEvent::Health {
+                provider: a.provider.clone(),
+                from: from.into(),
+                to: to.into(),
+                reason,
+            });
+        }
+        let labels = AttemptLabels {
+            provider: a.provider.clone(),
+            model: a.model.clone(),
+            outcome: a.outcome.as_str().into(),
+            reason: a.reason.as_str().into(),
+        };
+        self.metrics.attempts.get_or_create(&labels).inc();
+        let pm = ProviderModel { provider: a.provider.clone(), model: a.model.clone() };
+        if let Some(d) = a.duration_ms {
+            self.metrics.attempt_seconds.get_or_create(&pm).observe(Duration::from_secs_f64(d / 1000.0).as_secs_f64());
+        }
+        if let Some(t) = a.ttft_ms {
+            self.metrics.ttft_seconds.get_or_create(&pm).observe(t / 1000.0);
+        }
+        if let (Some(n), true) = (next, fallback_out) {
+            self.metrics
+                .fallbacks
+                .get_or_create(&FallbackLabels { from: a.provider.clone(), to: n.provider.clone() })
+                .inc();
+            self.events.publish(GatewayEvent::Fallback {
+                request_id: r.id.clone(),
+                model: r.model.clone(),
+                from: a.provider.clone(),
+                to: n.provider.clone(),
+                reason: a.error.clone().unwrap_or_else(|| a.outcome.as_str().to_string()),
+            });
+        }
+    }
+}
+
+fn brief(r: &RequestRecord) -> RequestBrief {
+    RequestBrief {
+        id: r.id.clone(),
+        endpoint: r.endpoint.clone(),
+        model: r.model.clone(),
+        provider: r.provider.clone(),
+        outcome: r.outcome.as_str().to_string(),
+        status: r.status,
+        duration_ms: r.duration_ms,
+        ttft_ms: r.ttft_ms,
+        input_tokens: r.usage.input_tokens,
+        output_tokens: r.usage.output_tokens,
+        cost_usd: r.cost_usd,
+        attempts: r
+            .attempts
+            .iter()
+            .map(|a| {
+                format!("{}:{}", a.provider, a.status.map_or_else(|| a.outcome.as_str().to_string(), |s| s.to_string()))
+            })
+            .collect(),
+    }
+}
