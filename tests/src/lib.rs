@@ -5,7 +5,6 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use std::time::Duration;
@@ -17,7 +16,7 @@ use switchyard_core::{Config, Gateway};
 use switchyard_sim::SimProvider;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// The admin token every test gateway requires.
 pub const ADMIN_TOKEN: &str = "test-admin-token";
@@ -33,17 +32,41 @@ pub struct TestGateway {
     pub store: Store,
     _history: History,
     _dir: tempfile::TempDir,
-    stop: CancellationToken,
+    /// Stops the server when dropped.
+    stop: DropGuard,
     task: JoinHandle<std::io::Result<()>>,
 }
 
 impl TestGateway {
     /// Starts a gateway from TOML config text and an in-memory key store.
     pub async fn start(config: &str, keys: MemoryStore) -> TestGateway {
-        let config = Config::parse(config, Path::new("test.toml")).expect("test config is valid");
         let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("switchyard.toml"), config).expect("config written");
+        TestGateway::start_in(dir, keys).await
+    }
+
+    /// The config file this gateway reloads from.
+    pub fn config_file(&self) -> std::path::PathBuf {
+        self._dir.path().join("switchyard.toml")
+    }
+
+    /// Stops this gateway and starts another on the same files (config,
+    /// history, provider toggles), as a restart would.
+    pub async fn restart(self, keys: MemoryStore) -> TestGateway {
+        let TestGateway { _dir: dir, stop, task, _history: history, .. } = self;
+        drop(stop);
+        let _ = task.await;
+        history.close(Duration::from_secs(5)).await;
+        TestGateway::start_in(dir, keys).await
+    }
+
+    async fn start_in(dir: tempfile::TempDir, keys: MemoryStore) -> TestGateway {
+        let path = dir.path().join("switchyard.toml");
+        let config = Config::load(&path).expect("test config is valid");
         let history = History::open(&dir.path().join("switchyard.db"), &config.history).await.expect("history opens");
         let gateway = Gateway::builder(config, Arc::new(keys))
+            .config_path(path)
+            .state_file(dir.path().join("state.json"))
             .history(&history)
             .admin_token(secrecy::SecretString::from(ADMIN_TOKEN.to_string()))
             .access_token(secrecy::SecretString::from(ACCESS_TOKEN.to_string()))
@@ -55,7 +78,7 @@ impl TestGateway {
         let shutdown = stop.clone().cancelled_owned();
         let task = tokio::spawn(switchyard_core::serve(listener, gateway.clone(), shutdown));
         let store = history.store().clone();
-        TestGateway { addr, gateway, store, _history: history, _dir: dir, stop, task }
+        TestGateway { addr, gateway, store, _history: history, _dir: dir, stop: stop.drop_guard(), task }
     }
 
     /// Waits until `n` requests are on record (the writer is asynchronous).
@@ -87,12 +110,6 @@ impl TestGateway {
     }
 }
 
-impl Drop for TestGateway {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        self.task.abort();
-    }
-}
 
 /// Builds config text for providers that point at simulated ones.
 #[derive(Debug, Default, Clone)]

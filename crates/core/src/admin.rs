@@ -26,6 +26,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .route("/admin/keys", get(list_keys))
         .route("/admin/keys/reload", axum::routing::post(reload_keys))
         .route("/admin/keys/{provider}/{label}", axum::routing::put(set_key).delete(remove_key))
+        .merge(crate::live_api::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 
@@ -38,6 +39,22 @@ pub struct AdminError {
 }
 
 impl AdminError {
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> AdminError {
+        AdminError::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    pub fn internal(code: &'static str, message: impl Into<String>) -> AdminError {
+        AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, code, message)
+    }
+
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> AdminError {
+        AdminError::new(StatusCode::CONFLICT, code, message)
+    }
+
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> AdminError {
+        AdminError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AdminError {
         AdminError { status, code, message: message.into() }
     }

@@ -105,6 +105,9 @@ pub struct ProviderConfig {
     /// For OpenAI-kind chat streams: ask for usage the client did not ask
     /// for (and strip it again), so spend is counted.
     pub stream_usage: bool,
+    /// Probe the provider (`GET /models`) in the background. On by default
+    /// for local servers, off for remote ones that may bill for it.
+    pub probe: bool,
 }
 
 /// The models a provider serves: the name clients ask for, mapped to the
@@ -273,6 +276,7 @@ struct RawProvider {
     policy: RawPolicy,
     #[serde(default = "yes")]
     stream_usage: bool,
+    probe: Option<bool>,
 }
 
 fn yes() -> bool {
@@ -293,6 +297,13 @@ struct RawRoute {
     chain: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
     policy: RawPolicy,
+}
+
+/// A provider on this machine (probing it costs nothing).
+fn is_local(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.ends_with(".localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 struct Validator<'a> {
@@ -517,6 +528,7 @@ impl Validator<'_> {
             );
         }
         let policy = raw.policy.provider(defaults).or_else(|e| self.policy_error(&field("policy"), e))?;
+        let local = is_local(&base_url);
         Ok(ProviderConfig {
             name,
             kind,
@@ -526,6 +538,7 @@ impl Validator<'_> {
             auth,
             policy,
             stream_usage: raw.stream_usage,
+            probe: raw.probe.unwrap_or(local),
         })
     }
 

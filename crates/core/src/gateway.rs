@@ -67,6 +67,8 @@ struct Inner {
     telemetry: Arc<Telemetry>,
     /// Where provider toggles persist (`<data dir>/state.json`).
     state_file: Option<PathBuf>,
+    /// The config file, for reloads.
+    config_path: Option<PathBuf>,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
@@ -78,6 +80,7 @@ pub struct Builder {
     admin_token: Option<SecretString>,
     access_token: Option<SecretString>,
     state_file: Option<PathBuf>,
+    config_path: Option<PathBuf>,
 }
 
 impl Builder {
@@ -108,6 +111,12 @@ impl Builder {
     /// Persists provider toggles in this file and applies the ones it holds.
     pub fn state_file(mut self, path: PathBuf) -> Builder {
         self.state_file = Some(path);
+        self
+    }
+
+    /// The file the configuration came from, so it can be reloaded.
+    pub fn config_path(mut self, path: PathBuf) -> Builder {
+        self.config_path = Some(path);
         self
     }
 
@@ -157,6 +166,7 @@ impl Builder {
                 secrets: self.secrets,
                 telemetry,
                 state_file: self.state_file,
+                config_path: self.config_path,
             }),
         })
     }
@@ -181,7 +191,15 @@ pub enum ToggleError {
 
 impl Gateway {
     pub fn builder(config: Config, secrets: Arc<dyn SecretStore>) -> Builder {
-        Builder { config, secrets, history: None, admin_token: None, access_token: None, state_file: None }
+        Builder {
+            config,
+            secrets,
+            history: None,
+            admin_token: None,
+            access_token: None,
+            state_file: None,
+            config_path: None,
+        }
     }
 
     /// A gateway without history or admin API.
@@ -221,6 +239,10 @@ impl Gateway {
 
     pub fn secrets(&self) -> &dyn SecretStore {
         self.inner.secrets.as_ref()
+    }
+
+    pub fn config_path(&self) -> Option<&std::path::Path> {
+        self.inner.config_path.as_deref()
     }
 
     pub fn telemetry(&self) -> &Arc<Telemetry> {

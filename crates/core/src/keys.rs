@@ -164,6 +164,17 @@ impl KeyPool {
         }
     }
 
+    /// A usable key without moving the round-robin on (for probes).
+    pub fn peek(&self, now: Instant) -> Option<ProviderKey> {
+        match &self.state().source {
+            Source::Loaded(slots) => slots
+                .iter()
+                .find(|s| s.revoked.is_none() && s.cooling_until.is_none_or(|t| t <= now))
+                .map(|s| s.key.clone()),
+            Source::NotNeeded | Source::Missing | Source::Unavailable(_) => None,
+        }
+    }
+
     /// Whether a key could be used right now.
     pub fn has_ready(&self, now: Instant) -> bool {
         match &self.state().source {

@@ -301,6 +301,19 @@ impl Provider {
         }
     }
 
+    /// Feeds an active probe's outcome to the breaker: only when the breaker
+    /// is waiting for probes, so a probe never trips a closed breaker.
+    pub fn record_probe(&self, ok: bool) {
+        let now = Instant::now();
+        let mut h = self.health();
+        if matches!(h.breaker.state(now), State::HalfOpen) {
+            if let Ok(admission) = h.breaker.admit(now) {
+                h.breaker.record(admission, !ok, now);
+            }
+        }
+        self.log_transitions(&mut h);
+    }
+
     /// Opens the breaker by hand (until reset).
     pub fn open_breaker(&self) {
         let mut h = self.health();

@@ -30,11 +30,15 @@ use crate::protocol::{Endpoint, Protocol};
 use crate::proxy::{self, Inbound};
 use crate::routing;
 
+/// How often providers with probing on are probed.
+const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The gateway's router. Tests drive it directly or through [`serve`].
 pub fn router(gateway: Gateway) -> Router {
     let mut router = Router::new()
         .route("/", get(root))
         .route("/healthz", get(healthz))
+        .route("/metrics", get(crate::live_api::metrics))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model));
     for endpoint in Endpoint::ALL {
@@ -71,6 +75,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = gateway.live().config.server.clone();
+    // Active probes for the providers that want them; ended with the server.
+    let probes = tokio::spawn(crate::health::probe_forever(gateway.clone(), PROBE_EVERY));
     let app = router(gateway);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
@@ -116,6 +122,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    probes.abort();
     graceful.shutdown().await;
     Ok(())
 }

@@ -1,0 +1,190 @@
+//! What each provider looks like right now, in one view for the UI, the
+//! tray, the CLI and the admin API; and active probes, which test a provider
+//! (`GET /models`) without risking user traffic and can close a half-open
+//! breaker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::gateway::Gateway;
+use crate::headers;
+use crate::history::record::now_ms;
+use crate::keys::KeySummary;
+use crate::policy::breaker::State;
+use crate::provider::Provider;
+use crate::stats::{Today, Window};
+
+/// Degraded when fewer than this share of recent attempts succeeded.
+const DEGRADED_SUCCESS_RATE: f64 = 0.9;
+/// ... counted only once there were this many.
+const DEGRADED_MIN_ATTEMPTS: u64 = 5;
+/// Degraded when the 5-minute p95 latency passes this.
+const DEGRADED_P95_MS: u64 = 30_000;
+/// How long a probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The state users see, with words.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderState {
+    /// `healthy`, `degraded`, `rate_limited`, `open`, `disabled` or `no_key`.
+    pub state: &'static str,
+    /// When a rate limit or an open breaker ends (Unix ms), if known.
+    pub until_ms: Option<i64>,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Windows {
+    pub m1: Window,
+    pub m5: Window,
+    pub m60: Window,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProviderView {
+    pub name: String,
+    pub kind: String,
+    pub base_url: String,
+    pub enabled: bool,
+    #[serde(flatten)]
+    pub state: ProviderState,
+    pub breaker: &'static str,
+    pub passive_healthy: bool,
+    pub stats: Windows,
+    pub models: Vec<ModelView>,
+    pub today: Today,
+    pub keys: Vec<KeySummary>,
+    pub probe: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelView {
+    pub model: String,
+    pub stats: Windows,
+}
+
+fn unix_ms(at: Instant) -> i64 {
+    now_ms() + i64::try_from(at.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(0)
+}
+
+fn minute_now() -> i64 {
+    now_ms().div_euclid(60_000)
+}
+
+fn state(p: &Provider, m5: &Window, passive_healthy: bool) -> ProviderState {
+    let s = |state, until_ms, detail: Option<String>| ProviderState { state, until_ms, detail };
+    if !p.is_enabled() {
+        return s("disabled", None, None);
+    }
+    if let Some(problem) = p.keys.problem() {
+        return s("no_key", None, Some(problem));
+    }
+    match p.breaker_state() {
+        State::Open { until } => return s("open", until.map(unix_ms), Some("circuit breaker open".into())),
+        State::HalfOpen => return s("open", None, Some("half-open: probing".into())),
+        State::Closed => {}
+    }
+    if let Some(until) = p.cooling_until() {
+        return s("rate_limited", Some(unix_ms(until)), None);
+    }
+    let now = Instant::now();
+    let keys = p.keys.summary(now);
+    if !keys.is_empty() && !p.keys.has_ready(now) {
+        return s("rate_limited", None, Some("every key is cooling down".into()));
+    }
+    if !passive_healthy {
+        return s("degraded", None, Some("recent attempts failed in a row".into()));
+    }
+    if m5.requests >= DEGRADED_MIN_ATTEMPTS && m5.success_rate.is_some_and(|r| r < DEGRADED_SUCCESS_RATE) {
+        let rate = m5.success_rate.unwrap_or(0.0) * 100.0;
+        return s("degraded", None, Some(format!("{rate:.0}% of attempts succeeded in 5 minutes")));
+    }
+    if m5.latency_p95_ms.is_some_and(|p95| p95 > DEGRADED_P95_MS) {
+        return s("degraded", None, Some("slow: p95 latency over 30 s".into()));
+    }
+    s("healthy", None, None)
+}
+
+/// The view of one provider.
+pub fn view(gw: &Gateway, p: &Arc<Provider>) -> ProviderView {
+    let minute = minute_now();
+    let day = now_ms().div_euclid(86_400_000);
+    let (stats, models, today, passive) = gw.telemetry().stats.with(p.name(), |s| {
+        let windows = |r: &crate::stats::Rolling| Windows { m1: r.window(minute, 1), m5: r.window(minute, 5), m60: r.window(minute, 60) };
+        let mut models: Vec<ModelView> =
+            s.by_model.iter().map(|(m, r)| ModelView { model: m.clone(), stats: windows(r) }).collect();
+        models.sort_by(|a, b| a.model.cmp(&b.model));
+        (windows(&s.all), models, s.today.current(day), s.passive.healthy)
+    });
+    ProviderView {
+        name: p.name().to_string(),
+        kind: p.config.kind.to_string(),
+        base_url: p.config.base_url.to_string(),
+        enabled: p.is_enabled(),
+        state: state(p, &stats.m5, passive),
+        breaker: p.breaker_state().name(),
+        passive_healthy: passive,
+        stats,
+        models,
+        today,
+        keys: p.keys.summary(Instant::now()),
+        probe: p.config.probe,
+    }
+}
+
+pub fn views(gw: &Gateway) -> Vec<ProviderView> {
+    gw.live().providers.iter().map(|p| view(gw, p)).collect()
+}
+
+/// The result of one active probe.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeResult {
+    pub provider: String,
+    pub ok: bool,
+    pub status: Option<u16>,
+    pub duration_ms: f64,
+    pub error: Option<String>,
+    pub breaker: &'static str,
+}
+
+/// Probes a provider with `GET <base>/models`. A success closes a half-open
+/// breaker (through its probe slots); a failure reopens it.
+pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
+    let started = Instant::now();
+    let key = p.keys.peek(started);
+    let url = format!("{}/models", p.config.base_url.as_str().trim_end_matches('/'));
+    let headers = headers::upstream_request(&axum::http::HeaderMap::new(), p.config.kind, key.as_ref(), "probe");
+    let sent = gw.client().get(url).headers(headers).timeout(PROBE_TIMEOUT).send().await;
+    let (ok, status, error) = match sent {
+        Ok(r) => (r.status().is_success(), Some(r.status().as_u16()), (!r.status().is_success()).then(|| r.status().to_string())),
+        Err(e) => (false, None, Some(crate::attempt::error_chain(&e))),
+    };
+    p.record_probe(ok);
+    ProbeResult {
+        provider: p.name().to_string(),
+        ok,
+        status,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        error,
+        breaker: p.breaker_state().name(),
+    }
+}
+
+/// Probes every provider that has probing on, every `interval`, until the task is dropped.
+pub async fn probe_forever(gw: Gateway, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let live = gw.live();
+        for p in live.providers.iter().filter(|p| p.config.probe && p.is_enabled()) {
+            let result = probe(&gw, p).await;
+            if !result.ok {
+                tracing::debug!(provider = p.name(), "probe failed: {}", result.error.unwrap_or_default());
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The admin API's live half: providers with their health and statistics,
+//! toggles and breaker operations, probes, config reload, and the event
+//! stream (`GET /admin/events`, server-sent events: a snapshot first, then
+//! events; `Last-Event-ID` resumes, a lagging client gets a fresh snapshot).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::Stream;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::Receiver;
+
+use crate::admin::AdminError;
+use crate::config::Config;
+use crate::events::Envelope;
+use crate::gateway::{Gateway, ToggleError};
+use crate::health;
+
+pub fn routes() -> Router<Gateway> {
+    Router::new()
+        .route("/admin/providers", get(providers))
+        .route("/admin/providers/{name}/enable", post(enable))
+        .route("/admin/providers/{name}/disable", post(disable))
+        .route("/admin/providers/{name}/breaker/reset", post(breaker_reset))
+        .route("/admin/providers/{name}/breaker/open", post(breaker_open))
+        .route("/admin/providers/{name}/probe", post(probe))
+        .route("/admin/stats", get(stats))
+        .route("/admin/events", get(events))
+        .route("/admin/reload", post(reload))
+}
+
+async fn providers(State(gw): State<Gateway>) -> Json<Vec<health::ProviderView>> {
+    Json(health::views(&gw))
+}
+
+fn provider(gw: &Gateway, name: &str) -> Result<Arc<crate::provider::Provider>, AdminError> {
+    gw.live().provider(name).cloned().ok_or_else(|| AdminError::not_found("provider_not_found", format!("no provider named {name:?}")))
+}
+
+fn toggle(gw: &Gateway, name: &str, enabled: bool) -> Result<Response, AdminError> {
+    match gw.set_enabled(name, enabled) {
+        Ok(()) => Ok(Json(health::view(gw, &provider(gw, name)?)).into_response()),
+        Err(ToggleError::UnknownProvider(n)) => Err(AdminError::not_found("provider_not_found", format!("no provider named {n:?}"))),
+        Err(e @ ToggleError::Persist { .. }) => Err(AdminError::internal("state_not_saved", e.to_string())),
+    }
+}
+
+async fn enable(State(gw): State<Gateway>, Path(name): Path<String>) -> Result<Response, AdminError> {
+    toggle(&gw, &name, true)
+}
+
+async fn disable(State(gw): State<Gateway>, Path(name): Path<String>) -> Result<Response, AdminError> {
+    toggle(&gw, &name, false)
+}
+
+async fn breaker_reset(State(gw): State<Gateway>, Path(name): Path<String>) -> Result<Response, AdminError> {
+    let p = provider(&gw, &name)?;
+    p.reset_breaker();
+    Ok(Json(health::view(&gw, &p)).into_response())
+}
+
+async fn breaker_open(State(gw): State<Gateway>, Path(name): Path<String>) -> Result<Response, AdminError> {
+    let p = provider(&gw, &name)?;
+    p.open_breaker();
+    Ok(Json(health::view(&gw, &p)).into_response())
+}
+
+async fn probe(State(gw): State<Gateway>, Path(name): Path<String>) -> Result<Response, AdminError> {
+    let p = provider(&gw, &name)?;
+    Ok(Json(health::probe(&gw, &p).await).into_response())
+}
+
+async fn stats(State(gw): State<Gateway>) -> Json<serde_json::Value> {
+    let views = health::views(&gw);
+    let providers: Vec<serde_json::Value> = views
+        .iter()
+        .map(|v| json!({ "name": v.name, "state": v.state.state, "stats": v.stats, "models": v.models, "today": v.today }))
+        .collect();
+    let cost_today: f64 = views.iter().map(|v| v.today.cost_usd).sum();
+    Json(json!({
+        "providers": providers,
+        "cost_today_usd": cost_today,
+        "last_event_id": gw.telemetry().events.last_id(),
+        "history_records_lost": gw.sink().map_or(0, |s| s.recorder.lost()),
+    }))
+}
+
+/// Reads the config file again. A bad file is refused with its error and
+/// the configuration in force keeps serving.
+pub async fn reload(State(gw): State<Gateway>) -> Result<Response, AdminError> {
+    let Some(path) = gw.config_path().map(|p| p.to_path_buf()) else {
+        return Err(AdminError::conflict("no_config_file", "this gateway runs on the embedded default: there is no file to reload"));
+    };
+    let loaded = tokio::task::spawn_blocking(move || Config::load(&path))
+        .await
+        .map_err(|e| AdminError::internal("internal", e.to_string()))?;
+    match loaded {
+        Ok(config) => {
+            gw.reload(config);
+            Ok(Json(json!({ "reloaded": true })).into_response())
+        }
+        Err(e) => {
+            gw.reload_refused(e.to_string());
+            Err(AdminError::unprocessable("config_invalid", e.to_string()))
+        }
+    }
+}
+
+fn snapshot(gw: &Gateway) -> Event {
+    let data = json!({
+        "type": "snapshot",
+        "last_event_id": gw.telemetry().events.last_id(),
+        "providers": health::views(gw),
+        "recent": gw.telemetry().events.recent(100),
+    });
+    Event::default().event("snapshot").id(gw.telemetry().events.last_id().to_string()).data(data.to_string())
+}
+
+fn event(e: &Envelope) -> Event {
+    Event::default().event(e.event.kind()).id(e.id.to_string()).data(serde_json::to_string(e).unwrap_or_default())
+}
+
+struct Feed {
+    gw: Gateway,
+    rx: Receiver<Arc<Envelope>>,
+    queued: VecDeque<Event>,
+    last_sent: u64,
+}
+
+async fn events(State(gw): State<Gateway>, headers: HeaderMap) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    // Subscribe first, so nothing published during the snapshot is missed.
+    let rx = gw.telemetry().events.subscribe();
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    let mut queued = VecDeque::new();
+    let last_sent = match resume.and_then(|id| gw.telemetry().events.since(id).map(|missed| (id, missed))) {
+        Some((id, missed)) => {
+            queued.extend(missed.iter().map(|e| event(e)));
+            missed.last().map_or(id, |e| e.id)
+        }
+        None => {
+            queued.push_back(snapshot(&gw));
+            gw.telemetry().events.last_id()
+        }
+    };
+    let feed = Feed { gw, rx, queued, last_sent };
+    let stream = futures_util::stream::unfold(feed, |mut feed| async move {
+        loop {
+            if let Some(e) = feed.queued.pop_front() {
+                return Some((Ok(e), feed));
+            }
+            match feed.rx.recv().await {
+                Ok(e) if e.id <= feed.last_sent => continue,
+                Ok(e) => {
+                    feed.last_sent = e.id;
+                    return Some((Ok(event(&e)), feed));
+                }
+                // Fell behind: start again from the state as it is now.
+                Err(RecvError::Lagged(_)) => {
+                    feed.last_sent = feed.gw.telemetry().events.last_id();
+                    feed.queued.push_back(snapshot(&feed.gw));
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// `GET /metrics`: Prometheus text.
+pub async fn metrics(State(gw): State<Gateway>) -> Response {
+    let m = &gw.telemetry().metrics;
+    for p in &gw.live().providers {
+        let label = crate::metrics::ProviderLabel { provider: p.name().to_string() };
+        let breaker = match p.breaker_state() {
+            crate::policy::breaker::State::Closed => 0,
+            crate::policy::breaker::State::HalfOpen => 1,
+            crate::policy::breaker::State::Open { .. } => 2,
+        };
+        m.breaker.get_or_create(&label).set(breaker);
+        m.enabled.get_or_create(&label).set(i64::from(p.is_enabled()));
+    }
+    m.history_lost.set(gw.sink().map_or(0, |s| i64::try_from(s.recorder.lost()).unwrap_or(i64::MAX)));
+    (
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        m.encode(),
+    )
+        .into_response()
+}
