@@ -53,9 +53,11 @@ impl TestGateway {
     /// Stops this gateway and starts another on the same files (config,
     /// history, provider toggles), as a restart would.
     pub async fn restart(self, keys: MemoryStore) -> TestGateway {
-        let TestGateway { _dir: dir, stop, task, _history: history, .. } = self;
+        let TestGateway { _dir: dir, stop, task, _history: history, gateway, .. } = self;
         drop(stop);
         let _ = task.await;
+        // The history writer finishes once the gateway's recorders are gone.
+        drop(gateway);
         history.close(Duration::from_secs(5)).await;
         TestGateway::start_in(dir, keys).await
     }
