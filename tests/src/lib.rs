@@ -112,7 +112,6 @@ impl TestGateway {
     }
 }
 
-
 /// Builds config text for providers that point at simulated ones.
 #[derive(Debug, Default, Clone)]
 pub struct ConfigText {

@@ -29,7 +29,8 @@ async fn two(primary: Script) -> (SimProvider, SimProvider, TestGateway) {
     let p = SimProvider::start("primary", primary).await.unwrap();
     let b = SimProvider::start("backup", Script::ok()).await.unwrap();
     let config = ConfigText::new().raw(FAST).provider(&p, "openai", &["m"]).provider(&b, "openai", &["m"]);
-    let keys = switchyard_core::secrets::MemoryStore::new().with("primary", "main", "sk-p").with("backup", "main", "sk-b");
+    let keys =
+        switchyard_core::secrets::MemoryStore::new().with("primary", "main", "sk-p").with("backup", "main", "sk-b");
     let gw = TestGateway::start(config.build(), keys).await;
     (p, b, gw)
 }
@@ -69,7 +70,9 @@ async fn every_kind_of_event_is_published() {
             assert!(reason.contains("failures in a row"), "{reason}");
         }
     }
-    for kind in ["request_finished", "fallback", "key_revoked", "provider_toggled", "breaker", "health", "config_reloaded"] {
+    for kind in
+        ["request_finished", "fallback", "key_revoked", "provider_toggled", "breaker", "health", "config_reloaded"]
+    {
         assert!(kinds.contains(kind), "no {kind} event in {kinds:?}");
     }
 }
@@ -116,7 +119,10 @@ async fn the_event_stream_sends_a_snapshot_then_events_and_resumes() {
     assert!(snapshot.contains("\"providers\""));
     send(&gw).await.bytes().await.unwrap();
     let finished = next_event().await;
-    assert!(finished.contains("event: request_finished") && finished.contains("\"provider\":\"primary\""), "{finished}");
+    assert!(
+        finished.contains("event: request_finished") && finished.contains("\"provider\":\"primary\""),
+        "{finished}"
+    );
     let id: u64 = finished.lines().find_map(|l| l.strip_prefix("id:")).unwrap().trim().parse().unwrap();
 
     // Resuming from before that event replays it, with no snapshot.
@@ -155,7 +161,8 @@ async fn toggles_stop_traffic_and_survive_a_restart() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.json::<Value>().await.unwrap()["state"], "disabled");
     assert_eq!(send(&gw).await.headers()["x-switchyard-provider"], "backup");
-    let keys = switchyard_core::secrets::MemoryStore::new().with("primary", "main", "sk-p").with("backup", "main", "sk-b");
+    let keys =
+        switchyard_core::secrets::MemoryStore::new().with("primary", "main", "sk-p").with("backup", "main", "sk-b");
     let gw = gw.restart(keys).await;
     let providers = gw.admin("/admin/providers").await;
     let primary = providers.as_array().unwrap().iter().find(|p| p["name"] == "primary").unwrap();
@@ -181,7 +188,8 @@ async fn a_bad_reload_keeps_the_old_config_serving_and_a_good_one_applies() {
     assert_eq!(send(&gw).await.status(), 200, "the old config keeps serving");
 
     // A valid change: route `m` to the backup first.
-    std::fs::write(gw.config_file(), format!("{good}\n[[routes]]\nmodel = \"m\"\nchain = [\"backup\", \"primary\"]\n")).unwrap();
+    std::fs::write(gw.config_file(), format!("{good}\n[[routes]]\nmodel = \"m\"\nchain = [\"backup\", \"primary\"]\n"))
+        .unwrap();
     assert_eq!(post_admin(&gw, "/admin/reload").await.status(), 200);
     assert_eq!(send(&gw).await.headers()["x-switchyard-provider"], "backup");
     assert_eq!(b.calls(), 1);
@@ -255,15 +263,27 @@ async fn stats_have_percentiles_per_provider_and_model() {
     let p = SimProvider::start("p", Script::ok().latency(Duration::from_millis(20))).await.unwrap();
     let gw = TestGateway::start(ConfigText::new().provider(&p, "openai", &["m", "n"]).build(), keys_for(&["p"])).await;
     for model in ["m", "m", "n"] {
-        http().post(gw.url("/v1/chat/completions")).json(&json!({ "model": model, "messages": [] })).send().await.unwrap().bytes().await.unwrap();
+        http()
+            .post(gw.url("/v1/chat/completions"))
+            .json(&json!({ "model": model, "messages": [] }))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
     }
     let stats = gw.admin("/admin/stats").await;
     let p = &stats["providers"][0];
     assert_eq!(p["stats"]["m1"]["requests"], 3);
     assert_eq!(p["stats"]["m5"]["success_rate"], 1.0);
     assert!(p["stats"]["m60"]["latency_p95_ms"].as_u64().unwrap() >= 20);
-    let models: Vec<(&str, u64)> =
-        p["models"].as_array().unwrap().iter().map(|m| (m["model"].as_str().unwrap(), m["stats"]["m5"]["requests"].as_u64().unwrap())).collect();
+    let models: Vec<(&str, u64)> = p["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["model"].as_str().unwrap(), m["stats"]["m5"]["requests"].as_u64().unwrap()))
+        .collect();
     assert_eq!(models, [("m", 2), ("n", 1)]);
     assert!(p["today"]["output_tokens"].as_u64().unwrap() > 0);
 }

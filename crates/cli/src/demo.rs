@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use tracing::info;
 
 use crate::paths;
-use crate::serve::{bind, run_gateway, shutdown_signal, Tokens};
+use crate::serve::{bind, run_gateway, shutdown_signal, Files, Tokens};
 use crate::ListenArgs;
 
 #[derive(Debug, clap::Args)]
@@ -108,7 +108,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let data_dir = args.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&data_dir)?;
     let tokens = Tokens { admin: paths::admin_token(&data_dir)?, access: None };
-    run_gateway(listener, config, Arc::new(keys), Some(&data_dir), tokens, shutdown).await?;
+    let files = Files { data_dir: Some(data_dir), config: None };
+    run_gateway(listener, config, Arc::new(keys), files, tokens, shutdown).await?;
     let failed = traffic.await.context("traffic generator")?;
     if failed > 0 {
         anyhow::bail!("{failed} generated request(s) were not served");

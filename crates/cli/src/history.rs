@@ -49,11 +49,11 @@ enum Show {
 
 #[derive(Debug, clap::Args)]
 pub struct TailArgs {
-    /// One JSON object per request.
+    /// One JSON object per event.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    data: DataDirArgs,
+    remote: crate::remote::RemoteArgs,
 }
 
 async fn open(data: &DataDirArgs) -> Result<Store> {
@@ -195,9 +195,70 @@ fn attempt_text(a: &AttemptRow) -> String {
     parts.join(", ")
 }
 
-/// Prints each request as it is recorded.
+/// Follows the running gateway's event stream: one line per request with
+/// its attempts, and a line for each fallback, breaker or health change.
 pub async fn tail(args: TailArgs) -> Result<()> {
-    let store = open(&args.data).await?;
+    let remote = crate::remote::Remote::new(&args.remote)?;
+    let response = remote.get("/admin/events").send().await;
+    let Ok(response) = response.and_then(|r| r.error_for_status()) else {
+        eprintln!("no gateway answers at {}: following the history database instead", remote.base);
+        return tail_database(args).await;
+    };
+    let mut body = response.bytes_stream();
+    let mut buffer = String::new();
+    loop {
+        let chunk = tokio::select! {
+            chunk = futures_util::StreamExt::next(&mut body) => chunk,
+            () = crate::serve::shutdown_signal() => return Ok(()),
+        };
+        let Some(chunk) = chunk else { bail!("the gateway closed the event stream") };
+        buffer.push_str(&String::from_utf8_lossy(&chunk?));
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
+            let Ok(json) = serde_json::from_str::<serde_json::Value>(&data) else { continue };
+            if args.json {
+                println!("{json}");
+            } else if let Some(line) = event_line(&json) {
+                println!("{line}");
+            }
+        }
+    }
+}
+
+fn event_line(e: &serde_json::Value) -> Option<String> {
+    let s = |k: &str| e[k].as_str().unwrap_or("-").to_string();
+    Some(match e["type"].as_str()? {
+        "request_finished" => {
+            let r = &e["request"];
+            let attempts: Vec<&str> = r["attempts"].as_array()?.iter().filter_map(|a| a.as_str()).collect();
+            format!(
+                "{} {:<22} {:<20} → {:<18} {:>6} {:>7.0} ms  [{}]",
+                clock(e["at_ms"].as_i64().unwrap_or(0)),
+                r["endpoint"].as_str().unwrap_or("-"),
+                r["model"].as_str().unwrap_or("-"),
+                r["provider"].as_str().unwrap_or("-"),
+                r["status"].as_u64().map_or("-".into(), |s| s.to_string()),
+                r["duration_ms"].as_f64().unwrap_or(0.0),
+                attempts.join(" → ")
+            )
+        }
+        "fallback" => format!("  ↪ fallback {} → {} for {}: {}", s("from"), s("to"), s("request_id"), s("reason")),
+        "breaker" => format!("  ⚡ breaker {} {} → {}: {}", s("provider"), s("from"), s("to"), s("reason")),
+        "health" => format!("  ♥ health {} {} → {}: {}", s("provider"), s("from"), s("to"), s("reason")),
+        "key_revoked" => format!("  ✗ key {}/{} revoked: {}", s("provider"), s("label"), s("reason")),
+        "key_cooling" => format!("  ⏸ {} rate-limited", s("provider")),
+        "provider_toggled" => {
+            format!("  ⏻ {} {}", s("provider"), if e["enabled"] == true { "enabled" } else { "disabled" })
+        }
+        "config_reloaded" => format!("  ⟳ config reloaded: {}", if e["ok"] == true { "ok".into() } else { s("error") }),
+        _ => return None,
+    })
+}
+
+/// Prints each request as it is recorded, from the database.
+async fn tail_database(args: TailArgs) -> Result<()> {
+    let store = open(&args.remote.data).await?;
     let mut seen_until = switchyard_core::history::record::now_ms();
     let mut seen_ids: Vec<String> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(250));

@@ -104,10 +104,10 @@ fn list(config: &Config, keychain: &KeychainStore) {
     if let Err(e) = keychain.status() {
         println!("keychain: {e}");
     }
-    println!("{:<20} {:<16} {:<12} {}", "provider", "label", "kept in", "key");
+    println!("{:<20} {:<16} {:<12} key", "provider", "label", "kept in");
     for p in &config.providers {
         if p.auth == switchyard_core::config::Auth::None {
-            println!("{:<20} {:<16} {:<12} {}", p.name, "-", "-", "no key needed");
+            println!("{:<20} {:<16} {:<12} no key needed", p.name, "-", "-");
             continue;
         }
         let mut any = false;
@@ -118,7 +118,7 @@ fn list(config: &Config, keychain: &KeychainStore) {
             }
         }
         if !any {
-            println!("{:<20} {:<16} {:<12} {}", p.name, "-", "-", "no key");
+            println!("{:<20} {:<16} {:<12} no key", p.name, "-", "-");
         }
     }
 }

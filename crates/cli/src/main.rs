@@ -5,7 +5,9 @@ mod history;
 mod keys;
 mod logging;
 mod paths;
+mod remote;
 mod serve;
+mod status;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -39,6 +41,10 @@ enum Command {
     History(history::HistoryArgs),
     /// Follow requests as they are recorded, one line each with its attempts.
     Tail(history::TailArgs),
+    /// The running gateway's providers: state, success rate, latency, spend today.
+    Status(status::StatusArgs),
+    /// Enable or disable a provider on the running gateway.
+    Providers(status::ProvidersArgs),
     /// Provider keys in the OS keychain: set, list, rm.
     Keys(keys::KeysArgs),
     /// Configuration files.
@@ -83,6 +89,8 @@ fn main() -> ExitCode {
             Command::History(args) => history::run(args).await,
             Command::Tail(args) => history::tail(args).await,
             Command::Keys(args) => keys::run(args).await,
+            Command::Status(args) => status::status(args).await,
+            Command::Providers(args) => status::providers(args).await,
             Command::Config { command: ConfigCommand::Check { file } } => serve::check(&file),
             Command::Config { command: ConfigCommand::Default } => {
                 print!("{}", switchyard_core::config::EMBEDDED_DEFAULT);

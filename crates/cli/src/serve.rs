@@ -63,15 +63,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let listener = bind(config.server.listen).await?;
     let admin_token = paths::admin_token(&data_dir)?;
     let access_token = config.server.access_token.then(|| paths::access_token(&data_dir)).transpose()?;
-    run_gateway(
-        listener,
-        config,
-        secret_stores(),
-        Some(&data_dir),
-        Tokens { admin: admin_token, access: access_token },
-        shutdown_signal(),
-    )
-    .await
+    let tokens = Tokens { admin: admin_token, access: access_token };
+    let files = Files { data_dir: Some(data_dir), config: args.config.clone() };
+    run_gateway(listener, config, secret_stores(), files, tokens, shutdown_signal()).await
 }
 
 /// Keys come from the OS keychain first, then from `SWITCHYARD_KEY_<PROVIDER>`.
@@ -82,6 +76,14 @@ pub fn secret_stores() -> Arc<dyn SecretStore> {
         warn!("{e}");
     }
     Arc::new(ChainStore::new(vec![Box::new(keychain), Box::new(EnvStore::from_process())]))
+}
+
+/// Where a gateway keeps its files: history and provider toggles in the data
+/// dir, and the config file it watches for changes.
+#[derive(Debug, Default)]
+pub struct Files {
+    pub data_dir: Option<PathBuf>,
+    pub config: Option<PathBuf>,
 }
 
 /// The tokens a gateway checks.
@@ -103,11 +105,11 @@ pub async fn run_gateway(
     listener: TcpListener,
     config: Config,
     secrets: Arc<dyn SecretStore>,
-    data_dir: Option<&Path>,
+    files: Files,
     tokens: Tokens,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let history = match data_dir.filter(|_| config.history.enabled) {
+    let history = match files.data_dir.as_deref().filter(|_| config.history.enabled) {
         Some(dir) => {
             let path = paths::database(dir);
             let history = History::open(&path, &config.history).await?;
@@ -118,6 +120,12 @@ pub async fn run_gateway(
     };
     let listen_off_loopback = !config.server.listen.ip().is_loopback();
     let mut builder = Gateway::builder(config, secrets).admin_token(tokens.admin);
+    if let Some(dir) = &files.data_dir {
+        builder = builder.state_file(dir.join("state.json"));
+    }
+    if let Some(path) = &files.config {
+        builder = builder.config_path(path.clone());
+    }
     if let Some(token) = tokens.access {
         builder = builder.access_token(token);
         info!("clients must send the local access token as their API key (in <data-dir>/access-token)");
@@ -140,6 +148,7 @@ pub async fn run_gateway(
         info!("shutting down: finishing in-flight requests (up to {}s)", SHUTDOWN_GRACE.as_secs());
         let _ = stopping_tx.send(());
     };
+    let watcher = files.config.clone().map(|path| tokio::spawn(watch_config(gateway.clone(), path)));
     let server = switchyard_core::serve(listener, gateway, signal);
     // Boxed so it can be dropped (with the gateway and its recorders) before history closes.
     let mut server = Box::pin(server);
@@ -151,6 +160,10 @@ pub async fn run_gateway(
         } => warn!("in-flight requests did not finish in time; cutting them"),
     }
     drop(server);
+    if let Some(w) = watcher {
+        w.abort();
+        let _ = w.await;
+    }
     if let Some(history) = history {
         history.close(HISTORY_GRACE).await;
     }
@@ -179,6 +192,38 @@ fn report_providers(gateway: &Gateway) {
             (true, None) => format!("ready ({})", provider.keys.describe()),
         };
         info!(provider = %c.name, kind = %c.kind, base_url = %c.base_url, "{state}");
+    }
+}
+
+/// How often the config file is checked for changes.
+const CONFIG_POLL: Duration = Duration::from_secs(2);
+
+/// Reloads the config when its file changes; a bad file is refused and the
+/// configuration in force keeps serving.
+async fn watch_config(gateway: Gateway, path: PathBuf) {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let mut last = modified(&path);
+    // SWITCHYARD_CONFIG_POLL (a duration such as "500ms") tunes how often.
+    let every = std::env::var("SWITCHYARD_CONFIG_POLL")
+        .ok()
+        .and_then(|v| humantime::parse_duration(&v).ok())
+        .filter(|d| !d.is_zero())
+        .unwrap_or(CONFIG_POLL);
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let now = modified(&path);
+        if now == last {
+            continue;
+        }
+        last = now;
+        match Config::load(&path) {
+            Ok(config) => {
+                info!(config = %path.display(), "config changed: reloaded");
+                gateway.reload(config);
+            }
+            Err(e) => gateway.reload_refused(e.to_string()),
+        }
     }
 }
 

@@ -78,7 +78,7 @@ fn host_allowed(server: &ServerConfig, host: &str) -> bool {
     name == "localhost"
         || name.ends_with(".localhost")
         || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback() || ip == listen)
-        || server.allowed_hosts.iter().any(|h| *h == name)
+        || server.allowed_hosts.contains(&name)
 }
 
 /// Whether a browser origin may call: the gateway's own pages (same origin)

@@ -113,7 +113,11 @@ pub fn view(gw: &Gateway, p: &Arc<Provider>) -> ProviderView {
     let minute = minute_now();
     let day = now_ms().div_euclid(86_400_000);
     let (stats, models, today, passive) = gw.telemetry().stats.with(p.name(), |s| {
-        let windows = |r: &crate::stats::Rolling| Windows { m1: r.window(minute, 1), m5: r.window(minute, 5), m60: r.window(minute, 60) };
+        let windows = |r: &crate::stats::Rolling| Windows {
+            m1: r.window(minute, 1),
+            m5: r.window(minute, 5),
+            m60: r.window(minute, 60),
+        };
         let mut models: Vec<ModelView> =
             s.by_model.iter().map(|(m, r)| ModelView { model: m.clone(), stats: windows(r) }).collect();
         models.sort_by(|a, b| a.model.cmp(&b.model));
@@ -159,7 +163,11 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
     let headers = headers::upstream_request(&axum::http::HeaderMap::new(), p.config.kind, key.as_ref(), "probe");
     let sent = gw.client().get(url).headers(headers).timeout(PROBE_TIMEOUT).send().await;
     let (ok, status, error) = match sent {
-        Ok(r) => (r.status().is_success(), Some(r.status().as_u16()), (!r.status().is_success()).then(|| r.status().to_string())),
+        Ok(r) => (
+            r.status().is_success(),
+            Some(r.status().as_u16()),
+            (!r.status().is_success()).then(|| r.status().to_string()),
+        ),
         Err(e) => (false, None, Some(crate::attempt::error_chain(&e))),
     };
     p.record_probe(ok);

@@ -43,13 +43,18 @@ async fn providers(State(gw): State<Gateway>) -> Json<Vec<health::ProviderView>>
 }
 
 fn provider(gw: &Gateway, name: &str) -> Result<Arc<crate::provider::Provider>, AdminError> {
-    gw.live().provider(name).cloned().ok_or_else(|| AdminError::not_found("provider_not_found", format!("no provider named {name:?}")))
+    gw.live()
+        .provider(name)
+        .cloned()
+        .ok_or_else(|| AdminError::not_found("provider_not_found", format!("no provider named {name:?}")))
 }
 
 fn toggle(gw: &Gateway, name: &str, enabled: bool) -> Result<Response, AdminError> {
     match gw.set_enabled(name, enabled) {
         Ok(()) => Ok(Json(health::view(gw, &provider(gw, name)?)).into_response()),
-        Err(ToggleError::UnknownProvider(n)) => Err(AdminError::not_found("provider_not_found", format!("no provider named {n:?}"))),
+        Err(ToggleError::UnknownProvider(n)) => {
+            Err(AdminError::not_found("provider_not_found", format!("no provider named {n:?}")))
+        }
         Err(e @ ToggleError::Persist { .. }) => Err(AdminError::internal("state_not_saved", e.to_string())),
     }
 }
@@ -98,7 +103,10 @@ async fn stats(State(gw): State<Gateway>) -> Json<serde_json::Value> {
 /// the configuration in force keeps serving.
 pub async fn reload(State(gw): State<Gateway>) -> Result<Response, AdminError> {
     let Some(path) = gw.config_path().map(|p| p.to_path_buf()) else {
-        return Err(AdminError::conflict("no_config_file", "this gateway runs on the embedded default: there is no file to reload"));
+        return Err(AdminError::conflict(
+            "no_config_file",
+            "this gateway runs on the embedded default: there is no file to reload",
+        ));
     };
     let loaded = tokio::task::spawn_blocking(move || Config::load(&path))
         .await
