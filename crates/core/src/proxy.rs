@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, warn};
 
 use crate::attempt::{self, Upstream};
 use crate::body::{self, BodyError, RequestHead};
@@ -253,7 +253,7 @@ impl Run<'_> {
             };
             match (decision, attempted.upstream) {
                 (Decision::Deliver | Decision::Fail, Some(upstream)) => {
-                    info!(
+                    debug!(
                         provider = provider.name(),
                         status = upstream.status.as_u16(),
                         attempts = self.attempts,
@@ -345,7 +345,7 @@ impl Run<'_> {
             }
             None => false,
         };
-        info!(provider = provider.name(), model = candidate.upstream_model, "attempt");
+        debug!(provider = provider.name(), model = candidate.upstream_model, "attempt");
         let request = self.gateway.client().post(url).headers(headers).body(body);
         (request, strip_usage)
     }

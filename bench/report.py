@@ -1,0 +1,143 @@
+"""Turns one benchmark run's raw files into the table, bench/results.json
+and docs/benchmarks.md. Targets are ratios and overheads on this machine,
+measured in the same run."""
+
+import datetime
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import subprocess
+import sys
+
+work, warm_served, streams = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def oha(name):
+    with open(os.path.join(work, name)) as f:
+        return json.load(f)
+
+
+def served(run):
+    return sum(int(n) for code, n in run.get("statusCodeDistribution", {}).items() if code.startswith("2"))
+
+
+def total(run):
+    return sum(int(n) for n in run.get("statusCodeDistribution", {}).values())
+
+
+def pct(run, p):
+    return run["latencyPercentiles"][p] * 1000.0  # seconds → ms
+
+
+def stream_times(name):
+    rows = [tuple(map(float, line.split())) for line in open(os.path.join(work, name)) if line.strip()]
+    return statistics.median(r[0] for r in rows) * 1000.0, statistics.median(r[1] for r in rows) * 1000.0
+
+
+c1d, c1g = oha("c1-direct.json"), oha("c1-gateway.json")
+c32d, c32g = oha("c32-direct.json"), oha("c32-gateway.json")
+fb = oha("fallback-gateway.json")
+ttfb_d, ttlb_d = stream_times("stream-direct.txt")
+ttfb_g, ttlb_g = stream_times("stream-gateway.txt")
+before, after, tck = map(int, open(os.path.join(work, "cpu.txt")).read().split())
+cpu_us_per_request = (after - before) / tck * 1e6 / max(total(c32g), 1)
+peak_rss_mib = int(open(os.path.join(work, "peak-rss-kib.txt")).read().strip()) / 1024.0
+
+db = sqlite3.connect(os.path.join(work, "data", "switchyard.db"))
+request_rows = db.execute("select count(*) from requests").fetchone()[0]
+attempt_rows = db.execute("select count(*) from attempts").fetchone()[0]
+fallback_rows = db.execute("select count(*) from requests where fallback = 1").fetchone()[0]
+gateway_requests = warm_served + total(c1g) + total(c32g) + total(fb) + streams
+expected_attempts = gateway_requests + total(fb)  # each fallback request is two attempts
+
+r = {
+    "c1": {
+        "direct_ms": {p: pct(c1d, p) for p in ("p50", "p95", "p99")},
+        "gateway_ms": {p: pct(c1g, p) for p in ("p50", "p95", "p99")},
+    },
+    "c32": {"direct_rps": c32d["summary"]["requestsPerSec"], "gateway_rps": c32g["summary"]["requestsPerSec"]},
+    "stream": {"direct_ttfb_ms": ttfb_d, "gateway_ttfb_ms": ttfb_g, "direct_ttlb_ms": ttlb_d, "gateway_ttlb_ms": ttlb_g},
+    "fallback_ms": {p: pct(fb, p) for p in ("p50", "p95", "p99")},
+    "fallback_served": served(fb),
+    "peak_rss_mib": peak_rss_mib,
+    "cpu_us_per_request": cpu_us_per_request,
+    "records": {"gateway_requests": gateway_requests, "request_rows": request_rows, "attempt_rows": attempt_rows,
+                "expected_attempt_rows": expected_attempts, "fallback_rows": fallback_rows},
+}
+over = {p: r["c1"]["gateway_ms"][p] - r["c1"]["direct_ms"][p] for p in ("p50", "p95", "p99")}
+ratio = r["c32"]["gateway_rps"] / r["c32"]["direct_rps"]
+stream_over = ttfb_g - ttfb_d
+r["overhead_ms"] = over
+r["throughput_ratio"] = ratio
+r["stream_ttfb_overhead_ms"] = stream_over
+r["stream_ttlb_overhead_ms"] = ttlb_g - ttlb_d
+
+checks = [
+    ("throughput through the gateway ≥ 1/3 of direct", f"{ratio:.2f}×", ratio >= 1 / 3),
+    ("added latency at c=1, p50 ≤ 0.15 ms", f"{over['p50']:.3f} ms", over["p50"] <= 0.15),
+    ("added latency at c=1, p99 ≤ 1 ms", f"{over['p99']:.3f} ms", over["p99"] <= 1.0),
+    ("streaming first-byte overhead ≤ 0.3 ms", f"{stream_over:.3f} ms", stream_over <= 0.3),
+    ("peak RSS ≤ 40 MiB under c=32", f"{peak_rss_mib:.1f} MiB", peak_rss_mib <= 40),
+    ("CPU ≤ 60 µs per request", f"{cpu_us_per_request:.1f} µs", cpu_us_per_request <= 60),
+    ("every request recorded", f"{request_rows}/{gateway_requests} requests, {attempt_rows}/{expected_attempts} attempts",
+     request_rows == gateway_requests and attempt_rows == expected_attempts),
+]
+r["targets"] = [{"target": t, "measured": m, "met": ok} for t, m, ok in checks]
+
+cpu = "unknown"
+try:
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+except OSError:
+    pass
+r["machine"] = {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()}
+r["date"] = datetime.date.today().isoformat()
+r["oha"] = subprocess.run(["oha", "--version"], capture_output=True, text=True).stdout.strip()
+
+rows = [
+    ("c=1 latency p50 / p95 / p99 (ms)",
+     "{p50:.3f} / {p95:.3f} / {p99:.3f}".format(**r["c1"]["direct_ms"]),
+     "{p50:.3f} / {p95:.3f} / {p99:.3f}".format(**r["c1"]["gateway_ms"]),
+     "+{p50:.3f} / +{p95:.3f} / +{p99:.3f}".format(**over)),
+    ("c=32 throughput (requests/s)", f"{r['c32']['direct_rps']:.0f}", f"{r['c32']['gateway_rps']:.0f}", f"{ratio:.2f}×"),
+    ("stream time to first byte (ms, median)", f"{ttfb_d:.3f}", f"{ttfb_g:.3f}", f"+{stream_over:.3f}"),
+    ("stream time to last byte (ms, median)", f"{ttlb_d:.3f}", f"{ttlb_g:.3f}", f"+{ttlb_g - ttlb_d:.3f}"),
+    ("fallback path p50 / p99 (ms)", "—", "{p50:.3f} / {p99:.3f}".format(**r["fallback_ms"]), "503, then served"),
+    ("gateway peak RSS", "—", f"{peak_rss_mib:.1f} MiB", ""),
+    ("gateway CPU per request (c=32)", "—", f"{cpu_us_per_request:.1f} µs", ""),
+]
+width = max(len(x[0]) for x in rows)
+lines = [f"{'':<{width}}  {'direct':>24}  {'through Switchyard':>24}  {'difference':>26}"]
+lines += [f"{a:<{width}}  {b:>24}  {c:>24}  {d:>26}" for a, b, c, d in rows]
+lines.append("")
+lines += [f"[{'met' if ok else 'MISSED'}] {t}: {m}" for t, m, ok in checks]
+table = "\n".join(lines)
+print(table)
+
+with open(os.path.join(root, "bench", "results.json"), "w") as f:
+    json.dump(r, f, indent=2)
+    f.write("\n")
+
+md = [
+    "# Benchmarks",
+    "",
+    f"Latest run: {r['date']}, {cpu}, {os.cpu_count()} cores, Linux {platform.release()}, {r['oha']}.",
+    "Reproduce with `bench/run` (see the README). Upstream: nginx answering from memory; the gateway",
+    "records every request and attempt to SQLite during the run.",
+    "",
+    "| measure | direct | through Switchyard | difference |",
+    "| --- | --- | --- | --- |",
+]
+md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+md += ["", "| target | measured | |", "| --- | --- | --- |"]
+md += [f"| {t} | {m} | {'met' if ok else '**missed**'} |" for t, m, ok in checks]
+notes = os.path.join(root, "docs", "benchmarks-notes.md")
+if os.path.exists(notes):
+    md += ["", open(notes).read().strip()]
+with open(os.path.join(root, "docs", "benchmarks.md"), "w") as f:
+    f.write("\n".join(md) + "\n")
