@@ -38,6 +38,10 @@ def stream_times(name):
 
 
 c1d, c1g = oha("c1-direct.json"), oha("c1-gateway.json")
+for name in ("c1-direct.json", "c1-gateway.json", "c32-direct.json", "c32-gateway.json", "fallback-gateway.json"):
+    run = oha(name)
+    if served(run) != total(run) or total(run) == 0:
+        sys.exit(f"bench: {name} had failures: {run.get('statusCodeDistribution')} {run.get('errorDistribution')}")
 c32d, c32g = oha("c32-direct.json"), oha("c32-gateway.json")
 fb = oha("fallback-gateway.json")
 ttfb_d, ttlb_d = stream_times("stream-direct.txt")
@@ -47,8 +51,13 @@ cpu_us_per_request = (after - before) / tck * 1e6 / max(total(c32g), 1)
 peak_rss_mib = int(open(os.path.join(work, "peak-rss-kib.txt")).read().strip()) / 1024.0
 
 db = sqlite3.connect(os.path.join(work, "data", "switchyard.db"))
-request_rows = db.execute("select count(*) from requests").fetchone()[0]
-attempt_rows = db.execute("select count(*) from attempts").fetchone()[0]
+# oha ends a timed run by dropping its in-flight requests: those are on record
+# as canceled, and are not among the responses oha counts.
+request_rows = db.execute("select count(*) from requests where outcome <> 'canceled'").fetchone()[0]
+attempt_rows = db.execute(
+    "select count(*) from attempts where request_id in (select id from requests where outcome <> 'canceled')"
+).fetchone()[0]
+canceled_rows = db.execute("select count(*) from requests where outcome = 'canceled'").fetchone()[0]
 fallback_rows = db.execute("select count(*) from requests where fallback = 1").fetchone()[0]
 gateway_requests = warm_served + total(c1g) + total(c32g) + total(fb) + streams
 expected_attempts = gateway_requests + total(fb)  # each fallback request is two attempts
@@ -65,7 +74,8 @@ r = {
     "peak_rss_mib": peak_rss_mib,
     "cpu_us_per_request": cpu_us_per_request,
     "records": {"gateway_requests": gateway_requests, "request_rows": request_rows, "attempt_rows": attempt_rows,
-                "expected_attempt_rows": expected_attempts, "fallback_rows": fallback_rows},
+                "expected_attempt_rows": expected_attempts, "fallback_rows": fallback_rows,
+                "canceled_rows": canceled_rows},
 }
 over = {p: r["c1"]["gateway_ms"][p] - r["c1"]["direct_ms"][p] for p in ("p50", "p95", "p99")}
 ratio = r["c32"]["gateway_rps"] / r["c32"]["direct_rps"]

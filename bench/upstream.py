@@ -15,16 +15,17 @@ completion = json.dumps({
 }, separators=(",", ":"))
 
 
+# Compact chunks: nginx takes at most 4 KiB in one `return` string.
 def chunk(delta, finish=None, usage=None):
-    c = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1767225600, "model": "m",
-         "choices": [] if usage else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    c = {"id": "c1", "object": "chat.completion.chunk",
+         "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}]}
     if usage:
         c["usage"] = usage
     return "data: " + json.dumps(c, separators=(",", ":")) + "\n\n"
 
 
 events = [chunk({"role": "assistant", "content": ""})]
-events += [chunk({"content": f" word{i}"}) for i in range(20)]
+events += [chunk({"content": f" w{i}"}) for i in range(20)]
 events += [chunk({}, "stop"), chunk(None, usage={"prompt_tokens": 12, "completion_tokens": 20, "total_tokens": 32}),
            "data: [DONE]\n\n"]
 stream = "".join(events)
@@ -55,5 +56,6 @@ http {{
   }}
 }}
 """
+assert len(nginx_string(stream)) < 4000, "the stream must fit one nginx string"
 with open(f"{out_dir}/nginx.conf", "w") as f:
     f.write(conf)

@@ -6,11 +6,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn switchyard() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchyard"));
-    cmd.env_remove("RUST_LOG").env_remove("SWITCHYARD_CONFIG").env_remove("SWITCHYARD_LISTEN");
-    cmd
-}
+mod support;
+
+use support::switchyard;
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
     let path = dir.path().join(name);

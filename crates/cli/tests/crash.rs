@@ -3,37 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use support::Served;
 use switchyard_core::history::Store;
 use switchyard_sim::{Fault, Script, SimProvider};
-
-/// Starts `switchyard serve` and returns it with the address it listens on.
-fn serve(config: &std::path::Path, data: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--config"])
-        .arg(config)
-        .arg("--data-dir")
-        .arg(data)
-        .env_remove("RUST_LOG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("serve exited before listening").unwrap();
-        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if let Some(rest) = json["message"].as_str().and_then(|m| m.strip_prefix("listening on http://")) {
-            break rest.to_string();
-        }
-    };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
@@ -53,7 +30,8 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
     )
     .unwrap();
     let data = dir.path().join("data");
-    let (mut child, addr) = serve(&config, &data);
+    let served = Served::start(&config, &data, &[]);
+    let addr = served.addr.clone();
 
     let completed: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
     let client = reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().unwrap();
@@ -76,9 +54,7 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
     while completed.lock().unwrap().len() < 300 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    Command::new("kill").args(["-KILL", &child.id().to_string()]).status().unwrap();
-    let killed_at = Instant::now();
-    child.wait().unwrap();
+    let killed_at = served.kill_9();
     for w in workers {
         w.await.unwrap();
     }
@@ -102,7 +78,8 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
     store.close().await;
 
     // The gateway starts again on the same database and keeps recording.
-    let (mut again, addr) = serve(&config, &data);
+    let again = Served::start(&config, &data, &[]);
+    let addr = again.addr.clone();
     let r = client
         .post(format!("http://{addr}/v1/chat/completions"))
         .json(&serde_json::json!({ "model": "m", "messages": [] }))
@@ -110,8 +87,7 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    Command::new("kill").args(["-TERM", &again.id().to_string()]).status().unwrap();
-    assert!(again.wait().unwrap().success());
+    again.stop();
     let store = Store::open(&data.join("switchyard.db")).await.unwrap();
     assert!(store.request(r.headers()["x-request-id"].to_str().unwrap()).await.unwrap().is_some());
 }

@@ -51,6 +51,14 @@ impl Served {
         Served { child, addr, log }
     }
 
+    /// SIGKILL, as a crash would; returns when it happened.
+    pub fn kill_9(mut self) -> std::time::Instant {
+        Command::new("kill").args(["-KILL", &self.child.id().to_string()]).status().unwrap();
+        let at = std::time::Instant::now();
+        let _ = self.child.wait();
+        at
+    }
+
     /// SIGTERM, and waits for a clean exit.
     pub fn stop(mut self) -> Vec<String> {
         Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
