@@ -1,5 +1,7 @@
 -- One row per request the gateway answered (or refused), one per upstream
 -- attempt, and one per health or breaker event. Times are Unix milliseconds.
+-- Rows are keyed by their natural keys (WITHOUT ROWID), so a request costs
+-- one b-tree insert per table plus its indexes.
 
 CREATE TABLE requests (
     id              TEXT PRIMARY KEY,
@@ -26,10 +28,10 @@ CREATE TABLE requests (
     error           TEXT,
     request_body    TEXT,
     response_body   TEXT
-);
+) WITHOUT ROWID;
+-- Few indexes on purpose: every index is another page written per request.
 CREATE INDEX requests_by_time ON requests (started_at DESC, id DESC);
 CREATE INDEX requests_by_correlation ON requests (correlation_id);
-CREATE INDEX requests_by_provider ON requests (provider, started_at);
 
 CREATE TABLE attempts (
     request_id      TEXT NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
@@ -55,8 +57,7 @@ CREATE TABLE attempts (
     output_tokens   INTEGER,
     cached_tokens   INTEGER,
     PRIMARY KEY (request_id, seq)
-);
-CREATE INDEX attempts_by_provider ON attempts (provider, started_at);
+) WITHOUT ROWID;
 
 CREATE TABLE events (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,

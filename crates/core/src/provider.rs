@@ -19,6 +19,7 @@ use crate::policy::breaker::{Admission, Breaker, State};
 use crate::policy::deadline::Deadline;
 use crate::policy::limiter::{Concurrency, Rates};
 use crate::policy::share::{self, WindowCounter};
+use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
 use crate::telemetry::Telemetry;
 
@@ -37,6 +38,8 @@ struct Health {
 #[derive(Debug)]
 pub struct Provider {
     pub config: ProviderConfig,
+    /// The upstream URL of each endpoint, parsed once.
+    urls: Vec<(Endpoint, reqwest::Url)>,
     pub keys: KeyPool,
     enabled: AtomicBool,
     concurrency: Concurrency,
@@ -152,7 +155,15 @@ impl Provider {
             seen: WindowCounter::new(p.fallback_window, now),
             fallbacks: WindowCounter::new(p.fallback_window, now),
         };
+        let urls = Endpoint::ALL
+            .iter()
+            .filter_map(|e| {
+                let url = format!("{}/{}", config.base_url.as_str().trim_end_matches('/'), e.upstream_path());
+                reqwest::Url::parse(&url).ok().map(|u| (*e, u))
+            })
+            .collect();
         Provider {
+            urls,
             enabled: AtomicBool::new(config.enabled),
             concurrency: Concurrency::new(p.max_concurrency),
             health: Mutex::new(health),
@@ -164,6 +175,18 @@ impl Provider {
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    /// The upstream URL for `endpoint`, with the client's query string.
+    pub fn url(&self, endpoint: Endpoint, query: Option<&str>) -> reqwest::Url {
+        // Every endpoint's URL parses: base_url is a valid URL and the paths are fixed.
+        let mut url = self
+            .urls
+            .iter()
+            .find(|(e, _)| *e == endpoint)
+            .map_or_else(|| self.config.base_url.clone(), |(_, u)| u.clone());
+        url.set_query(query.filter(|q| !q.is_empty()));
+        url
     }
 
     pub fn is_enabled(&self) -> bool {

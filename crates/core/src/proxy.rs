@@ -325,7 +325,7 @@ impl Run<'_> {
     /// gateway asked for stream usage the client did not.
     fn request(&self, candidate: &Candidate<'_>, key: Option<&ProviderKey>) -> (reqwest::RequestBuilder, bool) {
         let provider = candidate.provider;
-        let url = upstream_url(&provider.config.base_url, self.inbound.endpoint, self.inbound.uri.query());
+        let url = provider.url(self.inbound.endpoint, self.inbound.uri.query());
         let headers = headers::upstream_request(
             &self.inbound.headers,
             provider.config.kind,
@@ -362,15 +362,6 @@ impl Run<'_> {
         };
         ApiError::new(protocol, code, message).with_attempts(self.attempts)
     }
-}
-
-fn upstream_url(base: &reqwest::Url, endpoint: Endpoint, query: Option<&str>) -> String {
-    let mut url = format!("{}/{}", base.as_str().trim_end_matches('/'), endpoint.upstream_path());
-    if let Some(q) = query.filter(|q| !q.is_empty()) {
-        url.push('?');
-        url.push_str(q);
-    }
-    url
 }
 
 /// A short, single-line excerpt of a failed provider's error body.
@@ -431,25 +422,5 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize, within: Durati
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ReadError::TooLarge(limit)),
         Err(e) => Err(ReadError::Broken(e.to_string())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upstream_url_joins_base_path_and_query() {
-        let base = reqwest::Url::parse("http://127.0.0.1:9/v1").unwrap();
-        assert_eq!(upstream_url(&base, Endpoint::ChatCompletions, None), "http://127.0.0.1:9/v1/chat/completions");
-        let base = reqwest::Url::parse("https://api.groq.com/openai/v1/").unwrap();
-        assert_eq!(
-            upstream_url(&base, Endpoint::Messages, Some("beta=true")),
-            "https://api.groq.com/openai/v1/messages?beta=true"
-        );
-        assert_eq!(
-            upstream_url(&base, Endpoint::CountTokens, Some("")),
-            "https://api.groq.com/openai/v1/messages/count_tokens"
-        );
     }
 }

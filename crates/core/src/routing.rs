@@ -121,6 +121,7 @@ fn chain_for<'a>(providers: &'a [Arc<Provider>], routes: &'a [RouteConfig], mode
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::protocol::Endpoint;
     use crate::secrets::MemoryStore;
     use crate::telemetry::Telemetry;
     use std::path::Path;
@@ -202,6 +203,15 @@ models = ["*"]
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn upstream_urls_join_base_path_and_query() {
+        let (providers, _) = setup(PROVIDERS);
+        let a = &providers[0];
+        assert_eq!(a.url(Endpoint::ChatCompletions, None).as_str(), "http://127.0.0.1:1/v1/chat/completions");
+        assert_eq!(a.url(Endpoint::Messages, Some("beta=true")).as_str(), "http://127.0.0.1:1/v1/messages?beta=true");
+        assert_eq!(a.url(Endpoint::CountTokens, Some("")).as_str(), "http://127.0.0.1:1/v1/messages/count_tokens");
     }
 
     #[test]

@@ -70,14 +70,22 @@ fn anthropic(usage: &Value) -> Usage {
     }
 }
 
+/// Only the `usage` member of a body; everything else is skipped unparsed.
+#[derive(serde::Deserialize)]
+struct UsageOnly {
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
 /// Usage from a complete JSON response body.
 pub fn from_body(endpoint: Endpoint, body: &[u8]) -> Usage {
-    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+    let Ok(UsageOnly { usage: Some(u) }) = serde_json::from_slice::<UsageOnly>(body) else {
         return Usage::default();
     };
-    let Some(u) = v.get("usage").filter(|u| u.is_object()) else {
+    if !u.is_object() {
         return Usage::default();
-    };
+    }
+    let u = &u;
     match endpoint {
         Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => openai(u),
         Endpoint::Responses => responses(u),
@@ -150,8 +158,13 @@ impl Tap {
             }
             Mode::Events { splitter, strip_usage, out } => {
                 for event in splitter.push(&chunk) {
-                    let (_, data) = sse::parse(&event);
-                    let json: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                    // Most events carry no usage: skip parsing those.
+                    let json = if mentions_usage(&event) {
+                        let (_, data) = sse::parse(&event);
+                        serde_json::from_str(&data).unwrap_or(Value::Null)
+                    } else {
+                        Value::Null
+                    };
                     if let Some(u) = from_event(self.endpoint, &json) {
                         self.usage.merge(u);
                     }
@@ -192,6 +205,10 @@ impl Tap {
     pub fn kept(&self) -> Option<String> {
         self.kept.as_ref().map(|(k, _)| String::from_utf8_lossy(k).into_owned())
     }
+}
+
+fn mentions_usage(event: &[u8]) -> bool {
+    event.windows(7).any(|w| w == b"\"usage\"")
 }
 
 /// The event as the client would have seen it without `include_usage`:

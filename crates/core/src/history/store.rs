@@ -9,7 +9,7 @@ use serde::Serialize;
 use sqlx::sqlite::{
     SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{Acquire, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::record::{AttemptRecord, EventRecord, Record, RequestRecord};
 
@@ -175,21 +175,16 @@ impl Store {
     }
 
     /// Writes a batch in one transaction.
+    /// Writes a batch in one transaction on a pooled connection.
     pub async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        for record in batch {
-            match record {
-                Record::Request(r) => {
-                    insert_request(&mut tx, r).await?;
-                    for a in &r.attempts {
-                        insert_attempt(&mut tx, &r.id, a).await?;
-                    }
-                }
-                Record::Event(e) => insert_event(&mut tx, e).await?,
-            }
-        }
-        tx.commit().await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        write_batch(&mut conn, batch).await
+    }
+
+    /// A connection of its own, for the writer: its page cache stays warm
+    /// and it never waits for the pool.
+    pub async fn writer_connection(&self) -> Result<SqliteConnection, StoreError> {
+        Ok(self.pool.acquire().await?.detach())
     }
 
     /// Requests, newest first, one page at a time.
@@ -363,6 +358,31 @@ pub enum CountTable {
     Events,
 }
 
+/// Writes a batch in one transaction: all requests, then all attempts, in
+/// multi-row statements.
+pub async fn write_batch(conn: &mut SqliteConnection, batch: &[Record]) -> Result<(), StoreError> {
+    let mut requests = Vec::new();
+    let mut attempts = Vec::new();
+    let mut events = Vec::new();
+    for record in batch {
+        match record {
+            Record::Request(r) => {
+                requests.push(r.as_ref());
+                attempts.extend(r.attempts.iter().map(|a| (r.id.as_str(), a)));
+            }
+            Record::Event(e) => events.push(e),
+        }
+    }
+    let mut tx = conn.begin().await?;
+    insert_requests(&mut tx, &requests).await?;
+    insert_attempts(&mut tx, &attempts).await?;
+    for e in events {
+        insert_event(&mut tx, e).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 const SUMMARY_COLUMNS: &str =
     "id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed, outcome, status,
     provider, provider_model, attempts, fallback, duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens,
@@ -435,88 +455,93 @@ fn tokens(v: Option<u64>) -> Option<i64> {
     v.and_then(|n| i64::try_from(n).ok())
 }
 
-async fn insert_request(tx: &mut sqlx::Transaction<'_, Sqlite>, r: &RequestRecord) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT OR REPLACE INTO requests (id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed,
-            outcome, status, provider, provider_model, attempts, fallback, duration_ms, ttft_ms, input_tokens, output_tokens,
-            cached_tokens, cost_usd, error_code, error, request_body, response_body)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(&r.id)
-    .bind(&r.correlation_id)
-    .bind(r.started_at_ms)
-    .bind(r.finished_at_ms)
-    .bind(&r.user_agent)
-    .bind(&r.endpoint)
-    .bind(&r.model)
-    .bind(r.streamed)
-    .bind(r.outcome.as_str())
-    .bind(r.status.map(i64::from))
-    .bind(&r.provider)
-    .bind(&r.provider_model)
-    .bind(r.attempts.len() as i64)
-    .bind(r.fallback)
-    .bind(r.duration_ms)
-    .bind(r.ttft_ms)
-    .bind(tokens(r.usage.input_tokens))
-    .bind(tokens(r.usage.output_tokens))
-    .bind(tokens(r.usage.cached_tokens))
-    .bind(r.cost_usd)
-    .bind(&r.error_code)
-    .bind(&r.error)
-    .bind(&r.request_body)
-    .bind(&r.response_body)
-    .execute(&mut **tx)
-    .await?;
+/// Rows per multi-row INSERT, under SQLite's limit of bound parameters.
+const ROWS_PER_INSERT: usize = 500;
+
+/// Inserts requests in multi-row statements: one statement per few hundred
+/// rows, not one per row.
+async fn insert_requests(conn: &mut SqliteConnection, rows: &[&RequestRecord]) -> Result<(), sqlx::Error> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT OR REPLACE INTO requests (id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed,
+                outcome, status, provider, provider_model, attempts, fallback, duration_ms, ttft_ms, input_tokens, output_tokens,
+                cached_tokens, cost_usd, error_code, error, request_body, response_body) ",
+        );
+        q.push_values(chunk, |mut b, r| {
+            b.push_bind(&r.id)
+                .push_bind(&r.correlation_id)
+                .push_bind(r.started_at_ms)
+                .push_bind(r.finished_at_ms)
+                .push_bind(&r.user_agent)
+                .push_bind(&r.endpoint)
+                .push_bind(&r.model)
+                .push_bind(r.streamed)
+                .push_bind(r.outcome.as_str())
+                .push_bind(r.status.map(i64::from))
+                .push_bind(&r.provider)
+                .push_bind(&r.provider_model)
+                .push_bind(r.attempts.len() as i64)
+                .push_bind(r.fallback)
+                .push_bind(r.duration_ms)
+                .push_bind(r.ttft_ms)
+                .push_bind(tokens(r.usage.input_tokens))
+                .push_bind(tokens(r.usage.output_tokens))
+                .push_bind(tokens(r.usage.cached_tokens))
+                .push_bind(r.cost_usd)
+                .push_bind(&r.error_code)
+                .push_bind(&r.error)
+                .push_bind(&r.request_body)
+                .push_bind(&r.response_body);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
     Ok(())
 }
 
-async fn insert_attempt(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
-    request_id: &str,
-    a: &AttemptRecord,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT OR REPLACE INTO attempts (request_id, seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms,
-            timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
-            input_tokens, output_tokens, cached_tokens)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(request_id)
-    .bind(i64::from(a.seq))
-    .bind(&a.provider)
-    .bind(&a.key_label)
-    .bind(&a.model)
-    .bind(a.reason.as_str())
-    .bind(&a.fallback_from)
-    .bind(a.started_at_ms)
-    .bind(a.offset_ms)
-    .bind(a.timeout_ms)
-    .bind(a.backoff_ms)
-    .bind(a.duration_ms)
-    .bind(a.ttfb_ms)
-    .bind(a.ttft_ms)
-    .bind(a.status.map(i64::from))
-    .bind(a.outcome.as_str())
-    .bind(a.retry_after_ms)
-    .bind(&a.breaker_state)
-    .bind(&a.error)
-    .bind(tokens(a.usage.input_tokens))
-    .bind(tokens(a.usage.output_tokens))
-    .bind(tokens(a.usage.cached_tokens))
-    .execute(&mut **tx)
-    .await?;
+async fn insert_attempts(conn: &mut SqliteConnection, rows: &[(&str, &AttemptRecord)]) -> Result<(), sqlx::Error> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT OR REPLACE INTO attempts (request_id, seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms,
+                timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
+                input_tokens, output_tokens, cached_tokens) ",
+        );
+        q.push_values(chunk, |mut b, (request_id, a)| {
+            b.push_bind(*request_id)
+                .push_bind(i64::from(a.seq))
+                .push_bind(&a.provider)
+                .push_bind(&a.key_label)
+                .push_bind(&a.model)
+                .push_bind(a.reason.as_str())
+                .push_bind(&a.fallback_from)
+                .push_bind(a.started_at_ms)
+                .push_bind(a.offset_ms)
+                .push_bind(a.timeout_ms)
+                .push_bind(a.backoff_ms)
+                .push_bind(a.duration_ms)
+                .push_bind(a.ttfb_ms)
+                .push_bind(a.ttft_ms)
+                .push_bind(a.status.map(i64::from))
+                .push_bind(a.outcome.as_str())
+                .push_bind(a.retry_after_ms)
+                .push_bind(&a.breaker_state)
+                .push_bind(&a.error)
+                .push_bind(tokens(a.usage.input_tokens))
+                .push_bind(tokens(a.usage.output_tokens))
+                .push_bind(tokens(a.usage.cached_tokens));
+        });
+        q.build().execute(&mut *conn).await?;
+    }
     Ok(())
 }
 
-async fn insert_event(tx: &mut sqlx::Transaction<'_, Sqlite>, e: &EventRecord) -> Result<(), sqlx::Error> {
+async fn insert_event(conn: &mut SqliteConnection, e: &EventRecord) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?, ?, ?, ?, ?)")
         .bind(e.at_ms)
         .bind(&e.kind)
         .bind(&e.provider)
         .bind(&e.detail)
         .bind(&e.request_id)
-        .execute(&mut **tx)
+        .execute(&mut *conn)
         .await?;
     Ok(())
 }

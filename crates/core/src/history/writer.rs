@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
 use super::record::Record;
-use super::store::Store;
+use super::store::{Store, StoreError};
 
 /// Records queued before senders must wait.
 const CHANNEL: usize = 8192;
@@ -92,6 +92,7 @@ pub fn spawn(store: Store) -> (Recorder, JoinHandle<()>) {
 async fn run(store: Store, mut rx: mpsc::Receiver<Item>, lost: Arc<AtomicU64>) {
     let mut items = Vec::with_capacity(MAX_BATCH);
     let mut records = Vec::with_capacity(MAX_BATCH);
+    let mut conn = None;
     while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
         let acks: Vec<oneshot::Sender<()>> = items
             .drain(..)
@@ -100,10 +101,12 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Item>, lost: Arc<AtomicU64>) {
                 ack
             })
             .collect();
-        if let Err(first) = store.write(&records).await {
+        if let Err(first) = write(&store, &mut conn, &records).await {
             warn!("history write failed, retrying once: {first}");
+            conn = None;
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Err(second) = store.write(&records).await {
+            if let Err(second) = write(&store, &mut conn, &records).await {
+                conn = None;
                 let total = lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
                 error!(lost_total = total, "history write failed; {} records lost: {second}", records.len());
             }
@@ -112,5 +115,16 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Item>, lost: Arc<AtomicU64>) {
         for ack in acks {
             let _ = ack.send(());
         }
+    }
+}
+
+/// Writes on the writer's own connection, opening it when needed.
+async fn write(store: &Store, conn: &mut Option<sqlx::SqliteConnection>, records: &[Record]) -> Result<(), StoreError> {
+    if conn.is_none() {
+        *conn = Some(store.writer_connection().await?);
+    }
+    match conn {
+        Some(c) => super::store::write_batch(c, records).await,
+        None => Ok(()),
     }
 }
