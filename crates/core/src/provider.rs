@@ -197,10 +197,6 @@ impl Provider {
         self.enabled.store(enabled, Ordering::Relaxed);
     }
 
-    /// Passive health, as the live statistics see it.
-    pub fn passively_healthy(&self) -> bool {
-        self.telemetry.stats.with(self.name(), |s| s.passive.healthy)
-    }
 
     fn health(&self) -> MutexGuard<'_, Health> {
         self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
