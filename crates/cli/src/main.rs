@@ -75,7 +75,12 @@ fn main() -> ExitCode {
     // The demo prints one line per request; gateway logs would drown them.
     let default_level = if matches!(cli.command, Command::Demo(_)) { "warn" } else { "info" };
     logging::init(cli.log_format, default_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One thread runs the gateway: measured on 2 cores it costs a fifth less
+    // CPU per request and serves a fifth more requests a second than a
+    // work-stealing pool (bench/run, docs/benchmarks.md), and a local gateway
+    // is I/O-bound. Blocking work (keychain, config files) goes to
+    // spawn_blocking; SQLite runs on its own threads.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("switchyard: cannot start the async runtime: {e}");

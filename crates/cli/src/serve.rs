@@ -217,12 +217,20 @@ async fn watch_config(gateway: Gateway, path: PathBuf) {
             continue;
         }
         last = now;
-        match Config::load(&path) {
+        // Reading the file and the keychain blocks: off the runtime's thread.
+        let (gw, file) = (gateway.clone(), path.clone());
+        let outcome = tokio::task::spawn_blocking(move || match Config::load(&file) {
             Ok(config) => {
-                info!(config = %path.display(), "config changed: reloaded");
-                gateway.reload(config);
+                gw.reload(config);
+                Ok(())
             }
-            Err(e) => gateway.reload_refused(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        })
+        .await;
+        match outcome {
+            Ok(Ok(())) => info!(config = %path.display(), "config changed: reloaded"),
+            Ok(Err(e)) => gateway.reload_refused(e),
+            Err(e) => warn!("config reload failed: {e}"),
         }
     }
 }

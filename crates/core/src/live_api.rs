@@ -108,14 +108,13 @@ pub async fn reload(State(gw): State<Gateway>) -> Result<Response, AdminError> {
             "this gateway runs on the embedded default: there is no file to reload",
         ));
     };
-    let loaded = tokio::task::spawn_blocking(move || Config::load(&path))
+    // Reading the file (and, for new providers, the keychain) blocks.
+    let g = gw.clone();
+    let loaded = tokio::task::spawn_blocking(move || Config::load(&path).map(|config| g.reload(config)))
         .await
         .map_err(|e| AdminError::internal("internal", e.to_string()))?;
     match loaded {
-        Ok(config) => {
-            gw.reload(config);
-            Ok(Json(json!({ "reloaded": true })).into_response())
-        }
+        Ok(()) => Ok(Json(json!({ "reloaded": true })).into_response()),
         Err(e) => {
             gw.reload_refused(e.to_string());
             Err(AdminError::unprocessable("config_invalid", e.to_string()))
