@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::gateway::Gateway;
+use crate::guard::constant_time_eq;
 use crate::history::record::now_ms;
 use crate::history::store::{Bucket, RequestFilter, StoreError};
 
@@ -75,11 +76,6 @@ impl From<StoreError> for AdminError {
     }
 }
 
-/// Compares without an early exit, so timing does not reveal the token.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) -> Result<Response, AdminError> {
     let Some(expected) = gw.admin_token() else {
         return Err(AdminError::new(
@@ -94,7 +90,7 @@ async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if !same(given.as_bytes(), expected.expose_secret().as_bytes()) {
+    if !constant_time_eq(given.as_bytes(), expected.expose_secret().as_bytes()) {
         return Err(AdminError::new(
             StatusCode::UNAUTHORIZED,
             "admin_token_required",

@@ -99,7 +99,8 @@ fn client_token(headers: &HeaderMap) -> Option<&str> {
     bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok())).map(str::trim)
 }
 
-fn same(a: &[u8], b: &[u8]) -> bool {
+/// Compares without an early exit, so timing does not reveal a token.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -174,7 +175,7 @@ pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) 
     if path.starts_with("/v1/") {
         if let Some(expected) = gw.access_token() {
             let ok = client_token(request.headers())
-                .is_some_and(|t| same(t.as_bytes(), expected.expose_secret().as_bytes()));
+                .is_some_and(|t| constant_time_eq(t.as_bytes(), expected.expose_secret().as_bytes()));
             if !ok {
                 return refuse(
                     ErrorCode::InvalidAccessToken,

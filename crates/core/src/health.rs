@@ -90,9 +90,8 @@ fn state(p: &Provider, m5: &Window, passive_healthy: bool) -> ProviderState {
     if let Some(until) = p.cooling_until() {
         return s("rate_limited", Some(unix_ms(until)), None);
     }
-    let now = Instant::now();
-    let keys = p.keys.summary(now);
-    if !keys.is_empty() && !p.keys.has_ready(now) {
+    // Keys are usable (no problem above), so none ready means all are cooling.
+    if !p.keys.has_ready(Instant::now()) {
         return s("rate_limited", None, Some("every key is cooling down".into()));
     }
     if !passive_healthy {

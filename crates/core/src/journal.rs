@@ -64,6 +64,35 @@ pub struct Journal {
     done: bool,
 }
 
+/// A request record before anything is known about its outcome.
+fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_agent: Option<&str>) -> RequestRecord {
+    let now = now_ms();
+    RequestRecord {
+        id: id.to_string(),
+        correlation_id: correlation_id.to_string(),
+        started_at_ms: now,
+        finished_at_ms: now,
+        user_agent: user_agent.map(str::to_string),
+        endpoint: endpoint.to_string(),
+        model: None,
+        streamed: false,
+        outcome: RequestOutcome::Canceled,
+        status: None,
+        provider: None,
+        provider_model: None,
+        fallback: false,
+        duration_ms: 0.0,
+        ttft_ms: None,
+        usage: Usage::default(),
+        cost_usd: None,
+        error_code: None,
+        error: None,
+        request_body: None,
+        response_body: None,
+        attempts: Vec::new(),
+    }
+}
+
 impl Journal {
     pub fn start(
         sink: Option<Sink>,
@@ -73,34 +102,10 @@ impl Journal {
         endpoint: &str,
         user_agent: Option<&str>,
     ) -> Journal {
-        let now = now_ms();
         Journal {
             sink,
             telemetry: Some(telemetry),
-            record: RequestRecord {
-                id: id.to_string(),
-                correlation_id: correlation_id.to_string(),
-                started_at_ms: now,
-                finished_at_ms: now,
-                user_agent: user_agent.map(str::to_string),
-                endpoint: endpoint.to_string(),
-                model: None,
-                streamed: false,
-                outcome: RequestOutcome::Canceled,
-                status: None,
-                provider: None,
-                provider_model: None,
-                fallback: false,
-                duration_ms: 0.0,
-                ttft_ms: None,
-                usage: Usage::default(),
-                cost_usd: None,
-                error_code: None,
-                error: None,
-                request_body: None,
-                response_body: None,
-                attempts: Vec::new(),
-            },
+            record: blank_record(id, correlation_id, endpoint, user_agent),
             started: Instant::now(),
             attempt_started: Vec::new(),
             delivered: None,
@@ -117,7 +122,7 @@ impl Journal {
             delivered: None,
             attempt_started: Vec::new(),
             started: self.started,
-            record: self.record.clone(),
+            record: blank_record("", "", "", None),
         };
         std::mem::replace(self, empty)
     }

@@ -197,7 +197,6 @@ impl Provider {
         self.enabled.store(enabled, Ordering::Relaxed);
     }
 
-
     fn health(&self) -> MutexGuard<'_, Health> {
         self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

@@ -114,10 +114,6 @@ impl Concurrency {
             Some(s) => s.clone().try_acquire_owned().map(Some).map_err(|_| Full),
         }
     }
-
-    pub fn in_use(&self, limit: u32) -> u32 {
-        self.semaphore.as_ref().map_or(0, |s| limit.saturating_sub(s.available_permits() as u32))
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +155,6 @@ mod tests {
         let a = c.try_enter().unwrap();
         let _b = c.try_enter().unwrap();
         assert_eq!(c.try_enter().unwrap_err(), Full);
-        assert_eq!(c.in_use(2), 2);
         drop(a);
         assert!(c.try_enter().is_ok());
         assert!(Concurrency::new(None).try_enter().unwrap().is_none());
