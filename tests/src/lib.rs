@@ -95,6 +95,11 @@ impl TestGateway {
         }
     }
 
+    /// A JSON POST to this gateway, as a client would send it.
+    pub async fn post(&self, path: &str, body: &serde_json::Value) -> reqwest::Response {
+        http().post(self.url(path)).json(body).send().await.expect("request sent")
+    }
+
     /// A GET on the admin API, as JSON.
     pub async fn admin(&self, path_and_query: &str) -> serde_json::Value {
         let r = http().get(self.url(path_and_query)).bearer_auth(ADMIN_TOKEN).send().await.expect("admin call");
@@ -160,6 +165,11 @@ impl ConfigText {
     pub fn build(&self) -> &str {
         &self.text
     }
+}
+
+/// The gateway's id for a response (`x-request-id`).
+pub fn request_id(response: &reqwest::Response) -> String {
+    response.headers()["x-request-id"].to_str().expect("ascii id").to_string()
 }
 
 /// Keys `sk-<name>` for each named provider.

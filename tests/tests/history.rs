@@ -8,7 +8,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 use switchyard_core::history::store::CountTable;
 use switchyard_sim::{Fault, Script, SimProvider};
-use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ADMIN_TOKEN};
+use switchyard_tests::{http, keys_for, request_id, ConfigText, TestGateway, ADMIN_TOKEN};
 
 const FAST: &str = "[policy]\nbackoff_base = \"1ms\"\nbackoff_cap = \"5ms\"\nmin_fallback_budget = \"100ms\"\nattempt_timeout = \"2s\"";
 
@@ -96,8 +96,8 @@ async fn stream_usage_is_recorded_whether_or_not_the_client_asked() {
 
     // Not asked: the client's stream is byte-identical to the provider's plain stream.
     let plain = chat("gpt-4o-mini", true);
-    let via = http().post(gw.url("/v1/chat/completions")).json(&plain).send().await.unwrap();
-    let id = via.headers()["x-request-id"].to_str().unwrap().to_string();
+    let via = gw.post("/v1/chat/completions", &plain).await;
+    let id = request_id(&via);
     let via = via.bytes().await.unwrap();
     let straight = http()
         .post(format!("{}/chat/completions", direct.base_url()))
@@ -116,8 +116,8 @@ async fn stream_usage_is_recorded_whether_or_not_the_client_asked() {
     // Asked: the usage chunk reaches the client.
     let mut asked = chat("gpt-4o-mini", true);
     asked["stream_options"] = json!({ "include_usage": true });
-    let via = http().post(gw.url("/v1/chat/completions")).json(&asked).send().await.unwrap();
-    let asked_id = via.headers()["x-request-id"].to_str().unwrap().to_string();
+    let via = gw.post("/v1/chat/completions", &asked).await;
+    let asked_id = request_id(&via);
     assert!(String::from_utf8_lossy(&via.bytes().await.unwrap()).contains("\"completion_tokens\":5"));
 
     gw.recorded(2).await;
@@ -150,7 +150,7 @@ async fn a_request_detail_shows_its_attempts_in_order() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    let id = request_id(&r);
     r.bytes().await.unwrap();
     gw.recorded(1).await;
 
@@ -215,7 +215,7 @@ async fn refused_and_canceled_requests_are_on_record_too() {
 async fn filters_are_data_not_sql_and_the_admin_api_needs_its_token() {
     let p = sim("p", Script::ok()).await;
     let gw = TestGateway::start(ConfigText::new().provider(&p, "openai", &["m"]).build(), keys_for(&["p"])).await;
-    http().post(gw.url("/v1/chat/completions")).json(&chat("m", false)).send().await.unwrap().bytes().await.unwrap();
+    gw.post("/v1/chat/completions", &chat("m", false)).await.bytes().await.unwrap();
     gw.recorded(1).await;
     for hostile in ["x' OR '1'='1", "p'; DROP TABLE requests; --", "%", "\"); DELETE FROM attempts; --"] {
         let q: String = url_encode(hostile);
@@ -245,15 +245,7 @@ async fn spend_sums_tokens_and_cost_per_provider_and_model() {
     let config = ConfigText::new().provider(&p, "openai", &["gpt-4o-mini", "mystery-model"]);
     let gw = TestGateway::start(config.build(), keys_for(&["p"])).await;
     for model in ["gpt-4o-mini", "gpt-4o-mini", "mystery-model"] {
-        http()
-            .post(gw.url("/v1/chat/completions"))
-            .json(&chat(model, false))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        gw.post("/v1/chat/completions", &chat(model, false)).await.bytes().await.unwrap();
     }
     gw.recorded(3).await;
     let spend = gw.admin("/admin/spend?bucket=hour&since=1h").await;
@@ -274,8 +266,8 @@ async fn bodies_are_stored_only_when_asked_and_truncated() {
     let config =
         ConfigText::new().raw("[history]\nstore_bodies = true\nbody_limit = 40").provider(&p, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["p"])).await;
-    let r = http().post(gw.url("/v1/chat/completions")).json(&chat("m", false)).send().await.unwrap();
-    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    let r = gw.post("/v1/chat/completions", &chat("m", false)).await;
+    let id = request_id(&r);
     r.bytes().await.unwrap();
     gw.recorded(1).await;
     let detail = gw.admin(&format!("/admin/requests/{id}")).await;
@@ -284,8 +276,8 @@ async fn bodies_are_stored_only_when_asked_and_truncated() {
 
     let q = sim("q", Script::ok()).await;
     let gw = TestGateway::start(ConfigText::new().provider(&q, "openai", &["m"]).build(), keys_for(&["q"])).await;
-    let r = http().post(gw.url("/v1/chat/completions")).json(&chat("m", false)).send().await.unwrap();
-    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    let r = gw.post("/v1/chat/completions", &chat("m", false)).await;
+    let id = request_id(&r);
     r.bytes().await.unwrap();
     gw.recorded(1).await;
     assert!(gw.admin(&format!("/admin/requests/{id}")).await["request_body"].is_null());

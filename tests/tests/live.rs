@@ -18,7 +18,7 @@ fn chat() -> Value {
 }
 
 async fn send(gw: &TestGateway) -> reqwest::Response {
-    http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap()
+    gw.post("/v1/chat/completions", &chat()).await
 }
 
 async fn post_admin(gw: &TestGateway, path: &str) -> reqwest::Response {
@@ -263,15 +263,7 @@ async fn stats_have_percentiles_per_provider_and_model() {
     let p = SimProvider::start("p", Script::ok().latency(Duration::from_millis(20))).await.unwrap();
     let gw = TestGateway::start(ConfigText::new().provider(&p, "openai", &["m", "n"]).build(), keys_for(&["p"])).await;
     for model in ["m", "m", "n"] {
-        http()
-            .post(gw.url("/v1/chat/completions"))
-            .json(&json!({ "model": model, "messages": [] }))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        gw.post("/v1/chat/completions", &json!({ "model": model, "messages": [] })).await.bytes().await.unwrap();
     }
     let stats = gw.admin("/admin/stats").await;
     let p = &stats["providers"][0];

@@ -143,8 +143,8 @@ async fn bodies_pass_untouched_except_an_aliased_model() {
 async fn ids_are_returned_and_correlation_is_forwarded() {
     let (oa, _an, gw) = pair().await;
     let body = body_for("/v1/chat/completions", "gpt-test", false);
-    let first = http().post(gw.url("/v1/chat/completions")).json(&body).send().await.unwrap();
-    let second = http().post(gw.url("/v1/chat/completions")).json(&body).send().await.unwrap();
+    let first = gw.post("/v1/chat/completions", &body).await;
+    let second = gw.post("/v1/chat/completions", &body).await;
     let id = |r: &reqwest::Response, h: &str| r.headers()[h].to_str().unwrap().to_string();
     let (a, b) = (id(&first, "x-request-id"), id(&second, "x-request-id"));
     assert_eq!(a.len(), 36);
@@ -173,12 +173,7 @@ async fn server_error_and_refused_connection_fall_through_the_chain() {
         .provider(&down, "openai", &["m"])
         .provider(&backup, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["gone", "down", "backup"])).await;
-    let r = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&body_for("/v1/chat/completions", "m", false))
-        .send()
-        .await
-        .unwrap();
+    let r = gw.post("/v1/chat/completions", &body_for("/v1/chat/completions", "m", false)).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-switchyard-provider"], "backup");
     assert_eq!(r.headers()["x-switchyard-attempts"], "3");
@@ -191,12 +186,7 @@ async fn client_errors_from_a_provider_are_relayed_not_retried() {
     let backup = sim("backup", Script::ok()).await;
     let config = ConfigText::new().provider(&picky, "openai", &["m"]).provider(&backup, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["picky", "backup"])).await;
-    let r = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&body_for("/v1/chat/completions", "m", false))
-        .send()
-        .await
-        .unwrap();
+    let r = gw.post("/v1/chat/completions", &body_for("/v1/chat/completions", "m", false)).await;
     assert_eq!(r.status(), 422);
     assert_eq!(r.headers()["x-switchyard-provider"], "picky");
     assert_eq!(backup.calls(), 0);
@@ -212,7 +202,7 @@ async fn exhausted_chain_is_a_protocol_error_that_says_do_not_retry() {
         &["c"],
     );
     let gw = TestGateway::start(config.build(), keys_for(&["a", "b"])).await;
-    let r = http().post(gw.url("/v1/messages")).json(&body_for("/v1/messages", "c", true)).send().await.unwrap();
+    let r = gw.post("/v1/messages", &body_for("/v1/messages", "c", true)).await;
     assert_eq!(r.status(), 502);
     assert_eq!(r.headers()["x-should-retry"], "false");
     assert_eq!(r.headers()["x-switchyard-attempts"], "2");
@@ -282,19 +272,9 @@ async fn provider_without_a_key_is_skipped_with_the_reason() {
     let bare = sim("bare", Script::ok()).await;
     let config = ConfigText::new().provider(&bare, "openai", &["m", "only-bare"]).provider(&keyed, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["keyed"])).await;
-    let r = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&body_for("/v1/chat/completions", "m", false))
-        .send()
-        .await
-        .unwrap();
+    let r = gw.post("/v1/chat/completions", &body_for("/v1/chat/completions", "m", false)).await;
     assert_eq!(r.headers()["x-switchyard-provider"], "keyed");
-    let r = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&body_for("/v1/chat/completions", "only-bare", false))
-        .send()
-        .await
-        .unwrap();
+    let r = gw.post("/v1/chat/completions", &body_for("/v1/chat/completions", "only-bare", false)).await;
     assert_eq!(r.status(), 503);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "no_provider_available");
@@ -336,12 +316,7 @@ async fn client_leaving_mid_stream_drops_the_upstream_at_once() {
     let slow = sim("slow", Script::ok().stream(10_000, Duration::from_millis(5))).await;
     let config = ConfigText::new().provider(&slow, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["slow"])).await;
-    let r = http()
-        .post(gw.url("/v1/chat/completions"))
-        .json(&body_for("/v1/chat/completions", "m", true))
-        .send()
-        .await
-        .unwrap();
+    let r = gw.post("/v1/chat/completions", &body_for("/v1/chat/completions", "m", true)).await;
     let mut stream = r.bytes_stream();
     for _ in 0..3 {
         stream.next().await.unwrap().unwrap();

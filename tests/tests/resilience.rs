@@ -35,7 +35,7 @@ fn messages(stream: bool) -> Value {
 }
 
 async fn send_messages(gw: &TestGateway, body: &Value) -> reqwest::Response {
-    http().post(gw.url("/v1/messages")).json(body).send().await.unwrap()
+    gw.post("/v1/messages", body).await
 }
 
 fn chat(stream: bool) -> Value {
@@ -43,7 +43,7 @@ fn chat(stream: bool) -> Value {
 }
 
 async fn send(gw: &TestGateway, body: &Value) -> reqwest::Response {
-    http().post(gw.url("/v1/chat/completions")).json(body).send().await.unwrap()
+    gw.post("/v1/chat/completions", body).await
 }
 
 fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {

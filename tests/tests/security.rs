@@ -125,8 +125,7 @@ async fn browser_origins_are_refused_unless_allowed_and_preflights_follow_suit()
 #[tokio::test]
 async fn the_local_access_token_goes_where_the_api_key_goes() {
     let (p, gw) = one("[server]\naccess_token = true").await;
-    let (status, body) =
-        error_of(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap()).await;
+    let (status, body) = error_of(gw.post("/v1/chat/completions", &chat()).await).await;
     assert_eq!((status, body["error"]["code"].as_str()), (401, Some("invalid_access_token")));
     let (status, body) = error_of(
         http().post(gw.url("/v1/messages")).header("x-api-key", "sk-wrong").json(&messages()).send().await.unwrap(),
@@ -203,9 +202,9 @@ async fn a_slow_request_head_is_cut_off() {
 async fn one_address_gets_its_rate_and_no_more() {
     let (p, gw) = one("[server]\nrate_limit_per_minute = 3").await;
     for _ in 0..3 {
-        assert_eq!(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap().status(), 200);
+        assert_eq!(gw.post("/v1/chat/completions", &chat()).await.status(), 200);
     }
-    let r = http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap();
+    let r = gw.post("/v1/chat/completions", &chat()).await;
     assert_eq!(r.headers()["retry-after"], "1");
     let (status, body) = error_of(r).await;
     assert_eq!((status, body["error"]["code"].as_str()), (429, Some("rate_limited")));
@@ -244,7 +243,7 @@ async fn a_refused_key_is_revoked_and_the_next_key_serves() {
         "sk-second-2222",
     );
     let gw = TestGateway::start(config.build(), keys).await;
-    let r = http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap();
+    let r = gw.post("/v1/chat/completions", &chat()).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-switchyard-attempts"], "2");
     let sent: Vec<String> =
@@ -256,7 +255,7 @@ async fn a_refused_key_is_revoked_and_the_next_key_serves() {
     assert_eq!(pool[0]["last4"], "1111");
     assert_eq!(pool[1]["status"], "ok");
     // Revoked stays revoked: every later request uses the second key.
-    http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap();
+    gw.post("/v1/chat/completions", &chat()).await;
     assert_eq!(p.requests()[2].headers["authorization"], "Bearer sk-second-2222");
 }
 
@@ -268,7 +267,7 @@ async fn a_rate_limited_key_cools_down_while_the_others_serve() {
     let keys = switchyard_core::secrets::MemoryStore::new().with("p", "a", "sk-aaaa").with("p", "b", "sk-bbbb");
     let gw = TestGateway::start(config.build(), keys).await;
     for _ in 0..3 {
-        assert_eq!(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap().status(), 200);
+        assert_eq!(gw.post("/v1/chat/completions", &chat()).await.status(), 200);
     }
     let sent: Vec<String> =
         p.requests().iter().map(|r| r.headers["authorization"].to_str().unwrap().to_string()).collect();
@@ -282,7 +281,7 @@ async fn a_rate_limited_key_cools_down_while_the_others_serve() {
 async fn keys_set_through_the_admin_api_are_write_only() {
     let p = SimProvider::start("p", Script::ok()).await.unwrap();
     let gw = TestGateway::start(ConfigText::new().provider(&p, "openai", &["m"]).build(), keys_for(&[])).await;
-    assert_eq!(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap().status(), 503);
+    assert_eq!(gw.post("/v1/chat/completions", &chat()).await.status(), 503);
     let r = http()
         .put(gw.url("/admin/keys/p/work"))
         .bearer_auth(ADMIN_TOKEN)
@@ -291,13 +290,13 @@ async fn keys_set_through_the_admin_api_are_write_only() {
         .await
         .unwrap();
     assert_eq!(r.status(), 204);
-    assert_eq!(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap().status(), 200);
+    assert_eq!(gw.post("/v1/chat/completions", &chat()).await.status(), 200);
     assert_eq!(p.requests()[0].headers["authorization"], "Bearer sk-admin-set-9876");
     let listed = gw.admin("/admin/keys").await.to_string();
     assert!(listed.contains("\"last4\":\"9876\"") && !listed.contains("sk-admin-set"), "{listed}");
     let r = http().delete(gw.url("/admin/keys/p/work")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
     assert_eq!(r.status(), 204);
-    assert_eq!(http().post(gw.url("/v1/chat/completions")).json(&chat()).send().await.unwrap().status(), 503);
+    assert_eq!(gw.post("/v1/chat/completions", &chat()).await.status(), 503);
     let r = http().put(gw.url("/admin/keys/p/work")).json(&json!({ "key": "x" })).send().await.unwrap();
     assert_eq!(r.status(), 401, "the admin token is required");
 }

@@ -7,10 +7,28 @@
 mod support;
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 use support::{client, switchyard, Served};
 use switchyard_sim::{Script, SimProvider};
+
+/// `switchyard keys set`, with the key on standard input as a user would paste it.
+fn keys_set(provider: &str, key: &str, config: &Path, data: &Path, envs: &[(&str, &str)]) -> Output {
+    let mut set = switchyard()
+        .args(["keys", "set", provider, "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin.take().unwrap().write_all(format!("{key}\n").as_bytes()).unwrap();
+    set.wait_with_output().unwrap()
+}
 
 fn secret_tool_lookup(account: &str) -> Option<String> {
     let out =
@@ -38,18 +56,7 @@ async fn a_key_set_with_the_cli_lives_in_the_keychain_serves_and_goes() {
     let data = dir.path().join("data");
     let secret = "sk-keychain-test-4321";
 
-    let mut set = switchyard()
-        .args(["keys", "set", "kcprov", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(&data)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    set.stdin.take().unwrap().write_all(format!("{secret}\n").as_bytes()).unwrap();
-    let out = set.wait_with_output().unwrap();
+    let out = keys_set("kcprov", secret, &config, &data, &[]);
     assert!(out.status.success(), "keys set failed: {}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("…4321") && !said.contains(secret), "{said}");
@@ -102,18 +109,7 @@ async fn without_a_keychain_the_gateway_says_so_and_serves_from_the_environment(
     let no_bus =
         [("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus"), ("SWITCHYARD_KEY_ENVP", "sk-from-env-1234")];
 
-    let mut set = switchyard()
-        .args(["keys", "set", "envp", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(&data)
-        .envs(no_bus)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    set.stdin.take().unwrap().write_all(b"sk-never-stored\n").unwrap();
-    let out = set.wait_with_output().unwrap();
+    let out = keys_set("envp", "sk-never-stored", &config, &data, &no_bus);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("keychain unavailable") && err.contains("SWITCHYARD_KEY_"), "{err}");
