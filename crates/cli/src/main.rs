@@ -4,6 +4,7 @@ mod demo;
 mod history;
 mod keys;
 mod logging;
+mod open;
 mod paths;
 mod remote;
 mod serve;
@@ -43,6 +44,8 @@ enum Command {
     Tail(history::TailArgs),
     /// The running gateway's providers: state, success rate, latency, spend today.
     Status(status::StatusArgs),
+    /// Open the running gateway's dashboard in the browser, signed in.
+    Open(open::OpenArgs),
     /// Enable or disable a provider on the running gateway.
     Providers(status::ProvidersArgs),
     /// Provider keys in the OS keychain: set, list, rm.
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
             Command::Keys(args) => keys::run(args).await,
             Command::Status(args) => status::status(args).await,
             Command::Providers(args) => status::providers(args).await,
+            Command::Open(args) => open::run(args).await,
             Command::Config { command: ConfigCommand::Check { file } } => serve::check(&file),
             Command::Config { command: ConfigCommand::Default } => {
                 print!("{}", switchyard_core::config::EMBEDDED_DEFAULT);

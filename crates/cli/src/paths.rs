@@ -28,6 +28,17 @@ impl DataDirArgs {
     }
 }
 
+/// The config used without `--config`: written by the dashboard's edits.
+pub fn config_file(dir: &Path) -> PathBuf {
+    dir.join("config.toml")
+}
+
+/// `<data dir>/config.toml` when it exists, else the embedded default.
+pub fn default_config(dir: &Path) -> Result<switchyard_core::Config> {
+    let path = config_file(dir);
+    Ok(if path.exists() { switchyard_core::Config::load(&path)? } else { switchyard_core::Config::embedded_default()? })
+}
+
 pub fn database(dir: &Path) -> PathBuf {
     dir.join("switchyard.db")
 }

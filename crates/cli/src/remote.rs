@@ -34,12 +34,13 @@ pub struct Remote {
 
 impl Remote {
     pub fn new(args: &RemoteArgs) -> Result<Remote> {
+        let dir = args.data.resolve()?;
         let listen = match (args.listen, &args.config) {
             (Some(addr), _) => addr,
             (None, Some(path)) => Config::load(path)?.server.listen,
-            (None, None) => Config::embedded_default()?.server.listen,
+            (None, None) => paths::default_config(&dir)?.server.listen,
         };
-        let token = paths::admin_token(&args.data.resolve()?)?;
+        let token = paths::admin_token(&dir)?;
         let http = reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build()?;
         Ok(Remote { base: format!("http://{listen}"), token, http })
     }

@@ -26,7 +26,8 @@ const HISTORY_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Config file (TOML). Without one, the embedded default is used.
+    /// Config file (TOML). Without one, `<data-dir>/config.toml` is used when
+    /// it exists (the dashboard writes it), else the embedded default.
     #[arg(long, short, env = "SWITCHYARD_CONFIG")]
     config: Option<PathBuf>,
     #[command(flatten)]
@@ -48,23 +49,29 @@ pub fn check(file: &Path) -> Result<()> {
 }
 
 pub async fn run(args: ServeArgs) -> Result<()> {
+    let data_dir = args.data.resolve()?;
+    let config_path = args.config.clone().unwrap_or_else(|| paths::config_file(&data_dir));
     let mut config = match &args.config {
         Some(path) => Config::load(path)?,
+        None if config_path.exists() => Config::load(&config_path)?,
         None => {
-            info!("no --config given: using the embedded default (`switchyard config default` prints it)");
+            info!(
+                "no --config given: using the embedded default (`switchyard config default` prints it); \
+                 dashboard edits go to {}",
+                config_path.display()
+            );
             Config::embedded_default()?
         }
     };
     if let Some(listen) = args.listen.listen {
         config.server.listen = listen;
     }
-    let data_dir = args.data.resolve()?;
     info!(data_dir = %data_dir.display(), "data directory");
     let listener = bind(config.server.listen).await?;
     let admin_token = paths::admin_token(&data_dir)?;
     let access_token = config.server.access_token.then(|| paths::access_token(&data_dir)).transpose()?;
     let tokens = Tokens { admin: admin_token, access: access_token };
-    let files = Files { data_dir: Some(data_dir), config: args.config.clone() };
+    let files = Files { data_dir: Some(data_dir), config: Some(config_path) };
     run_gateway(listener, config, secret_stores(), files, tokens, shutdown_signal()).await
 }
 

@@ -27,7 +27,9 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .route("/admin/keys", get(list_keys))
         .route("/admin/keys/reload", axum::routing::post(reload_keys))
         .route("/admin/keys/{provider}/{label}", axum::routing::put(set_key).delete(remove_key))
+        .route("/admin/session", axum::routing::post(crate::ui::new_ticket))
         .merge(crate::live_api::routes())
+        .merge(crate::config_api::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 
@@ -50,6 +52,10 @@ impl AdminError {
 
     pub fn conflict(code: &'static str, message: impl Into<String>) -> AdminError {
         AdminError::new(StatusCode::CONFLICT, code, message)
+    }
+
+    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> AdminError {
+        AdminError::new(StatusCode::UNAUTHORIZED, code, message)
     }
 
     pub fn unprocessable(code: &'static str, message: impl Into<String>) -> AdminError {
@@ -90,11 +96,12 @@ async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if !constant_time_eq(given.as_bytes(), expected.expose_secret().as_bytes()) {
+    let token_ok = constant_time_eq(given.as_bytes(), expected.expose_secret().as_bytes());
+    if !token_ok && !crate::ui::has_session(&gw, request.headers()) {
         return Err(AdminError::new(
             StatusCode::UNAUTHORIZED,
             "admin_token_required",
-            "send the admin token as `Authorization: Bearer <token>`",
+            "send the admin token as `Authorization: Bearer <token>`, or sign in to the dashboard",
         ));
     }
     Ok(next.run(request).await)

@@ -15,6 +15,7 @@ use crate::history::pricing::Price;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::Protocol;
 
+pub mod edit;
 mod policy;
 use policy::{PolicyError, RawPolicy};
 
@@ -31,6 +32,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// Request policy for models without a route of their own.
     pub policy: RequestPolicy,
+    /// Provider policy from `[policy]`, before each provider's overrides.
+    pub provider_policy: ProviderPolicy,
     pub providers: Vec<ProviderConfig>,
     pub routes: Vec<RouteConfig>,
     pub history: HistoryConfig,
@@ -356,7 +359,7 @@ impl Validator<'_> {
             }
             prices.push(price);
         }
-        Ok(Config { server, policy, providers, routes, history, prices })
+        Ok(Config { server, policy, provider_policy, providers, routes, history, prices })
     }
 
     fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {

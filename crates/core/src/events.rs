@@ -41,10 +41,38 @@ pub struct RequestBrief {
 pub enum GatewayEvent {
     RequestFinished { request: RequestBrief },
     Fallback { request_id: String, model: Option<String>, from: String, to: String, reason: String },
-    Breaker { provider: String, from: String, to: String, reason: String },
-    Health { provider: String, from: String, to: String, reason: String },
-    KeyRevoked { provider: String, label: String, reason: String },
-    KeyCooling { provider: String, label: Option<String>, until_ms: i64 },
+    /// `request_id`: the request whose attempt caused the change, if any
+    /// (a timer, a probe or an operator cause the others).
+    Breaker {
+        provider: String,
+        from: String,
+        to: String,
+        reason: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    Health {
+        provider: String,
+        from: String,
+        to: String,
+        reason: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    KeyRevoked {
+        provider: String,
+        label: String,
+        reason: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    KeyCooling {
+        provider: String,
+        label: Option<String>,
+        until_ms: i64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
     ProviderToggled { provider: String, enabled: bool },
     ConfigReloaded { ok: bool, error: Option<String> },
 }

@@ -19,6 +19,7 @@ use crate::history::{History, Store};
 use crate::journal::Sink;
 use crate::provider::Provider;
 use crate::secrets::SecretStore;
+use crate::session::Sessions;
 use crate::telemetry::Telemetry;
 
 /// How long to wait for a TCP (and TLS) connection to a provider.
@@ -63,6 +64,9 @@ struct Inner {
     admin_token: Option<SecretString>,
     access_token: Option<SecretString>,
     client_rates: ClientRates,
+    sessions: Sessions,
+    /// Config-file edits, one at a time.
+    config_edits: std::sync::Mutex<()>,
     secrets: Arc<dyn SecretStore>,
     telemetry: Arc<Telemetry>,
     /// Where provider toggles persist (`<data dir>/state.json`).
@@ -163,6 +167,8 @@ impl Builder {
                 admin_token: self.admin_token,
                 access_token,
                 client_rates: ClientRates::default(),
+                sessions: Sessions::default(),
+                config_edits: std::sync::Mutex::new(()),
                 secrets: self.secrets,
                 telemetry,
                 state_file: self.state_file,
@@ -235,6 +241,16 @@ impl Gateway {
 
     pub fn client_rates(&self) -> &ClientRates {
         &self.inner.client_rates
+    }
+
+    /// Dashboard sessions and login tickets.
+    pub fn sessions(&self) -> &Sessions {
+        &self.inner.sessions
+    }
+
+    /// Held while the config file is read, edited and written.
+    pub fn edit_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner.config_edits.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn secrets(&self) -> &dyn SecretStore {

@@ -108,6 +108,12 @@ pub async fn reload(State(gw): State<Gateway>) -> Result<Response, AdminError> {
             "this gateway runs on the embedded default: there is no file to reload",
         ));
     };
+    if !path.exists() {
+        return Err(AdminError::conflict(
+            "no_config_file",
+            format!("{} does not exist yet: the embedded default is in force", path.display()),
+        ));
+    }
     // Reading the file (and, for new providers, the keychain) blocks.
     let g = gw.clone();
     let loaded = tokio::task::spawn_blocking(move || Config::load(&path).map(|config| g.reload(config)))

@@ -105,6 +105,8 @@ pub struct Ticket {
     /// The key this attempt uses (`None`: the provider takes none).
     pub key: Option<ProviderKey>,
     admission: Option<Admission>,
+    /// The request this attempt belongs to, named in the events it causes.
+    cause: Option<String>,
     // Held for its Drop: the concurrency slot frees when the ticket goes.
     _permit: Option<OwnedSemaphorePermit>,
 }
@@ -114,11 +116,17 @@ impl Ticket {
         self.admission
     }
 
+    /// Names the request in the breaker and cool-down events this attempt causes.
+    pub fn caused_by(&mut self, request_id: &str) {
+        self.cause = Some(request_id.to_string());
+    }
+
     /// Records the outcome; the concurrency permit stays held until the
     /// ticket is dropped (a relayed body keeps it while it streams).
     pub fn record(&mut self, verdict: Verdict) {
         if let Some(admission) = self.admission.take() {
-            self.provider.record(admission, self.key.as_ref().map(|k| k.label.as_str()), verdict);
+            let key = self.key.as_ref().map(|k| k.label.as_str());
+            self.provider.record(admission, key, verdict, self.cause.as_deref());
         }
     }
 }
@@ -253,17 +261,17 @@ impl Provider {
         let admission = match h.breaker.admit(now) {
             Ok(a) => a,
             Err(rejected) => {
-                self.log_transitions(&mut h);
+                self.log_transitions(&mut h, None);
                 return Gate::Pass(Pass::BreakerOpen { until: rejected.until });
             }
         };
-        self.log_transitions(&mut h);
+        self.log_transitions(&mut h, None);
         h.rates.take(tokens, now);
-        Gate::Go(Ticket { provider: Arc::clone(self), key, admission: Some(admission), _permit: permit })
+        Gate::Go(Ticket { provider: Arc::clone(self), key, admission: Some(admission), cause: None, _permit: permit })
     }
 
     /// Records what an admitted attempt showed about the provider.
-    fn record(&self, admission: Admission, key: Option<&str>, verdict: Verdict) {
+    fn record(&self, admission: Admission, key: Option<&str>, verdict: Verdict, cause: Option<&str>) {
         let now = Instant::now();
         let mut h = self.health();
         match verdict {
@@ -281,6 +289,7 @@ impl Provider {
                             provider: self.name().to_string(),
                             label: Some(label.to_string()),
                             until_ms: now_ms() + wait.as_millis() as i64,
+                            request_id: cause.map(str::to_string),
                         });
                         warn!(provider = %self.config.name, key = label, "rate-limited: key cooling down for {pretty}");
                     }
@@ -290,6 +299,7 @@ impl Provider {
                             provider: self.name().to_string(),
                             label: None,
                             until_ms: now_ms() + wait.as_millis() as i64,
+                            request_id: cause.map(str::to_string),
                         });
                         warn!(provider = %self.config.name, "rate-limited: cooling down for {pretty}");
                     }
@@ -297,17 +307,18 @@ impl Provider {
             }
             Verdict::Neutral => h.breaker.release(admission),
         }
-        self.log_transitions(&mut h);
+        self.log_transitions(&mut h, cause);
     }
 
     /// The provider refused a key (401/403): it is not used again until the
     /// keys are reloaded. Returns whether another key is left.
-    pub fn revoke_key(&self, label: &str, reason: &str) -> bool {
+    pub fn revoke_key(&self, label: &str, reason: &str, request_id: &str) -> bool {
         warn!(provider = %self.config.name, key = label, "key refused by the provider: {reason}; not used again until keys change");
         self.telemetry.publish(GatewayEvent::KeyRevoked {
             provider: self.name().to_string(),
             label: label.to_string(),
             reason: reason.to_string(),
+            request_id: Some(request_id.to_string()),
         });
         self.keys.revoke(label, reason)
     }
@@ -329,14 +340,14 @@ impl Provider {
                 h.breaker.record(admission, !ok, now);
             }
         }
-        self.log_transitions(&mut h);
+        self.log_transitions(&mut h, None);
     }
 
     /// Opens the breaker by hand (until reset).
     pub fn open_breaker(&self) {
         let mut h = self.health();
         h.breaker.force_open();
-        self.log_transitions(&mut h);
+        self.log_transitions(&mut h, None);
     }
 
     /// Closes the breaker by hand and ends any rate-limit cool-down.
@@ -344,10 +355,10 @@ impl Provider {
         let mut h = self.health();
         h.breaker.reset();
         h.cooling_until = None;
-        self.log_transitions(&mut h);
+        self.log_transitions(&mut h, None);
     }
 
-    fn log_transitions(&self, h: &mut Health) {
+    fn log_transitions(&self, h: &mut Health, cause: Option<&str>) {
         // Transitions become events on the live bus; until a subscriber
         // exists they are logged, with their reasons.
         for t in h.breaker.take_transitions() {
@@ -356,6 +367,7 @@ impl Provider {
                 from: t.from.name().to_string(),
                 to: t.to.name().to_string(),
                 reason: t.reason.clone(),
+                request_id: cause.map(str::to_string),
             });
             warn!(provider = %self.config.name, from = t.from.name(), to = t.to.name(), "circuit breaker: {}", t.reason);
         }

@@ -198,7 +198,10 @@ impl Run<'_> {
             let gate =
                 provider.gate(self.tokens, &self.deadline, self.policy.max_retry_wait, self.policy.min_fallback_budget);
             let mut ticket = match gate {
-                Gate::Go(ticket) => ticket,
+                Gate::Go(mut ticket) => {
+                    ticket.caused_by(&self.inbound.ids.request_id);
+                    ticket
+                }
                 Gate::Wait(wait) => {
                     self.pause(wait).await;
                     continue;
@@ -293,7 +296,7 @@ impl Run<'_> {
                     if decision == Decision::RevokeKey {
                         // Another key of the same provider may work; no retry is spent.
                         match &key_label {
-                            Some(label) if provider.revoke_key(label, &detail) => continue,
+                            Some(label) if provider.revoke_key(label, &detail, &self.inbound.ids.request_id) => continue,
                             _ => return Tried::Failed,
                         }
                     }

@@ -57,6 +57,7 @@ pub fn router(gateway: Gateway) -> Router {
     }
     router
         .merge(crate::admin::router(gateway.clone()))
+        .merge(crate::ui::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(gateway.clone(), crate::guard::guard))
         .layer(middleware::from_fn(correlate))

@@ -108,6 +108,7 @@ impl Telemetry {
                 from: from.into(),
                 to: to.into(),
                 reason,
+                request_id: Some(r.id.clone()),
             });
         }
         let labels = AttemptLabels {

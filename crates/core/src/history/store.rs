@@ -147,6 +147,8 @@ pub enum Bucket {
     #[default]
     Day,
     Hour,
+    /// For sparklines over the last hour.
+    Minute,
 }
 
 const DEFAULT_PAGE: u32 = 100;
@@ -263,6 +265,7 @@ impl Store {
         let format = match bucket {
             Bucket::Day => "%Y-%m-%d",
             Bucket::Hour => "%Y-%m-%dT%H:00Z",
+            Bucket::Minute => "%Y-%m-%dT%H:%MZ",
         };
         let rows = sqlx::query(
             "SELECT strftime(?, started_at / 1000, 'unixepoch') AS bucket, provider, COALESCE(provider_model, model) AS model,
