@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { Api, ApiError } from './api';
+
+function fake(status: number, body: unknown, seen: Request[] = []): typeof fetch {
+  return async (input, init) => {
+    seen.push(new Request(`http://gw${input}`, init));
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    return new Response(status === 204 ? null : text, { status });
+  };
+}
+
+describe('Api', () => {
+  it('sends the token when it has one and builds filter queries', async () => {
+    const seen: Request[] = [];
+    const api = new Api({ token: 'sya-1', fetch: fake(200, { requests: [], next_cursor: null }, seen) });
+    await api.requests({ provider: 'groq', fallback: true, model: '', limit: 50 });
+    expect(seen[0].url).toBe('http://gw/admin/requests?provider=groq&fallback=true&limit=50');
+    expect(seen[0].headers.get('authorization')).toBe('Bearer sya-1');
+  });
+
+  it('uses the session cookie when it has no token', async () => {
+    const seen: Request[] = [];
+    await new Api({ fetch: fake(200, [], seen) }).providers();
+    expect(seen[0].headers.get('authorization')).toBeNull();
+  });
+
+  it('turns error bodies into ApiError with the gateway message', async () => {
+    const api = new Api({ fetch: fake(422, { error: { code: 'config_invalid', message: 'routes[0].chain: no provider "x"' } }) });
+    const err = await api.putRoute('m', ['x']).catch((e) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err.code).toBe('config_invalid');
+    expect(err.message).toContain('no provider');
+  });
+
+  it('reports sign-in and unreachable gateways in words', async () => {
+    const unauth = await new Api({ fetch: fake(401, { error: { code: 'admin_token_required', message: 'sign in' } }) })
+      .providers()
+      .catch((e) => e);
+    expect(unauth.needsSignIn).toBe(true);
+    const down = await new Api({ base: 'http://127.0.0.1:1', fetch: async () => { throw new TypeError('failed'); } })
+      .providers()
+      .catch((e) => e);
+    expect(down.code).toBe('unreachable');
+    expect(down.message).toContain('http://127.0.0.1:1');
+  });
+
+  it('escapes names in paths and accepts empty answers', async () => {
+    const seen: Request[] = [];
+    await new Api({ fetch: fake(204, '', seen) }).setKey('open ai', 'a/b', 'sk-x');
+    expect(seen[0].url).toBe('http://gw/admin/keys/open%20ai/a%2Fb');
+    expect(await seen[0].json()).toEqual({ key: 'sk-x' });
+  });
+});

@@ -1,0 +1,329 @@
+// The one client of the admin API, for the browser (session cookie, same
+// origin) and the desktop window (admin token in a header, gateway origin).
+
+import { SseParser } from './sse';
+
+export type ProviderStateName = 'healthy' | 'degraded' | 'rate_limited' | 'open' | 'disabled' | 'no_key';
+
+export interface WindowStats {
+  requests: number;
+  success_rate: number | null;
+  requests_per_minute: number;
+  latency_p50_ms: number | null;
+  latency_p95_ms: number | null;
+  latency_p99_ms: number | null;
+  ttft_p50_ms: number | null;
+  ttft_p95_ms: number | null;
+  fallbacks_in: number;
+  fallbacks_out: number;
+}
+
+export interface KeySummary {
+  label: string;
+  last4: string;
+  status: string;
+  detail: string | null;
+}
+
+export interface ProviderView {
+  name: string;
+  kind: string;
+  base_url: string;
+  enabled: boolean;
+  state: ProviderStateName;
+  until_ms: number | null;
+  detail: string | null;
+  breaker: string;
+  passive_healthy: boolean;
+  stats: { m1: WindowStats; m5: WindowStats; m60: WindowStats };
+  today: { input_tokens: number; output_tokens: number; cost_usd: number | null };
+  keys: KeySummary[];
+  probe: boolean;
+}
+
+export interface Usage {
+  input_tokens: number | null;
+  output_tokens: number | null;
+  cached_tokens: number | null;
+}
+
+export interface RequestSummary {
+  id: string;
+  correlation_id: string;
+  started_at: number;
+  finished_at: number;
+  endpoint: string;
+  model: string | null;
+  streamed: boolean;
+  outcome: string;
+  status: number | null;
+  provider: string | null;
+  attempt_count: number;
+  fallback: boolean;
+  duration_ms: number;
+  ttft_ms: number | null;
+  usage: Usage;
+  cost_usd: number | null;
+  error_code: string | null;
+  error: string | null;
+}
+
+export interface Attempt {
+  seq: number;
+  provider: string;
+  key_label: string | null;
+  model: string | null;
+  reason: string;
+  fallback_from: string | null;
+  started_at: number;
+  offset_ms: number;
+  timeout_ms: number | null;
+  backoff_ms: number;
+  duration_ms: number | null;
+  ttfb_ms: number | null;
+  ttft_ms: number | null;
+  status: number | null;
+  outcome: string;
+  retry_after_ms: number | null;
+  breaker_state: string | null;
+  error: string | null;
+  usage: Usage;
+}
+
+export interface RequestDetail extends RequestSummary {
+  attempts: Attempt[];
+  request_body: string | null;
+  response_body: string | null;
+}
+
+export interface RequestFilter {
+  provider?: string;
+  model?: string;
+  outcome?: string;
+  fallback?: boolean;
+  since?: string;
+  correlation_id?: string;
+  cursor?: string;
+  limit?: number;
+}
+
+export interface SpendRow {
+  bucket: string;
+  provider: string;
+  model: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  cost_usd: number | null;
+}
+
+export interface Spend {
+  bucket: 'day' | 'hour' | 'minute';
+  rows: SpendRow[];
+  totals: { today_usd: number; last_7_days_usd: number; last_30_days_usd: number };
+}
+
+export interface ModelAlias {
+  client: string;
+  upstream: string;
+}
+
+export interface ProviderForm {
+  kind: string;
+  base_url: string;
+  models: ModelAlias[];
+  auth: 'key' | 'none';
+}
+
+export interface ConfigView {
+  path: string | null;
+  editable: boolean;
+  providers: (ProviderForm & { name: string })[];
+  routes: { model: string; chain: string[] }[];
+  settings: Record<'server' | 'policy' | 'history', Record<string, string | number | boolean>>;
+}
+
+export interface ProbeResult {
+  provider: string;
+  ok: boolean;
+  status: number | null;
+  duration_ms: number;
+  error: string | null;
+  breaker: string;
+}
+
+/** An event from the gateway's live stream. */
+export interface LiveEvent {
+  id: number;
+  at_ms: number;
+  type: string;
+  [field: string]: unknown;
+}
+
+export interface Snapshot {
+  type: 'snapshot';
+  last_event_id: number;
+  providers: ProviderView[];
+}
+
+/** What went wrong, in words a person can act on. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+
+  get needsSignIn(): boolean {
+    return this.status === 401;
+  }
+}
+
+export interface ApiOptions {
+  /** The gateway's origin; empty for the page's own. */
+  base?: string;
+  /** The admin token (the desktop window); the browser uses its session cookie. */
+  token?: string;
+  fetch?: typeof fetch;
+}
+
+function query(params: object): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === '' || v === false || v === null) continue;
+    q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+const enc = encodeURIComponent;
+
+export class Api {
+  readonly base: string;
+  private readonly token?: string;
+  private readonly fetcher: typeof fetch;
+
+  constructor(options: ApiOptions = {}) {
+    this.base = (options.base ?? '').replace(/\/$/, '');
+    this.token = options.token;
+    this.fetcher = options.fetch ?? ((input, init) => fetch(input, init));
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return this.token ? { authorization: `Bearer ${this.token}`, ...extra } : extra;
+  }
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let response: Response;
+    try {
+      response = await this.fetcher(`${this.base}${path}`, {
+        method,
+        credentials: 'same-origin',
+        headers: this.headers(body === undefined ? {} : { 'content-type': 'application/json' }),
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch {
+      throw new ApiError(0, 'unreachable', `The gateway at ${this.base || location.origin} does not answer. Is Switchyard running?`);
+    }
+    if (response.status === 204) return undefined as T;
+    const text = await response.text();
+    let json: unknown = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      // Not JSON: reported below with the status.
+    }
+    if (!response.ok) {
+      const error = (json as { error?: { code?: string; message?: string } } | null)?.error;
+      throw new ApiError(
+        response.status,
+        error?.code ?? 'http_error',
+        error?.message ?? `The gateway answered ${response.status} ${response.statusText}`.trim(),
+      );
+    }
+    return json as T;
+  }
+
+  get<T>(path: string): Promise<T> {
+    return this.request<T>('GET', path);
+  }
+
+  providers = () => this.get<ProviderView[]>('/admin/providers');
+  setEnabled = (name: string, on: boolean) =>
+    this.request<ProviderView>('POST', `/admin/providers/${enc(name)}/${on ? 'enable' : 'disable'}`);
+  resetBreaker = (name: string) => this.request<ProviderView>('POST', `/admin/providers/${enc(name)}/breaker/reset`);
+  probe = (name: string) => this.request<ProbeResult>('POST', `/admin/providers/${enc(name)}/probe`);
+
+  requests = (filter: RequestFilter) =>
+    this.get<{ requests: RequestSummary[]; next_cursor: string | null }>(`/admin/requests${query(filter)}`);
+  requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
+  spend = (bucket: Spend['bucket'], since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
+
+  config = () => this.get<ConfigView>('/admin/config');
+  putProvider = (name: string, form: ProviderForm) =>
+    this.request<ConfigView>('PUT', `/admin/config/providers/${enc(name)}`, form);
+  deleteProvider = (name: string) => this.request<ConfigView>('DELETE', `/admin/config/providers/${enc(name)}`);
+  putRoute = (model: string, chain: string[]) =>
+    this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, { chain });
+  deleteRoute = (model: string) => this.request<ConfigView>('DELETE', `/admin/config/routes/${enc(model)}`);
+  patchSettings = (changes: Record<string, Record<string, unknown>>) =>
+    this.request<ConfigView>('PATCH', '/admin/config/settings', changes);
+
+  setKey = (provider: string, label: string, key: string) =>
+    this.request<void>('PUT', `/admin/keys/${enc(provider)}/${enc(label)}`, { key });
+  removeKey = (provider: string, label: string) =>
+    this.request<unknown>('DELETE', `/admin/keys/${enc(provider)}/${enc(label)}`);
+
+  login = (token: string) => this.request<void>('POST', '/ui/login', { token });
+  logout = () => this.request<void>('POST', '/ui/logout');
+
+  /**
+   * Follows the live event stream until `signal` aborts, reconnecting with
+   * Last-Event-ID after a drop. `onState` reports whether it is connected.
+   */
+  async follow(
+    onMessage: (m: Snapshot | LiveEvent) => void,
+    onState: (connected: boolean, error?: ApiError) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    let lastId: string | null = null;
+    let delay = 500;
+    while (!signal.aborted) {
+      try {
+        const headers = this.headers(lastId ? { 'last-event-id': lastId } : {});
+        const response = await this.fetcher(`${this.base}/admin/events`, { headers, credentials: 'same-origin', signal });
+        if (!response.ok || !response.body) {
+          const error = new ApiError(response.status, 'events_unavailable', `The live stream answered ${response.status}`);
+          onState(false, error);
+          if (response.status === 401) return;
+          throw error;
+        }
+        onState(true);
+        delay = 500;
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        const parser = new SseParser();
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          for (const m of parser.push(value)) {
+            if (m.id) lastId = m.id;
+            try {
+              onMessage(JSON.parse(m.data));
+            } catch {
+              // A malformed message is skipped; the stream goes on.
+            }
+          }
+        }
+      } catch {
+        if (signal.aborted) return;
+      }
+      onState(false);
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 10_000);
+    }
+  }
+}

@@ -1,0 +1,92 @@
+// Numbers and states in words, the same everywhere in the dashboard.
+
+import type { ProviderStateName, ProviderView } from './api';
+
+export function ms(value: number | null | undefined): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) return '—';
+  if (value < 1) return `${value.toFixed(2)} ms`;
+  if (value < 1000) return `${Math.round(value)} ms`;
+  if (value < 60_000) return `${(value / 1000).toFixed(value < 10_000 ? 2 : 1)} s`;
+  return `${Math.floor(value / 60_000)} min ${Math.round((value % 60_000) / 1000)} s`;
+}
+
+/** USD: small amounts keep their significant digits; unknown is not zero. */
+export function usd(value: number | null | undefined): string {
+  if (value === null || value === undefined) return '—';
+  if (value === 0) return '$0';
+  if (value < 0.01) return `$${value.toPrecision(2)}`;
+  return `$${value.toFixed(2)}`;
+}
+
+export function count(value: number | null | undefined): string {
+  if (value === null || value === undefined) return '—';
+  if (value >= 1_000_000) return `${(value / 1_000_000).toFixed(1)}M`;
+  if (value >= 10_000) return `${Math.round(value / 1000)}k`;
+  if (value >= 1000) return `${(value / 1000).toFixed(1)}k`;
+  return String(Math.round(value));
+}
+
+export function percent(rate: number | null | undefined): string {
+  if (rate === null || rate === undefined) return '—';
+  const p = rate * 100;
+  return `${p >= 99.95 || p === 0 ? p.toFixed(0) : p.toFixed(1)}%`;
+}
+
+export function clock(atMs: number): string {
+  return new Date(atMs).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+export function dateTime(atMs: number): string {
+  const d = new Date(atMs);
+  return `${d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })} ${clock(atMs)}`;
+}
+
+/** "42 s", "3 min", "2 h": how long until a moment. */
+export function until(atMs: number, now: number): string {
+  const s = Math.max(0, Math.round((atMs - now) / 1000));
+  if (s < 90) return `${s} s`;
+  if (s < 5400) return `${Math.round(s / 60)} min`;
+  return `${Math.round(s / 3600)} h`;
+}
+
+export const STATE_WORDS: Record<ProviderStateName, string> = {
+  healthy: 'Healthy',
+  degraded: 'Degraded',
+  rate_limited: 'Rate-limited',
+  open: 'Breaker open',
+  disabled: 'Disabled',
+  no_key: 'No key',
+};
+
+/** A provider's state as a person would say it, with its end time when it has one. */
+export function stateLine(p: Pick<ProviderView, 'state' | 'until_ms'>, now: number): string {
+  const words = STATE_WORDS[p.state] ?? p.state;
+  if ((p.state === 'rate_limited' || p.state === 'open') && p.until_ms) {
+    return `${words} until ${clock(p.until_ms)} (${until(p.until_ms, now)})`;
+  }
+  return words;
+}
+
+export const OUTCOME_WORDS: Record<string, string> = {
+  ok: 'OK',
+  client_error: 'Client error',
+  upstream_error: 'Upstream error',
+  timeout: 'Timed out',
+  cancelled: 'Client left',
+  no_provider: 'No provider',
+  http_error: 'HTTP error',
+  connect_error: 'Connect error',
+  error_event: 'Error event',
+  dropped: 'Dropped',
+};
+
+export function outcomeWords(outcome: string): string {
+  return OUTCOME_WORDS[outcome] ?? outcome.replace(/_/g, ' ');
+}
+
+/** Whether an outcome is a success, a failure or neither (the client left). */
+export function outcomeTone(outcome: string): 'ok' | 'bad' | 'muted' {
+  if (outcome === 'ok') return 'ok';
+  if (outcome === 'cancelled' || outcome === 'client_error') return 'muted';
+  return 'bad';
+}

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import type { Attempt } from './api';
+import { layout, tickStep } from './timeline';
+
+function attempt(over: Partial<Attempt>): Attempt {
+  return {
+    seq: 1, provider: 'a', key_label: null, model: 'm', reason: 'first', fallback_from: null, started_at: 0,
+    offset_ms: 0, timeout_ms: null, backoff_ms: 0, duration_ms: 100, ttfb_ms: 50, ttft_ms: null, status: 200,
+    outcome: 'ok', retry_after_ms: null, breaker_state: 'closed', error: null,
+    usage: { input_tokens: null, output_tokens: null, cached_tokens: null }, ...over,
+  };
+}
+
+describe('timeline layout', () => {
+  it('places a retry after its backoff and a fallback hop on one axis', () => {
+    const l = layout({
+      duration_ms: 1000,
+      ttft_ms: 700,
+      attempts: [
+        attempt({ seq: 1, outcome: 'http_error', status: 503, duration_ms: 100 }),
+        attempt({ seq: 2, reason: 'retry', offset_ms: 300, backoff_ms: 200, duration_ms: 100, outcome: 'timeout' }),
+        attempt({ seq: 3, provider: 'b', reason: 'fallback', fallback_from: 'a', offset_ms: 400, duration_ms: 600, ttft_ms: 300 }),
+      ],
+    });
+    expect(l.span).toBe(1000);
+    expect(l.bars.map((b) => b.left)).toEqual([0, 0.3, 0.4]);
+    expect(l.bars[0].tone).toBe('bad');
+    expect(l.bars[1].gap).toEqual({ left: 0.1, width: 0.2, ms: 200 });
+    expect(l.bars[1].timedOut).toBe(true);
+    expect(l.bars[2].fallback).toBe(true);
+    expect(l.bars[2].label).toBe('b (fallback from a)');
+    expect(l.bars[2].ttft).toBeCloseTo(0.7);
+    expect(l.ttft).toBeCloseTo(0.7);
+  });
+
+  it('stretches the axis to an attempt that outlived the request record', () => {
+    const l = layout({ duration_ms: 50, ttft_ms: null, attempts: [attempt({ duration_ms: 200 })] });
+    expect(l.span).toBe(200);
+    expect(l.bars[0].width).toBe(1);
+  });
+
+  it('keeps a zero-length attempt visible', () => {
+    const l = layout({ duration_ms: 10, ttft_ms: null, attempts: [attempt({ duration_ms: 0, ttfb_ms: null })] });
+    expect(l.bars[0].width).toBeGreaterThan(0);
+  });
+
+  it('chooses round tick steps', () => {
+    expect(tickStep(1000)).toBe(200);
+    expect(tickStep(1500)).toBe(500);
+    expect(tickStep(12)).toBe(2.5);
+    expect(layout({ duration_ms: 1000, ttft_ms: null, attempts: [] }).ticks.map((t) => t.label)).toEqual([
+      '0 ms', '200 ms', '400 ms', '600 ms', '800 ms', '1 s',
+    ]);
+  });
+});

@@ -1,0 +1,79 @@
+// The attempt waterfall's layout: every attempt, its backoff before it and
+// its markers placed on one time axis from the request's start.
+
+import type { Attempt, RequestDetail } from './api';
+
+export interface Bar {
+  seq: number;
+  label: string;
+  provider: string;
+  /** Left edge and width as fractions (0–1) of the axis. */
+  left: number;
+  width: number;
+  /** The wait before this attempt (backoff or throttle), if any. */
+  gap: { left: number; width: number; ms: number } | null;
+  /** First byte and first token, as fractions of the axis. */
+  ttfb: number | null;
+  ttft: number | null;
+  /** The attempt was cut by its own timeout. */
+  timedOut: boolean;
+  /** This attempt is the hop to another provider. */
+  fallback: boolean;
+  tone: 'ok' | 'bad' | 'muted';
+}
+
+export interface Layout {
+  /** The axis length in milliseconds. */
+  span: number;
+  bars: Bar[];
+  ticks: { at: number; label: string }[];
+  /** The request's own first token, as a fraction of the axis. */
+  ttft: number | null;
+}
+
+/** A round step giving about `count` ticks over `span` ms. */
+export function tickStep(span: number, count = 5): number {
+  const raw = span / count;
+  const magnitude = 10 ** Math.floor(Math.log10(Math.max(raw, 1e-3)));
+  for (const m of [1, 2, 2.5, 5, 10]) {
+    if (raw <= m * magnitude) return m * magnitude;
+  }
+  return 10 * magnitude;
+}
+
+function tickLabel(at: number): string {
+  return at >= 1000 ? `${+(at / 1000).toFixed(2)} s` : `${+at.toFixed(1)} ms`;
+}
+
+function tone(a: Attempt): Bar['tone'] {
+  if (a.outcome === 'ok') return 'ok';
+  if (a.outcome === 'cancelled') return 'muted';
+  return 'bad';
+}
+
+export function layout(r: Pick<RequestDetail, 'attempts' | 'duration_ms' | 'ttft_ms'>): Layout {
+  const ends = r.attempts.map((a) => a.offset_ms + (a.duration_ms ?? 0));
+  const span = Math.max(r.duration_ms, ...ends, 1);
+  const at = (x: number) => Math.min(1, Math.max(0, x / span));
+  const bars = r.attempts.map((a): Bar => {
+    const duration = a.duration_ms ?? Math.max(0, r.duration_ms - a.offset_ms);
+    const gapMs = a.backoff_ms > 0 ? Math.min(a.backoff_ms, a.offset_ms) : 0;
+    return {
+      seq: a.seq,
+      label: a.reason === 'fallback' ? `${a.provider} (fallback from ${a.fallback_from ?? '?'})` : a.provider,
+      provider: a.provider,
+      left: at(a.offset_ms),
+      width: Math.max(at(duration), 0.002),
+      gap: gapMs > 0 ? { left: at(a.offset_ms - gapMs), width: at(gapMs), ms: gapMs } : null,
+      ttfb: a.ttfb_ms === null ? null : at(a.offset_ms + a.ttfb_ms),
+      ttft: a.ttft_ms === null ? null : at(a.offset_ms + a.ttft_ms),
+      timedOut: a.outcome === 'timeout',
+      fallback: a.reason === 'fallback',
+      tone: tone(a),
+    };
+  });
+  const step = tickStep(span);
+  const ticks = [];
+  for (let t = 0; t <= span + 1e-9; t += step) ticks.push({ at: at(t), label: tickLabel(t) });
+  return { span, bars, ticks, ttft: r.ttft_ms === null ? null : at(r.ttft_ms) };
+}

@@ -1,0 +1,12 @@
+import { defineConfig } from 'vite';
+import { svelte } from '@sveltejs/vite-plugin-svelte';
+
+// Served by the gateway at /ui/ (and from the desktop app's bundle), so
+// every asset URL is relative to that base.
+export default defineConfig({
+  base: '/ui/',
+  plugins: [svelte()],
+  build: { outDir: 'dist', emptyOutDir: true, sourcemap: false, chunkSizeWarningLimit: 300 },
+  server: { proxy: { '/admin': 'http://127.0.0.1:4141', '/v1': 'http://127.0.0.1:4141' } },
+  test: { include: ['src/**/*.test.ts'], environment: 'node' },
+});
