@@ -137,6 +137,8 @@ struct ListQuery {
     #[serde(default)]
     fallback: bool,
     correlation_id: Option<String>,
+    /// A request id, a prefix of one, or a correlation id.
+    q: Option<String>,
     since: Option<String>,
     until: Option<String>,
     cursor: Option<String>,
@@ -163,6 +165,7 @@ async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) ->
         failed: q.failed,
         fallback: q.fallback,
         correlation_id: q.correlation_id,
+        search: q.q,
         cursor: q.cursor,
         limit: q.limit,
     };

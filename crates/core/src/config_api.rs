@@ -107,7 +107,8 @@ async fn edit(
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => EMBEDDED_DEFAULT.to_string(),
             Err(e) => return Err(AdminError::internal("config_unreadable", format!("{}: {e}", path.display()))),
         };
-        let mut doc = ConfigEdit::parse(&text).map_err(|e| AdminError::unprocessable("config_invalid", e.to_string()))?;
+        let mut doc =
+            ConfigEdit::parse(&text).map_err(|e| AdminError::unprocessable("config_invalid", e.to_string()))?;
         change(&mut doc)?;
         let text = doc.to_string();
         let config =

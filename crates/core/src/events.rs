@@ -39,8 +39,16 @@ pub struct RequestBrief {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum GatewayEvent {
-    RequestFinished { request: RequestBrief },
-    Fallback { request_id: String, model: Option<String>, from: String, to: String, reason: String },
+    RequestFinished {
+        request: RequestBrief,
+    },
+    Fallback {
+        request_id: String,
+        model: Option<String>,
+        from: String,
+        to: String,
+        reason: String,
+    },
     /// `request_id`: the request whose attempt caused the change, if any
     /// (a timer, a probe or an operator cause the others).
     Breaker {
@@ -73,8 +81,14 @@ pub enum GatewayEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
-    ProviderToggled { provider: String, enabled: bool },
-    ConfigReloaded { ok: bool, error: Option<String> },
+    ProviderToggled {
+        provider: String,
+        enabled: bool,
+    },
+    ConfigReloaded {
+        ok: bool,
+        error: Option<String>,
+    },
 }
 
 impl GatewayEvent {
@@ -172,10 +186,19 @@ impl EventBus {
         Some(recent.iter().filter(|e| e.id > id).cloned().collect())
     }
 
-    /// Events kept now, newest last (for the live feed's first screen).
-    pub fn recent(&self, limit: usize) -> Vec<Arc<Envelope>> {
+    /// The latest state changes kept now (finished requests left out, as
+    /// they have their own history), newest last: the live feed's first screen.
+    pub fn recent_changes(&self, limit: usize) -> Vec<Arc<Envelope>> {
         let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.iter().skip(recent.len().saturating_sub(limit)).cloned().collect()
+        let mut changes: Vec<_> = recent
+            .iter()
+            .rev()
+            .filter(|e| !matches!(e.event, GatewayEvent::RequestFinished { .. }))
+            .take(limit)
+            .cloned()
+            .collect();
+        changes.reverse();
+        changes
     }
 
     pub fn last_id(&self) -> u64 {

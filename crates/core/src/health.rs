@@ -92,7 +92,8 @@ fn state(p: &Provider, m5: &Window, passive_healthy: bool) -> ProviderState {
     }
     // Keys are usable (no problem above), so none ready means all are cooling.
     if !p.keys.has_ready(Instant::now()) {
-        return s("rate_limited", None, Some("every key is cooling down".into()));
+        let until = p.keys.ready_at(Instant::now()).map(unix_ms);
+        return s("rate_limited", until, Some("every key is cooling down".into()));
     }
     if !passive_healthy {
         return s("degraded", None, Some("recent attempts failed in a row".into()));

@@ -186,6 +186,18 @@ impl KeyPool {
         }
     }
 
+    /// When the first cooling key is ready again, if every usable key is cooling.
+    pub fn ready_at(&self, now: Instant) -> Option<Instant> {
+        match &self.state().source {
+            Source::Loaded(slots)
+                if !slots.iter().any(|s| s.revoked.is_none() && s.cooling_until.is_none_or(|t| t <= now)) =>
+            {
+                slots.iter().filter(|s| s.revoked.is_none()).filter_map(|s| s.cooling_until).min()
+            }
+            _ => None,
+        }
+    }
+
     fn problem_unlocked(&self) -> String {
         format!("no usable key for {}", self.provider)
     }

@@ -133,7 +133,7 @@ fn snapshot(gw: &Gateway) -> Event {
         "type": "snapshot",
         "last_event_id": gw.telemetry().events.last_id(),
         "providers": health::views(gw),
-        "recent": gw.telemetry().events.recent(100),
+        "recent": gw.telemetry().events.recent_changes(100),
     });
     Event::default().event("snapshot").id(gw.telemetry().events.last_id().to_string()).data(data.to_string())
 }

@@ -296,7 +296,9 @@ impl Run<'_> {
                     if decision == Decision::RevokeKey {
                         // Another key of the same provider may work; no retry is spent.
                         match &key_label {
-                            Some(label) if provider.revoke_key(label, &detail, &self.inbound.ids.request_id) => continue,
+                            Some(label) if provider.revoke_key(label, &detail, &self.inbound.ids.request_id) => {
+                                continue
+                            }
                             _ => return Tried::Failed,
                         }
                     }

@@ -103,6 +103,8 @@ export interface RequestFilter {
   fallback?: boolean;
   since?: string;
   correlation_id?: string;
+  /** A request id, a prefix of one, or a correlation id. */
+  q?: string;
   cursor?: string;
   limit?: number;
 }
@@ -165,6 +167,8 @@ export interface Snapshot {
   type: 'snapshot';
   last_event_id: number;
   providers: ProviderView[];
+  /** The latest state changes, oldest first. */
+  recent: LiveEvent[];
 }
 
 /** What went wrong, in words a person can act on. */

@@ -33,7 +33,12 @@ export function percent(rate: number | null | undefined): string {
 }
 
 export function clock(atMs: number): string {
-  return new Date(atMs).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  return new Date(atMs).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+}
+
+/** The time alone for today, with the date otherwise. */
+export function shortTime(atMs: number, now = Date.now()): string {
+  return new Date(atMs).toDateString() === new Date(now).toDateString() ? clock(atMs) : dateTime(atMs);
 }
 
 export function dateTime(atMs: number): string {

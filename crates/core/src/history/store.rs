@@ -44,6 +44,8 @@ pub struct RequestFilter {
     #[serde(default)]
     pub fallback: bool,
     pub correlation_id: Option<String>,
+    /// A request id, a prefix of one, or a correlation id.
+    pub search: Option<String>,
     /// Unix milliseconds, inclusive.
     pub since: Option<i64>,
     /// Unix milliseconds, exclusive.
@@ -211,6 +213,11 @@ impl Store {
         }
         if filter.fallback {
             q.push(" AND fallback = 1");
+        }
+        if let Some(text) = filter.search.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            q.push(" AND (correlation_id = ").push_bind(text.to_string());
+            q.push(" OR substr(id, 1, ").push_bind(text.chars().count() as i64);
+            q.push(") = ").push_bind(text.to_string()).push(")");
         }
         if let Some(c) = &filter.correlation_id {
             q.push(" AND correlation_id = ").push_bind(c.clone());

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { fromEvent, matches } from './brief';
+
+const event = {
+  id: 4, at_ms: 10_000, type: 'request_finished',
+  request: {
+    id: 'r1', endpoint: '/v1/chat/completions', model: 'm', provider: 'b', outcome: 'ok', status: 200,
+    duration_ms: 250, ttft_ms: null, input_tokens: 3, output_tokens: 4, cost_usd: null,
+    attempts: ['a:503', 'b:200'],
+  },
+};
+
+describe('live rows', () => {
+  it('become history rows with their fallback and timing', () => {
+    const r = fromEvent(event);
+    expect(r.started_at).toBe(9750);
+    expect(r.attempt_count).toBe(2);
+    expect(r.fallback).toBe(true);
+    expect(r.usage.output_tokens).toBe(4);
+  });
+
+  it('join the table only when they match its filters', () => {
+    const r = fromEvent(event);
+    expect(matches(r, {})).toBe(true);
+    expect(matches(r, { provider: 'b', fallback: true })).toBe(true);
+    expect(matches(r, { provider: 'a' })).toBe(false);
+    expect(matches(r, { outcome: 'timeout' })).toBe(false);
+    expect(matches(r, { q: 'r' })).toBe(true);
+    expect(matches(r, { q: 'x' })).toBe(false);
+  });
+});

@@ -1,0 +1,55 @@
+// A finished-request event from the live stream as a history row, so live
+// rows can join the table before the history query would return them.
+
+import type { LiveEvent, RequestFilter, RequestSummary } from './api';
+
+interface Brief {
+  id: string;
+  endpoint: string;
+  model: string | null;
+  provider: string | null;
+  outcome: string;
+  status: number | null;
+  duration_ms: number;
+  ttft_ms: number | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  cost_usd: number | null;
+  attempts: string[];
+}
+
+export function fromEvent(e: LiveEvent): RequestSummary {
+  const b = e.request as Brief;
+  const providers = new Set(b.attempts.map((a) => a.slice(0, a.lastIndexOf(':'))));
+  return {
+    id: b.id,
+    correlation_id: b.id,
+    started_at: e.at_ms - b.duration_ms,
+    finished_at: e.at_ms,
+    endpoint: b.endpoint,
+    model: b.model,
+    streamed: false,
+    outcome: b.outcome,
+    status: b.status,
+    provider: b.provider,
+    attempt_count: b.attempts.length,
+    fallback: providers.size > 1,
+    duration_ms: b.duration_ms,
+    ttft_ms: b.ttft_ms,
+    usage: { input_tokens: b.input_tokens, output_tokens: b.output_tokens, cached_tokens: null },
+    cost_usd: b.cost_usd,
+    error_code: null,
+    error: null,
+  };
+}
+
+/** Whether a live row belongs in a table showing `f`. */
+export function matches(r: RequestSummary, f: RequestFilter): boolean {
+  if (f.provider && r.provider !== f.provider) return false;
+  if (f.model && r.model !== f.model) return false;
+  if (f.outcome && r.outcome !== f.outcome) return false;
+  if (f.fallback && !r.fallback) return false;
+  if (f.correlation_id && r.correlation_id !== f.correlation_id) return false;
+  if (f.q && !r.id.startsWith(f.q.trim()) && r.correlation_id !== f.q.trim()) return false;
+  return true;
+}

@@ -1,0 +1,24 @@
+import { describe as group, expect, it } from 'vitest';
+import { describe, mergeFeed } from './live.svelte';
+
+group('feed lines', () => {
+  it('say what happened in words', () => {
+    const base = { id: 1, at_ms: 0 };
+    expect(describe({ ...base, type: 'fallback', model: 'gpt-4o', from: 'openai', to: 'groq', reason: 'HTTP 503' })).toBe(
+      'gpt-4o fell back from openai to groq: HTTP 503',
+    );
+    expect(describe({ ...base, type: 'breaker', provider: 'groq', from: 'closed', to: 'open', reason: '5 failures' })).toBe(
+      'groq breaker closed → open: 5 failures',
+    );
+    expect(describe({ ...base, type: 'provider_toggled', provider: 'groq', enabled: false })).toBe('groq disabled');
+    expect(describe({ ...base, type: 'config_reloaded', ok: false, error: 'x.toml:3:1' })).toContain('x.toml:3:1');
+  });
+});
+
+group('feed', () => {
+  it('takes the snapshot\'s recent changes, newest first, once each', () => {
+    const e = (id: number, type = 'breaker') => ({ id, at_ms: id, type });
+    const feed = mergeFeed([e(5)], [e(3), e(4, 'request_finished'), e(5)]);
+    expect(feed.map((x) => x.id)).toEqual([5, 3]);
+  });
+});

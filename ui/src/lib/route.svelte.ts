@@ -1,0 +1,36 @@
+// Hash routes (`#/requests/<id>`), so the same build works under /ui/ and
+// from the desktop app's bundle without server-side routing.
+
+export const VIEWS = ['overview', 'live', 'requests', 'spend', 'providers', 'settings'] as const;
+export type View = (typeof VIEWS)[number] | 'login';
+
+export interface Route {
+  view: View;
+  arg: string | null;
+  params: URLSearchParams;
+}
+
+export function parse(hash: string): Route {
+  const [path, search = ''] = hash.replace(/^#\/?/, '').split('?');
+  const [view, ...rest] = path.split('/');
+  const known = (VIEWS as readonly string[]).includes(view) || view === 'login';
+  return {
+    view: known ? (view as View) : 'overview',
+    arg: rest.length ? decodeURIComponent(rest.join('/')) : null,
+    params: new URLSearchParams(search),
+  };
+}
+
+export class Router {
+  route = $state<Route>(parse(location.hash));
+
+  constructor() {
+    addEventListener('hashchange', () => {
+      this.route = parse(location.hash);
+    });
+  }
+
+  go(view: View, arg?: string | null): void {
+    location.hash = `#/${view}${arg ? `/${encodeURIComponent(arg)}` : ''}`;
+  }
+}
