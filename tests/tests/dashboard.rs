@@ -47,15 +47,8 @@ async fn a_ticket_signs_in_once_and_leaves_no_secret_in_the_address() {
     let refused = client.get(gw.url("/admin/providers")).send().await.unwrap();
     assert_eq!(refused.status(), 401);
 
-    let ticket: Value = client
-        .post(gw.url("/admin/session"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ticket: Value =
+        client.post(gw.url("/admin/session")).bearer_auth(ADMIN_TOKEN).send().await.unwrap().json().await.unwrap();
     let path = ticket["path"].as_str().unwrap();
     let r = client.get(gw.url(path)).send().await.unwrap();
     assert_eq!(r.status(), 303);

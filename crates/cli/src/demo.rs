@@ -3,12 +3,12 @@
 //! watched with no keys at all.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rand::seq::IndexedRandom;
+use secrecy::ExposeSecret;
 use serde_json::json;
 use switchyard_core::secrets::MemoryStore;
 use switchyard_core::Config;
@@ -66,7 +66,7 @@ async fn providers() -> Result<Vec<(SimProvider, &'static str)>> {
     ])
 }
 
-fn config(sims: &[(SimProvider, &str)], listen: SocketAddr) -> Result<Config> {
+fn config_text(sims: &[(SimProvider, &str)], listen: SocketAddr) -> String {
     let mut text = format!("[server]\nlisten = \"{listen}\"\n");
     for (sim, kind) in sims {
         let models = if *kind == "openai" {
@@ -84,37 +84,60 @@ fn config(sims: &[(SimProvider, &str)], listen: SocketAddr) -> Result<Config> {
     text.push_str(
         "\n[[routes]]\nmodel = \"claude-sonnet-4-5\"\nchain = [\"demo-anthropic\", \"demo-anthropic-backup\"]\n",
     );
-    Ok(Config::parse(&text, Path::new("<demo>"))?)
+    text
 }
 
 pub async fn run(args: DemoArgs) -> Result<()> {
     let sims = providers().await.context("cannot start the simulated providers")?;
     let listen = args.listen.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 4141)));
-    let config = config(&sims, listen)?;
+    let text = config_text(&sims, listen);
     let keys = sims.iter().fold(MemoryStore::new(), |k, (sim, _)| k.with(sim.name(), "demo", "demo-key-not-secret"));
     let listener = bind(listen).await?;
     let addr = listener.local_addr()?;
     info!("demo: simulated providers fail now and then; watch the fallbacks below");
 
     let (done_tx, done_rx) = oneshot::channel();
-    let traffic = tokio::spawn(generate(addr, args.requests, args.rate, done_tx));
+    let temp = tempfile::tempdir().context("cannot make a temporary data folder")?;
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&data_dir)?;
+    // The demo's config is a file, so the dashboard can edit it too.
+    let config_file = data_dir.join("demo.toml");
+    std::fs::write(&config_file, &text).with_context(|| format!("cannot write {}", config_file.display()))?;
+    let config = Config::parse(&text, &config_file)?;
+    let admin = paths::admin_token(&data_dir)?;
+    let ticket_token = admin.expose_secret().to_string();
+    let traffic = tokio::spawn(async move {
+        announce_dashboard(addr, &ticket_token).await;
+        generate(addr, args.requests, args.rate, done_tx).await
+    });
     let shutdown = async move {
         tokio::select! {
             () = shutdown_signal() => {},
             _ = done_rx => {},
         }
     };
-    let temp = tempfile::tempdir().context("cannot make a temporary data folder")?;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
-    std::fs::create_dir_all(&data_dir)?;
-    let tokens = Tokens { admin: paths::admin_token(&data_dir)?, access: None };
-    let files = Files { data_dir: Some(data_dir), config: None };
+    let tokens = Tokens { admin, access: None };
+    let files = Files { data_dir: Some(data_dir), config: Some(config_file) };
     run_gateway(listener, config, Arc::new(keys), files, tokens, shutdown).await?;
     let failed = traffic.await.context("traffic generator")?;
     if failed > 0 {
         anyhow::bail!("{failed} generated request(s) were not served");
     }
     Ok(())
+}
+
+/// Prints a one-time sign-in link to the dashboard, as `switchyard open --print` would.
+async fn announce_dashboard(gateway: SocketAddr, admin_token: &str) {
+    let client = reqwest::Client::builder().no_proxy().build().unwrap_or_default();
+    let answer = client.post(format!("http://{gateway}/admin/session")).bearer_auth(admin_token).send().await;
+    let path = match answer {
+        Ok(r) => r.json::<serde_json::Value>().await.ok().and_then(|v| v["path"].as_str().map(str::to_string)),
+        Err(_) => None,
+    };
+    match path {
+        Some(path) => println!("dashboard: http://{gateway}{path}  (the link signs you in once)"),
+        None => println!("dashboard: http://{gateway}/ui/"),
+    }
 }
 
 /// Sends requests at `rate` per second; returns how many were not served.

@@ -1,0 +1,117 @@
+//! The dashboard end to end: `switchyard serve` (real keychain, real
+//! history) in front of simulated providers with scripted faults, signed in
+//! with `switchyard open --print`, driven in Debian's Chromium by
+//! `ui/e2e/dashboard.mjs`. `.ci/run` installs Chromium and the UI packages
+//! and runs this under a throwaway Secret Service.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::{switchyard, Served};
+use switchyard_sim::{Fault, Script, SimProvider};
+
+const ADMIN_TOKEN: &str = "sya-dashboard-e2e";
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn provider(name: &str, sim: &SimProvider, models: &str, extra: &str) -> String {
+    format!(
+        "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = {models}\nprobe = false\n{extra}\n",
+        sim.base_url()
+    )
+}
+
+fn secret_tool(args: &[&str]) -> Option<String> {
+    let out = Command::new("secret-tool").args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_keychain() {
+    assert!(
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some(),
+        "the dashboard test stores a key in the keychain: run it through .ci/run (a session D-Bus with a Secret Service)"
+    );
+    let ui = workspace().join("ui");
+    assert!(
+        ui.join("node_modules/playwright-core").exists() && Path::new("/usr/bin/chromium").exists(),
+        "the dashboard test needs `npm ci` in ui/ and Debian's chromium: .ci/run installs both"
+    );
+
+    let primary = SimProvider::start("primary", Script::ok().fail_first(1, Fault::status(503))).await.unwrap();
+    let backup = SimProvider::start("backup", Script::ok()).await.unwrap();
+    let broken = SimProvider::start("broken", Script::always(Fault::status(503))).await.unwrap();
+    let nokey = SimProvider::start("nokey", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("switchyard.toml");
+    let text = [
+        "[policy]\nmax_retries = 0\nbackoff_base = \"1ms\"\n".to_string(),
+        provider("dash-primary", &primary, "[\"m\"]", ""),
+        provider("dash-backup", &backup, "[\"m\"]", ""),
+        provider(
+            "dash-broken",
+            &broken,
+            "[\"b\"]",
+            "[providers.policy]\nbreaker_consecutive_failures = 1\nbreaker_cooldown = \"10m\"",
+        ),
+        provider("dash-nokey", &nokey, "[\"n\"]", ""),
+    ]
+    .concat();
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data");
+    let envs = [
+        ("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN),
+        ("SWITCHYARD_KEY_DASH_PRIMARY", "sk-dash-primary"),
+        ("SWITCHYARD_KEY_DASH_BACKUP", "sk-dash-backup"),
+        ("SWITCHYARD_KEY_DASH_BROKEN", "sk-dash-broken"),
+    ];
+    let served = Served::start(&config, &data, &envs);
+    let base = format!("http://{}", served.addr);
+
+    let open = switchyard()
+        .args(["open", "--print", "--listen", &served.addr, "--data-dir"])
+        .arg(&data)
+        .env("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    assert!(open.status.success(), "switchyard open: {}", String::from_utf8_lossy(&open.stderr));
+    let link = String::from_utf8(open.stdout).unwrap().trim().to_string();
+    assert!(link.starts_with(&format!("{base}/ui/login?ticket=")), "{link}");
+
+    let secret = format!("sk-dash-e2e-{}", std::process::id());
+    let shots = workspace().join("target/dashboard-shots");
+    let browser = tokio::process::Command::new("node")
+        .arg(ui.join("e2e/dashboard.mjs"))
+        .current_dir(&ui)
+        .env("SWITCHYARD_LINK", &link)
+        .env("SWITCHYARD_BASE", &base)
+        .env("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("SHOTS_DIR", &shots)
+        .env("E2E_KEY", &secret)
+        .output()
+        .await
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&browser.stdout), String::from_utf8_lossy(&browser.stderr));
+    println!("{said}");
+
+    // Whatever the browser saw, take the test key out of the keychain again.
+    let stored = secret_tool(&["lookup", "service", "switchyard", "username", "dash-nokey/e2e"]);
+    let _ = switchyard()
+        .args(["keys", "rm", "dash-nokey", "--label", "e2e", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&data)
+        .output();
+    let log = served.stop();
+
+    assert!(browser.status.success(), "the browser run failed:\n{said}");
+    assert_eq!(stored.as_deref(), Some(secret.as_str()), "the key typed in the form is in the keychain");
+    assert!(!log.iter().any(|l| l.contains(&secret)), "the key is in no log line");
+    assert!(backup.calls() >= 4, "the fallback and the requests after disabling reached the backup");
+}

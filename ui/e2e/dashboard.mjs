@@ -1,0 +1,169 @@
+// End-to-end: the dashboard in Debian's Chromium against a real
+// `switchyard serve` in front of simulated providers. Started by
+// crates/cli/tests/dashboard.rs, which owns the gateway and the providers
+// and checks the keychain afterwards; this script drives the page.
+//
+// Environment: SWITCHYARD_LINK (a one-time sign-in link from
+// `switchyard open --print`), SWITCHYARD_BASE, SWITCHYARD_ADMIN_TOKEN,
+// SHOTS_DIR (screenshots go there), E2E_KEY (the key typed into the form).
+
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const link = env('SWITCHYARD_LINK');
+const base = env('SWITCHYARD_BASE');
+const token = env('SWITCHYARD_ADMIN_TOKEN');
+const shots = env('SHOTS_DIR');
+const secret = env('E2E_KEY');
+const WAIT = 10_000;
+
+mkdirSync(shots, { recursive: true });
+console.log(`screenshots: ${shots}`);
+
+function check(ok, message) {
+  if (!ok) throw new Error(`check failed: ${message}`);
+  console.log(`ok - ${message}`);
+}
+
+async function admin(path, method = 'GET') {
+  const r = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}` } });
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status}`);
+  return r.json();
+}
+
+async function chat(model) {
+  const r = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }] }),
+  });
+  await r.text();
+  return { status: r.status, provider: r.headers.get('x-switchyard-provider') };
+}
+
+async function shot(page, name) {
+  await page.waitForTimeout(400);
+  await page.screenshot({ path: join(shots, `${name}.png`) });
+}
+
+const card = (page, name) => page.locator(`article[data-provider="${name}"]`);
+
+async function stateOf(page, name) {
+  return card(page, name).locator('[data-state]').getAttribute('data-state');
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  ],
+});
+const errors = [];
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+
+  // Sign in by the one-time link: the address bar keeps no ticket.
+  await page.goto(link);
+  await page.waitForURL((u) => u.pathname === '/ui/' && !u.search.includes('ticket'), { timeout: WAIT });
+  check(!page.url().includes('ticket'), 'the sign-in link leaves no ticket in the address');
+
+  // Overview: every provider's state, in words and colour.
+  await card(page, 'dash-primary').waitFor({ timeout: WAIT });
+  check((await stateOf(page, 'dash-primary')) === 'healthy', 'dash-primary shows healthy');
+  check((await stateOf(page, 'dash-nokey')) === 'no_key', 'dash-nokey shows no key');
+  check((await card(page, 'dash-nokey').innerText()).includes('No key'), 'the no-key state is in words');
+  const broken = await chat('b');
+  check(broken.status >= 500, `a request to the broken provider fails (${broken.status})`);
+  await card(page, 'dash-broken').locator('[data-state="open"]').waitFor({ timeout: WAIT });
+  check((await card(page, 'dash-broken').innerText()).includes('Breaker open until'), 'an open breaker says until when');
+  await shot(page, 'overview');
+
+  // Live: a fallback appears as it happens and links to its request.
+  await page.goto(`${base}/ui/#/live`);
+  await page.locator('h1', { hasText: 'Live' }).waitFor({ timeout: WAIT });
+  const served = await chat('m');
+  check(served.status === 200 && served.provider === 'dash-backup', 'the request fell back to dash-backup');
+  const fallback = page.locator('li[data-type="fallback"]').first();
+  await fallback.waitFor({ timeout: WAIT });
+  check((await fallback.innerText()).includes('fell back from dash-primary to dash-backup'), 'the feed shows the fallback');
+  await shot(page, 'live');
+
+  // Its timeline: two attempts, the failure and the fallback hop.
+  await fallback.getByRole('link', { name: 'request →' }).click();
+  await page.locator('[data-attempt]').nth(1).waitFor({ timeout: WAIT });
+  check((await page.locator('[data-attempt]').count()) === 2, 'the timeline shows two attempts');
+  const lanes = await page.locator('[role="list"][aria-label="Attempt timeline"]').innerText();
+  check(lanes.includes('dash-backup (fallback from dash-primary)'), 'the second attempt is the fallback hop');
+  await shot(page, 'requests');
+
+  // Keyboard: the history table moves and opens with keys.
+  await page.locator('[role="grid"][aria-label="Requests"]').focus();
+  await page.keyboard.press('End');
+  await page.keyboard.press('Enter');
+  await page.waitForTimeout(300);
+  check(/#\/requests\/.+/.test(page.url()), 'Enter opens the selected request');
+
+  // Disabling a provider from its card stops its traffic.
+  await page.goto(`${base}/ui/#/overview`);
+  await card(page, 'dash-primary').waitFor({ timeout: WAIT });
+  const before = (await admin('/admin/providers')).find((p) => p.name === 'dash-primary');
+  await card(page, 'dash-primary').getByRole('switch', { name: 'Enable dash-primary' }).click();
+  await card(page, 'dash-primary').locator('[data-state="disabled"]').waitFor({ timeout: WAIT });
+  const after = (await admin('/admin/providers')).find((p) => p.name === 'dash-primary');
+  check(before.enabled && !after.enabled, 'the admin API reports dash-primary disabled');
+  for (let i = 0; i < 3; i++) {
+    const r = await chat('m');
+    check(r.status === 200 && r.provider === 'dash-backup', `request ${i + 1} after disabling is served by dash-backup`);
+  }
+  const later = (await admin('/admin/providers')).find((p) => p.name === 'dash-primary');
+  check(later.stats.m5.requests === before.stats.m5.requests, 'dash-primary took no attempts while disabled');
+  await shot(page, 'overview-disabled');
+
+  // A key typed in the form goes to the keychain and never shows in the page.
+  await page.goto(`${base}/ui/#/providers`);
+  await page.getByRole('button', { name: 'Edit dash-nokey' }).click();
+  await page.getByLabel('Key label', { exact: true }).fill('e2e');
+  await page.getByLabel('API key', { exact: true }).fill(secret);
+  await page.getByRole('button', { name: 'Save key' }).click();
+  await page.locator('tr[data-key-label="e2e"]').waitFor({ timeout: WAIT });
+  check((await page.getByLabel('API key', { exact: true }).inputValue()) === '', 'the key field is cleared once saved');
+  check((await page.locator('tr[data-key-label="e2e"]').innerText()).includes(secret.slice(-4)), 'the page shows the last four only');
+  const html = await page.content();
+  check(!html.includes(secret), 'the full key appears nowhere in the page');
+  const keys = (await admin('/admin/keys')).find((k) => k.provider === 'dash-nokey');
+  check(keys.keys.some((k) => k.label === 'e2e'), 'the admin API lists the new key by label');
+  await shot(page, 'providers');
+
+  // The remaining views, and the small window in dark mode.
+  await page.goto(`${base}/ui/#/spend`);
+  await page.locator('[data-total="today"]').waitFor({ timeout: WAIT });
+  await shot(page, 'spend');
+  await page.goto(`${base}/ui/#/settings`);
+  await page.locator('h2', { hasText: 'Circuit breaker and fallback' }).waitFor({ timeout: WAIT });
+  await shot(page, 'settings');
+
+  const small = await browser.newContext({ viewport: { width: 900, height: 600 }, colorScheme: 'dark', storageState: await context.storageState() });
+  const compact = await small.newPage();
+  compact.on('pageerror', (e) => errors.push(e.message));
+  await compact.goto(`${base}/ui/#/requests`);
+  await compact.locator('[role="row"][id^="row-"]').first().waitFor({ timeout: WAIT });
+  await compact.locator('[role="row"][id^="row-"]').first().click();
+  await compact.locator('[data-attempt]').first().waitFor({ timeout: WAIT });
+  await shot(compact, 'requests-900x600-dark');
+  await compact.goto(`${base}/ui/#/overview`);
+  await card(compact, 'dash-backup').waitFor({ timeout: WAIT });
+  await shot(compact, 'overview-900x600-dark');
+
+  check(errors.length === 0, `no script errors in the page${errors.length ? `: ${errors.join('; ')}` : ''}`);
+} finally {
+  await browser.close();
+}
