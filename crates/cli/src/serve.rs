@@ -11,6 +11,7 @@ use std::sync::Arc;
 use switchyard_core::history::History;
 use switchyard_core::secrets::{ChainStore, EnvStore};
 
+use switchyard_core::gateway::Builder;
 use switchyard_core::{Config, Gateway, SecretStore};
 use switchyard_keychain::KeychainStore;
 use tokio::net::TcpListener;
@@ -106,16 +107,25 @@ pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(|e| bind_error(addr, e))
 }
 
-/// Opens history in `data_dir` (when enabled), reports what is usable,
-/// serves until `shutdown`, drains, and writes out the last records.
-pub async fn run_gateway(
-    listener: TcpListener,
+/// A gateway assembled with its history and config watcher: served by
+/// [`Prepared::serve`] (again after a pause), then [`Prepared::close`]d.
+#[derive(Debug)]
+pub struct Prepared {
+    pub gateway: Gateway,
+    history: Option<History>,
+    watcher: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Opens history in `data_dir` (when enabled), builds the gateway (after
+/// `customize` has its say, e.g. trusted origins), reports what is usable
+/// and starts watching the config file.
+pub async fn prepare(
     config: Config,
     secrets: Arc<dyn SecretStore>,
     files: Files,
     tokens: Tokens,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<()> {
+    customize: impl FnOnce(Builder) -> Builder,
+) -> Result<Prepared> {
     let history = match files.data_dir.as_deref().filter(|_| config.history.enabled) {
         Some(dir) => {
             let path = paths::database(dir);
@@ -143,39 +153,67 @@ pub async fn run_gateway(
     if let Some(h) = &history {
         builder = builder.history(h);
     }
-    let gateway = builder.build()?;
+    let gateway = customize(builder).build()?;
     report_providers(&gateway);
-    let addr = listener.local_addr()?;
-    info!("listening on http://{addr}");
-    info!("OpenAI base URL:    http://{addr}/v1");
-    info!("Anthropic base URL: http://{addr}");
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let signal = async move {
-        shutdown.await;
-        info!("shutting down: finishing in-flight requests (up to {}s)", SHUTDOWN_GRACE.as_secs());
-        let _ = stopping_tx.send(());
-    };
     let watcher = files.config.clone().map(|path| tokio::spawn(watch_config(gateway.clone(), path)));
-    let server = switchyard_core::serve(listener, gateway, signal);
-    // Boxed so it can be dropped (with the gateway and its recorders) before history closes.
-    let mut server = Box::pin(server);
-    tokio::select! {
-        result = &mut server => result.context("server failed")?,
-        () = async {
-            let _ = stopping_rx.await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => warn!("in-flight requests did not finish in time; cutting them"),
+    Ok(Prepared { gateway, history, watcher })
+}
+
+impl Prepared {
+    /// Serves until `shutdown`, then gives in-flight requests the grace period.
+    pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        let addr = listener.local_addr()?;
+        info!("listening on http://{addr}");
+        info!("OpenAI base URL:    http://{addr}/v1");
+        info!("Anthropic base URL: http://{addr}");
+        let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+        let signal = async move {
+            shutdown.await;
+            info!("shutting down: finishing in-flight requests (up to {}s)", SHUTDOWN_GRACE.as_secs());
+            let _ = stopping_tx.send(());
+        };
+        let server = switchyard_core::serve(listener, self.gateway.clone(), signal);
+        // Boxed so it can be dropped (with its gateway and recorders) before history closes.
+        let mut server = Box::pin(server);
+        tokio::select! {
+            result = &mut server => result.context("server failed")?,
+            () = async {
+                let _ = stopping_rx.await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => warn!("in-flight requests did not finish in time; cutting them"),
+        }
+        Ok(())
     }
-    drop(server);
-    if let Some(w) = watcher {
-        w.abort();
-        let _ = w.await;
+
+    /// Stops watching the config and writes out the last history records.
+    /// Other clones of the gateway must be gone by now, or history waits for them.
+    pub async fn close(self) {
+        let Prepared { gateway, history, watcher } = self;
+        if let Some(w) = watcher {
+            w.abort();
+            let _ = w.await;
+        }
+        drop(gateway);
+        if let Some(history) = history {
+            history.close(HISTORY_GRACE).await;
+        }
+        info!("stopped");
     }
-    if let Some(history) = history {
-        history.close(HISTORY_GRACE).await;
-    }
-    info!("stopped");
-    Ok(())
+}
+
+/// Serves until `shutdown`, drains, and writes out the last records.
+pub async fn run_gateway(
+    listener: TcpListener,
+    config: Config,
+    secrets: Arc<dyn SecretStore>,
+    files: Files,
+    tokens: Tokens,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let prepared = prepare(config, secrets, files, tokens, |b| b).await?;
+    let served = prepared.serve(listener, shutdown).await;
+    prepared.close().await;
+    served
 }
 
 fn bind_error(addr: std::net::SocketAddr, e: std::io::Error) -> anyhow::Error {

@@ -73,6 +73,9 @@ struct Inner {
     state_file: Option<PathBuf>,
     /// The config file, for reloads.
     config_path: Option<PathBuf>,
+    /// Browser origins of the host application's own pages (the desktop
+    /// window), allowed whatever the config says.
+    trusted_origins: Vec<String>,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
@@ -85,9 +88,17 @@ pub struct Builder {
     access_token: Option<SecretString>,
     state_file: Option<PathBuf>,
     config_path: Option<PathBuf>,
+    trusted_origins: Vec<String>,
 }
 
 impl Builder {
+    /// Allows a browser origin that belongs to the host application (the
+    /// desktop window's pages), independent of `[server] allowed_origins`.
+    pub fn trusted_origin(mut self, origin: &str) -> Builder {
+        self.trusted_origins.push(origin.to_string());
+        self
+    }
+
     /// Records every request in `history`.
     pub fn history(mut self, history: &History) -> Builder {
         let config = &self.config;
@@ -173,6 +184,7 @@ impl Builder {
                 telemetry,
                 state_file: self.state_file,
                 config_path: self.config_path,
+                trusted_origins: self.trusted_origins,
             }),
         })
     }
@@ -205,6 +217,7 @@ impl Gateway {
             access_token: None,
             state_file: None,
             config_path: None,
+            trusted_origins: Vec::new(),
         }
     }
 
@@ -255,6 +268,10 @@ impl Gateway {
 
     pub fn secrets(&self) -> &dyn SecretStore {
         self.inner.secrets.as_ref()
+    }
+
+    pub fn trusted_origins(&self) -> &[String] {
+        &self.inner.trusted_origins
     }
 
     pub fn config_path(&self) -> Option<&std::path::Path> {

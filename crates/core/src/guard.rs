@@ -83,9 +83,9 @@ fn host_allowed(server: &ServerConfig, host: &str) -> bool {
 
 /// Whether a browser origin may call: the gateway's own pages (same origin)
 /// and the configured ones.
-fn origin_allowed(server: &ServerConfig, origin: &str, host: Option<&str>) -> bool {
+fn origin_allowed(server: &ServerConfig, trusted: &[String], origin: &str, host: Option<&str>) -> bool {
     let same = host.is_some_and(|h| origin.eq_ignore_ascii_case(&format!("http://{h}")));
-    same || server.allowed_origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
+    same || server.allowed_origins.iter().chain(trusted).any(|o| o.eq_ignore_ascii_case(origin))
 }
 
 fn header_bytes(headers: &HeaderMap) -> usize {
@@ -152,7 +152,7 @@ pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) 
     let origin = request.headers().get(header::ORIGIN).cloned();
     if let Some(o) = &origin {
         let text = o.to_str().unwrap_or("");
-        if !origin_allowed(server, text, host.as_deref()) {
+        if !origin_allowed(server, gw.trusted_origins(), text, host.as_deref()) {
             return refuse(
                 ErrorCode::OriginNotAllowed,
                 format!("browser origin {text:?} may not call this gateway: add it to [server] allowed_origins if you trust it"),

@@ -1,0 +1,131 @@
+//! Switchyard on the desktop: the gateway in-process, a tray menu that
+//! reflects it, and the dashboard in a window that hides to the tray.
+
+// No console window on Windows release builds.
+#![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
+
+mod host;
+mod menu;
+mod tray;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tauri::{AppHandle, Manager, RunEvent, WindowEvent};
+use tauri_plugin_autostart::{MacosLauncher, ManagerExt as _};
+use tauri_plugin_clipboard_manager::ClipboardExt as _;
+
+use host::{CommandError, Connection, Host, Options};
+use menu::ids::{self, Command};
+use tray::{Prefs, Tray};
+
+/// The window's one command: where the gateway is and an admin session.
+#[tauri::command]
+fn connect(host: tauri::State<'_, Arc<Host>>) -> Result<Connection, CommandError> {
+    host.connection()
+}
+
+fn show_window(app: &AppHandle) {
+    if let Some(window) = app.get_webview_window("main") {
+        let _ = window.show();
+        let _ = window.unminimize();
+        let _ = window.set_focus();
+    }
+}
+
+fn copy(app: &AppHandle, host: &Host, path: &str) {
+    if let Ok(c) = host.connection() {
+        if let Err(e) = app.clipboard().write_text(format!("{}{path}", c.base)) {
+            tracing::warn!("cannot copy to the clipboard: {e}");
+        }
+    }
+}
+
+/// A tray menu click.
+pub fn on_menu(app: &AppHandle, id: &str) {
+    let Some(command) = ids::command(id) else { return };
+    let (Some(host), Some(prefs)) = (app.try_state::<Arc<Host>>(), app.try_state::<Arc<Prefs>>()) else { return };
+    let (host, prefs) = (Arc::clone(&host), Arc::clone(&prefs));
+    let app = app.clone();
+    // Every command may wait (a pause drains requests): off the main thread.
+    tauri::async_runtime::spawn(async move {
+        match command {
+            Command::CopyOpenAi => copy(&app, &host, "/v1"),
+            Command::CopyAnthropic => copy(&app, &host, ""),
+            Command::TogglePause => host.toggle_pause().await,
+            Command::OpenDashboard => {
+                let handle = app.clone();
+                let _ = app.run_on_main_thread(move || show_window(&handle));
+            }
+            Command::ToggleAutostart => {
+                let launcher = app.autolaunch();
+                let changed =
+                    if launcher.is_enabled().unwrap_or(false) { launcher.disable() } else { launcher.enable() };
+                if let Err(e) = changed {
+                    tracing::warn!("cannot change start at login: {e}");
+                }
+            }
+            Command::ToggleNotify => {
+                prefs.notify.fetch_xor(true, Ordering::Relaxed);
+            }
+            Command::ToggleProvider(name) => {
+                let enabled = host.gateway().live().provider(&name).is_some_and(|p| p.is_enabled());
+                if let Err(e) = host.gateway().set_enabled(&name, !enabled) {
+                    tracing::warn!("{e}");
+                }
+            }
+            Command::Quit => {
+                host.shutdown().await;
+                app.exit(0);
+                return;
+            }
+        }
+        tray::redraw(&app, &host, &prefs);
+    });
+}
+
+fn main() {
+    switchyard_cli::logging::init(switchyard_cli::LogFormat::Human, "info");
+    // Started at login, the app waits in the tray; started by hand it shows its window.
+    let hidden = std::env::args().any(|a| a == "--hidden");
+    let app = tauri::Builder::default()
+        .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| show_window(app)))
+        .plugin(tauri_plugin_autostart::init(MacosLauncher::LaunchAgent, Some(vec!["--hidden"])))
+        .plugin(tauri_plugin_clipboard_manager::init())
+        .plugin(tauri_plugin_notification::init())
+        .invoke_handler(tauri::generate_handler![connect])
+        .setup(move |app| {
+            let host = Arc::new(tauri::async_runtime::block_on(Host::start(Options::from_env()))?);
+            let prefs = Arc::new(Prefs { notify: AtomicBool::new(true) });
+            let handle = app.handle().clone();
+            let tray = Tray::install(&handle, &tray::state(&handle, &host, &prefs))?;
+            app.manage(tray);
+            app.manage(Arc::clone(&host));
+            app.manage(Arc::clone(&prefs));
+            tauri::async_runtime::spawn(tray::follow(handle.clone(), host, prefs));
+            if !hidden {
+                show_window(&handle);
+            }
+            Ok(())
+        })
+        .on_window_event(|window, event| {
+            // Closing the window hides it: the gateway and the tray stay.
+            if let WindowEvent::CloseRequested { api, .. } = event {
+                api.prevent_close();
+                let _ = window.hide();
+            }
+        })
+        .build(tauri::generate_context!());
+    match app {
+        Ok(app) => app.run(|_app, event| {
+            if let RunEvent::ExitRequested { api, code: None, .. } = event {
+                // No window left is no reason to stop: the tray keeps the app.
+                api.prevent_exit();
+            }
+        }),
+        Err(e) => {
+            eprintln!("switchyard-desktop: cannot start: {e}");
+            std::process::exit(1);
+        }
+    }
+}

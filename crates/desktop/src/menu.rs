@@ -1,0 +1,433 @@
+//! The tray menu as data: a pure function of the gateway's state, so every
+//! state is tested without a display. `tray.rs` turns it into the real menu.
+//! Menu ids and their meanings are defined here and nowhere else.
+
+use std::net::SocketAddr;
+
+/// Menu item ids, and the commands they stand for.
+pub mod ids {
+    pub const STATUS: &str = "status";
+    pub const COPY_OPENAI: &str = "copy-openai";
+    pub const COPY_ANTHROPIC: &str = "copy-anthropic";
+    pub const PAUSE: &str = "pause";
+    pub const OPEN: &str = "open-dashboard";
+    pub const AUTOSTART: &str = "autostart";
+    pub const NOTIFY: &str = "notify";
+    pub const QUIT: &str = "quit";
+    const PROVIDER: &str = "provider:";
+
+    /// The check item of one provider.
+    pub fn provider(name: &str) -> String {
+        format!("{PROVIDER}{name}")
+    }
+
+    /// What a clicked item asks for.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Command {
+        CopyOpenAi,
+        CopyAnthropic,
+        TogglePause,
+        OpenDashboard,
+        ToggleAutostart,
+        ToggleNotify,
+        Quit,
+        ToggleProvider(String),
+    }
+
+    pub fn command(id: &str) -> Option<Command> {
+        Some(match id {
+            COPY_OPENAI => Command::CopyOpenAi,
+            COPY_ANTHROPIC => Command::CopyAnthropic,
+            PAUSE => Command::TogglePause,
+            OPEN => Command::OpenDashboard,
+            AUTOSTART => Command::ToggleAutostart,
+            NOTIFY => Command::ToggleNotify,
+            QUIT => Command::Quit,
+            other => Command::ToggleProvider(other.strip_prefix(PROVIDER)?.to_string()),
+        })
+    }
+}
+
+/// Whether the gateway is serving.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    Starting,
+    Listening(SocketAddr),
+    Paused(SocketAddr),
+    /// Another Switchyard already serves this address; the window shows it.
+    Attached(SocketAddr),
+    /// Could not serve: the reason and the fix, in words.
+    Failed(String),
+}
+
+/// One provider as the menu shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderLine {
+    pub name: String,
+    pub enabled: bool,
+    /// The admin API's state name: healthy, degraded, rate_limited, open, disabled, no_key.
+    pub state: String,
+    pub latency_p50_ms: Option<u64>,
+    /// When a rate limit or an open breaker ends (Unix ms).
+    pub until_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrayState {
+    pub status: Status,
+    pub providers: Vec<ProviderLine>,
+    pub autostart: bool,
+    /// Desktop notifications when a breaker opens.
+    pub notify: bool,
+    pub now_ms: i64,
+}
+
+/// The tray icon's overall health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overall {
+    Healthy,
+    Degraded,
+    Down,
+    Paused,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// Text that does nothing when clicked.
+    Label { id: String, text: String },
+    Action { id: String, text: String, enabled: bool },
+    Check { id: String, text: String, checked: bool, enabled: bool },
+    Separator,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Menu {
+    pub items: Vec<Item>,
+    pub overall: Overall,
+    pub tooltip: String,
+}
+
+fn glyph(state: &str) -> &'static str {
+    match state {
+        "healthy" => "●",
+        "degraded" => "◐",
+        "rate_limited" => "◔",
+        "open" => "✕",
+        "no_key" => "⚠",
+        _ => "○",
+    }
+}
+
+/// "42 s", "3 min", "2 h".
+fn left(until_ms: i64, now_ms: i64) -> String {
+    let s = (until_ms - now_ms).max(0).div_euclid(1000);
+    match s {
+        0..=89 => format!("{s} s"),
+        90..=5399 => format!("{} min", (s + 30) / 60),
+        _ => format!("{} h", (s + 1800) / 3600),
+    }
+}
+
+/// "openai — healthy · 320 ms", "groq — breaker open · 42 s".
+pub fn provider_label(p: &ProviderLine, now_ms: i64) -> String {
+    let words = match p.state.as_str() {
+        "healthy" => "healthy",
+        "degraded" => "degraded",
+        "rate_limited" => "rate-limited",
+        "open" => "breaker open",
+        "no_key" => "no key",
+        "disabled" => "disabled",
+        other => other,
+    };
+    let detail = match (p.state.as_str(), p.until_ms, p.latency_p50_ms) {
+        ("rate_limited" | "open", Some(until), _) => format!(" · {}", left(until, now_ms)),
+        ("healthy" | "degraded", _, Some(ms)) => format!(" · {ms} ms"),
+        _ => String::new(),
+    };
+    format!("{} {} — {words}{detail}", glyph(&p.state), p.name)
+}
+
+pub fn overall(state: &TrayState) -> Overall {
+    match state.status {
+        Status::Paused(_) => return Overall::Paused,
+        Status::Failed(_) => return Overall::Down,
+        Status::Starting | Status::Listening(_) | Status::Attached(_) => {}
+    }
+    let enabled: Vec<&ProviderLine> = state.providers.iter().filter(|p| p.enabled).collect();
+    let serving = enabled.iter().filter(|p| matches!(p.state.as_str(), "healthy" | "degraded")).count();
+    if serving == 0 && !matches!(state.status, Status::Starting | Status::Attached(_)) {
+        Overall::Down
+    } else if enabled.iter().any(|p| p.state != "healthy") {
+        Overall::Degraded
+    } else {
+        Overall::Healthy
+    }
+}
+
+fn status_line(status: &Status) -> String {
+    match status {
+        Status::Starting => "Starting…".to_string(),
+        Status::Listening(addr) => format!("Listening on {addr}"),
+        Status::Paused(addr) => format!("Paused (was on {addr})"),
+        Status::Attached(addr) => format!("Attached to the Switchyard on {addr}"),
+        Status::Failed(reason) => reason.clone(),
+    }
+}
+
+fn tooltip(state: &TrayState, overall: Overall) -> String {
+    let health = match overall {
+        Overall::Healthy => "all providers healthy".to_string(),
+        Overall::Paused => "paused".to_string(),
+        Overall::Down => "no provider can serve".to_string(),
+        Overall::Degraded => {
+            let troubled = state.providers.iter().filter(|p| p.enabled && p.state != "healthy").count();
+            format!("{troubled} provider{} degraded or down", if troubled == 1 { "" } else { "s" })
+        }
+    };
+    match &state.status {
+        Status::Failed(reason) => format!("Switchyard — {reason}"),
+        status => format!("Switchyard — {} — {health}", status_line(status)),
+    }
+}
+
+/// The whole menu for `state`.
+pub fn build(state: &TrayState) -> Menu {
+    let address = match &state.status {
+        Status::Listening(a) | Status::Paused(a) | Status::Attached(a) => Some(*a),
+        Status::Starting | Status::Failed(_) => None,
+    };
+    let own = !matches!(state.status, Status::Attached(_));
+    let mut items = vec![Item::Label { id: ids::STATUS.into(), text: status_line(&state.status) }, Item::Separator];
+    items.push(Item::Action {
+        id: ids::COPY_OPENAI.into(),
+        text: "Copy OpenAI base URL".into(),
+        enabled: address.is_some(),
+    });
+    items.push(Item::Action {
+        id: ids::COPY_ANTHROPIC.into(),
+        text: "Copy Anthropic base URL".into(),
+        enabled: address.is_some(),
+    });
+    if own && !state.providers.is_empty() {
+        items.push(Item::Separator);
+        for p in &state.providers {
+            items.push(Item::Check {
+                id: ids::provider(&p.name),
+                text: provider_label(p, state.now_ms),
+                checked: p.enabled,
+                enabled: true,
+            });
+        }
+    }
+    items.push(Item::Separator);
+    if own {
+        let paused = matches!(state.status, Status::Paused(_));
+        items.push(Item::Action {
+            id: ids::PAUSE.into(),
+            text: if paused { "Resume gateway" } else { "Pause gateway" }.into(),
+            enabled: matches!(state.status, Status::Listening(_) | Status::Paused(_)),
+        });
+    }
+    items.push(Item::Action { id: ids::OPEN.into(), text: "Open dashboard".into(), enabled: true });
+    items.push(Item::Check {
+        id: ids::AUTOSTART.into(),
+        text: "Start at login".into(),
+        checked: state.autostart,
+        enabled: true,
+    });
+    items.push(Item::Check {
+        id: ids::NOTIFY.into(),
+        text: "Notify when a breaker opens".into(),
+        checked: state.notify,
+        enabled: true,
+    });
+    items.push(Item::Separator);
+    items.push(Item::Action { id: ids::QUIT.into(), text: "Quit Switchyard".into(), enabled: true });
+    let overall = overall(state);
+    Menu { tooltip: tooltip(state, overall), items, overall }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ids::Command;
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn addr() -> SocketAddr {
+        "127.0.0.1:4141".parse().unwrap()
+    }
+
+    fn line(name: &str, state: &str) -> ProviderLine {
+        ProviderLine {
+            name: name.into(),
+            enabled: state != "disabled",
+            state: state.into(),
+            latency_p50_ms: Some(320),
+            until_ms: None,
+        }
+    }
+
+    fn tray(status: Status, providers: Vec<ProviderLine>) -> TrayState {
+        TrayState { status, providers, autostart: false, notify: true, now_ms: NOW }
+    }
+
+    fn texts(menu: &Menu) -> Vec<String> {
+        menu.items
+            .iter()
+            .map(|i| match i {
+                Item::Label { text, .. } | Item::Action { text, .. } | Item::Check { text, .. } => text.clone(),
+                Item::Separator => "---".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_healthy_gateway_lists_everything_in_order() {
+        let menu = build(&tray(Status::Listening(addr()), vec![line("openai", "healthy"), line("groq", "healthy")]));
+        assert_eq!(
+            texts(&menu),
+            [
+                "Listening on 127.0.0.1:4141",
+                "---",
+                "Copy OpenAI base URL",
+                "Copy Anthropic base URL",
+                "---",
+                "● openai — healthy · 320 ms",
+                "● groq — healthy · 320 ms",
+                "---",
+                "Pause gateway",
+                "Open dashboard",
+                "Start at login",
+                "Notify when a breaker opens",
+                "---",
+                "Quit Switchyard",
+            ]
+        );
+        assert_eq!(menu.overall, Overall::Healthy);
+        assert_eq!(menu.tooltip, "Switchyard — Listening on 127.0.0.1:4141 — all providers healthy");
+    }
+
+    #[test]
+    fn every_provider_state_has_its_glyph_words_and_detail() {
+        let mut open = line("groq", "open");
+        open.until_ms = Some(NOW + 42_000);
+        let mut limited = line("anthropic", "rate_limited");
+        limited.until_ms = Some(NOW + 600_000);
+        let cases = [
+            (line("a", "healthy"), "● a — healthy · 320 ms"),
+            (line("b", "degraded"), "◐ b — degraded · 320 ms"),
+            (limited, "◔ anthropic — rate-limited · 10 min"),
+            (open, "✕ groq — breaker open · 42 s"),
+            (line("c", "no_key"), "⚠ c — no key"),
+            (line("d", "disabled"), "○ d — disabled"),
+        ];
+        for (p, want) in cases {
+            assert_eq!(provider_label(&p, NOW), want);
+        }
+        let mut quiet = line("e", "healthy");
+        quiet.latency_p50_ms = None;
+        assert_eq!(provider_label(&quiet, NOW), "● e — healthy");
+    }
+
+    #[test]
+    fn check_items_follow_the_toggles() {
+        let menu = build(&tray(Status::Listening(addr()), vec![line("a", "healthy"), line("b", "disabled")]));
+        let checks: Vec<(String, bool)> = menu
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Check { id, checked, .. } => Some((id.clone(), *checked)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            checks,
+            [
+                ("provider:a".into(), true),
+                ("provider:b".into(), false),
+                ("autostart".into(), false),
+                ("notify".into(), true)
+            ]
+        );
+    }
+
+    #[test]
+    fn overall_health_drives_the_icon() {
+        let listening = |ps| overall(&tray(Status::Listening(addr()), ps));
+        assert_eq!(listening(vec![line("a", "healthy"), line("b", "disabled")]), Overall::Healthy);
+        assert_eq!(listening(vec![line("a", "healthy"), line("b", "open")]), Overall::Degraded);
+        assert_eq!(listening(vec![line("a", "degraded")]), Overall::Degraded);
+        assert_eq!(listening(vec![line("a", "open"), line("b", "no_key")]), Overall::Down);
+        assert_eq!(listening(vec![line("a", "disabled")]), Overall::Down);
+        assert_eq!(listening(vec![]), Overall::Down);
+        assert_eq!(overall(&tray(Status::Paused(addr()), vec![line("a", "healthy")])), Overall::Paused);
+        assert_eq!(overall(&tray(Status::Failed("x".into()), vec![])), Overall::Down);
+        assert_eq!(overall(&tray(Status::Starting, vec![])), Overall::Healthy);
+    }
+
+    #[test]
+    fn paused_offers_resume_and_says_where_it_was() {
+        let menu = build(&tray(Status::Paused(addr()), vec![line("a", "healthy")]));
+        let t = texts(&menu);
+        assert_eq!(t[0], "Paused (was on 127.0.0.1:4141)");
+        assert!(t.contains(&"Resume gateway".to_string()));
+        assert_eq!(menu.overall, Overall::Paused);
+        assert!(menu.tooltip.contains("paused"), "{}", menu.tooltip);
+    }
+
+    #[test]
+    fn a_port_in_use_says_so_and_disables_what_needs_an_address() {
+        let reason = "Port 4141 is in use: change [server] listen, or quit the other program".to_string();
+        let menu = build(&tray(Status::Failed(reason.clone()), vec![line("a", "healthy")]));
+        assert_eq!(menu.items[0], Item::Label { id: ids::STATUS.into(), text: reason.clone() });
+        let disabled: Vec<&str> = menu
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Action { id, enabled: false, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(disabled, [ids::COPY_OPENAI, ids::COPY_ANTHROPIC, ids::PAUSE]);
+        assert_eq!(menu.tooltip, format!("Switchyard — {reason}"));
+        assert_eq!(menu.overall, Overall::Down);
+    }
+
+    #[test]
+    fn attached_shows_no_controls_it_does_not_own() {
+        let menu = build(&tray(Status::Attached(addr()), vec![line("a", "healthy")]));
+        let t = texts(&menu);
+        assert_eq!(t[0], "Attached to the Switchyard on 127.0.0.1:4141");
+        assert!(!t.iter().any(|x| x.contains("Pause") || x.contains("— healthy")), "{t:?}");
+        assert!(t.contains(&"Open dashboard".to_string()));
+    }
+
+    #[test]
+    fn starting_and_autostart() {
+        let mut state = tray(Status::Starting, vec![]);
+        state.autostart = true;
+        let menu = build(&state);
+        assert_eq!(texts(&menu)[0], "Starting…");
+        assert!(menu.items.contains(&Item::Check {
+            id: ids::AUTOSTART.into(),
+            text: "Start at login".into(),
+            checked: true,
+            enabled: true
+        }));
+    }
+
+    #[test]
+    fn ids_map_to_commands_and_back() {
+        assert_eq!(ids::command(ids::QUIT), Some(Command::Quit));
+        assert_eq!(ids::command(ids::PAUSE), Some(Command::TogglePause));
+        assert_eq!(ids::command(&ids::provider("my-groq")), Some(Command::ToggleProvider("my-groq".into())));
+        assert_eq!(ids::command(ids::STATUS), None);
+        assert_eq!(ids::command("nonsense"), None);
+        for item in build(&tray(Status::Listening(addr()), vec![line("a", "healthy")])).items {
+            if let Item::Action { id, .. } | Item::Check { id, .. } = item {
+                assert!(ids::command(&id).is_some(), "{id} has a command");
+            }
+        }
+    }
+}

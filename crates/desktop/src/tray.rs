@@ -1,0 +1,184 @@
+//! The tray icon and its menu: `menu::build` decides, this module draws.
+//! The menu is rebuilt from the live event stream (debounced, so a burst of
+//! events is one rebuild) and every few seconds for timers and latencies.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchyard_core::events::GatewayEvent;
+use switchyard_core::health;
+use tauri::image::Image;
+use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
+use tauri::tray::{TrayIcon, TrayIconBuilder};
+use tauri::{AppHandle, Manager as _, Wry};
+use tauri_plugin_autostart::ManagerExt as _;
+use tauri_plugin_notification::NotificationExt as _;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::host::Host;
+use crate::menu::{self, Item, Overall, ProviderLine, TrayState};
+
+/// Events closer together than this make one rebuild.
+const DEBOUNCE: Duration = Duration::from_millis(300);
+/// Rebuilt at least this often, for "open · 42 s" countdowns and latencies.
+const REFRESH: Duration = Duration::from_secs(5);
+
+/// Settings of the app itself (not the gateway's).
+#[derive(Debug)]
+pub struct Prefs {
+    pub notify: AtomicBool,
+}
+
+pub struct Tray {
+    icon: TrayIcon,
+    menu: Menu<Wry>,
+    shown: Mutex<Option<menu::Menu>>,
+}
+
+fn icon(overall: Overall) -> tauri::Result<Image<'static>> {
+    let bytes: &'static [u8] = match overall {
+        Overall::Healthy => include_bytes!("../icons/tray-healthy.png"),
+        Overall::Degraded => include_bytes!("../icons/tray-degraded.png"),
+        Overall::Down => include_bytes!("../icons/tray-down.png"),
+        Overall::Paused => include_bytes!("../icons/tray-paused.png"),
+    };
+    Image::from_bytes(bytes)
+}
+
+/// The state the menu is drawn from.
+pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
+    let providers = health::views(host.gateway())
+        .into_iter()
+        .map(|v| ProviderLine {
+            name: v.name,
+            enabled: v.enabled,
+            state: v.state.state.to_string(),
+            latency_p50_ms: v.stats.m5.latency_p50_ms,
+            until_ms: v.state.until_ms,
+        })
+        .collect();
+    TrayState {
+        status: host.status(),
+        providers,
+        autostart: app.autolaunch().is_enabled().unwrap_or(false),
+        notify: prefs.notify.load(Ordering::Relaxed),
+        now_ms: switchyard_core::history::record::now_ms(),
+    }
+}
+
+impl Tray {
+    pub fn install(app: &AppHandle, first: &TrayState) -> tauri::Result<Tray> {
+        let model = menu::build(first);
+        let menu = Menu::new(app)?;
+        fill(app, &menu, &model)?;
+        let icon = TrayIconBuilder::with_id("switchyard")
+            .icon(icon(model.overall)?)
+            .tooltip(&model.tooltip)
+            .menu(&menu)
+            .show_menu_on_left_click(true)
+            .on_menu_event(|app, event| crate::on_menu(app, event.id().as_ref()))
+            .build(app)?;
+        Ok(Tray { icon, menu, shown: Mutex::new(Some(model)) })
+    }
+
+    /// Redraws what changed. On Linux a tray menu cannot be replaced, only
+    /// its items: they are swapped in place.
+    pub fn show(&self, app: &AppHandle, state: &TrayState) -> tauri::Result<()> {
+        let model = menu::build(state);
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        if shown.as_ref() == Some(&model) {
+            return Ok(());
+        }
+        if shown.as_ref().is_none_or(|old| old.items != model.items) {
+            for item in self.menu.items()? {
+                self.menu.remove(&item)?;
+            }
+            fill(app, &self.menu, &model)?;
+        }
+        if shown.as_ref().is_none_or(|old| old.overall != model.overall) {
+            self.icon.set_icon(Some(icon(model.overall)?))?;
+        }
+        self.icon.set_tooltip(Some(&model.tooltip))?;
+        *shown = Some(model);
+        Ok(())
+    }
+}
+
+fn fill(app: &AppHandle, menu: &Menu<Wry>, model: &menu::Menu) -> tauri::Result<()> {
+    for item in &model.items {
+        match item {
+            Item::Label { id, text } => menu.append(&MenuItem::with_id(app, id, text, false, None::<&str>)?)?,
+            Item::Action { id, text, enabled } => {
+                menu.append(&MenuItem::with_id(app, id, text, *enabled, None::<&str>)?)?
+            }
+            Item::Check { id, text, checked, enabled } => {
+                menu.append(&CheckMenuItem::with_id(app, id, text, *enabled, *checked, None::<&str>)?)?
+            }
+            Item::Separator => menu.append(&PredefinedMenuItem::separator(app)?)?,
+        }
+    }
+    Ok(())
+}
+
+/// Follows the gateway's events: rebuilds the menu (debounced) and sends a
+/// notification when a breaker opens, if asked to.
+pub async fn follow(app: AppHandle, host: Arc<Host>, prefs: Arc<Prefs>) {
+    let mut events = host.gateway().telemetry().events.subscribe();
+    loop {
+        let woke = tokio::time::timeout(REFRESH, events.recv()).await;
+        match woke {
+            Ok(Ok(envelope)) => {
+                notice(&app, &prefs, &envelope.event);
+                if matches!(envelope.event, GatewayEvent::RequestFinished { .. }) {
+                    continue;
+                }
+                // Let a burst settle, then draw once.
+                tokio::time::sleep(DEBOUNCE).await;
+                while let Ok(more) = events.try_recv() {
+                    notice(&app, &prefs, &more.event);
+                }
+            }
+            Ok(Err(RecvError::Lagged(_))) | Err(_) => {}
+            Ok(Err(RecvError::Closed)) => return,
+        }
+        redraw(&app, &host, &prefs);
+    }
+}
+
+/// Draws the menu for the state now. Menus belong to the main thread.
+pub fn redraw(app: &AppHandle, host: &Host, prefs: &Prefs) {
+    let state = state(app, host, prefs);
+    let handle = app.clone();
+    let drawn = app.run_on_main_thread(move || {
+        if let Some(tray) = handle.try_state::<Tray>() {
+            if let Err(e) = tray.show(&handle, &state) {
+                tracing::warn!("tray menu not updated: {e}");
+            }
+        }
+    });
+    if let Err(e) = drawn {
+        tracing::warn!("tray menu not updated: {e}");
+    }
+}
+
+/// A breaker that opens is worth a notification, when they are on.
+fn notice(app: &AppHandle, prefs: &Prefs, event: &GatewayEvent) {
+    if let GatewayEvent::Breaker { provider, to, reason, .. } = event {
+        if to == "open" && prefs.notify.load(Ordering::Relaxed) {
+            notify(app, provider, reason);
+        }
+    }
+}
+
+fn notify(app: &AppHandle, provider: &str, reason: &str) {
+    let shown = app
+        .notification()
+        .builder()
+        .title(format!("Switchyard: {provider} breaker open"))
+        .body(format!("{reason}. Requests go to its fallbacks until it recovers."))
+        .show();
+    if let Err(e) = shown {
+        tracing::debug!("notification not shown: {e}");
+    }
+}

@@ -1,0 +1,205 @@
+//! The desktop app for real: under Xvfb with a session D-Bus, the app
+//! starts on a config of simulated providers, the window shows the overview
+//! (driven through WebKitWebDriver), toggling a provider in the window
+//! disables it (checked through the admin API), a screenshot is written and
+//! is not blank, and with `trayer` hosting the tray the icon appears.
+//! `.ci/run` installs Xvfb, WebKitWebDriver, trayer and ImageMagick.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchyard_sim::{Script, SimProvider};
+
+const ADMIN_TOKEN: &str = "sya-desktop-e2e";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// Children killed when the test ends, however it ends.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn need(tool: &str) {
+    let found = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().unwrap();
+    assert!(found.status.success(), "the desktop test needs `{tool}`: .ci/run installs it");
+}
+
+async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+struct Driver {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Driver {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let r = self.http.request(method, format!("{}{path}", self.url)).json(&body).send().await.unwrap();
+        r.json().await.unwrap()
+    }
+
+    async fn find(&self, session: &str, css: &str) -> Option<String> {
+        let v = self
+            .call(
+                reqwest::Method::POST,
+                &format!("/session/{session}/element"),
+                json!({ "using": "css selector", "value": css }),
+            )
+            .await;
+        v["value"][ELEMENT].as_str().map(str::to_string)
+    }
+}
+
+async fn admin_providers(port: u16) -> Vec<Value> {
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("http://127.0.0.1:{port}/admin/providers");
+    let r = client.get(url).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    r.json().await.unwrap()
+}
+
+/// Standard deviation of the screenshot's pixels: 0 for a blank image.
+fn spread(png: &Path) -> f64 {
+    let out = Command::new("convert").arg(png).args(["-format", "%[fx:standard_deviation]", "info:"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0.0)
+}
+
+fn tray_icons(display: &str) -> usize {
+    let out = Command::new("xwininfo").args(["-root", "-tree"]).env("DISPLAY", display).output().unwrap();
+    let tree = String::from_utf8_lossy(&out.stdout).to_string();
+    // The icon is a window embedded in trayer's, named after the app.
+    tree.lines().filter(|l| l.to_lowercase().contains("switchyard") && !l.contains("\"Switchyard\": (\"switchyard-desktop\"")).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_sits_in_the_tray() {
+    for tool in ["Xvfb", "WebKitWebDriver", "trayer", "xwininfo", "import", "convert"] {
+        need(tool);
+    }
+    assert!(
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some(),
+        "the desktop test needs a session D-Bus: run it through .ci/run"
+    );
+    let a = SimProvider::start("a", Script::ok()).await.unwrap();
+    let b = SimProvider::start("b", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("switchyard.toml");
+    let provider = |name: &str, sim: &SimProvider| {
+        format!("[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\nprobe = false\n", sim.base_url())
+    };
+    std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n\n{}\n{}", provider("desk-a", &a), provider("desk-b", &b)))
+        .unwrap();
+
+    let display_number = 40 + std::process::id() % 400;
+    let display = format!(":{display_number}");
+    let mut procs = Procs(Vec::new());
+    procs.0.push(
+        Command::new("Xvfb")
+            .args([display.as_str(), "-screen", "0", "1280x800x24", "-nolisten", "tcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let socket = PathBuf::from(format!("/tmp/.X11-unix/X{display_number}"));
+    wait_until("Xvfb", Duration::from_secs(10), || std::future::ready(socket.exists().then_some(()))).await;
+    procs.0.push(
+        Command::new("trayer")
+            .args(["--edge", "top", "--align", "right", "--widthtype", "request", "--height", "32", "--SetDockType", "true"])
+            .env("DISPLAY", &display)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let driver_port = free_port();
+    let app = PathBuf::from(env!("CARGO_BIN_EXE_switchyard-desktop"));
+    procs.0.push(
+        Command::new("WebKitWebDriver")
+            .arg(format!("--port={driver_port}"))
+            .env("DISPLAY", &display)
+            .env("TAURI_WEBVIEW_AUTOMATION", "true")
+            .env("SWITCHYARD_CONFIG", &config)
+            .env("SWITCHYARD_DATA_DIR", dir.path().join("data"))
+            .env("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("SWITCHYARD_KEY_DESK_A", "sk-desk-a")
+            .env("SWITCHYARD_KEY_DESK_B", "sk-desk-b")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let driver = Driver {
+        http: reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().unwrap(),
+        url: format!("http://127.0.0.1:{driver_port}"),
+    };
+    wait_until("WebKitWebDriver", Duration::from_secs(10), || async {
+        driver.http.get(format!("{}/status", driver.url)).send().await.ok().filter(|r| r.status().is_success())
+    })
+    .await;
+    let caps = json!({ "capabilities": { "alwaysMatch": { "webkitgtk:browserOptions": { "binary": app, "args": [] } } } });
+    let session = driver.call(reqwest::Method::POST, "/session", caps).await;
+    let session = session["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {session}")).to_string();
+
+    // The window shows the overview, fed by the in-process gateway.
+    let card = wait_until("the overview cards", Duration::from_secs(30), || {
+        driver.find(&session, "article[data-provider=\"desk-a\"] [data-state=\"healthy\"]")
+    })
+    .await;
+    let text = driver.call(reqwest::Method::GET, &format!("/session/{session}/element/{card}/text"), Value::Null).await;
+    assert!(text["value"].as_str().unwrap_or("").contains("Healthy"), "{text}");
+
+    // Toggling the provider in the window disables it in the gateway.
+    let switch = driver.find(&session, "article[data-provider=\"desk-a\"] input[role=\"switch\"]").await.unwrap();
+    driver.call(reqwest::Method::POST, &format!("/session/{session}/element/{switch}/click"), json!({})).await;
+    wait_until("desk-a disabled through the admin API", Duration::from_secs(10), || async {
+        admin_providers(port).await.iter().find(|p| p["name"] == "desk-a" && p["enabled"] == false).map(|_| ())
+    })
+    .await;
+    assert!(admin_providers(port).await.iter().any(|p| p["name"] == "desk-b" && p["enabled"] == true));
+
+    // A screenshot of the screen with the window on it, not blank.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/desktop-shots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("window.png");
+    let taken = Command::new("import").args(["-window", "root"]).arg(&shot).env("DISPLAY", &display).status().unwrap();
+    assert!(taken.success(), "import failed");
+    println!("screenshot: {}", shot.display());
+    assert!(spread(&shot) > 0.02, "the screenshot is blank (spread {})", spread(&shot));
+
+    // trayer hosts the tray icon.
+    wait_until("the tray icon in trayer", Duration::from_secs(10), || {
+        std::future::ready((tray_icons(&display) > 0).then_some(()))
+    })
+    .await;
+
+    driver.call(reqwest::Method::DELETE, &format!("/session/{session}"), Value::Null).await;
+}
