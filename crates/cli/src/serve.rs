@@ -161,7 +161,11 @@ pub async fn prepare(
 
 impl Prepared {
     /// Serves until `shutdown`, then gives in-flight requests the grace period.
-    pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
         let addr = listener.local_addr()?;
         info!("listening on http://{addr}");
         info!("OpenAI base URL:    http://{addr}/v1");

@@ -84,7 +84,21 @@ pub fn on_menu(app: &AppHandle, id: &str) {
     });
 }
 
+/// WebKit takes the page's language from the locale variables. Under the
+/// "C" or "POSIX" locale that is not a language tag, and the page's date
+/// formatting throws: the window then speaks English. Runs before any thread.
+fn page_language() {
+    for var in ["LC_ALL", "LC_MESSAGES", "LANG"] {
+        let Ok(value) = std::env::var(var) else { continue };
+        let base = value.split(['.', '@']).next().unwrap_or("");
+        if base == "C" || base == "POSIX" {
+            std::env::set_var(var, "en_US.UTF-8");
+        }
+    }
+}
+
 fn main() {
+    page_language();
     switchyard_cli::logging::init(switchyard_cli::LogFormat::Human, "info");
     // Started at login, the app waits in the tray; started by hand it shows its window.
     let hidden = std::env::args().any(|a| a == "--hidden");

@@ -94,9 +94,21 @@ pub enum Overall {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
     /// Text that does nothing when clicked.
-    Label { id: String, text: String },
-    Action { id: String, text: String, enabled: bool },
-    Check { id: String, text: String, checked: bool, enabled: bool },
+    Label {
+        id: String,
+        text: String,
+    },
+    Action {
+        id: String,
+        text: String,
+        enabled: bool,
+    },
+    Check {
+        id: String,
+        text: String,
+        checked: bool,
+        enabled: bool,
+    },
     Separator,
 }
 

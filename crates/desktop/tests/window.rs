@@ -93,8 +93,8 @@ fn spread(png: &Path) -> f64 {
 fn tray_icons(display: &str) -> usize {
     let out = Command::new("xwininfo").args(["-root", "-tree"]).env("DISPLAY", display).output().unwrap();
     let tree = String::from_utf8_lossy(&out.stdout).to_string();
-    // The icon is a window embedded in trayer's, named after the app.
-    tree.lines().filter(|l| l.to_lowercase().contains("switchyard") && !l.contains("\"Switchyard\": (\"switchyard-desktop\"")).count()
+    // The icon is a window embedded in trayer's panel, of the tray-icon class.
+    tree.lines().filter(|l| l.contains("switchyard-desktop") && l.contains("tray-icon")).count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,10 +112,16 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_sits_in_the_t
     let port = free_port();
     let config = dir.path().join("switchyard.toml");
     let provider = |name: &str, sim: &SimProvider| {
-        format!("[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\nprobe = false\n", sim.base_url())
+        format!(
+            "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\nprobe = false\n",
+            sim.base_url()
+        )
     };
-    std::fs::write(&config, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n\n{}\n{}", provider("desk-a", &a), provider("desk-b", &b)))
-        .unwrap();
+    std::fs::write(
+        &config,
+        format!("[server]\nlisten = \"127.0.0.1:{port}\"\n\n{}\n{}", provider("desk-a", &a), provider("desk-b", &b)),
+    )
+    .unwrap();
 
     let display_number = 40 + std::process::id() % 400;
     let display = format!(":{display_number}");
@@ -132,7 +138,18 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_sits_in_the_t
     wait_until("Xvfb", Duration::from_secs(10), || std::future::ready(socket.exists().then_some(()))).await;
     procs.0.push(
         Command::new("trayer")
-            .args(["--edge", "top", "--align", "right", "--widthtype", "request", "--height", "32", "--SetDockType", "true"])
+            .args([
+                "--edge",
+                "top",
+                "--align",
+                "right",
+                "--widthtype",
+                "request",
+                "--height",
+                "32",
+                "--SetDockType",
+                "true",
+            ])
             .env("DISPLAY", &display)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -164,7 +181,8 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_sits_in_the_t
         driver.http.get(format!("{}/status", driver.url)).send().await.ok().filter(|r| r.status().is_success())
     })
     .await;
-    let caps = json!({ "capabilities": { "alwaysMatch": { "webkitgtk:browserOptions": { "binary": app, "args": [] } } } });
+    let caps =
+        json!({ "capabilities": { "alwaysMatch": { "webkitgtk:browserOptions": { "binary": app, "args": [] } } } });
     let session = driver.call(reqwest::Method::POST, "/session", caps).await;
     let session = session["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {session}")).to_string();
 

@@ -44,6 +44,11 @@ describe('Api', () => {
     expect(down.message).toContain('http://127.0.0.1:1');
   });
 
+  it('refuses a page that is not JSON, as from a wrong address', async () => {
+    const err = await new Api({ fetch: fake(200, '<!doctype html>') }).providers().catch((e) => e);
+    expect(err.code).toBe('not_json');
+  });
+
   it('escapes names in paths and accepts empty answers', async () => {
     const seen: Request[] = [];
     await new Api({ fetch: fake(204, '', seen) }).setKey('open ai', 'a/b', 'sk-x');

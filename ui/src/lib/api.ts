@@ -206,6 +206,11 @@ function query(params: object): string {
 
 const enc = encodeURIComponent;
 
+/** The page's own origin, where there is a page. */
+function here(): string {
+  return typeof location === 'undefined' ? '' : location.origin;
+}
+
 export class Api {
   readonly base: string;
   private readonly token?: string;
@@ -231,7 +236,7 @@ export class Api {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch {
-      throw new ApiError(0, 'unreachable', `The gateway at ${this.base || location.origin} does not answer. Is Switchyard running?`);
+      throw new ApiError(0, 'unreachable', `The gateway at ${this.base || here()} does not answer. Is Switchyard running?`);
     }
     if (response.status === 204) return undefined as T;
     const text = await response.text();
@@ -240,6 +245,9 @@ export class Api {
       json = text ? JSON.parse(text) : null;
     } catch {
       // Not JSON: reported below with the status.
+    }
+    if (response.ok && text && json === null) {
+      throw new ApiError(response.status, 'not_json', `${this.base || here()}${path} answered with something other than JSON: is that the gateway's address?`);
     }
     if (!response.ok) {
       const error = (json as { error?: { code?: string; message?: string } } | null)?.error;
