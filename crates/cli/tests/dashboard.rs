@@ -9,9 +9,8 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use support::{switchyard, Served};
+use support::{secret_tool_lookup, switchyard, Served};
 use switchyard_sim::{Fault, Script, SimProvider};
 
 const ADMIN_TOKEN: &str = "sya-dashboard-e2e";
@@ -25,11 +24,6 @@ fn provider(name: &str, sim: &SimProvider, models: &str, extra: &str) -> String 
         "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = {models}\nprobe = false\n{extra}\n",
         sim.base_url()
     )
-}
-
-fn secret_tool(args: &[&str]) -> Option<String> {
-    let out = Command::new("secret-tool").args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,7 +95,7 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
     println!("{said}");
 
     // Whatever the browser saw, take the test key out of the keychain again.
-    let stored = secret_tool(&["lookup", "service", "switchyard", "username", "dash-nokey/e2e"]);
+    let stored = secret_tool_lookup("dash-nokey/e2e");
     let _ = switchyard()
         .args(["keys", "rm", "dash-nokey", "--label", "e2e", "--config"])
         .arg(&config)

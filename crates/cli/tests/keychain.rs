@@ -8,9 +8,9 @@ mod support;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-use support::{client, switchyard, Served};
+use support::{client, secret_tool_lookup, switchyard, Served};
 use switchyard_sim::{Script, SimProvider};
 
 /// `switchyard keys set`, with the key on standard input as a user would paste it.
@@ -28,12 +28,6 @@ fn keys_set(provider: &str, key: &str, config: &Path, data: &Path, envs: &[(&str
         .unwrap();
     set.stdin.take().unwrap().write_all(format!("{key}\n").as_bytes()).unwrap();
     set.wait_with_output().unwrap()
-}
-
-fn secret_tool_lookup(account: &str) -> Option<String> {
-    let out =
-        Command::new("secret-tool").args(["lookup", "service", "switchyard", "username", account]).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

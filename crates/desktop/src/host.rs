@@ -66,8 +66,9 @@ enum Serving {
 }
 
 pub struct Host {
+    /// The gateway and its history; taken at shutdown. No other long-lived
+    /// clone of the gateway is kept, so history closes without waiting.
     prepared: Mutex<Option<Prepared>>,
-    gateway: Gateway,
     listen: SocketAddr,
     admin_token: SecretString,
     serving: tokio::sync::Mutex<Serving>,
@@ -102,10 +103,8 @@ impl Host {
             b
         })
         .await?;
-        let gateway = prepared.gateway.clone();
         let host = Host {
             prepared: Mutex::new(Some(prepared)),
-            gateway,
             listen,
             admin_token,
             serving: tokio::sync::Mutex::new(Serving::Failed("not started".into())),
@@ -115,8 +114,9 @@ impl Host {
         Ok(host)
     }
 
-    pub fn gateway(&self) -> &Gateway {
-        &self.gateway
+    /// The gateway, until the app shuts down.
+    pub fn gateway(&self) -> Option<Gateway> {
+        self.prepared.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|p| p.gateway.clone())
     }
 
     pub fn status(&self) -> Status {
@@ -139,11 +139,11 @@ impl Host {
         if matches!(*serving, Serving::Running { .. }) {
             return;
         }
+        let Some(gateway) = self.gateway() else { return };
         *serving = match tokio::net::TcpListener::bind(self.listen).await {
             Ok(listener) => {
                 let addr = listener.local_addr().unwrap_or(self.listen);
                 let (stop, stopped) = oneshot::channel::<()>();
-                let gateway = self.gateway.clone();
                 let task = tokio::spawn(async move {
                     let shutdown = async move {
                         let _ = stopped.await;
@@ -230,5 +230,54 @@ impl Host {
         if let Some(p) = prepared {
             p.close().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(data_dir: &std::path::Path, listen: SocketAddr) -> Options {
+        // No config file: the embedded default with its providers.
+        let config = data_dir.join("absent.toml");
+        Options { config: Some(config), data_dir: Some(data_dir.to_path_buf()), listen: Some(listen) }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_port_held_by_another_program_is_explained_with_the_fix() {
+        let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = squatter.local_addr().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::start(options(dir.path(), addr)).await.unwrap();
+        let Status::Failed(reason) = host.status() else { panic!("{:?}", host.status()) };
+        assert!(reason.contains(&format!("Port {} is in use", addr.port())), "{reason}");
+        assert!(reason.contains("change [server] listen"), "{reason}");
+        let refused = host.connection().unwrap_err();
+        assert_eq!(refused.code, "not_serving");
+        host.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_app_on_the_same_data_attaches_and_pause_resume_rebinds() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let first = Host::start(options(dir.path(), free)).await.unwrap();
+        assert_eq!(first.status(), Status::Listening(free));
+        let connection = first.connection().unwrap();
+        assert_eq!(connection.base, format!("http://{free}"));
+
+        let second = Host::start(options(dir.path(), free)).await.unwrap();
+        assert_eq!(second.status(), Status::Attached(free));
+        assert_eq!(second.connection().unwrap().token, connection.token, "the window reaches the running one");
+        second.shutdown().await;
+
+        first.pause().await;
+        assert_eq!(first.status(), Status::Paused(free));
+        assert!(tokio::net::TcpStream::connect(free).await.is_err(), "paused: nothing listens");
+        assert_eq!(first.connection().unwrap_err().code, "paused");
+        first.resume().await;
+        assert_eq!(first.status(), Status::Listening(free));
+        assert!(tokio::net::TcpStream::connect(free).await.is_ok());
+        first.shutdown().await;
     }
 }

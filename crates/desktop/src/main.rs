@@ -69,9 +69,11 @@ pub fn on_menu(app: &AppHandle, id: &str) {
                 prefs.notify.fetch_xor(true, Ordering::Relaxed);
             }
             Command::ToggleProvider(name) => {
-                let enabled = host.gateway().live().provider(&name).is_some_and(|p| p.is_enabled());
-                if let Err(e) = host.gateway().set_enabled(&name, !enabled) {
-                    tracing::warn!("{e}");
+                if let Some(gateway) = host.gateway() {
+                    let enabled = gateway.live().provider(&name).is_some_and(|p| p.is_enabled());
+                    if let Err(e) = gateway.set_enabled(&name, !enabled) {
+                        tracing::warn!("{e}");
+                    }
                 }
             }
             Command::Quit => {

@@ -48,7 +48,8 @@ fn icon(overall: Overall) -> tauri::Result<Image<'static>> {
 
 /// The state the menu is drawn from.
 pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
-    let providers = health::views(host.gateway())
+    let views = host.gateway().map(|g| health::views(&g)).unwrap_or_default();
+    let providers = views
         .into_iter()
         .map(|v| ProviderLine {
             name: v.name,
@@ -124,7 +125,10 @@ fn fill(app: &AppHandle, menu: &Menu<Wry>, model: &menu::Menu) -> tauri::Result<
 /// Follows the gateway's events: rebuilds the menu (debounced) and sends a
 /// notification when a breaker opens, if asked to.
 pub async fn follow(app: AppHandle, host: Arc<Host>, prefs: Arc<Prefs>) {
-    let mut events = host.gateway().telemetry().events.subscribe();
+    let Some(gateway) = host.gateway() else { return };
+    let mut events = gateway.telemetry().events.subscribe();
+    // The subscription is all this task needs; the gateway itself stays with the host.
+    drop(gateway);
     loop {
         let woke = tokio::time::timeout(REFRESH, events.recv()).await;
         match woke {

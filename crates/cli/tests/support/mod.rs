@@ -71,3 +71,10 @@ impl Served {
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().unwrap()
 }
+
+/// What the Secret Service holds for `account` under Switchyard's service, read with `secret-tool`.
+pub fn secret_tool_lookup(account: &str) -> Option<String> {
+    let out =
+        Command::new("secret-tool").args(["lookup", "service", "switchyard", "username", account]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
