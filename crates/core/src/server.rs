@@ -70,6 +70,10 @@ pub fn router(gateway: Gateway) -> Router {
 /// Each connection is served by hyper with the configured limits: at most
 /// `max_connections` at once (more are closed on accept), a request head
 /// within `header_timeout` (slow-loris), and a bounded header buffer.
+///
+/// After `shutdown`, open connections finish their requests; dropping the
+/// returned future (a caller's grace period ran out) cuts them, and stops
+/// the probes, so nothing keeps serving behind the caller's back.
 pub async fn serve(
     listener: TcpListener,
     gateway: Gateway,
@@ -77,13 +81,16 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let limits = gateway.live().config.server.clone();
     // Active probes for the providers that want them; ended with the server.
-    let probes = tokio::spawn(crate::health::probe_forever(gateway.clone(), PROBE_EVERY));
+    let _probes = AbortOnDrop(tokio::spawn(crate::health::probe_forever(gateway.clone(), PROBE_EVERY)));
     let app = router(gateway);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
+    // Connection tasks live in the set: dropped with it, they end.
+    let mut connections = tokio::task::JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -115,7 +122,7 @@ pub async fn serve(
         let connection =
             builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
         let connection = graceful.watch(connection.into_owned());
-        tokio::spawn(async move {
+        connections.spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(%peer, "connection ended: {e}");
             }
@@ -123,9 +130,17 @@ pub async fn serve(
         });
     }
     drop(listener);
-    probes.abort();
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Aborts a background task when its owner goes.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Assigns ids, wraps the request in a span that carries them, and returns

@@ -191,10 +191,12 @@ impl Host {
         let mut serving = self.serving.lock().await;
         let Serving::Running { addr, .. } = &*serving else { return };
         let addr = *addr;
-        if let Serving::Running { stop, task, .. } = std::mem::replace(&mut *serving, Serving::Paused(addr)) {
+        if let Serving::Running { stop, mut task, .. } = std::mem::replace(&mut *serving, Serving::Paused(addr)) {
             let _ = stop.send(());
-            if tokio::time::timeout(PAUSE_GRACE, task).await.is_err() {
-                warn!("paused: connections still open finish on their own");
+            if tokio::time::timeout(PAUSE_GRACE, &mut task).await.is_err() {
+                // Dropping the server cuts what is still open (streams, idle keep-alives).
+                task.abort();
+                warn!("paused: cut the connections still open after {}s", PAUSE_GRACE.as_secs());
             }
         }
         info!("paused");
