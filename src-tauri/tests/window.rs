@@ -205,7 +205,7 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_sits_in_the_t
 
     // A screenshot of the screen with the window on it, not blank.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/desktop-shots");
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/desktop-shots");
     std::fs::create_dir_all(&shots).unwrap();
     let shot = shots.join("window.png");
     let taken = Command::new("import").args(["-window", "root"]).arg(&shot).env("DISPLAY", &display).status().unwrap();
