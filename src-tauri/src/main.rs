@@ -90,12 +90,18 @@ pub fn on_menu(app: &AppHandle, id: &str) {
 /// "C" or "POSIX" locale that is not a language tag, and the page's date
 /// formatting throws: the window then speaks English. Runs before any thread.
 fn page_language() {
+    let mut any = false;
     for var in ["LC_ALL", "LC_MESSAGES", "LANG"] {
-        let Ok(value) = std::env::var(var) else { continue };
+        let Some(value) = std::env::var(var).ok().filter(|v| !v.is_empty()) else { continue };
+        any = true;
         let base = value.split(['.', '@']).next().unwrap_or("");
         if base == "C" || base == "POSIX" {
             std::env::set_var(var, "en_US.UTF-8");
         }
+    }
+    // No locale at all is the "C" locale too.
+    if !any {
+        std::env::set_var("LANG", "en_US.UTF-8");
     }
 }
 
