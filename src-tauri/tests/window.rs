@@ -2,7 +2,9 @@
 //! starts on a config of simulated providers, the window shows the overview
 //! (driven through WebKitWebDriver), toggling a provider in the window
 //! disables it (checked through the admin API), a screenshot is written and
-//! is not blank, and with `trayer` hosting the tray the icon appears.
+//! is not blank, and with `trayer` hosting the tray the icon appears, green;
+//! its menu's "Pause gateway" (keyboard-driven with xdotool) closes the port
+//! and turns the icon grey.
 //! `.ci/run` installs Xvfb, WebKitWebDriver, trayer and ImageMagick.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -90,16 +92,50 @@ fn spread(png: &Path) -> f64 {
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0.0)
 }
 
-fn tray_icons(display: &str) -> usize {
-    let out = Command::new("xwininfo").args(["-root", "-tree"]).env("DISPLAY", display).output().unwrap();
+/// The centre of the app's tray icon on screen, once trayer hosts it: the
+/// icon is a window of the tray-icon class embedded in trayer's panel
+/// (`xwininfo` gives `WxH+x+y  +absX+absY`).
+fn tray_icon(display: &str) -> Option<(i64, i64)> {
+    let out = Command::new("xwininfo").args(["-root", "-tree"]).env("DISPLAY", display).output().ok()?;
     let tree = String::from_utf8_lossy(&out.stdout).to_string();
-    // The icon is a window embedded in trayer's panel, of the tray-icon class.
-    tree.lines().filter(|l| l.contains("switchyard-desktop") && l.contains("tray-icon")).count()
+    let line = tree.lines().find(|l| l.contains("switchyard-desktop") && l.contains("tray-icon"))?;
+    let mut words = line.split_whitespace().rev();
+    let absolute = words.next()?;
+    let size = words.next()?.split('+').next()?;
+    let (w, h) = size.split_once('x')?;
+    let mut at = absolute.trim_start_matches('+').split('+');
+    let (x, y): (i64, i64) = (at.next()?.parse().ok()?, at.next()?.parse().ok()?);
+    Some((x + w.parse::<i64>().ok()? / 2, y + h.parse::<i64>().ok()? / 2))
+}
+
+/// The colour of one screen pixel, as (r, g, b).
+fn pixel(display: &str, x: i64, y: i64) -> Option<(u8, u8, u8)> {
+    let out = Command::new("import")
+        .args(["-window", "root", "-crop", &format!("1x1+{x}+{y}"), "-depth", "8", "txt:-"])
+        .env("DISPLAY", display)
+        .output()
+        .ok()?;
+    // "0,0: (31,138,76)  #1F8A4C  srgb(31,138,76)"
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let hex = text.split_whitespace().find(|w| w.starts_with('#') && w.len() >= 7)?;
+    let byte = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).ok();
+    Some((byte(1)?, byte(3)?, byte(5)?))
+}
+
+fn xdotool(display: &str, args: &[&str]) {
+    let ok = Command::new("xdotool").args(args).env("DISPLAY", display).status().unwrap();
+    assert!(ok.success(), "xdotool {args:?}");
+}
+
+fn screenshot(display: &str, path: &Path) {
+    let taken = Command::new("import").args(["-window", "root"]).arg(path).env("DISPLAY", display).status().unwrap();
+    assert!(taken.success(), "import failed");
+    println!("screenshot: {}", path.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_sits_in_the_tray() {
-    for tool in ["Xvfb", "WebKitWebDriver", "trayer", "xwininfo", "import", "convert"] {
+async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_the_tray() {
+    for tool in ["Xvfb", "WebKitWebDriver", "trayer", "xwininfo", "xdotool", "import", "convert"] {
         need(tool);
     }
     assert!(
@@ -208,16 +244,38 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_sits_in_the_t
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/desktop-shots");
     std::fs::create_dir_all(&shots).unwrap();
     let shot = shots.join("window.png");
-    let taken = Command::new("import").args(["-window", "root"]).arg(&shot).env("DISPLAY", &display).status().unwrap();
-    assert!(taken.success(), "import failed");
-    println!("screenshot: {}", shot.display());
+    screenshot(&display, &shot);
     assert!(spread(&shot) > 0.02, "the screenshot is blank (spread {})", spread(&shot));
 
-    // trayer hosts the tray icon.
-    wait_until("the tray icon in trayer", Duration::from_secs(10), || {
-        std::future::ready((tray_icons(&display) > 0).then_some(()))
+    // trayer hosts the tray icon; its menu pauses the gateway.
+    let (x, y) =
+        wait_until("the tray icon in trayer", Duration::from_secs(10), || std::future::ready(tray_icon(&display)))
+            .await;
+    // Inside the icon's rounded square, clear of the white glyph: its colour is the health.
+    let swatch = (x - 8, y - 7);
+    let healthy = pixel(&display, swatch.0, swatch.1).unwrap();
+    assert!(healthy.1 > healthy.0 + 40 && healthy.1 > healthy.2 + 20, "the icon is green while healthy: {healthy:?}");
+    xdotool(&display, &["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    screenshot(&display, &shots.join("tray-menu.png"));
+    // Keys skip the status line and separators: two copy items, the two
+    // providers, then "Pause gateway" (menu::build's order).
+    for _ in 0..5 {
+        xdotool(&display, &["key", "Down"]);
+    }
+    xdotool(&display, &["key", "Return"]);
+    wait_until("the paused gateway to stop listening", Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err().then_some(())
     })
     .await;
+    // The icon turns grey: paused.
+    let grey = wait_until("the paused icon", Duration::from_secs(10), || {
+        let p = pixel(&display, swatch.0, swatch.1).filter(|(r, g, b)| r.abs_diff(*g) < 20 && g.abs_diff(*b) < 20);
+        std::future::ready(p)
+    })
+    .await;
+    println!("tray icon colour: healthy {healthy:?}, paused {grey:?}");
+    screenshot(&display, &shots.join("paused.png"));
 
     driver.call(reqwest::Method::DELETE, &format!("/session/{session}"), Value::Null).await;
 }
