@@ -14,6 +14,8 @@ describe('format', () => {
     expect(usd(null)).toBe('—');
     expect(usd(0)).toBe('$0');
     expect(usd(0.000441)).toBe('$0.00044');
+    expect(usd(0.0275)).toBe('$0.0275');
+    expect(usd(0.5)).toBe('$0.5');
     expect(usd(12.345)).toBe('$12.35');
   });
 

@@ -15,6 +15,7 @@ export function usd(value: number | null | undefined): string {
   if (value === null || value === undefined) return '—';
   if (value === 0) return '$0';
   if (value < 0.01) return `$${value.toPrecision(2)}`;
+  if (value < 1) return `$${+value.toPrecision(3)}`;
   return `$${value.toFixed(2)}`;
 }
 
