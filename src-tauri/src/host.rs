@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use secrecy::{ExposeSecret, SecretString};
-use switchyard_cli::paths::{self, DataDirArgs};
-use switchyard_cli::serve::{self, Files, Prepared, Tokens};
-use switchyard_core::{Config, Gateway};
+use switchyard_cli::paths::DataDirArgs;
+use switchyard_cli::serve::{self, Prepared, Setup};
+use switchyard_core::Gateway;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
@@ -85,17 +85,10 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// Assembles the gateway and starts serving (or reports why it cannot).
     pub async fn start(options: Options) -> Result<Host> {
-        let data_dir = DataDirArgs { data_dir: options.data_dir.clone() }.resolve()?;
-        let config_path = options.config.clone().unwrap_or_else(|| paths::config_file(&data_dir));
-        let mut config = if config_path.exists() { Config::load(&config_path)? } else { Config::embedded_default()? };
-        if let Some(listen) = options.listen {
-            config.server.listen = listen;
-        }
+        let data = DataDirArgs { data_dir: options.data_dir.clone() };
+        let Setup { config, files, tokens } = serve::setup(options.config.clone(), &data, options.listen)?;
         let listen = config.server.listen;
-        let admin_token = paths::admin_token(&data_dir)?;
-        let access = config.server.access_token.then(|| paths::access_token(&data_dir)).transpose()?;
-        let tokens = Tokens { admin: admin_token.clone(), access };
-        let files = Files { data_dir: Some(data_dir), config: Some(config_path) };
+        let admin_token = tokens.admin.clone();
         let prepared = serve::prepare(config, serve::secret_stores(), files, tokens, |mut b| {
             for origin in WINDOW_ORIGINS {
                 b = b.trusted_origin(origin);
@@ -211,6 +204,14 @@ impl Host {
         }
     }
 
+    /// The address clients use, whenever one is known (paused included).
+    pub fn address(&self) -> Option<SocketAddr> {
+        match self.status() {
+            Status::Listening(a) | Status::Paused(a) | Status::Attached(a) => Some(a),
+            Status::Starting | Status::Failed(_) => None,
+        }
+    }
+
     /// The window's connection: the gateway's address and the admin token.
     pub fn connection(&self) -> Result<Connection, CommandError> {
         match self.status() {
@@ -240,9 +241,8 @@ mod tests {
     use super::*;
 
     fn options(data_dir: &std::path::Path, listen: SocketAddr) -> Options {
-        // No config file: the embedded default with its providers.
-        let config = data_dir.join("absent.toml");
-        Options { config: Some(config), data_dir: Some(data_dir.to_path_buf()), listen: Some(listen) }
+        // No config file in the data dir: the embedded default with its providers.
+        Options { config: None, data_dir: Some(data_dir.to_path_buf()), listen: Some(listen) }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

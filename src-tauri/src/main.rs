@@ -34,8 +34,8 @@ fn show_window(app: &AppHandle) {
 }
 
 fn copy(app: &AppHandle, host: &Host, path: &str) {
-    if let Ok(c) = host.connection() {
-        if let Err(e) = app.clipboard().write_text(format!("{}{path}", c.base)) {
+    if let Some(addr) = host.address() {
+        if let Err(e) = app.clipboard().write_text(format!("http://{addr}{path}")) {
             tracing::warn!("cannot copy to the clipboard: {e}");
         }
     }

@@ -49,10 +49,22 @@ pub fn check(file: &Path) -> Result<()> {
     Ok(())
 }
 
-pub async fn run(args: ServeArgs) -> Result<()> {
-    let data_dir = args.data.resolve()?;
-    let config_path = args.config.clone().unwrap_or_else(|| paths::config_file(&data_dir));
-    let mut config = match &args.config {
+/// What a gateway host starts from: the configuration (with a listen
+/// override), where its files go, and its tokens. Shared by `serve` and the
+/// desktop app, so both find the same config and data the same way.
+#[derive(Debug)]
+pub struct Setup {
+    pub config: Config,
+    pub files: Files,
+    pub tokens: Tokens,
+}
+
+/// Without a config file, `<data dir>/config.toml` when it exists (the
+/// dashboard writes it), else the embedded default.
+pub fn setup(config: Option<PathBuf>, data: &DataDirArgs, listen: Option<std::net::SocketAddr>) -> Result<Setup> {
+    let data_dir = data.resolve()?;
+    let config_path = config.clone().unwrap_or_else(|| paths::config_file(&data_dir));
+    let mut loaded = match &config {
         Some(path) => Config::load(path)?,
         None if config_path.exists() => Config::load(&config_path)?,
         None => {
@@ -64,15 +76,22 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             Config::embedded_default()?
         }
     };
-    if let Some(listen) = args.listen.listen {
-        config.server.listen = listen;
+    if let Some(listen) = listen {
+        loaded.server.listen = listen;
     }
     info!(data_dir = %data_dir.display(), "data directory");
+    let admin = paths::admin_token(&data_dir)?;
+    let access = loaded.server.access_token.then(|| paths::access_token(&data_dir)).transpose()?;
+    Ok(Setup {
+        config: loaded,
+        files: Files { data_dir: Some(data_dir), config: Some(config_path) },
+        tokens: Tokens { admin, access },
+    })
+}
+
+pub async fn run(args: ServeArgs) -> Result<()> {
+    let Setup { config, files, tokens } = setup(args.config, &args.data, args.listen.listen)?;
     let listener = bind(config.server.listen).await?;
-    let admin_token = paths::admin_token(&data_dir)?;
-    let access_token = config.server.access_token.then(|| paths::access_token(&data_dir)).transpose()?;
-    let tokens = Tokens { admin: admin_token, access: access_token };
-    let files = Files { data_dir: Some(data_dir), config: Some(config_path) };
     run_gateway(listener, config, secret_stores(), files, tokens, shutdown_signal()).await
 }
 
