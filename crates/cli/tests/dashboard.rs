@@ -10,20 +10,15 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use support::{secret_tool_lookup, switchyard, Served};
+use support::{provider_toml, secret_tool_lookup, switchyard, Served};
 use switchyard_sim::{Fault, Script, SimProvider};
 
 const ADMIN_TOKEN: &str = "sya-dashboard-e2e";
+/// Probes would add calls the test does not script.
+const NO_PROBE: &str = "probe = false";
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn provider(name: &str, sim: &SimProvider, models: &str, extra: &str) -> String {
-    format!(
-        "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = {models}\nprobe = false\n{extra}\n",
-        sim.base_url()
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,15 +41,15 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
     let config = dir.path().join("switchyard.toml");
     let text = [
         "[policy]\nmax_retries = 0\nbackoff_base = \"1ms\"\n".to_string(),
-        provider("dash-primary", &primary, "[\"m\"]", ""),
-        provider("dash-backup", &backup, "[\"m\"]", ""),
-        provider(
+        provider_toml("dash-primary", &primary, "[\"m\"]", NO_PROBE),
+        provider_toml("dash-backup", &backup, "[\"m\"]", NO_PROBE),
+        provider_toml(
             "dash-broken",
             &broken,
             "[\"b\"]",
-            "[providers.policy]\nbreaker_consecutive_failures = 1\nbreaker_cooldown = \"10m\"",
+            "probe = false\n[providers.policy]\nbreaker_consecutive_failures = 1\nbreaker_cooldown = \"10m\"",
         ),
-        provider("dash-nokey", &nokey, "[\"n\"]", ""),
+        provider_toml("dash-nokey", &nokey, "[\"n\"]", NO_PROBE),
     ]
     .concat();
     std::fs::write(&config, text).unwrap();

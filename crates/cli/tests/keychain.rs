@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Output, Stdio};
 
-use support::{client, secret_tool_lookup, switchyard, Served};
+use support::{client, provider_toml, secret_tool_lookup, switchyard, Served};
 use switchyard_sim::{Script, SimProvider};
 
 /// `switchyard keys set`, with the key on standard input as a user would paste it.
@@ -39,14 +39,7 @@ async fn a_key_set_with_the_cli_lives_in_the_keychain_serves_and_goes() {
     let sim = SimProvider::start("kc", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[providers]]\nname = \"kcprov\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\n",
-            sim.base_url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, provider_toml("kcprov", &sim, "[\"m\"]", "")).unwrap();
     let data = dir.path().join("data");
     let secret = "sk-keychain-test-4321";
 
@@ -91,14 +84,7 @@ async fn without_a_keychain_the_gateway_says_so_and_serves_from_the_environment(
     let sim = SimProvider::start("envp", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[providers]]\nname = \"envp\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\n",
-            sim.base_url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, provider_toml("envp", &sim, "[\"m\"]", "")).unwrap();
     let data = dir.path().join("data");
     let no_bus =
         [("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus"), ("SWITCHYARD_KEY_ENVP", "sk-from-env-1234")];

@@ -65,16 +65,14 @@ async fn status_toggles_tail_and_reload_on_change() {
     tail.kill().unwrap();
     tail.wait().unwrap();
 
+    let ask_n =
+        || client().post(at("/v1/chat/completions")).json(&serde_json::json!({ "model": "n", "messages": [] })).send();
+    let ask_n = || async { ask_n().await.unwrap() };
     // A changed config file is picked up; a broken one is refused and the old one serves.
     std::fs::write(&config, format!("{base}\n[[routes]]\nmodel = \"n\"\nchain = [\"b\"]\n")).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let r = client()
-            .post(at("/v1/chat/completions"))
-            .json(&serde_json::json!({ "model": "n", "messages": [] }))
-            .send()
-            .await
-            .unwrap();
+        let r = ask_n().await;
         if r.status() == 200 {
             break;
         }
@@ -83,12 +81,7 @@ async fn status_toggles_tail_and_reload_on_change() {
     }
     std::fs::write(&config, "[[providers]]\nname = 7\n").unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let r = client()
-        .post(at("/v1/chat/completions"))
-        .json(&serde_json::json!({ "model": "n", "messages": [] }))
-        .send()
-        .await
-        .unwrap();
+    let r = ask_n().await;
     assert_eq!(r.status(), 200, "the old config keeps serving");
     let log = served.stop().join("\n");
     assert!(log.contains("config reload refused") && log.contains("switchyard.toml:2:"), "{log}");

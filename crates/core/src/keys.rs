@@ -18,6 +18,13 @@ struct Slot {
     cooling_until: Option<Instant>,
 }
 
+impl Slot {
+    /// Not refused by the provider, and not cooling down at `now`.
+    fn usable(&self, now: Instant) -> bool {
+        self.revoked.is_none() && self.cooling_until.is_none_or(|t| t <= now)
+    }
+}
+
 #[derive(Debug)]
 enum Source {
     /// The provider takes no key (a local server).
@@ -167,10 +174,7 @@ impl KeyPool {
     /// A usable key without moving the round-robin on (for probes).
     pub fn peek(&self, now: Instant) -> Option<ProviderKey> {
         match &self.state().source {
-            Source::Loaded(slots) => slots
-                .iter()
-                .find(|s| s.revoked.is_none() && s.cooling_until.is_none_or(|t| t <= now))
-                .map(|s| s.key.clone()),
+            Source::Loaded(slots) => slots.iter().find(|s| s.usable(now)).map(|s| s.key.clone()),
             Source::NotNeeded | Source::Missing | Source::Unavailable(_) => None,
         }
     }
@@ -179,9 +183,7 @@ impl KeyPool {
     pub fn has_ready(&self, now: Instant) -> bool {
         match &self.state().source {
             Source::NotNeeded => true,
-            Source::Loaded(slots) => {
-                slots.iter().any(|s| s.revoked.is_none() && s.cooling_until.is_none_or(|t| t <= now))
-            }
+            Source::Loaded(slots) => slots.iter().any(|s| s.usable(now)),
             Source::Missing | Source::Unavailable(_) => false,
         }
     }
@@ -189,9 +191,7 @@ impl KeyPool {
     /// When the first cooling key is ready again, if every usable key is cooling.
     pub fn ready_at(&self, now: Instant) -> Option<Instant> {
         match &self.state().source {
-            Source::Loaded(slots)
-                if !slots.iter().any(|s| s.revoked.is_none() && s.cooling_until.is_none_or(|t| t <= now)) =>
-            {
+            Source::Loaded(slots) if !slots.iter().any(|s| s.usable(now)) => {
                 slots.iter().filter(|s| s.revoked.is_none()).filter_map(|s| s.cooling_until).min()
             }
             _ => None,

@@ -78,3 +78,12 @@ pub fn secret_tool_lookup(account: &str) -> Option<String> {
         Command::new("secret-tool").args(["lookup", "service", "switchyard", "username", account]).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
+
+/// A `[[providers]]` entry for a simulated OpenAI-style provider, with
+/// `models` as TOML and any `extra` lines after it.
+pub fn provider_toml(name: &str, sim: &switchyard_sim::SimProvider, models: &str, extra: &str) -> String {
+    format!(
+        "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = {models}\n{extra}\n",
+        sim.base_url()
+    )
+}
