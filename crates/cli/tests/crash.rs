@@ -1,5 +1,6 @@
-//! A `kill -9` of a loaded gateway leaves a sound database that holds every
-//! request that had completed, and the gateway starts again on it.
+//! A `kill -9` of a loaded gateway leaves a sound database and, with the
+//! spool beside it, every request that had completed: history opened again
+//! holds them all, and the gateway starts again on it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::Served;
-use switchyard_core::history::Store;
+use switchyard_core::config::HistoryConfig;
+use switchyard_core::history::{History, Store};
 use switchyard_sim::{Fault, Script, SimProvider};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,7 +61,8 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
         w.await.unwrap();
     }
 
-    let store = Store::open(&data.join("switchyard.db")).await.unwrap();
+    let history = History::open(&data.join("switchyard.db"), &HistoryConfig::default()).await.unwrap();
+    let store = history.store();
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
     let done: Vec<(String, Instant)> =
         completed.lock().unwrap().iter().filter(|(_, at)| *at < killed_at).cloned().collect();
@@ -75,7 +78,7 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
         missing.len(),
         done.len()
     );
-    store.close().await;
+    history.close(Duration::from_secs(5)).await;
 
     // The gateway starts again on the same database and keeps recording.
     let again = Served::start(&config, &data, &[]);

@@ -107,10 +107,15 @@ async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) 
     Ok(next.run(request).await)
 }
 
-fn store(gw: &Gateway) -> Result<&crate::history::Store, AdminError> {
-    gw.store().ok_or_else(|| {
+/// The history database, with every record queued so far written to it.
+async fn store(gw: &Gateway) -> Result<&crate::history::Store, AdminError> {
+    let store = gw.store().ok_or_else(|| {
         AdminError::new(StatusCode::NOT_FOUND, "history_disabled", "history is not recorded on this gateway")
-    })
+    })?;
+    if let Some(sink) = gw.sink() {
+        sink.recorder.flush().await;
+    }
+    Ok(store)
 }
 
 /// A point in time: Unix milliseconds, RFC 3339, or a duration ago (`90m`, `7d`).
@@ -169,11 +174,11 @@ async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) ->
         cursor: q.cursor,
         limit: q.limit,
     };
-    Ok(Json(store(&gw)?.requests(&filter).await?).into_response())
+    Ok(Json(store(&gw).await?.requests(&filter).await?).into_response())
 }
 
 async fn get_request(State(gw): State<Gateway>, Path(id): Path<String>) -> Result<Response, AdminError> {
-    match store(&gw)?.request(&id).await? {
+    match store(&gw).await?.request(&id).await? {
         Some(detail) => Ok(Json(detail).into_response()),
         None => {
             Err(AdminError::new(StatusCode::NOT_FOUND, "request_not_found", format!("no request {id:?} on record")))
@@ -189,7 +194,7 @@ struct SpendQuery {
 }
 
 async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result<Response, AdminError> {
-    let store = store(&gw)?;
+    let store = store(&gw).await?;
     let now = now_ms();
     let day = i64::try_from(Duration::from_secs(86_400).as_millis()).unwrap_or(86_400_000);
     let since = time_param("since", q.since.as_deref())?.unwrap_or(now - 30 * day);

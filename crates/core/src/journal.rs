@@ -252,11 +252,11 @@ impl Journal {
         Some((sink, Record::Request(Box::new(self.record.clone()))))
     }
 
-    /// Hands the record over and waits for its commit: a request the
-    /// client saw end is a request on record.
+    /// Hands the record over, spooled first: a request the client saw end
+    /// is a request on record, even if the process dies the next instant.
     async fn send(&mut self) {
         if let Some((sink, record)) = self.seal() {
-            sink.recorder.commit(record).await;
+            sink.recorder.complete(record).await;
         }
     }
 }

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{debug, info_span, warn, Instrument};
 
 use crate::correlation::RequestIds;
 use crate::error::{ApiError, ErrorCode};
@@ -147,13 +147,11 @@ impl Drop for AbortOnDrop {
 /// them on the response.
 async fn correlate(mut request: Request, next: Next) -> Response {
     let ids = RequestIds::from_headers(request.headers());
-    let span = info_span!(
-        "request",
-        request_id = %ids.request_id,
-        correlation_id = %ids.correlation_id,
-        method = %request.method(),
-        path = %request.uri().path(),
-    );
+    // The ids go on every line logged for the request (warnings included);
+    // the request itself is on record in history, so its own line is debug.
+    let span = info_span!("request", request_id = %ids.request_id, correlation_id = %ids.correlation_id);
+    let access = tracing::enabled!(tracing::Level::DEBUG)
+        .then(|| (request.method().clone(), request.uri().path().to_string()));
     request.extensions_mut().insert(ids.clone());
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
@@ -163,15 +161,20 @@ async fn correlate(mut request: Request, next: Next) -> Response {
             headers.insert(name, v);
         }
     }
-    span.in_scope(|| {
-        let provider = response.headers().get("x-switchyard-provider").and_then(|v| v.to_str().ok()).unwrap_or("-");
-        info!(
-            status = response.status().as_u16(),
-            provider,
-            head_ms = started.elapsed().as_millis() as u64,
-            "response"
-        );
-    });
+    if let Some((method, path)) = access {
+        span.in_scope(|| {
+            let provider =
+                response.headers().get("x-switchyard-provider").and_then(|v| v.to_str().ok()).unwrap_or("-");
+            debug!(
+                method = %method,
+                path = %path,
+                status = response.status().as_u16(),
+                provider,
+                head_ms = started.elapsed().as_millis() as u64,
+                "response"
+            );
+        });
+    }
     response
 }
 

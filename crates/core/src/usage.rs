@@ -14,7 +14,7 @@ use crate::protocol::Endpoint;
 use crate::sse::{self, Splitter};
 
 /// Tokens of one reply. `None` means the provider did not say.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Usage {
     /// All input tokens, cached ones included.
     pub input_tokens: Option<u64>,

@@ -3,11 +3,13 @@
 //! - [`record`]: what is kept.
 //! - [`store`]: the database and its queries.
 //! - [`writer`]: the batching writer and the [`Recorder`] that feeds it.
+//! - [`spool`]: the append-only file that keeps completed requests across a crash.
 //! - [`pricing`]: what tokens cost.
 //! - this file: [`History`], which owns the writer and prunes by age and size.
 
 pub mod pricing;
 pub mod record;
+pub mod spool;
 pub mod store;
 pub mod writer;
 
@@ -36,10 +38,25 @@ pub struct History {
 }
 
 impl History {
-    /// Opens `<data dir>/switchyard.db` (or any path) and starts the writer.
+    /// Opens `<data dir>/switchyard.db` (or any path), puts in it what the
+    /// spool kept from the last run, and starts the writer.
     pub async fn open(path: &Path, config: &HistoryConfig) -> Result<History, StoreError> {
         let store = Store::open(path).await?;
-        let (recorder, writer) = writer::spawn(store.clone());
+        let spool_error = |source| StoreError::Spool { path: path.display().to_string(), source };
+        let (spool, leftovers) = spool::Spool::open(path).map_err(spool_error)?;
+        if leftovers.unreadable > 0 {
+            warn!("history spool: {} lines cut short by a crash were skipped", leftovers.unreadable);
+        }
+        if !leftovers.records.is_empty() {
+            let count = leftovers.records.len();
+            let records: Vec<Record> = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).collect();
+            for batch in records.chunks(1024) {
+                store.write(batch).await?;
+            }
+            info!("history: {count} requests recovered from the spool");
+        }
+        spool.clear().map_err(spool_error)?;
+        let (recorder, writer) = writer::spawn(store.clone(), spool);
         let pruner = tokio::spawn(prune_forever(store.clone(), config.clone()));
         Ok(History { store, recorder, writer, pruner })
     }

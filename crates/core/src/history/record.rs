@@ -1,12 +1,12 @@
 //! What is kept about each request, attempt and event. Keys never appear
 //! here: an attempt names its key by label only.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::usage::Usage;
 
 /// Why an attempt started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     First,
@@ -28,7 +28,7 @@ impl Reason {
 }
 
 /// How an attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptOutcome {
     Ok,
@@ -63,7 +63,7 @@ impl AttemptOutcome {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AttemptRecord {
     pub seq: u32,
     pub provider: String,
@@ -89,7 +89,7 @@ pub struct AttemptRecord {
 }
 
 /// How a request ended, as the client saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestOutcome {
     /// A 2xx answer delivered in full.
@@ -118,7 +118,7 @@ impl RequestOutcome {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RequestRecord {
     pub id: String,
     pub correlation_id: String,

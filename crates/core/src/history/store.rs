@@ -21,6 +21,8 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("history database: {0}")]
     Query(#[from] sqlx::Error),
+    #[error("history spool beside {path}: {source}")]
+    Spool { path: String, source: std::io::Error },
     #[error("bad cursor {0:?}")]
     Cursor(String),
 }

@@ -1,67 +1,93 @@
 //! The one task that writes history. The request path hands records over a
-//! bounded channel; the writer batches whatever has queued into one
-//! transaction (group commit). A full channel slows the sender
+//! bounded channel; the writer waits a moment for more to queue, then writes
+//! them in one transaction (group commit). A full channel slows the sender
 //! (backpressure) rather than dropping; a record is lost only if the writer
 //! is gone, and then it is counted and logged.
 //!
-//! A request's final byte waits for its record's commit ([`Recorder::commit`]),
-//! so a request the client saw complete is on record even if the process is
-//! killed the next instant. Heads and streamed content never wait; with WAL
-//! and `synchronous = NORMAL` a commit is a write to the log, not an fsync.
+//! A finished request never waits for SQLite: [`Recorder::complete`] puts
+//! its record in the [spool](super::spool) first, which is what keeps a
+//! request the client saw complete on record across a crash. Readers that
+//! want everything recorded so far call [`Recorder::flush`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
 use super::record::Record;
+use super::spool::{Generation, Spool};
 use super::store::{Store, StoreError};
 
 /// Records queued before senders must wait.
 const CHANNEL: usize = 8192;
 /// Records written in one transaction at most.
 const MAX_BATCH: usize = 1024;
+/// How long the writer lets records gather before a commit. Nothing waits
+/// on it but readers, who can ask for a flush: longer means fewer commits.
+const LINGER: Duration = Duration::from_millis(20);
 
-/// A record, and who to tell once it is committed.
-type Item = (Record, Option<oneshot::Sender<()>>);
+enum Item {
+    /// A record, and the spool file it is in, if it is in one.
+    Record(Record, Option<Generation>),
+    /// Told once everything queued before it is committed.
+    Flush(oneshot::Sender<()>),
+}
 
 /// The sending side, held by the request path.
 #[derive(Debug, Clone)]
 pub struct Recorder {
     tx: mpsc::Sender<Item>,
+    spool: Arc<Spool>,
+    /// Cuts the writer's wait short for a flush.
+    hurry: Arc<Notify>,
     lost: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Item::Record(..) => f.write_str("Record"),
+            Item::Flush(_) => f.write_str("Flush"),
+        }
+    }
 }
 
 impl Recorder {
     /// Queues a record, waiting if the writer is behind.
     pub async fn record(&self, record: Record) {
-        if self.tx.send((record, None)).await.is_err() {
-            self.lose(1, "the history writer has stopped");
-        }
+        self.send(Item::Record(record, None)).await;
     }
 
-    /// Queues a record and waits until it is committed (or its write failed,
-    /// which the writer logs and counts).
-    pub async fn commit(&self, record: Record) {
+    /// Records a request the client saw complete: spooled, then queued.
+    pub async fn complete(&self, record: Record) {
+        let generation = match &record {
+            Record::Request(r) => self.spool.append(r),
+            Record::Event(_) => None,
+        };
+        self.send(Item::Record(record, generation)).await;
+    }
+
+    /// Waits until everything queued so far is in the database.
+    pub async fn flush(&self) {
         let (ack, committed) = oneshot::channel();
-        if self.tx.send((record, Some(ack))).await.is_err() {
-            return self.lose(1, "the history writer has stopped");
+        if self.tx.send(Item::Flush(ack)).await.is_ok() {
+            self.hurry.notify_one();
+            let _ = committed.await;
         }
-        let _ = committed.await;
     }
 
     /// Queues a record from a context that cannot wait (a drop handler).
     /// A full queue hands the record to a task that waits in its place.
     pub fn record_now(&self, record: Record) {
-        match self.tx.try_send((record, None)) {
+        match self.tx.try_send(Item::Record(record, None)) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full((record, _))) => match tokio::runtime::Handle::try_current() {
+            Err(mpsc::error::TrySendError::Full(item)) => match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
                     let this = self.clone();
-                    runtime.spawn(async move { this.record(record).await });
+                    runtime.spawn(async move { this.send(item).await });
                 }
                 Err(_) => self.lose(1, "no runtime to queue it on"),
             },
@@ -74,6 +100,12 @@ impl Recorder {
         self.lost.load(Ordering::Relaxed)
     }
 
+    async fn send(&self, item: Item) {
+        if self.tx.send(item).await.is_err() {
+            self.lose(1, "the history writer has stopped");
+        }
+    }
+
     fn lose(&self, n: u64, why: &str) {
         let total = self.lost.fetch_add(n, Ordering::Relaxed) + n;
         error!(lost_total = total, "history record lost: {why}");
@@ -82,49 +114,90 @@ impl Recorder {
 
 /// Starts the writer; it ends when every [`Recorder`] is dropped and the
 /// queue is drained.
-pub fn spawn(store: Store) -> (Recorder, JoinHandle<()>) {
+pub fn spawn(store: Store, spool: Spool) -> (Recorder, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(CHANNEL);
     let lost = Arc::new(AtomicU64::new(0));
-    let recorder = Recorder { tx, lost: lost.clone() };
-    (recorder, tokio::spawn(run(store, rx, lost)))
+    let spool = Arc::new(spool);
+    let hurry = Arc::new(Notify::new());
+    let recorder = Recorder { tx, spool: spool.clone(), hurry: hurry.clone(), lost: lost.clone() };
+    let writer = Writer { store, spool, hurry, lost, conn: None };
+    (recorder, tokio::spawn(writer.run(rx)))
 }
 
-async fn run(store: Store, mut rx: mpsc::Receiver<Item>, lost: Arc<AtomicU64>) {
-    let mut items = Vec::with_capacity(MAX_BATCH);
-    let mut records = Vec::with_capacity(MAX_BATCH);
-    let mut conn = None;
-    while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
-        let acks: Vec<oneshot::Sender<()>> = items
-            .drain(..)
-            .filter_map(|(record, ack)| {
-                records.push(record);
-                ack
-            })
-            .collect();
-        if let Err(first) = write(&store, &mut conn, &records).await {
-            warn!("history write failed, retrying once: {first}");
-            conn = None;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Err(second) = write(&store, &mut conn, &records).await {
-                conn = None;
-                let total = lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
-                error!(lost_total = total, "history write failed; {} records lost: {second}", records.len());
+struct Writer {
+    store: Store,
+    spool: Arc<Spool>,
+    hurry: Arc<Notify>,
+    lost: Arc<AtomicU64>,
+    conn: Option<sqlx::SqliteConnection>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<Item>) {
+        let mut items = Vec::with_capacity(MAX_BATCH);
+        while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
+            if !items.iter().any(|i| matches!(i, Item::Flush(_))) {
+                // Not polling the queue meanwhile: senders do not wake the writer per record.
+                tokio::select! {
+                    () = tokio::time::sleep(LINGER) => {}
+                    () = self.hurry.notified() => {}
+                }
+                while items.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(item) => items.push(item),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.commit(&mut items).await;
+        }
+    }
+
+    /// Writes the batch, then tells the spool and anyone waiting for a flush.
+    async fn commit(&mut self, items: &mut Vec<Item>) {
+        let mut records = Vec::with_capacity(items.len());
+        let mut spooled = Vec::new();
+        let mut flushes = Vec::new();
+        for item in items.drain(..) {
+            match item {
+                Item::Record(record, generation) => {
+                    records.push(record);
+                    spooled.extend(generation);
+                }
+                Item::Flush(ack) => flushes.push(ack),
             }
         }
-        records.clear();
-        for ack in acks {
+        if !records.is_empty() && self.write(&records).await {
+            self.spool.committed(&spooled);
+        }
+        for ack in flushes {
             let _ = ack.send(());
         }
     }
-}
 
-/// Writes on the writer's own connection, opening it when needed.
-async fn write(store: &Store, conn: &mut Option<sqlx::SqliteConnection>, records: &[Record]) -> Result<(), StoreError> {
-    if conn.is_none() {
-        *conn = Some(store.writer_connection().await?);
+    /// Whether the batch was committed. One retry after a failure; then the
+    /// batch is counted lost for this run (what is in the spool stays there
+    /// and is replayed at the next start).
+    async fn write(&mut self, records: &[Record]) -> bool {
+        let Err(first) = self.try_write(records).await else { return true };
+        warn!("history write failed, retrying once: {first}");
+        self.conn = None;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let Err(second) = self.try_write(records).await else { return true };
+        self.conn = None;
+        let total = self.lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
+        error!(lost_total = total, "history write failed; {} records lost: {second}", records.len());
+        false
     }
-    match conn {
-        Some(c) => super::store::write_batch(c, records).await,
-        None => Ok(()),
+
+    /// Writes on the writer's own connection, opening it when needed.
+    async fn try_write(&mut self, records: &[Record]) -> Result<(), StoreError> {
+        if self.conn.is_none() {
+            self.conn = Some(self.store.writer_connection().await?);
+        }
+        match &mut self.conn {
+            Some(c) => super::store::write_batch(c, records).await,
+            None => Ok(()),
+        }
     }
 }
