@@ -3,10 +3,12 @@
 //! - [`record`]: what is kept.
 //! - [`store`]: the database and its queries.
 //! - [`writer`]: the batching writer and the [`Recorder`] that feeds it.
+//! - [`insert`]: the rows it writes.
 //! - [`spool`]: the append-only file that keeps completed requests across a crash.
 //! - [`pricing`]: what tokens cost.
 //! - this file: [`History`], which owns the writer and prunes by age and size.
 
+pub mod insert;
 pub mod pricing;
 pub mod record;
 pub mod spool;
@@ -33,7 +35,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 pub struct History {
     store: Store,
     recorder: Recorder,
-    writer: JoinHandle<()>,
+    /// Resolves when the writer thread has drained the queue and ended.
+    writer: tokio::sync::oneshot::Receiver<()>,
     pruner: JoinHandle<()>,
 }
 
@@ -56,7 +59,7 @@ impl History {
             info!("history: {count} requests recovered from the spool");
         }
         spool.clear().map_err(spool_error)?;
-        let (recorder, writer) = writer::spawn(store.clone(), spool);
+        let (recorder, writer) = writer::spawn(store.clone(), spool)?;
         let pruner = tokio::spawn(prune_forever(store.clone(), config.clone()));
         Ok(History { store, recorder, writer, pruner })
     }

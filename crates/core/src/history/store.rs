@@ -1,7 +1,7 @@
 //! The SQLite database: WAL mode, migrations embedded, runtime-checked
 //! queries. Filters are always bound parameters, never spliced into SQL.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -9,9 +9,10 @@ use serde::Serialize;
 use sqlx::sqlite::{
     SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Acquire, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
-use super::record::{AttemptRecord, EventRecord, Record, RequestRecord};
+use super::insert::Inserter;
+use super::record::Record;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -21,6 +22,10 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("history database: {0}")]
     Query(#[from] sqlx::Error),
+    #[error("history database: {0}")]
+    Write(#[from] rusqlite::Error),
+    #[error("cannot start the history writer: {0}")]
+    Writer(std::io::Error),
     #[error("history spool beside {path}: {source}")]
     Spool { path: String, source: std::io::Error },
     #[error("bad cursor {0:?}")]
@@ -31,6 +36,7 @@ pub enum StoreError {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: SqlitePool,
+    path: PathBuf,
 }
 
 /// Filters for listing requests. All optional; text is matched exactly.
@@ -173,24 +179,25 @@ impl Store {
             .busy_timeout(Duration::from_secs(5));
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await.map_err(open_err)?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Store { pool })
+        Ok(Store { pool, path: path.to_path_buf() })
     }
 
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
 
-    /// Writes a batch in one transaction.
-    /// Writes a batch in one transaction on a pooled connection.
-    pub async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        write_batch(&mut conn, batch).await
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
-    /// A connection of its own, for the writer: its page cache stays warm
-    /// and it never waits for the pool.
-    pub async fn writer_connection(&self) -> Result<SqliteConnection, StoreError> {
-        Ok(self.pool.acquire().await?.detach())
+    /// Writes a batch in one transaction, on a connection of its own.
+    pub async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
+        let (path, batch) = (self.path.clone(), batch.to_vec());
+        let written = tokio::task::spawn_blocking(move || Inserter::open(&path)?.write(&batch)).await;
+        match written {
+            Ok(result) => Ok(result?),
+            Err(e) => Err(StoreError::Writer(std::io::Error::other(e))),
+        }
     }
 
     /// Requests, newest first, one page at a time.
@@ -370,31 +377,6 @@ pub enum CountTable {
     Events,
 }
 
-/// Writes a batch in one transaction: all requests, then all attempts, in
-/// multi-row statements.
-pub async fn write_batch(conn: &mut SqliteConnection, batch: &[Record]) -> Result<(), StoreError> {
-    let mut requests = Vec::new();
-    let mut attempts = Vec::new();
-    let mut events = Vec::new();
-    for record in batch {
-        match record {
-            Record::Request(r) => {
-                requests.push(r.as_ref());
-                attempts.extend(r.attempts.iter().map(|a| (r.id.as_str(), a)));
-            }
-            Record::Event(e) => events.push(e),
-        }
-    }
-    let mut tx = conn.begin().await?;
-    insert_requests(&mut tx, &requests).await?;
-    insert_attempts(&mut tx, &attempts).await?;
-    for e in events {
-        insert_event(&mut tx, e).await?;
-    }
-    tx.commit().await?;
-    Ok(())
-}
-
 const SUMMARY_COLUMNS: &str =
     "id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed, outcome, status,
     provider, provider_model, attempts, fallback, duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens,
@@ -461,99 +443,4 @@ fn attempt(r: &SqliteRow) -> Result<AttemptRow, StoreError> {
         error: r.try_get("error")?,
         usage: usage_row(r)?,
     })
-}
-
-fn tokens(v: Option<u64>) -> Option<i64> {
-    v.and_then(|n| i64::try_from(n).ok())
-}
-
-/// Rows per multi-row INSERT, under SQLite's limit of bound parameters.
-const ROWS_PER_INSERT: usize = 500;
-
-/// Inserts requests in multi-row statements: one statement per few hundred
-/// rows, not one per row.
-async fn insert_requests(conn: &mut SqliteConnection, rows: &[&RequestRecord]) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT OR REPLACE INTO requests (id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed,
-                outcome, status, provider, provider_model, attempts, fallback, duration_ms, ttft_ms, input_tokens, output_tokens,
-                cached_tokens, cost_usd, error_code, error, request_body, response_body) ",
-        );
-        q.push_values(chunk, |mut b, r| {
-            b.push_bind(&r.id)
-                .push_bind(&r.correlation_id)
-                .push_bind(r.started_at_ms)
-                .push_bind(r.finished_at_ms)
-                .push_bind(&r.user_agent)
-                .push_bind(&r.endpoint)
-                .push_bind(&r.model)
-                .push_bind(r.streamed)
-                .push_bind(r.outcome.as_str())
-                .push_bind(r.status.map(i64::from))
-                .push_bind(&r.provider)
-                .push_bind(&r.provider_model)
-                .push_bind(r.attempts.len() as i64)
-                .push_bind(r.fallback)
-                .push_bind(r.duration_ms)
-                .push_bind(r.ttft_ms)
-                .push_bind(tokens(r.usage.input_tokens))
-                .push_bind(tokens(r.usage.output_tokens))
-                .push_bind(tokens(r.usage.cached_tokens))
-                .push_bind(r.cost_usd)
-                .push_bind(&r.error_code)
-                .push_bind(&r.error)
-                .push_bind(&r.request_body)
-                .push_bind(&r.response_body);
-        });
-        q.build().execute(&mut *conn).await?;
-    }
-    Ok(())
-}
-
-async fn insert_attempts(conn: &mut SqliteConnection, rows: &[(&str, &AttemptRecord)]) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT OR REPLACE INTO attempts (request_id, seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms,
-                timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
-                input_tokens, output_tokens, cached_tokens) ",
-        );
-        q.push_values(chunk, |mut b, (request_id, a)| {
-            b.push_bind(*request_id)
-                .push_bind(i64::from(a.seq))
-                .push_bind(&a.provider)
-                .push_bind(&a.key_label)
-                .push_bind(&a.model)
-                .push_bind(a.reason.as_str())
-                .push_bind(&a.fallback_from)
-                .push_bind(a.started_at_ms)
-                .push_bind(a.offset_ms)
-                .push_bind(a.timeout_ms)
-                .push_bind(a.backoff_ms)
-                .push_bind(a.duration_ms)
-                .push_bind(a.ttfb_ms)
-                .push_bind(a.ttft_ms)
-                .push_bind(a.status.map(i64::from))
-                .push_bind(a.outcome.as_str())
-                .push_bind(a.retry_after_ms)
-                .push_bind(&a.breaker_state)
-                .push_bind(&a.error)
-                .push_bind(tokens(a.usage.input_tokens))
-                .push_bind(tokens(a.usage.output_tokens))
-                .push_bind(tokens(a.usage.cached_tokens));
-        });
-        q.build().execute(&mut *conn).await?;
-    }
-    Ok(())
-}
-
-async fn insert_event(conn: &mut SqliteConnection, e: &EventRecord) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?, ?, ?, ?, ?)")
-        .bind(e.at_ms)
-        .bind(&e.kind)
-        .bind(&e.provider)
-        .bind(&e.detail)
-        .bind(&e.request_id)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
 }

@@ -1,6 +1,9 @@
-//! The one task that writes history. The request path hands records over a
-//! bounded channel; the writer waits a moment for more to queue, then writes
-//! them in one transaction (group commit). A full channel slows the sender
+//! The one thread that writes history. The request path hands records over
+//! a bounded channel; the writer waits a moment for more to queue, then
+//! writes them in one transaction (group commit). It is a thread of its own,
+//! not a task, because SQLite's calls block: on the runtime they would stall
+//! requests, and through an async driver every statement would be a
+//! hand-off between threads. A full channel slows the sender
 //! (backpressure) rather than dropping; a record is lost only if the writer
 //! is gone, and then it is counted and logged.
 //!
@@ -13,10 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Notify};
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{error, warn};
 
+use super::insert::Inserter;
 use super::record::Record;
 use super::spool::{Generation, Spool};
 use super::store::{Store, StoreError};
@@ -41,8 +44,8 @@ enum Item {
 pub struct Recorder {
     tx: mpsc::Sender<Item>,
     spool: Arc<Spool>,
-    /// Cuts the writer's wait short for a flush.
-    hurry: Arc<Notify>,
+    /// The writer thread, unparked to cut its wait short for a flush.
+    writer: std::thread::Thread,
     lost: Arc<AtomicU64>,
 }
 
@@ -74,7 +77,7 @@ impl Recorder {
     pub async fn flush(&self) {
         let (ack, committed) = oneshot::channel();
         if self.tx.send(Item::Flush(ack)).await.is_ok() {
-            self.hurry.notify_one();
+            self.writer.unpark();
             let _ = committed.await;
         }
     }
@@ -112,49 +115,55 @@ impl Recorder {
     }
 }
 
-/// Starts the writer; it ends when every [`Recorder`] is dropped and the
-/// queue is drained.
-pub fn spawn(store: Store, spool: Spool) -> (Recorder, JoinHandle<()>) {
+/// Starts the writer thread. It ends when every [`Recorder`] is dropped
+/// and the queue is drained; the returned receiver resolves then.
+pub fn spawn(store: Store, spool: Spool) -> Result<(Recorder, oneshot::Receiver<()>), StoreError> {
     let (tx, rx) = mpsc::channel(CHANNEL);
+    let (done, finished) = oneshot::channel();
     let lost = Arc::new(AtomicU64::new(0));
     let spool = Arc::new(spool);
-    let hurry = Arc::new(Notify::new());
-    let recorder = Recorder { tx, spool: spool.clone(), hurry: hurry.clone(), lost: lost.clone() };
-    let writer = Writer { store, spool, hurry, lost, conn: None };
-    (recorder, tokio::spawn(writer.run(rx)))
+    let writer = Writer { store, spool: spool.clone(), lost: lost.clone(), inserter: None };
+    let thread = std::thread::Builder::new()
+        .name("switchyard-history".into())
+        .spawn(move || {
+            writer.run(rx);
+            let _ = done.send(());
+        })
+        .map_err(StoreError::Writer)?;
+    let recorder = Recorder { tx, spool, writer: thread.thread().clone(), lost };
+    Ok((recorder, finished))
 }
 
 struct Writer {
     store: Store,
     spool: Arc<Spool>,
-    hurry: Arc<Notify>,
     lost: Arc<AtomicU64>,
-    conn: Option<sqlx::SqliteConnection>,
+    inserter: Option<Inserter>,
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::Receiver<Item>) {
+    fn run(mut self, mut rx: mpsc::Receiver<Item>) {
         let mut items = Vec::with_capacity(MAX_BATCH);
-        while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
-            if !items.iter().any(|i| matches!(i, Item::Flush(_))) {
-                // Not polling the queue meanwhile: senders do not wake the writer per record.
-                tokio::select! {
-                    () = tokio::time::sleep(LINGER) => {}
-                    () = self.hurry.notified() => {}
-                }
-                while items.len() < MAX_BATCH {
-                    match rx.try_recv() {
-                        Ok(item) => items.push(item),
-                        Err(_) => break,
-                    }
+        while let Some(first) = rx.blocking_recv() {
+            let flush = matches!(first, Item::Flush(_));
+            items.push(first);
+            if !flush {
+                // Not reading the queue meanwhile: senders do not wake the
+                // writer per record. A flush unparks it early.
+                std::thread::park_timeout(LINGER);
+            }
+            while items.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(item) => items.push(item),
+                    Err(_) => break,
                 }
             }
-            self.commit(&mut items).await;
+            self.commit(&mut items);
         }
     }
 
     /// Writes the batch, then tells the spool and anyone waiting for a flush.
-    async fn commit(&mut self, items: &mut Vec<Item>) {
+    fn commit(&mut self, items: &mut Vec<Item>) {
         let mut records = Vec::with_capacity(items.len());
         let mut spooled = Vec::new();
         let mut flushes = Vec::new();
@@ -167,7 +176,7 @@ impl Writer {
                 Item::Flush(ack) => flushes.push(ack),
             }
         }
-        if !records.is_empty() && self.write(&records).await {
+        if !records.is_empty() && self.write(&records) {
             self.spool.committed(&spooled);
         }
         for ack in flushes {
@@ -178,26 +187,24 @@ impl Writer {
     /// Whether the batch was committed. One retry after a failure; then the
     /// batch is counted lost for this run (what is in the spool stays there
     /// and is replayed at the next start).
-    async fn write(&mut self, records: &[Record]) -> bool {
-        let Err(first) = self.try_write(records).await else { return true };
+    fn write(&mut self, records: &[Record]) -> bool {
+        let Err(first) = self.try_write(records) else { return true };
         warn!("history write failed, retrying once: {first}");
-        self.conn = None;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let Err(second) = self.try_write(records).await else { return true };
-        self.conn = None;
+        self.inserter = None;
+        std::thread::sleep(Duration::from_millis(100));
+        let Err(second) = self.try_write(records) else { return true };
+        self.inserter = None;
         let total = self.lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
         error!(lost_total = total, "history write failed; {} records lost: {second}", records.len());
         false
     }
 
     /// Writes on the writer's own connection, opening it when needed.
-    async fn try_write(&mut self, records: &[Record]) -> Result<(), StoreError> {
-        if self.conn.is_none() {
-            self.conn = Some(self.store.writer_connection().await?);
-        }
-        match &mut self.conn {
-            Some(c) => super::store::write_batch(c, records).await,
-            None => Ok(()),
-        }
+    fn try_write(&mut self, records: &[Record]) -> Result<(), rusqlite::Error> {
+        let inserter = match &mut self.inserter {
+            Some(inserter) => inserter,
+            None => self.inserter.insert(Inserter::open(self.store.path())?),
+        };
+        inserter.write(records)
     }
 }

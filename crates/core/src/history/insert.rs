@@ -1,0 +1,138 @@
+//! Writing rows. A plain SQLite connection with its statements prepared
+//! once: a batch costs a few b-tree inserts per record and one commit, and
+//! no hand-off to another thread per statement. The writer thread owns one;
+//! [`Store::write`](super::Store::write) opens one for a one-off batch.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
+
+use super::record::{AttemptRecord, EventRecord, Record, RequestRecord};
+
+const INSERT_REQUEST: &str = "INSERT OR REPLACE INTO requests (id, correlation_id, started_at, finished_at,
+    user_agent, endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback,
+    duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens, cost_usd, error_code, error,
+    request_body, response_body)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)";
+
+const INSERT_ATTEMPT: &str = "INSERT OR REPLACE INTO attempts (request_id, seq, provider, key_label, model,
+    reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status,
+    outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
+
+const INSERT_EVENT: &str = "INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+/// A connection for writing history rows.
+#[derive(Debug)]
+pub struct Inserter {
+    conn: Connection,
+}
+
+impl Inserter {
+    /// Opens the database, which [`Store::open`](super::Store::open) has
+    /// already created, migrated and put in WAL mode.
+    pub fn open(path: &Path) -> rusqlite::Result<Inserter> {
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        // Per connection, as the pool's are: the log is written, not synced, at each commit.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        Ok(Inserter { conn })
+    }
+
+    /// Writes a batch in one transaction.
+    pub fn write(&mut self, batch: &[Record]) -> rusqlite::Result<()> {
+        // Immediate: take the write lock up front rather than upgrade later,
+        // which could fail against a concurrent writer (retention).
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        {
+            let mut requests = tx.prepare_cached(INSERT_REQUEST)?;
+            let mut attempts = tx.prepare_cached(INSERT_ATTEMPT)?;
+            let mut events = tx.prepare_cached(INSERT_EVENT)?;
+            for record in batch {
+                match record {
+                    Record::Request(r) => {
+                        insert_request(&mut requests, r)?;
+                        for a in &r.attempts {
+                            insert_attempt(&mut attempts, &r.id, a)?;
+                        }
+                    }
+                    Record::Event(e) => insert_event(&mut events, e)?,
+                }
+            }
+        }
+        tx.commit()
+    }
+}
+
+fn tokens(v: Option<u64>) -> Option<i64> {
+    v.and_then(|n| i64::try_from(n).ok())
+}
+
+fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestRecord) -> rusqlite::Result<()> {
+    statement.execute(params![
+        r.id,
+        r.correlation_id,
+        r.started_at_ms,
+        r.finished_at_ms,
+        r.user_agent,
+        r.endpoint,
+        r.model,
+        r.streamed,
+        r.outcome.as_str(),
+        r.status,
+        r.provider,
+        r.provider_model,
+        r.attempts.len() as i64,
+        r.fallback,
+        r.duration_ms,
+        r.ttft_ms,
+        tokens(r.usage.input_tokens),
+        tokens(r.usage.output_tokens),
+        tokens(r.usage.cached_tokens),
+        r.cost_usd,
+        r.error_code,
+        r.error,
+        r.request_body,
+        r.response_body,
+    ])?;
+    Ok(())
+}
+
+fn insert_attempt(
+    statement: &mut rusqlite::CachedStatement<'_>,
+    request_id: &str,
+    a: &AttemptRecord,
+) -> rusqlite::Result<()> {
+    statement.execute(params![
+        request_id,
+        a.seq,
+        a.provider,
+        a.key_label,
+        a.model,
+        a.reason.as_str(),
+        a.fallback_from,
+        a.started_at_ms,
+        a.offset_ms,
+        a.timeout_ms,
+        a.backoff_ms,
+        a.duration_ms,
+        a.ttfb_ms,
+        a.ttft_ms,
+        a.status,
+        a.outcome.as_str(),
+        a.retry_after_ms,
+        a.breaker_state,
+        a.error,
+        tokens(a.usage.input_tokens),
+        tokens(a.usage.output_tokens),
+        tokens(a.usage.cached_tokens),
+    ])?;
+    Ok(())
+}
+
+fn insert_event(statement: &mut rusqlite::CachedStatement<'_>, e: &EventRecord) -> rusqlite::Result<()> {
+    statement.execute(params![e.at_ms, e.kind, e.provider, e.detail, e.request_id])?;
+    Ok(())
+}
