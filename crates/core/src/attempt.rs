@@ -4,15 +4,17 @@
 
 use std::time::Duration;
 
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Request, StatusCode};
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
+use http_body_util::{BodyDataStream, Full};
 use tokio::time::Instant;
 
 use crate::classify::{self, Outcome};
 use crate::protocol::Endpoint;
 use crate::sse::{self, Splitter};
+use crate::upstream::Client;
 
 /// A provider's answer, ready to relay: head, the bytes already read while
 /// waiting for content, and the rest of the body.
@@ -20,7 +22,7 @@ pub struct Upstream {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub held: Bytes,
-    pub rest: BoxStream<'static, Result<Bytes, reqwest::Error>>,
+    pub rest: BoxStream<'static, Result<Bytes, hyper::Error>>,
     /// Whether the body is an event stream.
     pub sse: bool,
 }
@@ -62,20 +64,20 @@ impl Attempted {
 
 /// Sends the request and waits, within `timeout`, for a head (or for a
 /// stream's first content).
-pub async fn run(request: reqwest::RequestBuilder, endpoint: Endpoint, timeout: Duration) -> Attempted {
+pub async fn run(client: &Client, request: Request<Full<Bytes>>, endpoint: Endpoint, timeout: Duration) -> Attempted {
     let started = Instant::now();
     let work = async {
-        let response = match request.send().await {
+        let response = match client.send(request).await {
             Ok(r) => r,
             Err(e) => return Attempted::failed(classify::of_error(&e), error_chain(&e)),
         };
-        let status = response.status();
-        let headers = response.headers().clone();
+        let (head, body) = response.into_parts();
+        let (status, headers) = (head.status, head.headers);
         let sse = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let rest = response.bytes_stream().boxed();
+        let rest = BodyDataStream::new(body).boxed();
         let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse };
         let ttfb = started.elapsed();
         if sse && status.is_success() {
@@ -125,7 +127,7 @@ async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Inst
     }
 }
 
-/// An error with its causes, which is where reqwest keeps the useful part.
+/// An error with its causes, which is where HTTP errors keep the useful part.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

@@ -81,11 +81,10 @@ pub fn verdict(outcome: Outcome, wait: Option<Duration>) -> Verdict {
     }
 }
 
-/// Classifies a transport error from the HTTP client.
-pub fn of_error(error: &reqwest::Error) -> Outcome {
-    if error.is_timeout() {
-        Outcome::Timeout
-    } else if error.is_connect() {
+/// Classifies a transport error from the HTTP client. (Timeouts are the
+/// gateway's own, outside the client.)
+pub fn of_error(error: &crate::upstream::Error) -> Outcome {
+    if error.is_connect() {
         Outcome::Connect
     } else {
         Outcome::Transport

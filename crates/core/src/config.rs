@@ -100,7 +100,7 @@ pub struct ProviderConfig {
     pub name: String,
     pub kind: Protocol,
     /// Base URL including the API version segment, e.g. `https://api.openai.com/v1`.
-    pub base_url: reqwest::Url,
+    pub base_url: url::Url,
     pub models: ModelMap,
     pub enabled: bool,
     pub auth: Auth,
@@ -303,7 +303,7 @@ struct RawRoute {
 }
 
 /// A provider on this machine (probing it costs nothing).
-fn is_local(url: &reqwest::Url) -> bool {
+fn is_local(url: &url::Url) -> bool {
     let Some(host) = url.host_str() else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host == "localhost"
@@ -440,7 +440,7 @@ impl Validator<'_> {
             );
         }
         for origin in &raw.allowed_origins {
-            let ok = reqwest::Url::parse(origin.get_ref())
+            let ok = url::Url::parse(origin.get_ref())
                 .is_ok_and(|u| u.path() == "/" && !origin.get_ref().ends_with('/'));
             if !ok {
                 return self.error(
@@ -493,7 +493,7 @@ impl Validator<'_> {
                 )
             }
         };
-        let base_url = match reqwest::Url::parse(raw.base_url.get_ref().trim_end_matches('/')) {
+        let base_url = match url::Url::parse(raw.base_url.get_ref().trim_end_matches('/')) {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
             _ => {
                 return self.error(

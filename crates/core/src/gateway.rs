@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use secrecy::SecretString;
@@ -22,15 +21,10 @@ use crate::secrets::SecretStore;
 use crate::session::Sessions;
 use crate::telemetry::Telemetry;
 
-/// How long to wait for a TCP (and TLS) connection to a provider.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Idle pooled connections are closed after this long.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
-    #[error("cannot build the HTTP client: {0}")]
-    Client(#[from] reqwest::Error),
+    #[error(transparent)]
+    Client(#[from] crate::upstream::ClientError),
     #[error("[server] access_token = true, but no access token was given to the gateway")]
     AccessTokenMissing,
 }
@@ -58,7 +52,7 @@ pub struct Gateway {
 #[derive(Debug)]
 struct Inner {
     live: ArcSwap<Live>,
-    client: reqwest::Client,
+    client: crate::upstream::Client,
     sink: Option<Sink>,
     store: Option<Store>,
     admin_token: Option<SecretString>,
@@ -152,14 +146,7 @@ impl Builder {
                 Arc::new(provider)
             })
             .collect();
-        let client = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .tcp_nodelay(true)
-            // Redirects would resend the provider key to wherever they point.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("switchyard/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let client = crate::upstream::Client::new()?;
         let (sink, store) = match self.history {
             Some((sink, store)) => (Some(sink), Some(store)),
             None => (None, None),
@@ -231,7 +218,7 @@ impl Gateway {
         self.inner.live.load_full()
     }
 
-    pub fn client(&self) -> &reqwest::Client {
+    pub fn client(&self) -> &crate::upstream::Client {
         &self.inner.client
     }
 

@@ -161,14 +161,25 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
     let key = p.keys.peek(started);
     let url = format!("{}/models", p.config.base_url.as_str().trim_end_matches('/'));
     let headers = headers::upstream_request(&axum::http::HeaderMap::new(), p.config.kind, key.as_ref(), "probe");
-    let sent = gw.client().get(url).headers(headers).timeout(PROBE_TIMEOUT).send().await;
+    let sent = match axum::http::Uri::try_from(url) {
+        Ok(uri) => {
+            let mut request = axum::http::Request::new(http_body_util::Full::default());
+            *request.uri_mut() = uri;
+            *request.headers_mut() = headers;
+            tokio::time::timeout(PROBE_TIMEOUT, gw.client().send(request)).await.map_err(|_| {
+                format!("no answer within {}", humantime::format_duration(PROBE_TIMEOUT))
+            })
+        }
+        Err(e) => Err(format!("bad probe URL: {e}")),
+    };
     let (ok, status, error) = match sent {
-        Ok(r) => (
+        Ok(Ok(r)) => (
             r.status().is_success(),
             Some(r.status().as_u16()),
             (!r.status().is_success()).then(|| r.status().to_string()),
         ),
-        Err(e) => (false, None, Some(crate::attempt::error_chain(&e))),
+        Ok(Err(e)) => (false, None, Some(crate::attempt::error_chain(&e))),
+        Err(message) => (false, None, Some(message)),
     };
     p.record_probe(ok);
     ProbeResult {

@@ -42,6 +42,7 @@ pub mod sse;
 pub mod stats;
 pub mod telemetry;
 pub mod ui;
+pub mod upstream;
 pub mod usage;
 
 pub use config::Config;

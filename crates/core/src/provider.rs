@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use axum::http::Uri;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tracing::warn;
@@ -39,7 +40,8 @@ struct Health {
 pub struct Provider {
     pub config: ProviderConfig,
     /// The upstream URL of each endpoint, parsed once.
-    urls: Vec<(Endpoint, reqwest::Url)>,
+    /// Each endpoint's upstream URI, parsed once.
+    urls: Vec<(Endpoint, Uri)>,
     pub keys: KeyPool,
     enabled: AtomicBool,
     concurrency: Concurrency,
@@ -167,7 +169,7 @@ impl Provider {
             .iter()
             .filter_map(|e| {
                 let url = format!("{}/{}", config.base_url.as_str().trim_end_matches('/'), e.upstream_path());
-                reqwest::Url::parse(&url).ok().map(|u| (*e, u))
+                url.parse::<Uri>().ok().map(|u| (*e, u))
             })
             .collect();
         Provider {
@@ -185,16 +187,16 @@ impl Provider {
         &self.config.name
     }
 
-    /// The upstream URL for `endpoint`, with the client's query string.
-    pub fn url(&self, endpoint: Endpoint, query: Option<&str>) -> reqwest::Url {
-        // Every endpoint's URL parses: base_url is a valid URL and the paths are fixed.
-        let mut url = self
-            .urls
-            .iter()
-            .find(|(e, _)| *e == endpoint)
-            .map_or_else(|| self.config.base_url.clone(), |(_, u)| u.clone());
-        url.set_query(query.filter(|q| !q.is_empty()));
-        url
+    /// The upstream URI for `endpoint`, with the client's query string.
+    pub fn url(&self, endpoint: Endpoint, query: Option<&str>) -> Uri {
+        // Every endpoint's URI parses: base_url is a valid URL and the paths are fixed.
+        let uri = self.urls.iter().find(|(e, _)| *e == endpoint).map(|(_, u)| u.clone());
+        let uri = uri.unwrap_or_else(|| Uri::try_from(self.config.base_url.as_str()).unwrap_or_default());
+        match query.filter(|q| !q.is_empty()) {
+            // A query the client sent came in a valid URI, so it fits in this one too.
+            Some(q) => format!("{uri}?{q}").parse().unwrap_or(uri),
+            None => uri,
+        }
     }
 
     pub fn is_enabled(&self) -> bool {

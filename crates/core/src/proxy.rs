@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap, Response, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, Request, Response, StatusCode, Uri};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -239,7 +239,7 @@ impl Run<'_> {
                 backoff: std::mem::take(&mut self.backoff),
                 breaker_state: provider.breaker_state().name(),
             });
-            let attempted = attempt::run(request, self.inbound.endpoint, timeout).await;
+            let attempted = attempt::run(self.gateway.client(), request, self.inbound.endpoint, timeout).await;
             let wait = attempted.upstream.as_ref().and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
             if let Some(u) = &attempted.upstream {
                 let (requests, tokens) = backoff::remaining_quota(&u.headers);
@@ -328,7 +328,7 @@ impl Run<'_> {
 
     /// The upstream request, the label of the key it carries, and whether the
     /// gateway asked for stream usage the client did not.
-    fn request(&self, candidate: &Candidate<'_>, key: Option<&ProviderKey>) -> (reqwest::RequestBuilder, bool) {
+    fn request(&self, candidate: &Candidate<'_>, key: Option<&ProviderKey>) -> (Request<Full<Bytes>>, bool) {
         let provider = candidate.provider;
         let url = provider.url(self.inbound.endpoint, self.inbound.uri.query());
         let headers = headers::upstream_request(
@@ -351,7 +351,10 @@ impl Run<'_> {
             None => false,
         };
         debug!(provider = provider.name(), model = candidate.upstream_model, "attempt");
-        let request = self.gateway.client().post(url).headers(headers).body(body);
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = url;
+        *request.headers_mut() = headers;
         (request, strip_usage)
     }
 

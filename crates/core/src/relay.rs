@@ -71,7 +71,7 @@ pub fn respond(upstream: Upstream, mut ticket: Ticket, verdict: Verdict, deliver
 
 struct Relay {
     held: Option<Bytes>,
-    rest: BoxStream<'static, Result<Bytes, reqwest::Error>>,
+    rest: BoxStream<'static, Result<Bytes, hyper::Error>>,
     /// Dropped with the body: a client that leaves frees the provider's slot.
     ticket: Ticket,
     sse: bool,
