@@ -1,6 +1,9 @@
 //! Writing rows. A plain SQLite connection with its statements prepared
 //! once: a batch costs a few b-tree inserts per record and one commit, and
-//! no hand-off to another thread per statement. The writer thread owns one;
+//! no hand-off to another thread per statement. Rows are never replaced: a
+//! record seen twice (replayed from the spool after it was committed) is the
+//! same record, so the second copy is ignored, which also spares each insert
+//! the statement journal a replace would need. The writer thread owns one;
 //! [`Store::write`](super::Store::write) opens one for a one-off batch.
 
 use std::path::Path;
@@ -10,13 +13,13 @@ use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
 use super::record::{AttemptRecord, EventRecord, Record, RequestRecord};
 
-const INSERT_REQUEST: &str = "INSERT OR REPLACE INTO requests (id, correlation_id, started_at, finished_at,
+const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
     user_agent, endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback,
     duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens, cost_usd, error_code, error,
     request_body, response_body)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)";
 
-const INSERT_ATTEMPT: &str = "INSERT OR REPLACE INTO attempts (request_id, seq, provider, key_label, model,
+const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, provider, key_label, model,
     reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status,
     outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
@@ -37,7 +40,10 @@ impl Inserter {
         conn.busy_timeout(Duration::from_secs(5))?;
         // Per connection, as the pool's are: the log is written, not synced, at each commit.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Attempts are written in the same transaction as their request, so
+        // the parent lookup per attempt would only cost; deletes, which need
+        // the cascade, run on the pool's connections, where keys are on.
+        conn.pragma_update(None, "foreign_keys", "OFF")?;
         Ok(Inserter { conn })
     }
 
