@@ -440,8 +440,8 @@ impl Validator<'_> {
             );
         }
         for origin in &raw.allowed_origins {
-            let ok = url::Url::parse(origin.get_ref())
-                .is_ok_and(|u| u.path() == "/" && !origin.get_ref().ends_with('/'));
+            let ok =
+                url::Url::parse(origin.get_ref()).is_ok_and(|u| u.path() == "/" && !origin.get_ref().ends_with('/'));
             if !ok {
                 return self.error(
                     origin.span(),

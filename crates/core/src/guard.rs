@@ -111,12 +111,12 @@ fn cors(response: &mut Response, origin: &HeaderValue) {
     h.append(header::VARY, HeaderValue::from_static("origin"));
 }
 
-fn preflight(request: &Request, origin: &HeaderValue) -> Response {
+fn preflight(headers: &HeaderMap, origin: &HeaderValue) -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
     cors(&mut response, origin);
     let h = response.headers_mut();
     h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"));
-    let asked = request.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();
+    let asked = headers.get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();
     h.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
         asked.unwrap_or_else(|| HeaderValue::from_static("authorization, content-type, x-api-key")),
@@ -125,14 +125,46 @@ fn preflight(request: &Request, origin: &HeaderValue) -> Response {
     response
 }
 
+/// The guard as router middleware.
 pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) -> Response {
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+    match admit(&gw, &mut request, peer) {
+        Ok(admitted) => admitted.finish(next.run(request).await),
+        Err(refusal) => *refusal,
+    }
+}
+
+/// A request the guard let through; its response still needs CORS headers
+/// when it came from an allowed browser origin.
+#[derive(Debug)]
+#[must_use]
+pub struct Admitted {
+    origin: Option<HeaderValue>,
+}
+
+impl Admitted {
+    pub fn finish(self, mut response: Response) -> Response {
+        if let Some(o) = &self.origin {
+            cors(&mut response, o);
+        }
+        response
+    }
+}
+
+/// Checks a request (`peer`: the client's address, for the per-address
+/// rate). A refusal, or a preflight's answer, is the response to send.
+pub fn admit<B>(
+    gw: &Gateway,
+    request: &mut axum::http::Request<B>,
+    peer: Option<SocketAddr>,
+) -> Result<Admitted, Box<Response>> {
     for name in SENSITIVE {
         if let Some(v) = request.headers_mut().get_mut(name) {
             v.set_sensitive(true);
         }
     }
-    let path = request.uri().path().to_string();
-    let protocol = protocol_of(&path);
+    let path = request.uri().path();
+    let protocol = protocol_of(path);
     let refuse = |code: ErrorCode, message: String| ApiError::new(protocol, code, message).into_response();
     let live = gw.live();
     let server = &live.config.server;
@@ -140,36 +172,39 @@ pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) 
     let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(h) = &host {
         if !host_allowed(server, h) {
-            return refuse(
+            return Err(Box::new(refuse(
                 ErrorCode::HostNotAllowed,
                 format!("Host {h:?} is not a loopback name: add it to [server] allowed_hosts if it is yours"),
-            );
+            )));
         }
     }
     if header_bytes(request.headers()) > server.max_header_bytes {
-        return refuse(ErrorCode::HeadersTooLarge, format!("request headers exceed {} bytes", server.max_header_bytes));
+        return Err(Box::new(refuse(
+            ErrorCode::HeadersTooLarge,
+            format!("request headers exceed {} bytes", server.max_header_bytes),
+        )));
     }
     let origin = request.headers().get(header::ORIGIN).cloned();
     if let Some(o) = &origin {
         let text = o.to_str().unwrap_or("");
         if !origin_allowed(server, gw.trusted_origins(), text, host.as_deref()) {
-            return refuse(
+            return Err(Box::new(refuse(
                 ErrorCode::OriginNotAllowed,
                 format!("browser origin {text:?} may not call this gateway: add it to [server] allowed_origins if you trust it"),
-            );
+            )));
         }
         if request.method() == Method::OPTIONS {
-            return preflight(&request, o);
+            return Err(Box::new(preflight(request.headers(), o)));
         }
     }
-    if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
+    if let Some(peer) = peer {
         if !gw.client_rates().admit(peer.ip(), server.rate_limit_per_minute) {
             let mut r = refuse(
                 ErrorCode::RateLimited,
                 format!("more than {} requests a minute from {}", server.rate_limit_per_minute, peer.ip()),
             );
             r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return r;
+            return Err(Box::new(r));
         }
     }
     if path.starts_with("/v1/") {
@@ -177,19 +212,15 @@ pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) 
             let ok = client_token(request.headers())
                 .is_some_and(|t| constant_time_eq(t.as_bytes(), expected.expose_secret().as_bytes()));
             if !ok {
-                return refuse(
+                return Err(Box::new(refuse(
                     ErrorCode::InvalidAccessToken,
                     "this gateway requires its local access token as the API key (Authorization: Bearer or x-api-key)"
                         .into(),
-                );
+                )));
             }
         }
     }
-    let mut response = next.run(request).await;
-    if let Some(o) = &origin {
-        cors(&mut response, o);
-    }
-    response
+    Ok(Admitted { origin })
 }
 
 #[cfg(test)]

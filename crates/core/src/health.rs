@@ -166,9 +166,9 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
             let mut request = axum::http::Request::new(http_body_util::Full::default());
             *request.uri_mut() = uri;
             *request.headers_mut() = headers;
-            tokio::time::timeout(PROBE_TIMEOUT, gw.client().send(request)).await.map_err(|_| {
-                format!("no answer within {}", humantime::format_duration(PROBE_TIMEOUT))
-            })
+            tokio::time::timeout(PROBE_TIMEOUT, gw.client().send(request))
+                .await
+                .map_err(|_| format!("no answer within {}", humantime::format_duration(PROBE_TIMEOUT)))
         }
         Err(e) => Err(format!("bad probe URL: {e}")),
     };

@@ -210,7 +210,10 @@ models = ["*"]
         let (providers, _) = setup(PROVIDERS);
         let a = &providers[0];
         assert_eq!(a.url(Endpoint::ChatCompletions, None).to_string(), "http://127.0.0.1:1/v1/chat/completions");
-        assert_eq!(a.url(Endpoint::Messages, Some("beta=true")).to_string(), "http://127.0.0.1:1/v1/messages?beta=true");
+        assert_eq!(
+            a.url(Endpoint::Messages, Some("beta=true")).to_string(),
+            "http://127.0.0.1:1/v1/messages?beta=true"
+        );
         assert_eq!(a.url(Endpoint::CountTokens, Some("")).to_string(), "http://127.0.0.1:1/v1/messages/count_tokens");
     }
 

@@ -16,8 +16,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use serde_json::{json, Value};
+use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
@@ -82,7 +82,7 @@ pub async fn serve(
     let limits = gateway.live().config.server.clone();
     // Active probes for the providers that want them; ended with the server.
     let _probes = AbortOnDrop(tokio::spawn(crate::health::probe_forever(gateway.clone(), PROBE_EVERY)));
-    let app = router(gateway);
+    let app = router(gateway.clone());
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     // Connection tasks live in the set: dropped with it, they end.
@@ -108,10 +108,7 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = app.clone().map_request(move |mut request: Request<Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
-            request
-        });
+        let service = Front { gateway: gateway.clone(), app: app.clone(), peer };
         let mut builder = ConnectionBuilder::new(TokioExecutor::new());
         builder
             .http1()
@@ -119,8 +116,7 @@ pub async fn serve(
             .header_read_timeout(limits.header_timeout)
             .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
         builder.http2().max_header_list_size(u32::try_from(limits.max_header_bytes * 2).unwrap_or(u32::MAX));
-        let connection =
-            builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
         let connection = graceful.watch(connection.into_owned());
         connections.spawn(async move {
             if let Err(e) = connection.await {
@@ -143,39 +139,110 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Assigns ids, wraps the request in a span that carries them, and returns
-/// them on the response.
+/// Ids as router middleware: assigned on the way in, returned on the response.
 async fn correlate(mut request: Request, next: Next) -> Response {
-    let ids = RequestIds::from_headers(request.headers());
-    // The ids go on every line logged for the request (warnings included);
-    // the request itself is on record in history, so its own line is debug.
-    let span = info_span!("request", request_id = %ids.request_id, correlation_id = %ids.correlation_id);
-    let access = tracing::enabled!(tracing::Level::DEBUG)
-        .then(|| (request.method().clone(), request.uri().path().to_string()));
-    request.extensions_mut().insert(ids.clone());
-    let started = Instant::now();
-    let mut response = next.run(request).instrument(span.clone()).await;
-    let headers = response.headers_mut();
-    for (name, value) in [("x-request-id", &ids.request_id), ("x-correlation-id", &ids.correlation_id)] {
-        if let Ok(v) = HeaderValue::from_str(value) {
-            headers.insert(name, v);
+    let correlated = Correlated::begin(request.headers(), request.method(), request.uri());
+    request.extensions_mut().insert(correlated.ids.clone());
+    let span = correlated.span.clone();
+    let response = next.run(request).instrument(span).await;
+    correlated.end(response)
+}
+
+/// A request's ids and the span that carries them onto every line logged
+/// for it (warnings included). The request itself is on record in history,
+/// so its own line is at debug level.
+struct Correlated {
+    ids: RequestIds,
+    span: tracing::Span,
+    started: Instant,
+    /// Method and path, kept only when the debug line will be written.
+    access: Option<(axum::http::Method, String)>,
+}
+
+impl Correlated {
+    fn begin(headers: &HeaderMap, method: &axum::http::Method, uri: &Uri) -> Correlated {
+        let ids = RequestIds::from_headers(headers);
+        let span = info_span!("request", request_id = %ids.request_id, correlation_id = %ids.correlation_id);
+        let access = tracing::enabled!(tracing::Level::DEBUG).then(|| (method.clone(), uri.path().to_string()));
+        Correlated { ids, span, started: Instant::now(), access }
+    }
+
+    fn end(self, mut response: Response) -> Response {
+        let headers = response.headers_mut();
+        for (name, value) in [("x-request-id", &self.ids.request_id), ("x-correlation-id", &self.ids.correlation_id)] {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                headers.insert(name, v);
+            }
         }
+        if let Some((method, path)) = self.access {
+            self.span.in_scope(|| {
+                let provider =
+                    response.headers().get("x-switchyard-provider").and_then(|v| v.to_str().ok()).unwrap_or("-");
+                debug!(
+                    method = %method,
+                    path = %path,
+                    status = response.status().as_u16(),
+                    provider,
+                    head_ms = self.started.elapsed().as_millis() as u64,
+                    "response"
+                );
+            });
+        }
+        response
     }
-    if let Some((method, path)) = access {
-        span.in_scope(|| {
-            let provider =
-                response.headers().get("x-switchyard-provider").and_then(|v| v.to_str().ok()).unwrap_or("-");
-            debug!(
-                method = %method,
-                path = %path,
-                status = response.status().as_u16(),
-                provider,
-                head_ms = started.elapsed().as_millis() as u64,
-                "response"
-            );
-        });
+}
+
+/// What each connection is served by. The proxy endpoints, the hot path, go
+/// straight to the proxy with the same ids and guard the router applies as
+/// middleware (as plain calls: no per-request boxing, cloning of headers or
+/// routing table); everything else goes through the router.
+#[derive(Clone)]
+struct Front {
+    gateway: Gateway,
+    app: Router,
+    peer: SocketAddr,
+}
+
+impl hyper::service::Service<axum::http::Request<Incoming>> for Front {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::BoxFuture<'static, Result<Response, std::convert::Infallible>>;
+
+    fn call(&self, request: axum::http::Request<Incoming>) -> Self::Future {
+        let front = self.clone();
+        Box::pin(async move { Ok(front.serve(request).await) })
     }
-    response
+}
+
+impl Front {
+    async fn serve(self, mut request: axum::http::Request<Incoming>) -> Response {
+        let endpoint = if request.method() == axum::http::Method::POST {
+            Endpoint::ALL.into_iter().find(|e| e.gateway_path() == request.uri().path())
+        } else {
+            None
+        };
+        let Some(endpoint) = endpoint else {
+            request.extensions_mut().insert(ConnectInfo(self.peer));
+            return match self.app.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+        };
+        let correlated = Correlated::begin(request.headers(), request.method(), request.uri());
+        let work = async {
+            match crate::guard::admit(&self.gateway, &mut request, Some(self.peer)) {
+                Ok(admitted) => {
+                    let (head, body) = request.into_parts();
+                    let inbound =
+                        Inbound { endpoint, ids: correlated.ids.clone(), headers: head.headers, uri: head.uri };
+                    admitted.finish(proxy::handle(&self.gateway, inbound, Body::new(body)).await)
+                }
+                Err(refusal) => *refusal,
+            }
+        };
+        let response = work.instrument(correlated.span.clone()).await;
+        correlated.end(response)
+    }
 }
 
 async fn root() -> &'static str {

@@ -36,7 +36,8 @@ impl Inserter {
     /// Opens the database, which [`Store::open`](super::Store::open) has
     /// already created, migrated and put in WAL mode.
     pub fn open(path: &Path) -> rusqlite::Result<Inserter> {
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         conn.busy_timeout(Duration::from_secs(5))?;
         // Per connection, as the pool's are: the log is written, not synced, at each commit.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
