@@ -127,6 +127,10 @@ impl Journal {
         std::mem::replace(self, empty)
     }
 
+    pub fn request_id(&self) -> &str {
+        &self.record.id
+    }
+
     pub fn keep_bodies(&self) -> Option<usize> {
         self.sink.as_ref().and_then(|s| s.keep_bodies)
     }

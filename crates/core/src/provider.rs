@@ -293,7 +293,7 @@ impl Provider {
                             until_ms: now_ms() + wait.as_millis() as i64,
                             request_id: cause.map(str::to_string),
                         });
-                        warn!(provider = %self.config.name, key = label, "rate-limited: key cooling down for {pretty}");
+                        warn!(provider = %self.config.name, key = label, request_id = cause, "rate-limited: key cooling down for {pretty}");
                     }
                     None => {
                         h.cooling_until = Some(now + wait);
@@ -303,7 +303,7 @@ impl Provider {
                             until_ms: now_ms() + wait.as_millis() as i64,
                             request_id: cause.map(str::to_string),
                         });
-                        warn!(provider = %self.config.name, "rate-limited: cooling down for {pretty}");
+                        warn!(provider = %self.config.name, request_id = cause, "rate-limited: cooling down for {pretty}");
                     }
                 }
             }
@@ -315,7 +315,7 @@ impl Provider {
     /// The provider refused a key (401/403): it is not used again until the
     /// keys are reloaded. Returns whether another key is left.
     pub fn revoke_key(&self, label: &str, reason: &str, request_id: &str) -> bool {
-        warn!(provider = %self.config.name, key = label, "key refused by the provider: {reason}; not used again until keys change");
+        warn!(provider = %self.config.name, key = label, request_id, "key refused by the provider: {reason}; not used again until keys change");
         self.telemetry.publish(GatewayEvent::KeyRevoked {
             provider: self.name().to_string(),
             label: label.to_string(),
@@ -371,7 +371,7 @@ impl Provider {
                 reason: t.reason.clone(),
                 request_id: cause.map(str::to_string),
             });
-            warn!(provider = %self.config.name, from = t.from.name(), to = t.to.name(), "circuit breaker: {}", t.reason);
+            warn!(provider = %self.config.name, from = t.from.name(), to = t.to.name(), request_id = cause, "circuit breaker: {}", t.reason);
         }
     }
 }

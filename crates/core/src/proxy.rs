@@ -177,7 +177,8 @@ fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
 
 impl Run<'_> {
     fn note(&mut self, provider: &str, what: &str) {
-        warn!(provider, "{what}");
+        let ids = &self.inbound.ids;
+        warn!(provider, request_id = %ids.request_id, correlation_id = %ids.correlation_id, "{what}");
         if !self.notes.is_empty() {
             self.notes.push_str("; ");
         }

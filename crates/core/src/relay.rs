@@ -119,7 +119,8 @@ impl Relay {
                 Ok(Some(Err(e))) => format!("the provider's stream broke: {}", error_chain(&e)),
                 Err(_) => format!("the provider sent nothing for {}", humantime::format_duration(self.idle)),
             };
-            warn!("mid-stream failure: {failure}");
+            let request_id = self.journal.as_ref().map(|j| j.request_id());
+            warn!(request_id, "mid-stream failure: {failure}");
             self.ticket.record(Verdict::Failed);
             let last = if self.sse {
                 Ok(sse::error_event(self.endpoint, &failure))

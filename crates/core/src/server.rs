@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
-use tracing::{debug, info_span, warn, Instrument};
+use tracing::{debug, debug_span, warn, Instrument};
 
 use crate::correlation::RequestIds;
 use crate::error::{ApiError, ErrorCode};
@@ -148,9 +148,10 @@ async fn correlate(mut request: Request, next: Next) -> Response {
     correlated.end(response)
 }
 
-/// A request's ids and the span that carries them onto every line logged
-/// for it (warnings included). The request itself is on record in history,
-/// so its own line is at debug level.
+/// A request's ids, and a debug-level span that carries them onto every
+/// line logged for it at debug level. Warnings about a request name its ids
+/// themselves, so at the default level no span is made per request; the
+/// request itself is on record in history, and its own line is debug.
 struct Correlated {
     ids: RequestIds,
     span: tracing::Span,
@@ -162,7 +163,7 @@ struct Correlated {
 impl Correlated {
     fn begin(headers: &HeaderMap, method: &axum::http::Method, uri: &Uri) -> Correlated {
         let ids = RequestIds::from_headers(headers);
-        let span = info_span!("request", request_id = %ids.request_id, correlation_id = %ids.correlation_id);
+        let span = debug_span!("request", request_id = %ids.request_id, correlation_id = %ids.correlation_id);
         let access = tracing::enabled!(tracing::Level::DEBUG).then(|| (method.clone(), uri.path().to_string()));
         Correlated { ids, span, started: Instant::now(), access }
     }
