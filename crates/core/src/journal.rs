@@ -253,7 +253,9 @@ impl Journal {
             telemetry.request_finished(&self.record);
         }
         let sink = self.sink.take()?;
-        Some((sink, Record::Request(Box::new(self.record.clone()))))
+        // Sealed: the journal keeps nothing, so the record moves out whole.
+        let record = std::mem::replace(&mut self.record, blank_record("", "", "", None));
+        Some((sink, Record::Request(Box::new(record))))
     }
 
     /// Hands the record over, spooled first: a request the client saw end
