@@ -93,7 +93,10 @@ impl Telemetry {
         };
         let change = self.stats.with(&a.provider, |s| {
             s.all.record(minute, sample);
-            s.by_model.entry(a.model.clone()).or_default().record(minute, sample);
+            match s.by_model.get_mut(&a.model) {
+                Some(m) => m.record(minute, sample),
+                None => s.by_model.entry(a.model.clone()).or_default().record(minute, sample),
+            }
             healthy(a).and_then(|ok| s.passive.observe(ok))
         });
         if let Some(now_healthy) = change {

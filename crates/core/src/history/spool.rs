@@ -48,6 +48,8 @@ struct State {
     retired: Option<(Generation, u64)>,
     /// The last append failed (logged once until one succeeds again).
     failing: bool,
+    /// The line being written, reused so an append does not allocate.
+    line: Vec<u8>,
 }
 
 /// What a spool held when it was opened: requests that completed but may
@@ -71,7 +73,8 @@ impl Spool {
         }
         let file = OpenOptions::new().create(true).append(true).open(&current_path)?;
         let bytes = file.metadata()?.len();
-        let state = State { file, generation: 0, outstanding: 0, bytes, retired: None, failing: false };
+        let state =
+            State { file, generation: 0, outstanding: 0, bytes, retired: None, failing: false, line: Vec::new() };
         Ok((Spool { current_path, retired_path, state: Mutex::new(state) }, leftovers))
     }
 
@@ -90,21 +93,20 @@ impl Spool {
     /// committed, or `None` if it could not be written (then it is only in
     /// the queue, and a failure is logged).
     pub fn append(&self, record: &RequestRecord) -> Option<Generation> {
-        let mut line = match serde_json::to_vec(record) {
-            Ok(line) => line,
-            Err(e) => {
-                warn!("history spool: cannot encode a record: {e}");
-                return None;
-            }
-        };
-        line.push(b'\n');
-        let mut state = self.lock();
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        state.line.clear();
+        if let Err(e) = serde_json::to_writer(&mut state.line, record) {
+            warn!("history spool: cannot encode a record: {e}");
+            return None;
+        }
+        state.line.push(b'\n');
         // One write call: a line is whole in the file or, after a crash mid-call, cut short.
-        match state.file.write_all(&line) {
+        match state.file.write_all(&state.line) {
             Ok(()) => {
                 state.failing = false;
                 state.outstanding += 1;
-                state.bytes += line.len() as u64;
+                state.bytes += state.line.len() as u64;
                 Some(state.generation)
             }
             Err(e) => {
