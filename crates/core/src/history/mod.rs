@@ -46,19 +46,21 @@ impl History {
     pub async fn open(path: &Path, config: &HistoryConfig) -> Result<History, StoreError> {
         let store = Store::open(path).await?;
         let spool_error = |source| StoreError::Spool { path: path.display().to_string(), source };
-        let (spool, leftovers) = spool::Spool::open(path).map_err(spool_error)?;
-        if leftovers.unreadable > 0 {
-            warn!("history spool: {} lines cut short by a crash were skipped", leftovers.unreadable);
-        }
-        if !leftovers.records.is_empty() {
-            let count = leftovers.records.len();
-            let records: Vec<Record> = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).collect();
-            for batch in records.chunks(1024) {
-                store.write(batch).await?;
+        let spool = match spool::Spool::open(path).map_err(spool_error)? {
+            Some((spool, leftovers)) => {
+                replay(&store, leftovers).await?;
+                spool.clear().map_err(spool_error)?;
+                Some(spool)
             }
-            info!("history: {count} requests recovered from the spool");
-        }
-        spool.clear().map_err(spool_error)?;
+            None => {
+                warn!(
+                    "another Switchyard is recording to {}; this one records too, but without the spool: \
+                     requests it completes in the last moments before a crash may be missing",
+                    path.display()
+                );
+                None
+            }
+        };
         let (recorder, writer) = writer::spawn(store.clone(), spool)?;
         let pruner = tokio::spawn(prune_forever(store.clone(), config.clone()));
         Ok(History { store, recorder, writer, pruner })
@@ -83,6 +85,23 @@ impl History {
         }
         store.close().await;
     }
+}
+
+/// Puts what a spool kept from the last run into the database.
+async fn replay(store: &Store, leftovers: spool::Leftovers) -> Result<(), StoreError> {
+    if leftovers.unreadable > 0 {
+        warn!("history spool: {} lines cut short by a crash were skipped", leftovers.unreadable);
+    }
+    if leftovers.records.is_empty() {
+        return Ok(());
+    }
+    let count = leftovers.records.len();
+    let records: Vec<Record> = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).collect();
+    for batch in records.chunks(1024) {
+        store.write(batch).await?;
+    }
+    info!("history: {count} requests recovered from the spool");
+    Ok(())
 }
 
 /// Applies retention once: by age, then by size.

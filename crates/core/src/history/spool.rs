@@ -14,6 +14,11 @@
 //! record in it is committed. Each record carries the generation of the file
 //! it went to, so the count per file is exact whatever order records
 //! reach the writer in.
+//!
+//! One process owns a spool at a time, by a lock on `<db>.spool.lock` held
+//! while it runs: a second process on the same database (a desktop app that
+//! finds a gateway already serving its data directory) must neither replay
+//! nor empty a spool whose records another writer has yet to commit.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -32,6 +37,8 @@ pub type Generation = u64;
 
 #[derive(Debug)]
 pub struct Spool {
+    /// Held locked for as long as the spool is open.
+    _lock: File,
     current_path: PathBuf,
     retired_path: PathBuf,
     state: Mutex<State>,
@@ -62,9 +69,16 @@ pub struct Leftovers {
 }
 
 impl Spool {
-    /// Opens the spool beside `db_path`, returning what the last run left.
-    /// The caller replays the leftovers, then calls [`Spool::clear`].
-    pub fn open(db_path: &Path) -> std::io::Result<(Spool, Leftovers)> {
+    /// Opens the spool beside `db_path`, returning what the last run left;
+    /// `None` when another process has it open. The caller replays the
+    /// leftovers, then calls [`Spool::clear`].
+    pub fn open(db_path: &Path) -> std::io::Result<Option<(Spool, Leftovers)>> {
+        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(sibling(db_path, "spool.lock"))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
         let current_path = sibling(db_path, "spool");
         let retired_path = sibling(db_path, "spool.1");
         let mut leftovers = Leftovers::default();
@@ -75,7 +89,7 @@ impl Spool {
         let bytes = file.metadata()?.len();
         let state =
             State { file, generation: 0, outstanding: 0, bytes, retired: None, failing: false, line: Vec::new() };
-        Ok((Spool { current_path, retired_path, state: Mutex::new(state) }, leftovers))
+        Ok(Some((Spool { _lock: lock, current_path, retired_path, state: Mutex::new(state) }, leftovers)))
     }
 
     /// Empties the spool once its leftovers are in the database.
@@ -229,13 +243,13 @@ mod tests {
     fn what_was_not_committed_is_there_on_the_next_open() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, leftovers) = Spool::open(&db).unwrap();
+        let (spool, leftovers) = Spool::open(&db).unwrap().unwrap();
         assert!(leftovers.records.is_empty());
         let a = spool.append(&record("a")).unwrap();
         spool.append(&record("b")).unwrap();
         spool.committed(&[a]);
         drop(spool);
-        let (_spool, leftovers) = Spool::open(&db).unwrap();
+        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
         let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
         // Both stay until the file is fully committed; replay is idempotent.
         assert_eq!(ids, ["a", "b"]);
@@ -247,33 +261,45 @@ mod tests {
     fn a_fully_committed_spool_is_emptied() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, _) = Spool::open(&db).unwrap();
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
         let gens: Vec<_> = ["a", "b"].iter().filter_map(|id| spool.append(&record(id))).collect();
         spool.committed(&gens);
         assert_eq!(std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len(), 0);
         drop(spool);
-        assert!(Spool::open(&db).unwrap().1.records.is_empty());
+        assert!(Spool::open(&db).unwrap().unwrap().1.records.is_empty());
     }
 
     #[test]
     fn a_line_cut_short_by_a_crash_is_skipped_and_counted() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, _) = Spool::open(&db).unwrap();
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
         spool.append(&record("whole")).unwrap();
         drop(spool);
         let mut f = OpenOptions::new().append(true).open(dir.path().join("h.db.spool")).unwrap();
         f.write_all(br#"{"id":"torn","correl"#).unwrap();
-        let (_spool, leftovers) = Spool::open(&db).unwrap();
+        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
         assert_eq!(leftovers.records.len(), 1);
         assert_eq!(leftovers.unreadable, 1);
+    }
+
+    #[test]
+    fn a_second_process_leaves_an_open_spool_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        spool.append(&record("pending")).unwrap();
+        assert!(Spool::open(&db).unwrap().is_none(), "the owner holds the lock");
+        drop(spool);
+        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        assert_eq!(leftovers.records.len(), 1, "released with the owner, untouched");
     }
 
     #[test]
     fn a_grown_file_is_retired_and_removed_once_committed() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, _) = Spool::open(&db).unwrap();
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
         let big = RequestRecord { request_body: Some("x".repeat(ROTATE_BYTES as usize)), ..record("big") };
         let first = spool.append(&big).unwrap();
         let pending = spool.append(&record("pending")).unwrap();
@@ -285,7 +311,7 @@ mod tests {
         spool.committed(&[pending]);
         assert!(!dir.path().join("h.db.spool.1").exists(), "retired file removed once committed");
         drop(spool);
-        let (_spool, leftovers) = Spool::open(&db).unwrap();
+        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
         let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
         assert_eq!(ids, ["later"]);
     }

@@ -43,7 +43,8 @@ enum Item {
 #[derive(Debug, Clone)]
 pub struct Recorder {
     tx: mpsc::Sender<Item>,
-    spool: Arc<Spool>,
+    /// Absent when another process owns this database's spool.
+    spool: Option<Arc<Spool>>,
     /// The writer thread, unparked to cut its wait short for a flush.
     writer: std::thread::Thread,
     lost: Arc<AtomicU64>,
@@ -67,7 +68,7 @@ impl Recorder {
     /// Records a request the client saw complete: spooled, then queued.
     pub async fn complete(&self, record: Record) {
         let generation = match &record {
-            Record::Request(r) => self.spool.append(r),
+            Record::Request(r) => self.spool.as_ref().and_then(|s| s.append(r)),
             Record::Event(_) => None,
         };
         self.send(Item::Record(record, generation)).await;
@@ -117,11 +118,11 @@ impl Recorder {
 
 /// Starts the writer thread. It ends when every [`Recorder`] is dropped
 /// and the queue is drained; the returned receiver resolves then.
-pub fn spawn(store: Store, spool: Spool) -> Result<(Recorder, oneshot::Receiver<()>), StoreError> {
+pub fn spawn(store: Store, spool: Option<Spool>) -> Result<(Recorder, oneshot::Receiver<()>), StoreError> {
     let (tx, rx) = mpsc::channel(CHANNEL);
     let (done, finished) = oneshot::channel();
     let lost = Arc::new(AtomicU64::new(0));
-    let spool = Arc::new(spool);
+    let spool = spool.map(Arc::new);
     let writer = Writer { store, spool: spool.clone(), lost: lost.clone(), inserter: None };
     let thread = std::thread::Builder::new()
         .name("switchyard-history".into())
@@ -136,7 +137,7 @@ pub fn spawn(store: Store, spool: Spool) -> Result<(Recorder, oneshot::Receiver<
 
 struct Writer {
     store: Store,
-    spool: Arc<Spool>,
+    spool: Option<Arc<Spool>>,
     lost: Arc<AtomicU64>,
     inserter: Option<Inserter>,
 }
@@ -177,7 +178,9 @@ impl Writer {
             }
         }
         if !records.is_empty() && self.write(&records) {
-            self.spool.committed(&spooled);
+            if let Some(spool) = &self.spool {
+                spool.committed(&spooled);
+            }
         }
         for ack in flushes {
             let _ = ack.send(());
