@@ -211,7 +211,7 @@ mod tests {
     use super::*;
 
     fn toggled(n: usize) -> GatewayEvent {
-        GatewayEvent::ProviderToggled { provider: format!("p{n}"), enabled: n % 2 == 0 }
+        GatewayEvent::ProviderToggled { provider: format!("p{n}"), enabled: n.is_multiple_of(2) }
     }
 
     #[tokio::test]
