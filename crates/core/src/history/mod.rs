@@ -61,7 +61,7 @@ impl History {
                 None
             }
         };
-        let (recorder, writer) = writer::spawn(store.clone(), spool)?;
+        let (recorder, writer) = writer::spawn(store.clone(), spool, writer::LINGER)?;
         let pruner = tokio::spawn(prune_forever(store.clone(), config.clone()));
         Ok(History { store, recorder, writer, pruner })
     }

@@ -30,7 +30,7 @@ const CHANNEL: usize = 8192;
 const MAX_BATCH: usize = 1024;
 /// How long the writer lets records gather before a commit. Nothing waits
 /// on it but readers, who can ask for a flush: longer means fewer commits.
-const LINGER: Duration = Duration::from_millis(20);
+pub const LINGER: Duration = Duration::from_millis(20);
 
 enum Item {
     /// A record, and the spool file it is in, if it is in one.
@@ -118,12 +118,17 @@ impl Recorder {
 
 /// Starts the writer thread. It ends when every [`Recorder`] is dropped
 /// and the queue is drained; the returned receiver resolves then.
-pub fn spawn(store: Store, spool: Option<Spool>) -> Result<(Recorder, oneshot::Receiver<()>), StoreError> {
+/// `linger`: how long records gather before a commit ([`LINGER`]).
+pub fn spawn(
+    store: Store,
+    spool: Option<Spool>,
+    linger: Duration,
+) -> Result<(Recorder, oneshot::Receiver<()>), StoreError> {
     let (tx, rx) = mpsc::channel(CHANNEL);
     let (done, finished) = oneshot::channel();
     let lost = Arc::new(AtomicU64::new(0));
     let spool = spool.map(Arc::new);
-    let writer = Writer { store, spool: spool.clone(), lost: lost.clone(), inserter: None };
+    let writer = Writer { store, spool: spool.clone(), lost: lost.clone(), inserter: None, linger };
     let thread = std::thread::Builder::new()
         .name("switchyard-history".into())
         .spawn(move || {
@@ -140,6 +145,7 @@ struct Writer {
     spool: Option<Arc<Spool>>,
     lost: Arc<AtomicU64>,
     inserter: Option<Inserter>,
+    linger: Duration,
 }
 
 impl Writer {
@@ -151,7 +157,7 @@ impl Writer {
             if !flush {
                 // Not reading the queue meanwhile: senders do not wake the
                 // writer per record. A flush unparks it early.
-                std::thread::park_timeout(LINGER);
+                std::thread::park_timeout(self.linger);
             }
             while items.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -209,5 +215,59 @@ impl Writer {
             None => self.inserter.insert(Inserter::open(self.store.path())?),
         };
         inserter.write(records)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::record::{RequestOutcome, RequestRecord};
+    use crate::history::store::CountTable;
+    use crate::usage::Usage;
+
+    fn request(id: &str) -> Record {
+        Record::Request(Box::new(RequestRecord {
+            id: id.into(),
+            correlation_id: id.into(),
+            started_at_ms: 1,
+            finished_at_ms: 2,
+            user_agent: None,
+            endpoint: "/v1/chat/completions".into(),
+            model: Some("m".into()),
+            streamed: false,
+            outcome: RequestOutcome::Ok,
+            status: Some(200),
+            provider: Some("p".into()),
+            provider_model: Some("m".into()),
+            fallback: false,
+            duration_ms: 1.0,
+            ttft_ms: None,
+            usage: Usage::default(),
+            cost_usd: None,
+            error_code: None,
+            error: None,
+            request_body: None,
+            response_body: None,
+            attempts: Vec::new(),
+        }))
+    }
+
+    #[tokio::test]
+    async fn records_wait_for_the_linger_and_a_flush_cuts_it_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let store = Store::open(&db).await.unwrap();
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        // A linger no test waits out: only a flush can have written the record.
+        let (recorder, finished) = spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
+        recorder.complete(request("r1")).await;
+        assert_eq!(store.count(CountTable::Requests).await.unwrap(), 0, "still gathering");
+        recorder.flush().await;
+        assert_eq!(store.count(CountTable::Requests).await.unwrap(), 1);
+        // The spool is emptied once its records are committed.
+        assert_eq!(std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len(), 0);
+        // With every recorder gone and nothing queued, the writer ends.
+        drop(recorder);
+        tokio::time::timeout(Duration::from_secs(5), finished).await.unwrap().unwrap();
     }
 }
