@@ -136,34 +136,16 @@ async fn prune_forever(store: Store, config: HistoryConfig) {
 
 #[cfg(test)]
 mod tests {
-    use super::record::{now_ms, RequestOutcome, RequestRecord};
+    use super::record::{now_ms, RequestRecord};
     use super::*;
-    use crate::usage::Usage;
 
     fn request(id: &str, started_at_ms: i64, body: Option<String>) -> Record {
+        let r = record::sample_request(id);
         Record::Request(Box::new(RequestRecord {
-            id: id.into(),
-            correlation_id: id.into(),
             started_at_ms,
             finished_at_ms: started_at_ms,
-            user_agent: None,
-            endpoint: "/v1/chat/completions".into(),
-            model: Some("m".into()),
-            streamed: false,
-            outcome: RequestOutcome::Ok,
-            status: Some(200),
-            provider: Some("p".into()),
-            provider_model: Some("m".into()),
-            fallback: false,
-            duration_ms: 1.0,
-            ttft_ms: None,
-            usage: Usage::default(),
-            cost_usd: None,
-            error_code: None,
-            error: None,
             request_body: body,
-            response_body: None,
-            attempts: Vec::new(),
+            ..r
         }))
     }
 

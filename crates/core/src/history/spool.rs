@@ -209,33 +209,15 @@ fn read_into(path: &Path, leftovers: &mut Leftovers) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::record::RequestOutcome;
+    use crate::history::record::sample_request;
     use crate::usage::Usage;
 
     fn record(id: &str) -> RequestRecord {
         RequestRecord {
-            id: id.into(),
-            correlation_id: id.into(),
-            started_at_ms: 1,
-            finished_at_ms: 2,
-            user_agent: None,
-            endpoint: "/v1/chat/completions".into(),
-            model: Some("m".into()),
-            streamed: false,
-            outcome: RequestOutcome::Ok,
-            status: Some(200),
-            provider: Some("p".into()),
-            provider_model: Some("m".into()),
-            fallback: false,
-            duration_ms: 1.0,
-            ttft_ms: None,
             usage: Usage { input_tokens: Some(3), output_tokens: Some(4), cached_tokens: None },
             cost_usd: Some(0.5),
-            error_code: None,
             error: Some("line\nbreak \"quoted\"".into()),
-            request_body: None,
-            response_body: None,
-            attempts: Vec::new(),
+            ..sample_request(id)
         }
     }
 

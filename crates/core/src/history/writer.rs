@@ -221,35 +221,11 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::record::{RequestOutcome, RequestRecord};
+    use crate::history::record::sample_request;
     use crate::history::store::CountTable;
-    use crate::usage::Usage;
 
     fn request(id: &str) -> Record {
-        Record::Request(Box::new(RequestRecord {
-            id: id.into(),
-            correlation_id: id.into(),
-            started_at_ms: 1,
-            finished_at_ms: 2,
-            user_agent: None,
-            endpoint: "/v1/chat/completions".into(),
-            model: Some("m".into()),
-            streamed: false,
-            outcome: RequestOutcome::Ok,
-            status: Some(200),
-            provider: Some("p".into()),
-            provider_model: Some("m".into()),
-            fallback: false,
-            duration_ms: 1.0,
-            ttft_ms: None,
-            usage: Usage::default(),
-            cost_usd: None,
-            error_code: None,
-            error: None,
-            request_body: None,
-            response_body: None,
-            attempts: Vec::new(),
-        }))
+        Record::Request(Box::new(sample_request(id)))
     }
 
     #[tokio::test]
