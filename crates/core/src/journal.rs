@@ -65,7 +65,7 @@ pub struct Journal {
 }
 
 /// A request record before anything is known about its outcome.
-fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_agent: Option<&str>) -> RequestRecord {
+pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_agent: Option<&str>) -> RequestRecord {
     let now = now_ms();
     RequestRecord {
         id: id.to_string(),

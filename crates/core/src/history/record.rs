@@ -166,31 +166,16 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// A finished, successful request with one of everything a test may need to change.
+/// A finished, successful request, for tests to change what they need.
 #[cfg(test)]
 pub(crate) fn sample_request(id: &str) -> RequestRecord {
     RequestRecord {
-        id: id.into(),
-        correlation_id: id.into(),
-        started_at_ms: 1,
-        finished_at_ms: 2,
-        user_agent: None,
-        endpoint: "/v1/chat/completions".into(),
         model: Some("m".into()),
-        streamed: false,
         outcome: RequestOutcome::Ok,
         status: Some(200),
         provider: Some("p".into()),
         provider_model: Some("m".into()),
-        fallback: false,
         duration_ms: 1.0,
-        ttft_ms: None,
-        usage: Usage::default(),
-        cost_usd: None,
-        error_code: None,
-        error: None,
-        request_body: None,
-        response_body: None,
-        attempts: Vec::new(),
+        ..crate::journal::blank_record(id, id, "/v1/chat/completions", None)
     }
 }
