@@ -163,9 +163,7 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
     let headers = headers::upstream_request(&axum::http::HeaderMap::new(), p.config.kind, key.as_ref(), "probe");
     let sent = match axum::http::Uri::try_from(url) {
         Ok(uri) => {
-            let mut request = axum::http::Request::new(http_body_util::Full::default());
-            *request.uri_mut() = uri;
-            *request.headers_mut() = headers;
+            let request = crate::upstream::request(axum::http::Method::GET, uri, headers, bytes::Bytes::new());
             tokio::time::timeout(PROBE_TIMEOUT, gw.client().send(request))
                 .await
                 .map_err(|_| format!("no answer within {}", humantime::format_duration(PROBE_TIMEOUT)))

@@ -352,11 +352,7 @@ impl Run<'_> {
             None => false,
         };
         debug!(provider = provider.name(), model = candidate.upstream_model, "attempt");
-        let mut request = Request::new(Full::new(body));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = url;
-        *request.headers_mut() = headers;
-        (request, strip_usage)
+        (crate::upstream::request(Method::POST, url, headers, body), strip_usage)
     }
 
     fn exhausted(self, protocol: Protocol) -> ApiError {

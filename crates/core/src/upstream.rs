@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{header, HeaderValue, Request, Response};
+use axum::http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -33,6 +33,15 @@ pub type Error = hyper_util::client::legacy::Error;
 pub enum ClientError {
     #[error("cannot set up TLS for provider connections: {0}")]
     Tls(#[from] rustls::Error),
+}
+
+/// An upstream request from parts the gateway has already made.
+pub fn request(method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
+    request
 }
 
 /// One pooled client for every upstream call; cheap to clone.

@@ -97,9 +97,8 @@ async fn replay(store: &Store, leftovers: spool::Leftovers) -> Result<(), StoreE
     }
     let count = leftovers.records.len();
     let records: Vec<Record> = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).collect();
-    for batch in records.chunks(1024) {
-        store.write(batch).await?;
-    }
+    // One transaction: the spool is bounded (two files of a few MiB).
+    store.write(&records).await?;
     info!("history: {count} requests recovered from the spool");
     Ok(())
 }

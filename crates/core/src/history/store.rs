@@ -26,6 +26,8 @@ pub enum StoreError {
     Write(#[from] rusqlite::Error),
     #[error("cannot start the history writer: {0}")]
     Writer(std::io::Error),
+    #[error("a history write stopped before it finished: {0}")]
+    WriteTask(String),
     #[error("history spool beside {path}: {source}")]
     Spool { path: String, source: std::io::Error },
     #[error("bad cursor {0:?}")]
@@ -196,7 +198,7 @@ impl Store {
         let written = tokio::task::spawn_blocking(move || Inserter::open(&path)?.write(&batch)).await;
         match written {
             Ok(result) => Ok(result?),
-            Err(e) => Err(StoreError::Writer(std::io::Error::other(e))),
+            Err(e) => Err(StoreError::WriteTask(e.to_string())),
         }
     }
 

@@ -50,21 +50,7 @@ pub struct Recorder {
     lost: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for Item {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Item::Record(..) => f.write_str("Record"),
-            Item::Flush(_) => f.write_str("Flush"),
-        }
-    }
-}
-
 impl Recorder {
-    /// Queues a record, waiting if the writer is behind.
-    pub async fn record(&self, record: Record) {
-        self.send(Item::Record(record, None)).await;
-    }
-
     /// Records a request the client saw complete: spooled, then queued.
     pub async fn complete(&self, record: Record) {
         let generation = match &record {
@@ -80,6 +66,13 @@ impl Recorder {
         if self.tx.send(Item::Flush(ack)).await.is_ok() {
             self.writer.unpark();
             let _ = committed.await;
+        }
+    }
+
+    /// Queues a record, waiting if the writer is behind.
+    async fn send(&self, item: Item) {
+        if self.tx.send(item).await.is_err() {
+            self.lose(1, "the history writer has stopped");
         }
     }
 
@@ -102,12 +95,6 @@ impl Recorder {
     /// Records that could not be written, ever.
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
-    }
-
-    async fn send(&self, item: Item) {
-        if self.tx.send(item).await.is_err() {
-            self.lose(1, "the history writer has stopped");
-        }
     }
 
     fn lose(&self, n: u64, why: &str) {
