@@ -7,14 +7,15 @@
 //! them, so the client's stream is unchanged and spend is still counted.
 
 use bytes::{Bytes, BytesMut};
-use serde::Serialize;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::Endpoint;
 use crate::sse::{self, Splitter};
 
 /// Tokens of one reply. `None` means the provider did not say.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// All input tokens, cached ones included.
     pub input_tokens: Option<u64>,
@@ -36,75 +37,195 @@ impl Usage {
     }
 }
 
-fn num(v: &Value, pointer: &str) -> Option<u64> {
-    v.pointer(pointer).and_then(Value::as_u64)
+/// A `usage` object of any protocol, read without building a tree: each
+/// protocol fills some of these members and the rest stay absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Raw {
+    prompt_tokens: Count,
+    completion_tokens: Count,
+    prompt_tokens_details: Details,
+    input_tokens: Count,
+    output_tokens: Count,
+    input_tokens_details: Details,
+    cache_read_input_tokens: Count,
+    cache_creation_input_tokens: Count,
 }
 
-/// OpenAI Chat Completions, Completions and Embeddings `usage`.
-fn openai(usage: &Value) -> Usage {
-    Usage {
-        input_tokens: num(usage, "/prompt_tokens"),
-        output_tokens: num(usage, "/completion_tokens").or_else(|| num(usage, "/prompt_tokens").map(|_| 0)),
-        cached_tokens: num(usage, "/prompt_tokens_details/cached_tokens"),
+/// `*_tokens_details`: only its cached count is read. Like [`Count`],
+/// anything but an object reads as "did not say".
+#[derive(Debug, Default, Clone, Copy)]
+struct Details {
+    cached_tokens: Count,
+}
+
+/// A token count: a non-negative integer, or nothing. Anything else a
+/// provider puts there (null, a string, a float) reads as "did not say",
+/// without failing the rest of the object.
+#[derive(Debug, Default, Clone, Copy)]
+struct Count(Option<u64>);
+
+/// The visitor methods for the values a field does not expect: each is
+/// read (and skipped) as the field's "did not say".
+macro_rules! unexpected_reads_as_default {
+    ($t:ty) => {
+        fn visit_i64<E>(self, _: i64) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_unit<E>(self) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_none<E>(self) -> Result<$t, E> {
+            Ok(<$t>::default())
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<$t, D::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<$t, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(<$t>::default())
+        }
+    };
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Count;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a token count")
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Count, E> {
+                Ok(Count(Some(n)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Count, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Count(None))
+            }
+            unexpected_reads_as_default!(Count);
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
-/// OpenAI Responses `usage`.
-fn responses(usage: &Value) -> Usage {
-    Usage {
-        input_tokens: num(usage, "/input_tokens"),
-        output_tokens: num(usage, "/output_tokens"),
-        cached_tokens: num(usage, "/input_tokens_details/cached_tokens"),
+impl<'de> Deserialize<'de> for Details {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Details, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(field_identifier, rename_all = "snake_case")]
+        enum Field {
+            CachedTokens,
+            #[serde(other)]
+            Other,
+        }
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Details;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("token count details")
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Details, E> {
+                Ok(Details::default())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Details, A::Error> {
+                let mut details = Details::default();
+                while let Some(field) = map.next_key::<Field>()? {
+                    match field {
+                        Field::CachedTokens => details.cached_tokens = map.next_value()?,
+                        Field::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(details)
+            }
+            unexpected_reads_as_default!(Details);
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
-/// Anthropic `usage`: input excludes cache reads and writes, so add them.
-fn anthropic(usage: &Value) -> Usage {
-    let base = num(usage, "/input_tokens");
-    let read = num(usage, "/cache_read_input_tokens");
-    let written = num(usage, "/cache_creation_input_tokens");
-    Usage {
-        input_tokens: base.map(|b| b + read.unwrap_or(0) + written.unwrap_or(0)),
-        output_tokens: num(usage, "/output_tokens"),
-        cached_tokens: read,
+impl Raw {
+    /// OpenAI Chat Completions, Completions and Embeddings `usage`.
+    fn openai(&self) -> Usage {
+        let input = self.prompt_tokens.0;
+        Usage {
+            input_tokens: input,
+            output_tokens: self.completion_tokens.0.or(input.map(|_| 0)),
+            cached_tokens: self.prompt_tokens_details.cached_tokens.0,
+        }
+    }
+
+    /// OpenAI Responses `usage`.
+    fn responses(&self) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.0,
+            output_tokens: self.output_tokens.0,
+            cached_tokens: self.input_tokens_details.cached_tokens.0,
+        }
+    }
+
+    /// Anthropic `usage`: input excludes cache reads and writes, so add them.
+    fn anthropic(&self) -> Usage {
+        let read = self.cache_read_input_tokens.0;
+        let written = self.cache_creation_input_tokens.0;
+        Usage {
+            input_tokens: self.input_tokens.0.map(|b| b + read.unwrap_or(0) + written.unwrap_or(0)),
+            output_tokens: self.output_tokens.0,
+            cached_tokens: read,
+        }
+    }
+
+    fn of(&self, endpoint: Endpoint) -> Usage {
+        match endpoint {
+            Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => self.openai(),
+            Endpoint::Responses => self.responses(),
+            Endpoint::Messages => self.anthropic(),
+            // Counting tokens is free and uses no tokens.
+            Endpoint::CountTokens => Usage::default(),
+        }
     }
 }
 
 /// Only the `usage` member of a body; everything else is skipped unparsed.
-#[derive(serde::Deserialize)]
+#[derive(Deserialize)]
 struct UsageOnly {
     #[serde(default)]
-    usage: Option<Value>,
+    usage: Option<Raw>,
 }
 
 /// Usage from a complete JSON response body.
 pub fn from_body(endpoint: Endpoint, body: &[u8]) -> Usage {
-    let Ok(UsageOnly { usage: Some(u) }) = serde_json::from_slice::<UsageOnly>(body) else {
-        return Usage::default();
-    };
-    if !u.is_object() {
-        return Usage::default();
+    match serde_json::from_slice::<UsageOnly>(body) {
+        Ok(UsageOnly { usage: Some(raw) }) => raw.of(endpoint),
+        _ => Usage::default(),
     }
-    let u = &u;
-    match endpoint {
-        Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => openai(u),
-        Endpoint::Responses => responses(u),
-        Endpoint::Messages => anthropic(u),
-        // Counting tokens is free and uses no tokens.
-        Endpoint::CountTokens => Usage::default(),
-    }
+}
+
+/// Reads a `usage` member of an already parsed event.
+fn read(usage: &Value, endpoint: Endpoint) -> Option<Usage> {
+    let raw = Raw::deserialize(usage).ok()?;
+    Some(raw.of(endpoint))
 }
 
 /// Usage carried by one stream event, if any.
 fn from_event(endpoint: Endpoint, data: &Value) -> Option<Usage> {
-    match endpoint {
-        Endpoint::ChatCompletions | Endpoint::Completions => data.get("usage").filter(|u| u.is_object()).map(openai),
-        Endpoint::Responses => data.pointer("/response/usage").filter(|u| u.is_object()).map(responses),
-        Endpoint::Messages => {
-            data.pointer("/message/usage").or_else(|| data.get("usage")).filter(|u| u.is_object()).map(anthropic)
-        }
+    let usage = match endpoint {
+        Endpoint::ChatCompletions | Endpoint::Completions => data.get("usage"),
+        Endpoint::Responses => data.pointer("/response/usage"),
+        Endpoint::Messages => data.pointer("/message/usage").or_else(|| data.get("usage")),
         Endpoint::Embeddings | Endpoint::CountTokens => None,
-    }
+    };
+    read(usage.filter(|u| u.is_object())?, endpoint)
 }
 
 /// Watches a response body go by and reads its usage.
@@ -253,6 +374,22 @@ mod tests {
         let emb = br#"{"usage":{"prompt_tokens":8,"total_tokens":8}}"#;
         assert_eq!(from_body(Endpoint::Embeddings, emb).output_tokens, Some(0));
         assert!(!from_body(Endpoint::ChatCompletions, b"{}").is_known());
+    }
+
+    #[test]
+    fn odd_counts_read_as_unknown_without_losing_the_rest() {
+        let odd = br#"{"id":"x","usage":{"prompt_tokens":"12","completion_tokens":5,"prompt_tokens_details":null,"extra":{"a":[1,{"b":2}]}}}"#;
+        assert_eq!(
+            from_body(Endpoint::ChatCompletions, odd),
+            Usage { input_tokens: None, output_tokens: Some(5), cached_tokens: None }
+        );
+        let mixed = br#"{"usage":{"prompt_tokens":3,"completion_tokens":-1,"prompt_tokens_details":{"cached_tokens":[1]}}}"#;
+        assert_eq!(
+            from_body(Endpoint::ChatCompletions, mixed),
+            Usage { input_tokens: Some(3), output_tokens: Some(0), cached_tokens: None }
+        );
+        assert!(!from_body(Endpoint::Messages, br#"{"usage":"none"}"#).is_known());
+        assert!(!from_body(Endpoint::Messages, b"not json").is_known());
     }
 
     #[test]
