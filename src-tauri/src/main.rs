@@ -4,6 +4,13 @@
 // No console window on Windows release builds.
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
+/// The gateway allocates a few dozen small objects per request, and its
+/// history writer frees on one thread what the request path allocated on
+/// another; mimalloc does both with fewer instructions than the system
+/// allocator (9% fewer instructions per request under load: bench/instructions).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod host;
 mod menu;
 mod tray;
