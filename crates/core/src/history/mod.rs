@@ -90,7 +90,7 @@ impl History {
 /// Puts what a spool kept from the last run into the database.
 async fn replay(store: &Store, leftovers: spool::Leftovers) -> Result<(), StoreError> {
     if leftovers.unreadable > 0 {
-        warn!("history spool: {} lines cut short by a crash were skipped", leftovers.unreadable);
+        warn!("history spool: {} records cut short or damaged by a crash were skipped", leftovers.unreadable);
     }
     if leftovers.records.is_empty() {
         return Ok(());
