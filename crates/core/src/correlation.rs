@@ -4,6 +4,8 @@
 
 use axum::http::HeaderMap;
 
+use crate::headers::name;
+
 /// Longest client-supplied correlation id kept; longer ones are replaced.
 const MAX_CORRELATION_LEN: usize = 128;
 
@@ -16,9 +18,9 @@ pub struct RequestIds {
 impl RequestIds {
     pub fn from_headers(headers: &HeaderMap) -> RequestIds {
         let request_id = uuid::Uuid::now_v7().to_string();
-        let supplied = ["x-request-id", "x-correlation-id"]
-            .iter()
-            .filter_map(|name| headers.get(*name)?.to_str().ok())
+        let supplied = [name::X_REQUEST_ID, name::X_CORRELATION_ID]
+            .into_iter()
+            .filter_map(|name| headers.get(name)?.to_str().ok())
             .map(str::trim)
             .find(|v| is_acceptable(v));
         let correlation_id = supplied.map_or_else(|| request_id.clone(), str::to_string);

@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
@@ -23,7 +23,8 @@ use crate::policy::limiter::Bucket;
 use crate::protocol::Protocol;
 
 /// Headers whose values must never reach a log or a trace.
-pub const SENSITIVE: [&str; 4] = ["authorization", "x-api-key", "cookie", "proxy-authorization"];
+pub const SENSITIVE: [HeaderName; 4] =
+    [header::AUTHORIZATION, crate::headers::name::X_API_KEY, header::COOKIE, header::PROXY_AUTHORIZATION];
 
 /// Client addresses tracked at most before the table is reset.
 const MAX_TRACKED_CLIENTS: usize = 10_000;
@@ -96,7 +97,7 @@ fn header_bytes(headers: &HeaderMap) -> usize {
 fn client_token(headers: &HeaderMap) -> Option<&str> {
     let bearer =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok())).map(str::trim)
+    bearer.or_else(|| headers.get(crate::headers::name::X_API_KEY).and_then(|v| v.to_str().ok())).map(str::trim)
 }
 
 /// Compares without an early exit, so timing does not reveal a token.

@@ -8,6 +8,23 @@ use secrecy::ExposeSecret;
 use crate::protocol::Protocol;
 use crate::secrets::ProviderKey;
 
+/// Names looked up or set on every request, parsed once: a name given as
+/// text is validated and parsed again at each lookup.
+pub mod name {
+    use axum::http::HeaderName;
+
+    pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+    pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+    pub const X_CORRELATION_ID: HeaderName = HeaderName::from_static("x-correlation-id");
+    pub const X_UPSTREAM_REQUEST_ID: HeaderName = HeaderName::from_static("x-upstream-request-id");
+    pub const ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");
+    pub const X_SWITCHYARD_TIMEOUT_MS: HeaderName = HeaderName::from_static("x-switchyard-timeout-ms");
+    pub const X_STAINLESS_TIMEOUT: HeaderName = HeaderName::from_static("x-stainless-timeout");
+    pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+    pub const X_RATELIMIT_RESET_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-reset-requests");
+    pub const X_RATELIMIT_RESET_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-reset-tokens");
+}
+
 /// RFC 9110 §7.6.1 connection-specific headers, plus the legacy ones proxies drop.
 const HOP_BY_HOP: [&str; 8] = [
     "connection",
@@ -78,11 +95,11 @@ pub fn upstream_request(
     if let Some(key) = key {
         inject_key(&mut out, kind, key);
     }
-    if kind == Protocol::Anthropic && !out.contains_key("anthropic-version") {
-        out.insert("anthropic-version", HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION));
+    if kind == Protocol::Anthropic && !out.contains_key(name::ANTHROPIC_VERSION) {
+        out.insert(name::ANTHROPIC_VERSION, HeaderValue::from_static(DEFAULT_ANTHROPIC_VERSION));
     }
     if let Ok(v) = HeaderValue::from_str(correlation_id) {
-        out.insert("x-correlation-id", v);
+        out.insert(name::X_CORRELATION_ID, v);
     }
     out
 }
@@ -91,7 +108,7 @@ fn inject_key(out: &mut HeaderMap, kind: Protocol, key: &ProviderKey) {
     let secret = key.secret.expose_secret();
     let (name, value) = match kind {
         Protocol::OpenAi => (header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {secret}"))),
-        Protocol::Anthropic => (HeaderName::from_static("x-api-key"), HeaderValue::from_str(secret)),
+        Protocol::Anthropic => (name::X_API_KEY, HeaderValue::from_str(secret)),
     };
     // A key with bytes a header cannot carry is sent as nothing at all; the
     // provider's 401 then says so, without the key appearing in any message.
@@ -112,8 +129,8 @@ pub fn client_response(upstream: &HeaderMap) -> HeaderMap {
         out.append(name.clone(), value.clone());
     }
     // Keep the provider's own id, under a name that does not clash with ours.
-    if let Some(id) = upstream.get("x-request-id") {
-        out.insert("x-upstream-request-id", id.clone());
+    if let Some(id) = upstream.get(name::X_REQUEST_ID) {
+        out.insert(name::X_UPSTREAM_REQUEST_ID, id.clone());
     }
     out
 }

@@ -3,8 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use axum::http::HeaderMap;
+use axum::http::{header, HeaderMap, HeaderName};
 use rand::Rng;
+
+use crate::headers::name;
 
 /// Full jitter: a uniform wait in `[0, min(cap, base * 2^retry)]`. Spreading
 /// retries out is what keeps many clients from retrying in lock-step.
@@ -22,12 +24,12 @@ pub fn full_jitter(retry: u32, base: Duration, cap: Duration, rng: &mut impl Rng
 /// Anthropic's `anthropic-ratelimit-*-reset` (RFC 3339). When several reset
 /// headers are present the longest wins: every limit must have reset.
 pub fn requested_wait(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0)
+    let text = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = text(name::RETRY_AFTER_MS).and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0)
     {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    if let Some(v) = text("retry-after") {
+    if let Some(v) = text(header::RETRY_AFTER) {
         if let Ok(secs) = v.parse::<f64>() {
             if secs.is_finite() && secs >= 0.0 {
                 return Some(Duration::from_secs_f64(secs));
@@ -37,8 +39,8 @@ pub fn requested_wait(headers: &HeaderMap, now: SystemTime) -> Option<Duration> 
             return Some(at.duration_since(now).unwrap_or(Duration::ZERO));
         }
     }
-    let openai = ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
-        .iter()
+    let openai = [name::X_RATELIMIT_RESET_REQUESTS, name::X_RATELIMIT_RESET_TOKENS]
+        .into_iter()
         .filter_map(|h| text(h).and_then(parse_go_duration));
     let anthropic = headers
         .iter()

@@ -7,6 +7,8 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use tokio::time::Instant;
 
+use crate::headers::name;
+
 /// Where a request's deadline came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -64,7 +66,7 @@ impl Deadline {
 }
 
 fn explicit_ms(headers: &HeaderMap) -> Option<Duration> {
-    let ms: u64 = headers.get("x-switchyard-timeout-ms")?.to_str().ok()?.trim().parse().ok()?;
+    let ms: u64 = headers.get(name::X_SWITCHYARD_TIMEOUT_MS)?.to_str().ok()?.trim().parse().ok()?;
     (ms > 0).then(|| Duration::from_millis(ms))
 }
 
@@ -72,7 +74,7 @@ fn explicit_ms(headers: &HeaderMap) -> Option<Duration> {
 /// gateway answers a little before it, so the client gets the gateway's
 /// error instead of its own timeout.
 fn sdk_timeout(headers: &HeaderMap) -> Option<Duration> {
-    let secs: f64 = headers.get("x-stainless-timeout")?.to_str().ok()?.trim().parse().ok()?;
+    let secs: f64 = headers.get(name::X_STAINLESS_TIMEOUT)?.to_str().ok()?.trim().parse().ok()?;
     if !(secs.is_finite() && secs > 0.0) {
         return None;
     }
