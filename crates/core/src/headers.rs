@@ -23,6 +23,16 @@ pub mod name {
     pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
     pub const X_RATELIMIT_RESET_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-reset-requests");
     pub const X_RATELIMIT_RESET_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-reset-tokens");
+    pub const X_SWITCHYARD_PROVIDER: HeaderName = HeaderName::from_static("x-switchyard-provider");
+    pub const X_SWITCHYARD_ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
+    pub const X_RATELIMIT_REMAINING_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-requests");
+    pub const X_RATELIMIT_REMAINING_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-tokens");
+    pub const ANTHROPIC_RATELIMIT_REQUESTS_REMAINING: HeaderName =
+        HeaderName::from_static("anthropic-ratelimit-requests-remaining");
+    pub const ANTHROPIC_RATELIMIT_TOKENS_REMAINING: HeaderName =
+        HeaderName::from_static("anthropic-ratelimit-tokens-remaining");
+    pub const ANTHROPIC_RATELIMIT_INPUT_TOKENS_REMAINING: HeaderName =
+        HeaderName::from_static("anthropic-ratelimit-input-tokens-remaining");
 }
 
 /// RFC 9110 §7.6.1 connection-specific headers, plus the legacy ones proxies drop.

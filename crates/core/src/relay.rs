@@ -49,9 +49,9 @@ pub fn respond(upstream: Upstream, mut ticket: Ticket, verdict: Verdict, deliver
         ticket.record(verdict);
     }
     if let Ok(name) = HeaderValue::from_str(delivery.answered.provider) {
-        headers.insert("x-switchyard-provider", name);
+        headers.insert(crate::headers::name::X_SWITCHYARD_PROVIDER, name);
     }
-    headers.insert("x-switchyard-attempts", HeaderValue::from(delivery.answered.attempts));
+    headers.insert(crate::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
     let tap = Tap::new(delivery.endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
     let body = Relay {
         held: Some(upstream.held),

@@ -26,6 +26,7 @@ use tracing::{debug, debug_span, warn, Instrument};
 use crate::correlation::RequestIds;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
+use crate::headers::name;
 use crate::protocol::{Endpoint, Protocol};
 use crate::proxy::{self, Inbound};
 use crate::routing;
@@ -170,7 +171,9 @@ impl Correlated {
 
     fn end(self, mut response: Response) -> Response {
         let headers = response.headers_mut();
-        for (name, value) in [("x-request-id", &self.ids.request_id), ("x-correlation-id", &self.ids.correlation_id)] {
+        for (name, value) in
+            [(name::X_REQUEST_ID, &self.ids.request_id), (name::X_CORRELATION_ID, &self.ids.correlation_id)]
+        {
             if let Ok(v) = HeaderValue::from_str(value) {
                 headers.insert(name, v);
             }
@@ -178,7 +181,7 @@ impl Correlated {
         if let Some((method, path)) = self.access {
             self.span.in_scope(|| {
                 let provider =
-                    response.headers().get("x-switchyard-provider").and_then(|v| v.to_str().ok()).unwrap_or("-");
+                    response.headers().get(name::X_SWITCHYARD_PROVIDER).and_then(|v| v.to_str().ok()).unwrap_or("-");
                 debug!(
                     method = %method,
                     path = %path,

@@ -383,7 +383,8 @@ mod tests {
             from_body(Endpoint::ChatCompletions, odd),
             Usage { input_tokens: None, output_tokens: Some(5), cached_tokens: None }
         );
-        let mixed = br#"{"usage":{"prompt_tokens":3,"completion_tokens":-1,"prompt_tokens_details":{"cached_tokens":[1]}}}"#;
+        let mixed =
+            br#"{"usage":{"prompt_tokens":3,"completion_tokens":-1,"prompt_tokens_details":{"cached_tokens":[1]}}}"#;
         assert_eq!(
             from_body(Endpoint::ChatCompletions, mixed),
             Usage { input_tokens: Some(3), output_tokens: Some(0), cached_tokens: None }

@@ -25,7 +25,8 @@ pub fn full_jitter(retry: u32, base: Duration, cap: Duration, rng: &mut impl Rng
 /// headers are present the longest wins: every limit must have reset.
 pub fn requested_wait(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = text(name::RETRY_AFTER_MS).and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0)
+    if let Some(ms) =
+        text(name::RETRY_AFTER_MS).and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0)
     {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
@@ -80,17 +81,17 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
 
 /// The remaining-quota headers: `(requests, tokens)` left, when given.
 pub fn remaining_quota(headers: &HeaderMap) -> (Option<u64>, Option<u64>) {
-    let num = |names: &[&str]| {
+    let num = |names: &[HeaderName]| {
         names
             .iter()
-            .find_map(|n| headers.get(*n).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok()))
+            .find_map(|n| headers.get(n).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok()))
     };
     (
-        num(&["x-ratelimit-remaining-requests", "anthropic-ratelimit-requests-remaining"]),
+        num(&[name::X_RATELIMIT_REMAINING_REQUESTS, name::ANTHROPIC_RATELIMIT_REQUESTS_REMAINING]),
         num(&[
-            "x-ratelimit-remaining-tokens",
-            "anthropic-ratelimit-tokens-remaining",
-            "anthropic-ratelimit-input-tokens-remaining",
+            name::X_RATELIMIT_REMAINING_TOKENS,
+            name::ANTHROPIC_RATELIMIT_TOKENS_REMAINING,
+            name::ANTHROPIC_RATELIMIT_INPUT_TOKENS_REMAINING,
         ]),
     )
 }
