@@ -256,6 +256,19 @@ async fn metrics_parse_as_prometheus_text() {
         })
         .sum();
     assert_eq!(ok_attempts, 3.0);
+    // One 503 and three answers, each timed once in its provider's histogram.
+    let timed: f64 = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "switchyard_attempt_duration_seconds")
+        .map(|s| match &s.value {
+            prometheus_parse::Value::Histogram(buckets) => {
+                buckets.iter().filter(|b| b.less_than.is_infinite()).map(|b| b.count).sum()
+            }
+            _ => 0.0,
+        })
+        .sum();
+    assert_eq!(timed, 4.0);
 }
 
 #[tokio::test]

@@ -2,7 +2,9 @@
 //! reason, latency and time-to-first-token histograms, tokens, cost,
 //! fallbacks and breaker state, with provider and model labels.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -14,7 +16,7 @@ use prometheus_client::registry::Registry;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub endpoint: String,
-    pub outcome: String,
+    pub outcome: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,6 +56,49 @@ fn seconds_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.01, 2.0, 16))
 }
 
+/// One provider and model's series, looked up in their families once and
+/// then kept: a lookup builds a label set of owned strings and hashes it,
+/// which for the half-dozen series a request touches cost more than
+/// updating them. The handles share their values with the families, so
+/// `/metrics` reads what they count.
+#[derive(Debug)]
+pub struct Series {
+    provider: String,
+    model: String,
+    pub attempt_seconds: Histogram,
+    pub ttft_seconds: Histogram,
+    pub cost: Counter<f64, AtomicU64>,
+    /// Input, output and cached tokens.
+    pub tokens: [Counter; 3],
+    /// By outcome and reason, as they occur.
+    attempts: Vec<(&'static str, &'static str, Counter)>,
+}
+
+impl Series {
+    /// The attempts counter for this outcome and reason.
+    pub fn attempts(
+        &mut self,
+        family: &Family<AttemptLabels, Counter>,
+        outcome: &'static str,
+        reason: &'static str,
+    ) -> &Counter {
+        let i = match self.attempts.iter().position(|(o, r, _)| *o == outcome && *r == reason) {
+            Some(i) => i,
+            None => {
+                let labels = AttemptLabels {
+                    provider: self.provider.clone(),
+                    model: self.model.clone(),
+                    outcome: outcome.into(),
+                    reason: reason.into(),
+                };
+                self.attempts.push((outcome, reason, family.get_or_create(&labels).clone()));
+                self.attempts.len() - 1
+            }
+        };
+        &self.attempts[i].2
+    }
+}
+
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -69,6 +114,8 @@ pub struct Metrics {
     /// 1 enabled, 0 disabled; set at scrape time.
     pub enabled: Family<ProviderLabel, Gauge>,
     pub history_lost: Gauge,
+    /// By provider, then model.
+    series: Mutex<HashMap<String, HashMap<String, Series>>>,
 }
 
 impl Default for Metrics {
@@ -91,6 +138,7 @@ impl Metrics {
             breaker: Family::default(),
             enabled: Family::default(),
             history_lost: Gauge::default(),
+            series: Mutex::default(),
             registry: Registry::default(),
         };
         registry.register("requests", "Requests answered, by endpoint and outcome", m.requests.clone());
@@ -104,6 +152,37 @@ impl Metrics {
         registry.register("provider_enabled", "1 when the provider is enabled", m.enabled.clone());
         registry.register("history_records_lost", "History records that could not be written", m.history_lost.clone());
         Metrics { registry, ..m }
+    }
+
+    /// Runs `f` on the series of `provider` and `model`.
+    pub fn with_series<T>(&self, provider: &str, model: &str, f: impl FnOnce(&mut Series) -> T) -> T {
+        let mut all = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let models = match all.get_mut(provider) {
+            Some(models) => models,
+            None => all.entry(provider.to_string()).or_default(),
+        };
+        let series = match models.get_mut(model) {
+            Some(series) => series,
+            None => models.entry(model.to_string()).or_insert_with(|| self.new_series(provider, model)),
+        };
+        f(series)
+    }
+
+    fn new_series(&self, provider: &str, model: &str) -> Series {
+        let pm = ProviderModel { provider: provider.to_string(), model: model.to_string() };
+        let tokens = ["input", "output", "cached"].map(|kind| {
+            let labels = TokenLabels { provider: provider.to_string(), model: model.to_string(), kind: kind.into() };
+            self.tokens.get_or_create(&labels).clone()
+        });
+        Series {
+            provider: provider.to_string(),
+            model: model.to_string(),
+            attempt_seconds: self.attempt_seconds.get_or_create(&pm).clone(),
+            ttft_seconds: self.ttft_seconds.get_or_create(&pm).clone(),
+            cost: self.cost.get_or_create(&pm).clone(),
+            tokens,
+            attempts: Vec::new(),
+        }
     }
 
     /// The Prometheus text exposition.

@@ -2,13 +2,11 @@
 //! finished request updates the rolling statistics, passive health and
 //! metrics, and is published on the event bus with its fallbacks.
 
-use std::time::Duration;
-
 use crate::events::{EventBus, GatewayEvent, RequestBrief};
 use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestRecord};
 use crate::history::Recorder;
 use crate::metrics::Metrics;
-use crate::metrics::{AttemptLabels, FallbackLabels, ProviderModel, RequestLabels, TokenLabels};
+use crate::metrics::{FallbackLabels, RequestLabels};
 use crate::stats::{Sample, Stats};
 
 #[derive(Debug)]
@@ -57,25 +55,24 @@ impl Telemetry {
     pub fn request_finished(&self, r: &RequestRecord) {
         self.metrics
             .requests
-            .get_or_create(&RequestLabels { endpoint: r.endpoint.clone(), outcome: r.outcome.as_str().to_string() })
+            .get_or_create(&RequestLabels { endpoint: r.endpoint.clone(), outcome: r.outcome.as_str() })
             .inc();
         let minute = minute_of(r.started_at_ms);
         for (i, a) in r.attempts.iter().enumerate() {
             self.attempt(r, a, r.attempts.get(i + 1), minute);
         }
         if let (Some(provider), Some(model)) = (&r.provider, &r.provider_model) {
-            let pm = ProviderModel { provider: provider.clone(), model: model.clone() };
-            for (kind, n) in
-                [("input", r.usage.input_tokens), ("output", r.usage.output_tokens), ("cached", r.usage.cached_tokens)]
-            {
-                if let Some(n) = n {
-                    let labels = TokenLabels { provider: provider.clone(), model: model.clone(), kind: kind.into() };
-                    self.metrics.tokens.get_or_create(&labels).inc_by(n);
+            self.metrics.with_series(provider, model, |series| {
+                let counts = [r.usage.input_tokens, r.usage.output_tokens, r.usage.cached_tokens];
+                for (counter, n) in series.tokens.iter().zip(counts) {
+                    if let Some(n) = n {
+                        counter.inc_by(n);
+                    }
                 }
-            }
-            if let Some(cost) = r.cost_usd {
-                self.metrics.cost.get_or_create(&pm).inc_by(cost);
-            }
+                if let Some(cost) = r.cost_usd {
+                    series.cost.inc_by(cost);
+                }
+            });
             let (input, output) = (r.usage.input_tokens.unwrap_or(0), r.usage.output_tokens.unwrap_or(0));
             self.stats.with(provider, |s| s.today.add(day_of(r.started_at_ms), input, output, r.cost_usd));
         }
@@ -114,20 +111,15 @@ impl Telemetry {
                 request_id: Some(r.id.clone()),
             });
         }
-        let labels = AttemptLabels {
-            provider: a.provider.clone(),
-            model: a.model.clone(),
-            outcome: a.outcome.as_str().into(),
-            reason: a.reason.as_str().into(),
-        };
-        self.metrics.attempts.get_or_create(&labels).inc();
-        let pm = ProviderModel { provider: a.provider.clone(), model: a.model.clone() };
-        if let Some(d) = a.duration_ms {
-            self.metrics.attempt_seconds.get_or_create(&pm).observe(Duration::from_secs_f64(d / 1000.0).as_secs_f64());
-        }
-        if let Some(t) = a.ttft_ms {
-            self.metrics.ttft_seconds.get_or_create(&pm).observe(t / 1000.0);
-        }
+        self.metrics.with_series(&a.provider, &a.model, |series| {
+            series.attempts(&self.metrics.attempts, a.outcome.as_str(), a.reason.as_str()).inc();
+            if let Some(d) = a.duration_ms {
+                series.attempt_seconds.observe(d / 1000.0);
+            }
+            if let Some(t) = a.ttft_ms {
+                series.ttft_seconds.observe(t / 1000.0);
+            }
+        });
         if let (Some(n), true) = (next, fallback_out) {
             self.metrics
                 .fallbacks
