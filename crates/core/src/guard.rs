@@ -5,7 +5,6 @@
 //! when one is required. Refusals are in the client's protocol and cost no
 //! upstream call.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 
@@ -13,6 +12,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use foldhash::HashMap;
 use secrecy::ExposeSecret;
 use tokio::time::Instant;
 
@@ -32,6 +32,8 @@ const MAX_TRACKED_CLIENTS: usize = 10_000;
 /// Per-address request buckets.
 #[derive(Debug, Default)]
 pub struct ClientRates {
+    /// Looked up on every request; bounded by [`MAX_TRACKED_CLIENTS`], so a
+    /// fast hash rather than a DoS-resistant one.
     buckets: Mutex<HashMap<IpAddr, Bucket>>,
 }
 

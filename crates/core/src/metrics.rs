@@ -2,10 +2,10 @@
 //! reason, latency and time-to-first-token histograms, tokens, cost,
 //! fallbacks and breaker state, with provider and model labels.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 
+use foldhash::HashMap;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -3,9 +3,12 @@
 //! accurate percentiles), plus passive health with hysteresis so a provider
 //! does not flap between healthy and unhealthy on single outcomes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
+// Keyed by provider and model names from the config and looked up several
+// times per request: a fast hash, not a DoS-resistant one, is what fits.
+use foldhash::HashMap;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -196,7 +199,7 @@ impl ProviderStats {
     fn new() -> ProviderStats {
         ProviderStats {
             all: Rolling::default(),
-            by_model: HashMap::new(),
+            by_model: HashMap::default(),
             today: Today::default(),
             passive: Passive::new(3, 2),
         }
