@@ -1,6 +1,7 @@
 """Turns one benchmark run's raw files into the table, bench/results.json
 and docs/benchmarks.md. Targets are ratios and overheads on this machine,
-measured in the same run."""
+measured in the same run. The c=1 and c=32 phases ran several times: each
+figure is the median run's, and the JSON keeps every run's."""
 
 import datetime
 import json
@@ -11,7 +12,7 @@ import statistics
 import subprocess
 import sys
 
-work, warm_served, streams = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, warm_served, streams, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -37,19 +38,38 @@ def stream_times(name):
     return statistics.median(r[0] for r in rows) * 1000.0, statistics.median(r[1] for r in rows) * 1000.0
 
 
-c1d, c1g = oha("c1-direct.json"), oha("c1-gateway.json")
-for name in ("c1-direct.json", "c1-gateway.json", "c32-direct.json", "c32-gateway.json", "fallback-gateway.json"):
+runs = range(1, repeat + 1)
+phases = [f"{phase}-{side}-{i}.json" for phase in ("c1", "c32") for side in ("direct", "gateway") for i in runs]
+for name in phases + ["fallback-gateway.json"]:
     run = oha(name)
     if served(run) != total(run) or total(run) == 0:
         sys.exit(f"bench: {name} had failures: {run.get('statusCodeDistribution')} {run.get('errorDistribution')}")
-c32d, c32g = oha("c32-direct.json"), oha("c32-gateway.json")
+
+
+def median_run(runs_, key):
+    """The run whose `key` is the median (the lower one for an even count)."""
+    ordered = sorted(runs_, key=key)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def cpu_of(i):
+    before_, after_, tck_ = map(int, open(os.path.join(work, f"cpu-{i}.txt")).read().split())
+    return (after_ - before_) / tck_ * 1e6 / max(total(oha(f"c32-gateway-{i}.json")), 1)
+
+
+# c=1: each run's overhead is gateway minus direct of the same run; the
+# median run by p50 overhead gives the row.
+c1_pairs = [(oha(f"c1-direct-{i}.json"), oha(f"c1-gateway-{i}.json")) for i in runs]
+c1d, c1g = median_run(c1_pairs, lambda pair: pct(pair[1], "p50") - pct(pair[0], "p50"))
+c32_runs = [(oha(f"c32-direct-{i}.json"), oha(f"c32-gateway-{i}.json"), cpu_of(i)) for i in runs]
+c32d, c32g, cpu_us_per_request = median_run(
+    c32_runs, lambda run: run[1]["summary"]["requestsPerSec"] / run[0]["summary"]["requestsPerSec"]
+)
 fb = oha("fallback-gateway.json")
 ttfb_d, ttlb_d = stream_times("stream-direct.txt")
 ttfb_g, ttlb_g = stream_times("stream-gateway.txt")
 cold_ttfb_d, cold_ttlb_d = stream_times("stream-cold-direct.txt")
 cold_ttfb_g, cold_ttlb_g = stream_times("stream-cold-gateway.txt")
-before, after, tck = map(int, open(os.path.join(work, "cpu.txt")).read().split())
-cpu_us_per_request = (after - before) / tck * 1e6 / max(total(c32g), 1)
 peak_rss_mib = int(open(os.path.join(work, "peak-rss-kib.txt")).read().strip()) / 1024.0
 
 db = sqlite3.connect(os.path.join(work, "data", "switchyard.db"))
@@ -64,7 +84,9 @@ attempt_rows = db.execute(
 timed_rows = db.execute("select count(*) from requests where correlation_id = 'bench-c32'").fetchone()[0]
 canceled_rows = db.execute("select count(*) from requests where outcome = 'canceled'").fetchone()[0]
 fallback_rows = db.execute("select count(*) from requests where fallback = 1").fetchone()[0]
-gateway_requests = warm_served + total(c1g) + total(fb) + 2 * streams  # kept-alive and cold streams
+c1_served = sum(total(g) for _, g in c1_pairs)
+c32_responses = sum(total(g) for _, g, _ in c32_runs)
+gateway_requests = warm_served + c1_served + total(fb) + 2 * streams  # kept-alive and cold streams
 expected_attempts = gateway_requests + total(fb)  # each fallback request is two attempts
 
 r = {
@@ -80,9 +102,16 @@ r = {
     "fallback_served": served(fb),
     "peak_rss_mib": peak_rss_mib,
     "cpu_us_per_request": cpu_us_per_request,
+    "runs": {
+        "c1_p50_overhead_ms": [pct(g, "p50") - pct(d, "p50") for d, g in c1_pairs],
+        "c1_p99_overhead_ms": [pct(g, "p99") - pct(d, "p99") for d, g in c1_pairs],
+        "c32_ratio": [g["summary"]["requestsPerSec"] / d["summary"]["requestsPerSec"] for d, g, _ in c32_runs],
+        "c32_gateway_rps": [g["summary"]["requestsPerSec"] for _, g, _ in c32_runs],
+        "cpu_us_per_request": [c for _, _, c in c32_runs],
+    },
     "records": {"gateway_requests": gateway_requests, "request_rows": request_rows, "attempt_rows": attempt_rows,
                 "expected_attempt_rows": expected_attempts, "fallback_rows": fallback_rows,
-                "canceled_rows": canceled_rows, "timed_run_rows": timed_rows, "timed_run_responses": total(c32g)},
+                "canceled_rows": canceled_rows, "timed_run_rows": timed_rows, "timed_run_responses": c32_responses},
 }
 over = {p: r["c1"]["gateway_ms"][p] - r["c1"]["direct_ms"][p] for p in ("p50", "p95", "p99")}
 ratio = r["c32"]["gateway_rps"] / r["c32"]["direct_rps"]
@@ -100,8 +129,9 @@ checks = [
     ("peak RSS ≤ 40 MiB under c=32", f"{peak_rss_mib:.1f} MiB", peak_rss_mib <= 40),
     ("CPU ≤ 60 µs per request", f"{cpu_us_per_request:.1f} µs", cpu_us_per_request <= 60),
     ("every request recorded",
-     f"{request_rows}/{gateway_requests} requests, {attempt_rows}/{expected_attempts} attempts; timed run {timed_rows} rows for {total(c32g)} responses",
-     request_rows == gateway_requests and attempt_rows == expected_attempts and total(c32g) <= timed_rows <= total(c32g) + 32),
+     f"{request_rows}/{gateway_requests} requests, {attempt_rows}/{expected_attempts} attempts; timed runs {timed_rows} rows for {c32_responses} responses",
+     request_rows == gateway_requests and attempt_rows == expected_attempts
+     and c32_responses <= timed_rows <= c32_responses + 32 * repeat),
 ]
 r["targets"] = [{"target": t, "measured": m, "met": ok} for t, m, ok in checks]
 
@@ -133,10 +163,22 @@ rows = [
     ("gateway peak RSS", "—", f"{peak_rss_mib:.1f} MiB", ""),
     ("gateway CPU per request (c=32)", "—", f"{cpu_us_per_request:.1f} µs", ""),
 ]
+
+def spread(values, fmt):
+    return f"{fmt.format(min(values))} to {fmt.format(max(values))}"
+
+
+runs_line = "One run of each phase." if repeat == 1 else (
+    f"The c=1 and c=32 rows are the median of {repeat} runs. Across the runs: c=1 overhead "
+    f"p50 {spread(r['runs']['c1_p50_overhead_ms'], '+{:.3f}')} ms, "
+    f"p99 {spread(r['runs']['c1_p99_overhead_ms'], '+{:.3f}')} ms; "
+    f"c=32 {spread(r['runs']['c32_ratio'], '{:.2f}×')}, "
+    f"CPU {spread(r['runs']['cpu_us_per_request'], '{:.0f}')} µs per request."
+)
 width = max(len(x[0]) for x in rows)
 lines = [f"{'':<{width}}  {'direct':>24}  {'through Switchyard':>24}  {'difference':>26}"]
 lines += [f"{a:<{width}}  {b:>24}  {c:>24}  {d:>26}" for a, b, c, d in rows]
-lines.append("")
+lines += ["", runs_line, ""]
 lines += [f"[{'met' if ok else 'MISSED'}] {t}: {m}" for t, m, ok in checks]
 table = "\n".join(lines)
 print(table)
@@ -158,6 +200,7 @@ md = [
     "| --- | --- | --- | --- |",
 ]
 md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+md += ["", runs_line]
 md += ["", "| target | measured | |", "| --- | --- | --- |"]
 md += [f"| {t} | {m} | {'met' if ok else '**missed**'} |" for t, m, ok in checks]
 notes = os.path.join(root, "docs", "benchmarks-notes.md")
