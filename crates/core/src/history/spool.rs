@@ -77,8 +77,7 @@ struct State {
 pub struct Leftovers {
     pub records: Vec<RequestRecord>,
     /// Records that could not be read back: a write cut short by a crash,
-    /// or damaged. Reading stops at a damaged frame (its length is not to
-    /// be trusted), so what followed it counts as one.
+    /// or damaged (a run of damaged bytes counts as one).
     pub unreadable: usize,
 }
 
@@ -220,36 +219,49 @@ fn read_into(path: &Path, leftovers: &mut Leftovers) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
-    let mut rest = bytes.as_slice();
-    while let Some(&first) = rest.first() {
-        rest = match first {
-            FRAME_V1 => match read_frame(rest) {
-                Some((record, after)) => {
-                    match record {
-                        Some(record) => leftovers.records.push(record),
-                        None => leftovers.unreadable += 1,
-                    }
-                    after
-                }
-                None => {
-                    leftovers.unreadable += 1;
-                    break;
-                }
-            },
-            b'{' | b'\n' => read_json_line(rest, leftovers),
-            _ => {
-                leftovers.unreadable += 1;
-                break;
-            }
-        };
+    // A spool is written in one format throughout: it is emptied at the
+    // start, after its replay, before anything new is appended.
+    if bytes.first() == Some(&b'{') {
+        read_json_lines(&bytes, leftovers);
+    } else {
+        read_frames(&bytes, leftovers);
     }
     Ok(())
+}
+
+fn read_frames(mut rest: &[u8], leftovers: &mut Leftovers) {
+    while !rest.is_empty() {
+        match read_frame(rest) {
+            Some((record, after)) => {
+                match record {
+                    Some(record) => leftovers.records.push(record),
+                    None => leftovers.unreadable += 1,
+                }
+                rest = after;
+            }
+            None => {
+                // Cut short or damaged (a failed append leaves part of a
+                // frame before the next one): counted once, and reading
+                // resumes at the next whole frame.
+                leftovers.unreadable += 1;
+                rest = next_frame(&rest[1..]);
+            }
+        }
+    }
+}
+
+/// From the first whole frame in `bytes` on (empty if there is none).
+fn next_frame(bytes: &[u8]) -> &[u8] {
+    (0..bytes.len()).map(|i| &bytes[i..]).find(|b| b[0] == FRAME_V1 && read_frame(b).is_some()).unwrap_or(&[])
 }
 
 /// One frame: its record (`None` if it does not decode) and what follows;
 /// `None` if the frame is cut short or damaged.
 fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
     let (header, rest) = bytes.split_at_checked(FRAME_HEADER)?;
+    if header[0] != FRAME_V1 {
+        return None;
+    }
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
     let crc = u32::from_le_bytes(header[5..9].try_into().ok()?);
     let (payload, after) = rest.split_at_checked(len)?;
@@ -259,17 +271,14 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
     Some((postcard::from_bytes(payload).ok(), after))
 }
 
-/// A line of a spool written before frames (JSON lines); returns what follows.
-fn read_json_line<'a>(bytes: &'a [u8], leftovers: &mut Leftovers) -> &'a [u8] {
-    let end = bytes.iter().position(|b| *b == b'\n').map_or(bytes.len(), |i| i + 1);
-    let line = bytes[..end].trim_ascii();
-    if !line.is_empty() {
+/// A spool written before frames: one JSON record per line.
+fn read_json_lines(bytes: &[u8], leftovers: &mut Leftovers) {
+    for line in bytes.split(|b| *b == b'\n').map(<[u8]>::trim_ascii).filter(|l| !l.is_empty()) {
         match serde_json::from_slice(line) {
             Ok(record) => leftovers.records.push(record),
             Err(_) => leftovers.unreadable += 1,
         }
     }
-    &bytes[end..]
 }
 
 #[cfg(test)]
@@ -335,21 +344,45 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_record_is_caught_by_its_checksum() {
+    fn a_damaged_record_is_caught_by_its_checksum_and_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
         spool.append(&record("good")).unwrap();
         let first = std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len();
         spool.append(&record("damaged")).unwrap();
+        spool.append(&record("after")).unwrap();
         drop(spool);
         let path = dir.path().join("h.db.spool");
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[first as usize + FRAME_HEADER + 3] ^= 0x55;
         std::fs::write(&path, &bytes).unwrap();
         let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
-        assert_eq!(leftovers.records.len(), 1);
-        assert_eq!(leftovers.records[0].id, "good");
+        let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["good", "after"], "reading resumes at the next whole frame");
+        assert_eq!(leftovers.unreadable, 1);
+    }
+
+    #[test]
+    fn records_after_a_partly_written_frame_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        spool.append(&record("before")).unwrap();
+        let whole = std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len();
+        spool.append(&record("partial")).unwrap();
+        drop(spool);
+        // What a failed append (a full disk) leaves: the start of a frame.
+        let path = dir.path().join("h.db.spool");
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..whole as usize + 20]).unwrap();
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        // Not cleared: the next appends follow the partial frame.
+        spool.append(&record("later")).unwrap();
+        drop(spool);
+        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["before", "later"]);
         assert_eq!(leftovers.unreadable, 1);
     }
 
