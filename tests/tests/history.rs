@@ -186,9 +186,20 @@ async fn a_request_detail_shows_its_attempts_in_order() {
     assert!(detail["usage"]["output_tokens"].as_i64().unwrap() > 0, "tokens are still recorded");
 
     let listed = gw.admin("/admin/requests?correlation_id=trace-history-1").await;
+    assert_eq!(listed["requests"].as_array().unwrap().len(), 1);
     assert_eq!(listed["requests"][0]["id"], id.as_str());
     let listed = gw.admin("/admin/requests?fallback=true&provider=primary").await;
     assert_eq!(listed["requests"].as_array().unwrap().len(), 1);
+    // Without a caller's id, a request's correlation id is its own id.
+    let own = http().post(gw.url("/v1/messages")).json(&messages("no-price-model", false)).send().await.unwrap();
+    let own_id = request_id(&own);
+    own.bytes().await.unwrap();
+    gw.recorded(2).await;
+    let listed = gw.admin(&format!("/admin/requests?correlation_id={own_id}")).await;
+    let ids: Vec<&str> = listed["requests"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [own_id.as_str()]);
+    let listed = gw.admin(&format!("/admin/requests?correlation_id={id}")).await;
+    assert!(listed["requests"].as_array().unwrap().is_empty(), "its correlation id is the caller's, not its id");
 }
 
 #[tokio::test]

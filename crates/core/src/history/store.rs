@@ -204,46 +204,8 @@ impl Store {
 
     /// Requests, newest first, one page at a time.
     pub async fn requests(&self, filter: &RequestFilter) -> Result<Page, StoreError> {
-        let limit = filter.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
-        let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {SUMMARY_COLUMNS} FROM requests WHERE 1 = 1"));
-        if let Some(p) = &filter.provider {
-            q.push(" AND (provider = ")
-                .push_bind(p.clone())
-                .push(" OR id IN (SELECT request_id FROM attempts WHERE provider = ")
-                .push_bind(p.clone())
-                .push("))");
-        }
-        if let Some(m) = &filter.model {
-            q.push(" AND (model = ").push_bind(m.clone()).push(" OR provider_model = ").push_bind(m.clone()).push(")");
-        }
-        if let Some(o) = &filter.outcome {
-            q.push(" AND outcome = ").push_bind(o.clone());
-        }
-        if filter.failed {
-            q.push(" AND outcome <> 'ok'");
-        }
-        if filter.fallback {
-            q.push(" AND fallback = 1");
-        }
-        if let Some(text) = filter.search.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-            q.push(" AND (correlation_id = ").push_bind(text.to_string());
-            q.push(" OR substr(id, 1, ").push_bind(text.chars().count() as i64);
-            q.push(") = ").push_bind(text.to_string()).push(")");
-        }
-        if let Some(c) = &filter.correlation_id {
-            q.push(" AND correlation_id = ").push_bind(c.clone());
-        }
-        if let Some(s) = filter.since {
-            q.push(" AND started_at >= ").push_bind(s);
-        }
-        if let Some(u) = filter.until {
-            q.push(" AND started_at < ").push_bind(u);
-        }
-        if let Some(cursor) = &filter.cursor {
-            let (at, id) = parse_cursor(cursor)?;
-            q.push(" AND (started_at, id) < (").push_bind(at).push(", ").push_bind(id).push(")");
-        }
-        q.push(" ORDER BY started_at DESC, id DESC LIMIT ").push_bind(i64::from(limit) + 1);
+        let limit = page_size(filter);
+        let mut q = list_query(&format!("SELECT {SUMMARY_COLUMNS} FROM requests"), filter)?;
         let rows = q.build().fetch_all(&self.pool).await?;
         let mut requests: Vec<RequestSummary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
         let next_cursor = if requests.len() > limit as usize {
@@ -398,6 +360,59 @@ fn usage_row(r: &SqliteRow) -> Result<UsageRow, sqlx::Error> {
     })
 }
 
+fn page_size(filter: &RequestFilter) -> u32 {
+    filter.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE)
+}
+
+/// `select` with the filter's conditions, newest first, one row more than
+/// a page (to tell whether another follows).
+fn list_query(select: &str, filter: &RequestFilter) -> Result<QueryBuilder<Sqlite>, StoreError> {
+    let mut q = QueryBuilder::<Sqlite>::new(format!("{select} WHERE 1 = 1"));
+    if let Some(p) = &filter.provider {
+        q.push(" AND (provider = ")
+            .push_bind(p.clone())
+            .push(" OR id IN (SELECT request_id FROM attempts WHERE provider = ")
+            .push_bind(p.clone())
+            .push("))");
+    }
+    if let Some(m) = &filter.model {
+        q.push(" AND (model = ").push_bind(m.clone()).push(" OR provider_model = ").push_bind(m.clone()).push(")");
+    }
+    if let Some(o) = &filter.outcome {
+        q.push(" AND outcome = ").push_bind(o.clone());
+    }
+    if filter.failed {
+        q.push(" AND outcome <> 'ok'");
+    }
+    if filter.fallback {
+        q.push(" AND fallback = 1");
+    }
+    if let Some(text) = filter.search.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        q.push(" AND (correlation_id = ").push_bind(text.to_string());
+        q.push(" OR substr(id, 1, ").push_bind(text.chars().count() as i64);
+        q.push(") = ").push_bind(text.to_string()).push(")");
+    }
+    if let Some(c) = &filter.correlation_id {
+        // The same as `correlation_id = c`, spelled so that each half has
+        // its index: the partial one on correlation ids that differ from
+        // the request's own, and the primary key for the one that does not.
+        q.push(" AND (correlation_id = ").push_bind(c.clone()).push(" AND correlation_id <> id");
+        q.push(" OR id = ").push_bind(c.clone()).push(" AND correlation_id = ").push_bind(c.clone()).push(")");
+    }
+    if let Some(s) = filter.since {
+        q.push(" AND started_at >= ").push_bind(s);
+    }
+    if let Some(u) = filter.until {
+        q.push(" AND started_at < ").push_bind(u);
+    }
+    if let Some(cursor) = &filter.cursor {
+        let (at, id) = parse_cursor(cursor)?;
+        q.push(" AND (started_at, id) < (").push_bind(at).push(", ").push_bind(id).push(")");
+    }
+    q.push(" ORDER BY started_at DESC, id DESC LIMIT ").push_bind(i64::from(page_size(filter)) + 1);
+    Ok(q)
+}
+
 fn summary(r: &SqliteRow) -> Result<RequestSummary, StoreError> {
     Ok(RequestSummary {
         id: r.try_get("id")?,
@@ -445,4 +460,35 @@ fn attempt(r: &SqliteRow) -> Result<AttemptRow, StoreError> {
         error: r.try_get("error")?,
         usage: usage_row(r)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn plan(store: &Store, filter: &RequestFilter) -> Vec<String> {
+        let mut q = list_query("EXPLAIN QUERY PLAN SELECT id FROM requests", filter).unwrap();
+        let rows = q.build().fetch_all(&store.pool).await.unwrap();
+        rows.iter().map(|r| r.get::<String, _>("detail")).collect()
+    }
+
+    #[tokio::test]
+    async fn a_correlation_lookup_reads_its_two_indexes_not_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        let filter = RequestFilter { correlation_id: Some("trace-1".into()), ..RequestFilter::default() };
+        let plan = plan(&store, &filter).await;
+        assert!(plan.iter().any(|d| d.contains("USING INDEX requests_by_correlation")), "{plan:?}");
+        assert!(plan.iter().any(|d| d.contains("USING PRIMARY KEY (id=?)")), "{plan:?}");
+        assert!(!plan.iter().any(|d| d.starts_with("SCAN")), "{plan:?}");
+    }
+
+    #[tokio::test]
+    async fn newest_first_walks_the_time_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        let plan = plan(&store, &RequestFilter::default()).await;
+        assert!(plan.iter().any(|d| d.contains("INDEX requests_by_time")), "{plan:?}");
+        assert!(!plan.iter().any(|d| d.contains("TEMP B-TREE")), "{plan:?}");
+    }
 }
