@@ -76,12 +76,12 @@ db = sqlite3.connect(os.path.join(work, "data", "switchyard.db"))
 # Every phase but the timed one must match exactly. The timed c=32 run ends by
 # abandoning up to 32 in-flight requests, which the gateway may already have
 # answered (and recorded) or records as canceled.
-untimed = "correlation_id <> 'bench-c32'"
+untimed = "user_agent IS NOT 'switchyard-bench-c32'"
 request_rows = db.execute(f"select count(*) from requests where {untimed}").fetchone()[0]
 attempt_rows = db.execute(
     f"select count(*) from attempts where request_id in (select id from requests where {untimed})"
 ).fetchone()[0]
-timed_rows = db.execute("select count(*) from requests where correlation_id = 'bench-c32'").fetchone()[0]
+timed_rows = db.execute("select count(*) from requests where user_agent = 'switchyard-bench-c32'").fetchone()[0]
 canceled_rows = db.execute("select count(*) from requests where outcome = 'canceled'").fetchone()[0]
 fallback_rows = db.execute("select count(*) from requests where fallback = 1").fetchone()[0]
 c1_served = sum(total(g) for _, g in c1_pairs)
