@@ -20,7 +20,7 @@ impl RequestIds {
         let request_id = uuid::Uuid::now_v7().to_string();
         let supplied = [name::X_REQUEST_ID, name::X_CORRELATION_ID]
             .into_iter()
-            .filter_map(|name| headers.get(name)?.to_str().ok())
+            .filter_map(|header| headers.get(header)?.to_str().ok())
             .map(str::trim)
             .find(|v| is_acceptable(v));
         let correlation_id = supplied.map_or_else(|| request_id.clone(), str::to_string);

@@ -19,12 +19,13 @@ use tokio::time::Instant;
 use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
+use crate::headers::name;
 use crate::policy::limiter::Bucket;
 use crate::protocol::Protocol;
 
 /// Headers whose values must never reach a log or a trace.
 pub const SENSITIVE: [HeaderName; 4] =
-    [header::AUTHORIZATION, crate::headers::name::X_API_KEY, header::COOKIE, header::PROXY_AUTHORIZATION];
+    [header::AUTHORIZATION, name::X_API_KEY, header::COOKIE, header::PROXY_AUTHORIZATION];
 
 /// Client addresses tracked at most before the table is reset.
 const MAX_TRACKED_CLIENTS: usize = 10_000;
@@ -99,7 +100,7 @@ fn header_bytes(headers: &HeaderMap) -> usize {
 fn client_token(headers: &HeaderMap) -> Option<&str> {
     let bearer =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    bearer.or_else(|| headers.get(crate::headers::name::X_API_KEY).and_then(|v| v.to_str().ok())).map(str::trim)
+    bearer.or_else(|| headers.get(name::X_API_KEY).and_then(|v| v.to_str().ok())).map(str::trim)
 }
 
 /// Compares without an early exit, so timing does not reveal a token.

@@ -171,11 +171,11 @@ impl Correlated {
 
     fn end(self, mut response: Response) -> Response {
         let headers = response.headers_mut();
-        for (name, value) in
+        for (header, value) in
             [(name::X_REQUEST_ID, &self.ids.request_id), (name::X_CORRELATION_ID, &self.ids.correlation_id)]
         {
             if let Ok(v) = HeaderValue::from_str(value) {
-                headers.insert(name, v);
+                headers.insert(header, v);
             }
         }
         if let Some((method, path)) = self.access {
