@@ -39,7 +39,12 @@ use super::record::RequestRecord;
 /// The current file is retired once it holds this much.
 const ROTATE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// The first byte of each frame: which encoding follows.
+/// The first byte of each frame: which encoding follows. postcard writes
+/// fields by position, not by name, so a record whose shape changes (a field
+/// added, removed, reordered or retyped) needs a new format byte, and the
+/// reader keeps decoding frames of the old shape: a spool left by a crash is
+/// replayed by whatever version starts next. `the_frame_format_is_pinned`
+/// fails when the shape changes.
 const FRAME_V1: u8 = 1;
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
@@ -295,6 +300,69 @@ mod tests {
             ..sample_request(id)
         }
     }
+
+    /// Every field spelled out, so that a field added to a record stops this
+    /// from compiling, and the bytes, so that a reordered or retyped one fails
+    /// it: either way the frame format needs a new byte (see [`FRAME_V1`]).
+    #[test]
+    fn the_frame_format_is_pinned() {
+        use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestOutcome};
+        let attempt = AttemptRecord {
+            seq: 0,
+            provider: "p".into(),
+            key_label: Some("k".into()),
+            model: "m".into(),
+            reason: Reason::Fallback,
+            fallback_from: Some("q".into()),
+            started_at_ms: 1,
+            offset_ms: 0.5,
+            timeout_ms: Some(2.0),
+            backoff_ms: 0.0,
+            duration_ms: Some(3.0),
+            ttfb_ms: None,
+            ttft_ms: Some(4.0),
+            status: Some(200),
+            outcome: AttemptOutcome::Ok,
+            retry_after_ms: None,
+            breaker_state: Some("closed".into()),
+            error: None,
+            usage: Usage { input_tokens: Some(5), output_tokens: Some(6), cached_tokens: None },
+        };
+        let request = RequestRecord {
+            id: "i".into(),
+            correlation_id: "c".into(),
+            started_at_ms: 1,
+            finished_at_ms: 2,
+            user_agent: Some("u".into()),
+            endpoint: "/e".into(),
+            model: Some("m".into()),
+            streamed: true,
+            outcome: RequestOutcome::Ok,
+            status: Some(200),
+            provider: Some("p".into()),
+            provider_model: Some("m".into()),
+            fallback: true,
+            duration_ms: 7.0,
+            ttft_ms: None,
+            usage: Usage { input_tokens: Some(5), output_tokens: Some(6), cached_tokens: Some(1) },
+            cost_usd: Some(0.25),
+            error_code: None,
+            error: None,
+            request_body: None,
+            response_body: Some("b".into()),
+            attempts: vec![attempt],
+        };
+        let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, PINNED, "the record's shape changed: give frames a new format byte and keep reading the old");
+        assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
+    }
+
+    /// Version 1 of the frame payload, the sample record above.
+    const PINNED: &str = concat!(
+        "016901630204010175022f6501016d010001c80101017001016d010000000000001c4000010501060101010000000000",
+        "00d03f0000000101620100017001016b016d0201017102000000000000e03f0100000000000000400000000000000000",
+        "0100000000000008400001000000000000104001c80100000106636c6f736564000105010600",
+    );
 
     #[test]
     fn what_was_not_committed_is_there_on_the_next_open() {
