@@ -196,18 +196,63 @@ impl Raw {
     }
 }
 
-/// Only the `usage` member of a body; everything else is skipped unparsed.
-#[derive(Deserialize)]
-struct UsageOnly {
-    #[serde(default)]
-    usage: Option<Raw>,
+/// Usage from a complete JSON response body. Only the top-level `usage`
+/// member is parsed; the rest (the reply itself, often most of the bytes)
+/// is stepped over by [`member`], which is a few times cheaper than having
+/// a parser validate what it then ignores.
+pub fn from_body(endpoint: Endpoint, body: &[u8]) -> Usage {
+    let Some(value) = member(body, b"usage") else { return Usage::default() };
+    match Option::<Raw>::deserialize(&mut serde_json::Deserializer::from_slice(value)) {
+        Ok(Some(raw)) => raw.of(endpoint),
+        _ => Usage::default(),
+    }
 }
 
-/// Usage from a complete JSON response body.
-pub fn from_body(endpoint: Endpoint, body: &[u8]) -> Usage {
-    match serde_json::from_slice::<UsageOnly>(body) {
-        Ok(UsageOnly { usage: Some(raw) }) => raw.of(endpoint),
-        _ => Usage::default(),
+/// Where the value of the member `key` of the top-level JSON object starts.
+/// Strings are stepped over whole, escapes included, and nesting is counted,
+/// so a `key` inside a string or a nested object is not mistaken for it. A
+/// key spelled with escapes is not recognised: providers write plain names.
+fn member<'a>(body: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return None;
+    }
+    let (mut depth, mut at_key, mut i) = (0usize, false, 0);
+    while let Some(&b) = body.get(i) {
+        match b {
+            b'"' => {
+                let end = string_end(body, i + 1)?;
+                if depth == 1 && at_key {
+                    if &body[i + 1..end] == key {
+                        return body[end + 1..].trim_ascii_start().strip_prefix(b":");
+                    }
+                    at_key = false;
+                }
+                i = end;
+            }
+            b'{' => {
+                depth += 1;
+                at_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b',' if depth == 1 => at_key = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The index of the quote that closes the string whose content starts at
+/// `i`. The reply's text is most of a body's bytes, so strings are crossed
+/// by `memchr`, several bytes at a time.
+fn string_end(body: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        i += memchr::memchr2(b'"', b'\\', body.get(i..)?)?;
+        match body[i] {
+            b'"' => return Some(i),
+            _ => i += 2,
+        }
     }
 }
 
@@ -391,6 +436,21 @@ mod tests {
         );
         assert!(!from_body(Endpoint::Messages, br#"{"usage":"none"}"#).is_known());
         assert!(!from_body(Endpoint::Messages, b"not json").is_known());
+    }
+
+    #[test]
+    fn only_the_top_level_usage_member_counts() {
+        let chat = Endpoint::ChatCompletions;
+        let nested = br#"{"choices":[{"message":{"usage":{"prompt_tokens":99}}}],"x":{"usage":{"prompt_tokens":98}}}"#;
+        assert!(!from_body(chat, nested).is_known(), "nested usage is not the reply's");
+        let in_strings = br#"{"content":"say \"usage\": {\"prompt_tokens\": 97}","usage_note":"usage","k":"usage"}"#;
+        assert!(!from_body(chat, in_strings).is_known(), "text and other keys are not the member");
+        let after =
+            br#"{ "choices" : [ {"a":[1,{"b":"}]\\"}]} ] , "usage" : {"prompt_tokens":3,"completion_tokens":1} }"#;
+        assert_eq!(from_body(chat, after).input_tokens, Some(3), "found past nesting, brackets in strings and spaces");
+        assert!(!from_body(chat, br#"[{"usage":{"prompt_tokens":1}}]"#).is_known(), "not an object");
+        assert!(!from_body(chat, br#"{"usage":null}"#).is_known());
+        assert!(!from_body(chat, br#"{"a":"unterminated"#).is_known());
     }
 
     #[test]
