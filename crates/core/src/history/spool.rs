@@ -129,7 +129,9 @@ impl Spool {
         let state = &mut *guard;
         let mut frame = std::mem::take(&mut state.frame);
         frame.clear();
-        frame.extend_from_slice(&[FRAME_V1; FRAME_HEADER]);
+        // The format byte, then room for the length and checksum, filled in below.
+        frame.push(FRAME_V1);
+        frame.extend_from_slice(&[0; FRAME_HEADER - 1]);
         let mut frame = match postcard::to_extend(record, frame) {
             Ok(frame) => frame,
             Err(e) => {
@@ -257,7 +259,7 @@ fn read_frames(mut rest: &[u8], leftovers: &mut Leftovers) {
 
 /// From the first whole frame in `bytes` on (empty if there is none).
 fn next_frame(bytes: &[u8]) -> &[u8] {
-    (0..bytes.len()).map(|i| &bytes[i..]).find(|b| b[0] == FRAME_V1 && read_frame(b).is_some()).unwrap_or(&[])
+    (0..bytes.len()).map(|i| &bytes[i..]).find(|b| read_frame(b).is_some()).unwrap_or(&[])
 }
 
 /// One frame: its record (`None` if it does not decode) and what follows;
@@ -291,6 +293,20 @@ mod tests {
     use super::*;
     use crate::history::record::sample_request;
     use crate::usage::Usage;
+
+    /// A directory for a database `h.db`: its path, and its spool file's.
+    fn paths() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, file) = (dir.path().join("h.db"), dir.path().join("h.db.spool"));
+        (dir, db, file)
+    }
+
+    /// What the next start finds: the ids it replays, and the records it
+    /// could not read.
+    fn replayed(db: &Path) -> (Vec<String>, usize) {
+        let (_spool, leftovers) = Spool::open(db).unwrap().unwrap();
+        (leftovers.records.into_iter().map(|r| r.id).collect(), leftovers.unreadable)
+    }
 
     fn record(id: &str) -> RequestRecord {
         RequestRecord {
@@ -396,71 +412,61 @@ mod tests {
 
     #[test]
     fn a_record_cut_short_by_a_crash_is_skipped_and_counted() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("h.db");
+        let (_dir, db, file) = paths();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
         spool.append(&record("whole")).unwrap();
         spool.append(&record("torn")).unwrap();
         drop(spool);
-        let path = dir.path().join("h.db.spool");
-        let len = std::fs::metadata(&path).unwrap().len();
-        OpenOptions::new().write(true).open(&path).unwrap().set_len(len - 10).unwrap();
-        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
-        let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
+        let len = std::fs::metadata(&file).unwrap().len();
+        OpenOptions::new().write(true).open(&file).unwrap().set_len(len - 10).unwrap();
+        let (ids, unreadable) = replayed(&db);
         assert_eq!(ids, ["whole"]);
-        assert_eq!(leftovers.unreadable, 1);
+        assert_eq!(unreadable, 1);
     }
 
     #[test]
     fn a_damaged_record_is_caught_by_its_checksum_and_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("h.db");
+        let (_dir, db, file) = paths();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
         spool.append(&record("good")).unwrap();
-        let first = std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len();
+        let first = std::fs::metadata(&file).unwrap().len();
         spool.append(&record("damaged")).unwrap();
         spool.append(&record("after")).unwrap();
         drop(spool);
-        let path = dir.path().join("h.db.spool");
-        let mut bytes = std::fs::read(&path).unwrap();
+        let mut bytes = std::fs::read(&file).unwrap();
         bytes[first as usize + FRAME_HEADER + 3] ^= 0x55;
-        std::fs::write(&path, &bytes).unwrap();
-        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
-        let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
+        std::fs::write(&file, &bytes).unwrap();
+        let (ids, unreadable) = replayed(&db);
         assert_eq!(ids, ["good", "after"], "reading resumes at the next whole frame");
-        assert_eq!(leftovers.unreadable, 1);
+        assert_eq!(unreadable, 1);
     }
 
     #[test]
     fn records_after_a_partly_written_frame_are_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("h.db");
+        let (_dir, db, file) = paths();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
         spool.append(&record("before")).unwrap();
-        let whole = std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len();
+        let whole = std::fs::metadata(&file).unwrap().len();
         spool.append(&record("partial")).unwrap();
         drop(spool);
         // What a failed append (a full disk) leaves: the start of a frame.
-        let path = dir.path().join("h.db.spool");
-        let bytes = std::fs::read(&path).unwrap();
-        std::fs::write(&path, &bytes[..whole as usize + 20]).unwrap();
+        let bytes = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &bytes[..whole as usize + 20]).unwrap();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
         // Not cleared: the next appends follow the partial frame.
         spool.append(&record("later")).unwrap();
         drop(spool);
-        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
-        let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
+        let (ids, unreadable) = replayed(&db);
         assert_eq!(ids, ["before", "later"]);
-        assert_eq!(leftovers.unreadable, 1);
+        assert_eq!(unreadable, 1);
     }
 
     #[test]
     fn a_spool_of_json_lines_from_before_frames_is_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("h.db");
+        let (_dir, db, file) = paths();
         let mut old = serde_json::to_vec(&record("old")).unwrap();
         old.extend_from_slice(b"\n{\"id\":\"torn\",\"corr");
-        std::fs::write(dir.path().join("h.db.spool"), &old).unwrap();
+        std::fs::write(&file, &old).unwrap();
         let (spool, leftovers) = Spool::open(&db).unwrap().unwrap();
         assert_eq!(leftovers.records.len(), 1);
         assert_eq!(leftovers.records[0].error.as_deref(), Some("line\nbreak \"quoted\""));
@@ -469,8 +475,7 @@ mod tests {
         spool.clear().unwrap();
         spool.append(&record("new")).unwrap();
         drop(spool);
-        let ids: Vec<_> = Spool::open(&db).unwrap().unwrap().1.records.into_iter().map(|r| r.id).collect();
-        assert_eq!(ids, ["new"]);
+        assert_eq!(replayed(&db).0, ["new"]);
     }
 
     #[test]
