@@ -118,14 +118,21 @@ impl From<hyper::client::conn::TrySendError<Request<Full<Bytes>>>> for Refused {
 }
 
 impl Client {
+    /// A client that trusts the system's root certificates.
     pub fn new() -> Result<Client, ClientError> {
+        Client::with_roots(system_roots())
+    }
+
+    /// A client that trusts `roots`, for providers behind a private
+    /// certificate authority.
+    pub fn with_roots(roots: rustls::RootCertStore) -> Result<Client, ClientError> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()?
-            .with_root_certificates(system_roots())
+            .with_root_certificates(roots)
             .with_no_client_auth();
         let connector = HttpsConnectorBuilder::new()
             .with_tls_config(tls)
@@ -416,5 +423,118 @@ mod tests {
         let client = Client::new().unwrap();
         let request = request(Method::GET, Uri::from_static("/v1/models"), HeaderMap::new(), Bytes::new());
         assert!(matches!(client.send(request).await, Err(Error::NotAbsolute(_))));
+    }
+
+    mod tls {
+        use std::convert::Infallible;
+
+        use hyper::service::service_fn;
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        use tokio_rustls::TlsAcceptor;
+
+        use super::*;
+
+        const CERT: &[u8] = include_bytes!("testdata/localhost.crt");
+        const KEY: &[u8] = include_bytes!("testdata/localhost.key");
+
+        /// A provider on TLS offering `alpn`, answering "hello" on each
+        /// request, counting the connections it accepts.
+        async fn provider(alpn: &'static [u8]) -> (String, Arc<AtomicUsize>) {
+            let mut config =
+                rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                    .with_safe_default_protocol_versions()
+                    .unwrap()
+                    .with_no_client_auth()
+                    .with_single_cert(
+                        vec![CertificateDer::from_pem_slice(CERT).unwrap()],
+                        PrivateKeyDer::from_pem_slice(KEY).unwrap(),
+                    )
+                    .unwrap();
+            config.alpn_protocols = vec![alpn.to_vec()];
+            let acceptor = TlsAcceptor::from(Arc::new(config));
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("https://localhost:{}", listener.local_addr().unwrap().port());
+            let accepted = Arc::new(AtomicUsize::new(0));
+            let count = accepted.clone();
+            tokio::spawn(async move {
+                loop {
+                    let (socket, _) = listener.accept().await.unwrap();
+                    count.fetch_add(1, Ordering::SeqCst);
+                    let acceptor = acceptor.clone();
+                    tokio::spawn(async move {
+                        let io = TokioIo::new(acceptor.accept(socket).await.unwrap());
+                        let hello = service_fn(|_| async {
+                            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("hello"))))
+                        });
+                        if alpn == b"h2" {
+                            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                                .serve_connection(io, hello)
+                                .await;
+                        } else {
+                            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, hello).await;
+                        }
+                    });
+                }
+            });
+            (base, accepted)
+        }
+
+        fn client() -> Client {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(CertificateDer::from_pem_slice(CERT).unwrap()).unwrap();
+            Client::with_roots(roots).unwrap()
+        }
+
+        async fn version_and_body(client: &Client, base: &str) -> (axum::http::Version, Bytes) {
+            let response = client.send(get(base)).await.unwrap();
+            let version = response.version();
+            (version, response.into_body().collect().await.unwrap().to_bytes())
+        }
+
+        #[tokio::test]
+        async fn http2_requests_share_one_connection_at_once_and_after() {
+            let (base, accepted) = provider(b"h2").await;
+            let client = client();
+            let (a, b, c) = tokio::join!(
+                version_and_body(&client, &base),
+                version_and_body(&client, &base),
+                version_and_body(&client, &base)
+            );
+            for answer in [a, b, c] {
+                assert_eq!(answer, (axum::http::Version::HTTP_2, Bytes::from("hello")));
+            }
+            assert_eq!(version_and_body(&client, &base).await.1, "hello");
+            // Concurrent first requests may each have connected before one
+            // was shared; after that, one connection carries them all.
+            let opened = accepted.load(Ordering::SeqCst);
+            assert!((1..=3).contains(&opened), "{opened}");
+            for _ in 0..3 {
+                version_and_body(&client, &base).await;
+            }
+            assert_eq!(accepted.load(Ordering::SeqCst), opened);
+        }
+
+        #[tokio::test]
+        async fn http1_over_tls_reuses_its_connection() {
+            let (base, accepted) = provider(b"http/1.1").await;
+            let client = client();
+            for _ in 0..3 {
+                assert_eq!(
+                    version_and_body(&client, &base).await,
+                    (axum::http::Version::HTTP_11, Bytes::from("hello"))
+                );
+            }
+            assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        }
+
+        #[tokio::test]
+        async fn an_untrusted_certificate_is_a_connect_error() {
+            let (base, _) = provider(b"h2").await;
+            let client = Client::with_roots(rustls::RootCertStore::empty()).unwrap();
+            let error = client.send(get(&base)).await.unwrap_err();
+            assert!(error.is_connect(), "{error:?}");
+            assert!(crate::attempt::error_chain(&error).contains("certificate"), "{error:?}");
+        }
     }
 }
