@@ -355,6 +355,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_body_read_to_its_last_frame_frees_its_connection_while_still_held() {
+        let (base, accepted) = provider(OK).await;
+        let client = Client::new().unwrap();
+        let mut held = client.send(get(&base)).await.unwrap().into_body();
+        let frame = held.frame().await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap(), "hello");
+        assert!(hyper::body::Body::is_end_stream(&held));
+        // Not polled to its end nor dropped: the next request still goes on
+        // the same connection, without waiting for it.
+        let next = tokio::time::timeout(Duration::from_secs(5), read(&client, &base)).await.unwrap();
+        assert_eq!(next, "hello");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        drop(held);
+    }
+
+    #[tokio::test]
     async fn requests_at_once_each_get_a_connection_then_reuse_them() {
         let (base, accepted) = provider(OK).await;
         let client = Client::new().unwrap();
