@@ -133,6 +133,30 @@ async fn stream_usage_is_recorded_whether_or_not_the_client_asked() {
 }
 
 #[tokio::test]
+async fn only_a_refusal_records_the_wait_a_provider_asked_for() {
+    // OpenAI sends when its quota windows reset with every answer. On a
+    // success that is not a request to wait, and the timeline must not say so.
+    let resets = [("x-ratelimit-reset-requests", "6m0s"), ("retry-after", "30")];
+    let script = Script::ok().reply_headers(&resets).then_once(Fault::status_with(429, &[("retry-after-ms", "20")]));
+    let p = sim("primary", script).await;
+    let config = ConfigText::new().raw(FAST).provider(&p, "openai", &["no-price-model"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["primary"])).await;
+    let r = gw.post("/v1/chat/completions", &chat("no-price-model", false)).await;
+    assert_eq!(r.status(), 200);
+    let id = request_id(&r);
+    r.bytes().await.unwrap();
+    gw.recorded(1).await;
+
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let attempts = detail["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{detail}");
+    assert_eq!(attempts[0]["status"], 429);
+    assert_eq!(attempts[0]["retry_after_ms"].as_f64(), Some(20.0), "{detail}");
+    assert_eq!(attempts[1]["status"], 200);
+    assert!(attempts[1]["retry_after_ms"].is_null(), "{detail}");
+}
+
+#[tokio::test]
 async fn a_request_detail_shows_its_attempts_in_order() {
     let p = sim("primary", Script::always(Fault::status(503))).await;
     let b = sim("backup", Script::ok()).await;

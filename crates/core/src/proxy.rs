@@ -241,7 +241,13 @@ impl Run<'_> {
                 breaker_state: provider.breaker_state().name(),
             });
             let attempted = attempt::run(self.gateway.client(), request, self.inbound.endpoint, timeout).await;
-            let wait = attempted.upstream.as_ref().and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
+            // A wait is asked for by a refusal. On a success, reset headers
+            // tell when a quota window starts over, not that anyone should wait.
+            let wait = attempted
+                .upstream
+                .as_ref()
+                .filter(|u| !u.status.is_success())
+                .and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
             if let Some(u) = &attempted.upstream {
                 let (requests, tokens) = backoff::remaining_quota(&u.headers);
                 provider.observe_quota(requests, tokens);
