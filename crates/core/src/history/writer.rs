@@ -128,24 +128,28 @@ pub fn spawn(
     Ok((recorder, finished))
 }
 
-/// Puts the writer behind the request path when both want a CPU. A commit
-/// runs for a millisecond or more; at normal priority a request that wakes
-/// on the CPU it holds can wait out the rest of it, which shows as a tail
-/// of the gateway's latency. At the lowest priority the writer still has
-/// every CPU cycle that requests leave idle, and if that is too few, the
-/// queue fills and slows requests down instead of losing records.
-#[cfg(target_os = "linux")]
+/// Puts the writer behind the request path. A commit takes a millisecond
+/// or more of CPU; at normal priority, or merely at the lowest nice value, a
+/// request that wakes while the writer holds a CPU can wait out its time
+/// slice, which showed as the gateway's c=1 p99. On Linux the writer is a
+/// `SCHED_IDLE` thread: the scheduler places a waking request on a CPU that
+/// runs only such threads as if it were idle, and the writer has every
+/// cycle that requests leave. If that is too few, the queue fills and slows
+/// requests down instead of losing records. Elsewhere the writer takes its
+/// platform's lowest thread priority.
 fn yield_to_requests() {
-    // On Linux a thread has its own nice value, set through its thread id.
-    let this_thread = rustix::thread::gettid();
-    if let Err(e) = rustix::process::setpriority_process(Some(this_thread), 19) {
-        tracing::debug!("history writer keeps its priority: {e}");
+    #[cfg(target_os = "linux")]
+    let lowered = thread_priority::set_thread_priority_and_policy(
+        thread_priority::thread_native_id(),
+        thread_priority::ThreadPriority::Min,
+        thread_priority::ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Idle),
+    );
+    #[cfg(not(target_os = "linux"))]
+    let lowered = thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min);
+    if let Err(e) = lowered {
+        tracing::debug!("history writer keeps its priority: {e:?}");
     }
 }
-
-/// Elsewhere the process's priority is shared by its threads; the writer keeps it.
-#[cfg(not(target_os = "linux"))]
-fn yield_to_requests() {}
 
 struct Writer {
     store: Store,
@@ -254,17 +258,18 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), finished).await.unwrap().unwrap();
     }
 
-    /// The nice value of every history writer thread in this process.
+    /// The scheduling policy of every history writer thread in this
+    /// process (`/proc`'s `stat`, field 41: 5 is `SCHED_IDLE`).
     #[cfg(target_os = "linux")]
-    fn writer_nice_values() -> Vec<i32> {
+    fn writer_policies() -> Vec<u32> {
         let mut values = Vec::new();
         for task in std::fs::read_dir("/proc/self/task").unwrap() {
             let path = task.unwrap().path();
             let Ok(stat) = std::fs::read_to_string(path.join("stat")) else { continue };
             if std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim() == "switchyard-hist") {
-                // After the parenthesised name: state is the first field, nice the 17th.
+                // After the parenthesised name the state is field 3.
                 let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
-                values.push(fields[16].parse().unwrap());
+                values.push(fields[41 - 3].parse().unwrap());
             }
         }
         values
@@ -278,8 +283,8 @@ mod tests {
         let (recorder, _) = spawn(store, None, LINGER).unwrap();
         // Answered by the writer's loop, so its thread is past its start.
         recorder.flush().await;
-        let nice = writer_nice_values();
-        assert!(!nice.is_empty());
-        assert!(nice.iter().all(|&n| n == 19), "{nice:?}");
+        let policies = writer_policies();
+        assert!(!policies.is_empty());
+        assert!(policies.iter().all(|&p| p == 5), "{policies:?}");
     }
 }
