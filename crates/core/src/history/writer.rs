@@ -24,8 +24,12 @@ use super::record::Record;
 use super::spool::{Generation, Spool};
 use super::store::{Store, StoreError};
 
-/// Records queued before senders must wait.
-const CHANNEL: usize = 8192;
+/// Records queued before senders must wait: two full batches. The bound is
+/// also the memory a writer that has fallen behind can hold (a couple of
+/// kilobytes a record); the writer yields the CPU to requests, so under a
+/// load that leaves it no idle time the queue does fill, and then slows
+/// requests to the pace at which their records are written.
+const CHANNEL: usize = 2 * MAX_BATCH;
 /// Records written in one transaction at most.
 const MAX_BATCH: usize = 1024;
 /// How long the writer lets records gather before a commit. Nothing waits
