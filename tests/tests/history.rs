@@ -24,6 +24,16 @@ fn messages(model: &str, stream: bool) -> Value {
     json!({ "model": model, "stream": stream, "max_tokens": 16, "messages": [{ "role": "user", "content": "hi" }] })
 }
 
+/// The id of the request `r` answers and its detail from the history, once
+/// `on_record` requests are recorded.
+async fn recorded_detail(gw: &TestGateway, r: reqwest::Response, on_record: i64) -> (String, Value) {
+    let id = request_id(&r);
+    r.bytes().await.unwrap();
+    gw.recorded(on_record).await;
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    (id, detail)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_attempt_of_a_mixed_fault_run_has_exactly_one_row() {
     let flaky = |s: Script| {
@@ -143,11 +153,7 @@ async fn only_a_refusal_records_the_wait_a_provider_asked_for() {
     let gw = TestGateway::start(config.build(), keys_for(&["primary"])).await;
     let r = gw.post("/v1/chat/completions", &chat("no-price-model", false)).await;
     assert_eq!(r.status(), 200);
-    let id = request_id(&r);
-    r.bytes().await.unwrap();
-    gw.recorded(1).await;
-
-    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let (_, detail) = recorded_detail(&gw, r, 1).await;
     let attempts = detail["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2, "{detail}");
     assert_eq!(attempts[0]["status"], 429);
@@ -174,11 +180,7 @@ async fn a_request_detail_shows_its_attempts_in_order() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let id = request_id(&r);
-    r.bytes().await.unwrap();
-    gw.recorded(1).await;
-
-    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let (id, detail) = recorded_detail(&gw, r, 1).await;
     let attempts = detail["attempts"].as_array().unwrap();
     let summary: Vec<(&str, &str, &str, i64)> = attempts
         .iter()
@@ -302,18 +304,12 @@ async fn bodies_are_stored_only_when_asked_and_truncated() {
         ConfigText::new().raw("[history]\nstore_bodies = true\nbody_limit = 40").provider(&p, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["p"])).await;
     let r = gw.post("/v1/chat/completions", &chat("m", false)).await;
-    let id = request_id(&r);
-    r.bytes().await.unwrap();
-    gw.recorded(1).await;
-    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let (_, detail) = recorded_detail(&gw, r, 1).await;
     assert_eq!(detail["request_body"].as_str().unwrap().len(), 40);
     assert_eq!(detail["response_body"].as_str().unwrap().len(), 40);
 
     let q = sim("q", Script::ok()).await;
     let gw = TestGateway::start(ConfigText::new().provider(&q, "openai", &["m"]).build(), keys_for(&["q"])).await;
     let r = gw.post("/v1/chat/completions", &chat("m", false)).await;
-    let id = request_id(&r);
-    r.bytes().await.unwrap();
-    gw.recorded(1).await;
-    assert!(gw.admin(&format!("/admin/requests/{id}")).await["request_body"].is_null());
+    assert!(recorded_detail(&gw, r, 1).await.1["request_body"].is_null());
 }

@@ -11,7 +11,8 @@
 //! A gateway talks to a handful of origins, so they sit in a short list,
 //! found by comparing, not hashing. Idle connections are reused newest
 //! first, which leaves the surplus of a burst at the old end, where it is
-//! closed after [`IDLE_TIMEOUT`].
+//! closed once idle for [`IDLE_TIMEOUT`] (checked when its origin is next
+//! used; a provider closing an idle connection first closes it too).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
