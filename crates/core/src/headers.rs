@@ -69,21 +69,29 @@ const UPSTREAM_ONLY: [&str; 5] =
 /// The Anthropic API version sent when the client did not name one.
 pub const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
 
-fn is_hop_by_hop(name: &HeaderName, listed_in_connection: &[String]) -> bool {
+fn is_hop_by_hop(name: &HeaderName, connection: &Connection<'_>) -> bool {
     let n = name.as_str();
-    HOP_BY_HOP.contains(&n) || listed_in_connection.iter().any(|c| c == n)
+    HOP_BY_HOP.contains(&n) || connection.lists(n)
 }
 
-/// Header names the `Connection` header declares connection-specific.
-fn connection_listed(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|s| s.trim().to_ascii_lowercase())
-        .filter(|s| !s.is_empty())
-        .collect()
+/// A message's `Connection` header, whose tokens name further
+/// connection-specific headers. Read in place: it is usually one short
+/// value, checked once per header.
+struct Connection<'a>(header::GetAll<'a, HeaderValue>);
+
+impl<'a> Connection<'a> {
+    fn of(headers: &'a HeaderMap) -> Connection<'a> {
+        Connection(headers.get_all(header::CONNECTION))
+    }
+
+    /// Whether it names `name` (header names compare without case).
+    fn lists(&self, name: &str) -> bool {
+        self.0
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case(name))
+    }
 }
 
 /// Headers for an upstream request.
@@ -93,11 +101,11 @@ pub fn upstream_request(
     key: Option<&ProviderKey>,
     correlation_id: &str,
 ) -> HeaderMap {
-    let listed = connection_listed(client);
+    let connection = Connection::of(client);
     let mut out = HeaderMap::with_capacity(client.len() + 2);
     for (name, value) in client {
         let n = name.as_str();
-        if is_hop_by_hop(name, &listed) || CLIENT_ONLY.contains(&n) || n.starts_with("x-switchyard-") {
+        if is_hop_by_hop(name, &connection) || CLIENT_ONLY.contains(&n) || n.starts_with("x-switchyard-") {
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -130,10 +138,10 @@ fn inject_key(out: &mut HeaderMap, kind: Protocol, key: &ProviderKey) {
 
 /// Headers of an upstream response, as relayed to the client.
 pub fn client_response(upstream: &HeaderMap) -> HeaderMap {
-    let listed = connection_listed(upstream);
+    let connection = Connection::of(upstream);
     let mut out = HeaderMap::with_capacity(upstream.len() + 4);
     for (name, value) in upstream {
-        if is_hop_by_hop(name, &listed) || UPSTREAM_ONLY.contains(&name.as_str()) {
+        if is_hop_by_hop(name, &connection) || UPSTREAM_ONLY.contains(&name.as_str()) {
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -158,7 +166,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("authorization", HeaderValue::from_static("Bearer sk-client"));
         h.insert("x-api-key", HeaderValue::from_static("sk-client"));
-        h.insert("connection", HeaderValue::from_static("keep-alive, x-custom-hop"));
+        h.insert("connection", HeaderValue::from_static("keep-alive, X-Custom-Hop"));
         h.insert("x-custom-hop", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert("host", HeaderValue::from_static("127.0.0.1:4141"));
