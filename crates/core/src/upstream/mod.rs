@@ -257,23 +257,25 @@ impl Client {
                 .handshake(io)
                 .await
                 .map_err(|e| Error::connect(origin, e))?;
-            tokio::spawn(async move {
-                if let Err(e) = driver.await {
-                    debug!("provider connection closed: {e}");
-                }
-            });
+            drive(driver);
             self.pool.share(origin, conn.clone());
             Ok(Lent::Http2(conn))
         } else {
             let (conn, driver) = http1::handshake(io).await.map_err(|e| Error::connect(origin, e))?;
-            tokio::spawn(async move {
-                if let Err(e) = driver.await {
-                    debug!("provider connection closed: {e}");
-                }
-            });
+            drive(driver);
             Ok(Lent::Http1(conn))
         }
     }
+}
+
+/// Runs a connection's I/O until it closes. It ends by itself once every
+/// handle to it is dropped and it is idle.
+fn drive(driver: impl std::future::Future<Output = Result<(), hyper::Error>> + Send + 'static) {
+    tokio::spawn(async move {
+        if let Err(e) = driver.await {
+            debug!("provider connection closed: {e}");
+        }
+    });
 }
 
 /// The system's trusted roots. Certificates that fail to load are skipped
@@ -344,14 +346,20 @@ mod tests {
         response.into_body().collect().await.unwrap().to_bytes()
     }
 
-    #[tokio::test]
-    async fn requests_one_after_another_share_one_connection() {
-        let (base, accepted) = provider(OK).await;
+    /// The connections a provider answering `reply` accepts for three
+    /// requests, one after another, each read to its end.
+    async fn connections_for_three(reply: &'static str) -> usize {
+        let (base, accepted) = provider(reply).await;
         let client = Client::new().unwrap();
         for _ in 0..3 {
             assert_eq!(read(&client, &base).await, "hello");
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        accepted.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn requests_one_after_another_share_one_connection() {
+        assert_eq!(connections_for_three(OK).await, 1);
     }
 
     #[tokio::test]
@@ -392,12 +400,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_the_provider_closes_is_replaced() {
-        let (base, accepted) = provider("HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello").await;
-        let client = Client::new().unwrap();
-        for _ in 0..3 {
-            assert_eq!(read(&client, &base).await, "hello");
-        }
-        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        let closing = "HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello";
+        assert_eq!(connections_for_three(closing).await, 3);
     }
 
     #[tokio::test]

@@ -172,9 +172,14 @@ impl Body {
 
     fn return_if_done(&mut self) {
         if hyper::body::Body::is_end_stream(&self.inner) {
-            if let Some(home) = self.home.take() {
-                home.pool.put(&home.origin, home.conn);
-            }
+            self.go_home();
+        }
+    }
+
+    /// Puts the connection back in the pool, once.
+    fn go_home(&mut self) {
+        if let Some(home) = self.home.take() {
+            home.pool.put(&home.origin, home.conn);
         }
     }
 }
@@ -188,11 +193,7 @@ impl hyper::body::Body for Body {
         match &frame {
             Some(Ok(_)) => self.return_if_done(),
             // The end, as a body without a known length tells it.
-            None => {
-                if let Some(home) = self.home.take() {
-                    home.pool.put(&home.origin, home.conn);
-                }
-            }
+            None => self.go_home(),
             // A broken body leaves the connection unusable: it is dropped.
             Some(Err(_)) => self.home = None,
         }
