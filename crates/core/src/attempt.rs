@@ -6,15 +6,13 @@ use std::time::Duration;
 
 use axum::http::{header, HeaderMap, Request, StatusCode};
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::BoxStream;
-use futures_util::StreamExt;
-use http_body_util::{BodyDataStream, Full};
+use http_body_util::Full;
 use tokio::time::Instant;
 
 use crate::classify::{self, Outcome};
 use crate::protocol::Endpoint;
 use crate::sse::{self, Splitter};
-use crate::upstream::Client;
+use crate::upstream::{Body, Client};
 
 /// A provider's answer, ready to relay: head, the bytes already read while
 /// waiting for content, and the rest of the body.
@@ -22,7 +20,7 @@ pub struct Upstream {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub held: Bytes,
-    pub rest: BoxStream<'static, Result<Bytes, hyper::Error>>,
+    pub rest: Body,
     /// Whether the body is an event stream.
     pub sse: bool,
 }
@@ -71,13 +69,12 @@ pub async fn run(client: &Client, request: Request<Full<Bytes>>, endpoint: Endpo
             Ok(r) => r,
             Err(e) => return Attempted::failed(classify::of_error(&e), error_chain(&e)),
         };
-        let (head, body) = response.into_parts();
+        let (head, rest) = response.into_parts();
         let (status, headers) = (head.status, head.headers);
         let sse = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let rest = BodyDataStream::new(body).boxed();
         let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse };
         let ttfb = started.elapsed();
         if sse && status.is_success() {
@@ -100,7 +97,7 @@ async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Inst
     let mut splitter = Splitter::default();
     let mut held = BytesMut::new();
     loop {
-        let chunk = match upstream.rest.next().await {
+        let chunk = match upstream.rest.data().await {
             None => return Attempted::failed(Outcome::StreamDropped, "stream ended before any content"),
             Some(Err(e)) => {
                 return Attempted::failed(

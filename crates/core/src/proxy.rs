@@ -9,7 +9,6 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, Method, Request, Response, StatusCode, Uri};
 use axum::response::IntoResponse;
 use bytes::Bytes;
-use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -278,7 +277,7 @@ impl Run<'_> {
                         strip_usage,
                         journal: self.journal.take(),
                     };
-                    return Tried::Answered(relay::respond(upstream, ticket, verdict, delivery));
+                    return Tried::Answered(relay::respond(upstream, ticket, verdict, delivery).await);
                 }
                 (_, upstream) => {
                     ticket.record(verdict);
@@ -379,7 +378,7 @@ impl Run<'_> {
 async fn error_snippet(mut upstream: Upstream) -> String {
     let mut bytes = upstream.held.to_vec();
     let read = async {
-        while let Some(Ok(chunk)) = upstream.rest.next().await {
+        while let Some(Ok(chunk)) = upstream.rest.data().await {
             bytes.extend_from_slice(&chunk);
             if bytes.len() > ERROR_SNIPPET_CHARS * 4 {
                 break;

@@ -1,7 +1,10 @@
 //! Handing a provider's answer to the client. The body streams through as
 //! it arrives, past a usage tap; once content has been sent, a failure ends
 //! the stream with the protocol's own error event and counts against the
-//! provider. When the body ends, the request goes on record.
+//! provider. When the body ends, the request goes on record, before the
+//! client has its last byte. A body that has arrived whole by the time the
+//! response starts (most answers that are not streams) goes on record
+//! first and out in one piece, with a length.
 
 use std::time::Duration;
 
@@ -9,7 +12,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderValue, Response};
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tracing::warn;
 
 use crate::attempt::{error_chain, Upstream};
@@ -18,6 +21,7 @@ use crate::journal::Journal;
 use crate::protocol::Endpoint;
 use crate::provider::{Ticket, Verdict};
 use crate::sse;
+use crate::upstream;
 use crate::usage::Tap;
 
 /// Who answered, for the response headers.
@@ -40,7 +44,14 @@ pub struct Delivery<'a> {
 
 /// The client's response. For an event stream the ticket records the
 /// provider's health when the stream ends; otherwise it is recorded now.
-pub fn respond(upstream: Upstream, mut ticket: Ticket, verdict: Verdict, delivery: Delivery<'_>) -> Response<Body> {
+/// A body the provider has already sent whole goes on record before this
+/// returns, and out with a length; any other streams through.
+pub async fn respond(
+    upstream: Upstream,
+    mut ticket: Ticket,
+    verdict: Verdict,
+    delivery: Delivery<'_>,
+) -> Response<Body> {
     let mut headers = headers::client_response(&upstream.headers);
     if upstream.sse {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -53,9 +64,10 @@ pub fn respond(upstream: Upstream, mut ticket: Ticket, verdict: Verdict, deliver
     }
     headers.insert(crate::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
     let tap = Tap::new(delivery.endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
-    let body = Relay {
+    let mut relay = Relay {
         held: Some(upstream.held),
         rest: upstream.rest,
+        peeked: None,
         ticket,
         sse: upstream.sse,
         endpoint: delivery.endpoint,
@@ -63,15 +75,25 @@ pub fn respond(upstream: Upstream, mut ticket: Ticket, verdict: Verdict, deliver
         tap,
         journal: Some(delivery.journal),
     };
-    let mut response = Response::new(Body::from_stream(body.into_stream()));
+    let body = match relay.whole().await {
+        Some(whole) => Body::from(whole),
+        None => Body::from_stream(relay.into_stream()),
+    };
+    let mut response = Response::new(body);
     *response.status_mut() = upstream.status;
     *response.headers_mut() = headers;
     response
 }
 
+/// The largest body collected whole before the response starts; a larger
+/// one streams, as it would if it had not all arrived.
+const WHOLE_MAX: usize = 64 * 1024;
+
 struct Relay {
     held: Option<Bytes>,
-    rest: BoxStream<'static, Result<Bytes, hyper::Error>>,
+    rest: upstream::Body,
+    /// What the provider sent after a chunk, read while looking for the end.
+    peeked: Option<Result<Bytes, hyper::Error>>,
     /// Dropped with the body: a client that leaves frees the provider's slot.
     ticket: Ticket,
     sse: bool,
@@ -91,50 +113,128 @@ impl Relay {
         .boxed()
     }
 
+    /// The whole body, on record, if the provider has sent all of it
+    /// already (up to [`WHOLE_MAX`]): hyper then writes the response's head
+    /// and body in one go.
+    async fn whole(&mut self) -> Option<Bytes> {
+        let mut held = self.held.take().unwrap_or_default();
+        while held.len() <= WHOLE_MAX && !self.ended_already() {
+            match self.peeked.take() {
+                Some(Ok(chunk)) if held.is_empty() => held = chunk,
+                Some(Ok(chunk)) => held = [held, chunk].concat().into(),
+                // Not here yet, or broken: the stream reports it.
+                other => {
+                    self.peeked = other;
+                    self.held = Some(held);
+                    return None;
+                }
+            }
+        }
+        if held.len() > WHOLE_MAX {
+            self.held = Some(held);
+            return None;
+        }
+        let out = self.tap.observe(held);
+        Some(self.end(out).await)
+    }
+
     async fn next(&mut self) -> Option<Result<Bytes, std::io::Error>> {
         loop {
             // No journal: the body has ended.
             self.journal.as_ref()?;
-            if let Some(held) = self.held.take().filter(|b| !b.is_empty()) {
-                let out = self.tap.observe(held);
-                if out.is_empty() {
-                    continue;
-                }
+            let chunk = match self.held.take().filter(|b| !b.is_empty()) {
+                Some(held) => held,
+                None => match self.upstream_next().await {
+                    Ok(Some(chunk)) => chunk,
+                    Ok(None) => return last(self.end(Bytes::new()).await),
+                    Err(failure) => return Some(self.fail(failure).await),
+                },
+            };
+            let out = self.tap.observe(chunk);
+            if self.ended_already() {
+                return last(self.end(out).await);
+            }
+            if !out.is_empty() {
                 return Some(Ok(out));
             }
-            let failure = match tokio::time::timeout(self.idle, self.rest.next()).await {
-                Ok(Some(Ok(chunk))) => {
-                    let out = self.tap.observe(chunk);
-                    if out.is_empty() {
-                        continue;
-                    }
-                    return Some(Ok(out));
-                }
-                Ok(None) => {
-                    self.ticket.record(Verdict::Healthy);
-                    let tail = self.tap.flush();
-                    self.finish(None).await;
-                    return (!tail.is_empty()).then_some(Ok(tail));
-                }
-                Ok(Some(Err(e))) => format!("the provider's stream broke: {}", error_chain(&e)),
-                Err(_) => format!("the provider sent nothing for {}", humantime::format_duration(self.idle)),
-            };
-            let request_id = self.journal.as_ref().map(|j| j.request_id());
-            warn!(request_id, "mid-stream failure: {failure}");
-            self.ticket.record(Verdict::Failed);
-            let last = if self.sse {
-                Ok(sse::error_event(self.endpoint, &failure))
-            } else {
-                Err(std::io::Error::other(failure.clone()))
-            };
-            self.finish(Some(failure)).await;
-            return Some(last);
         }
+    }
+
+    /// The provider's next chunk, or why there is none.
+    async fn upstream_next(&mut self) -> Result<Option<Bytes>, String> {
+        let next = match self.peeked.take() {
+            Some(peeked) => Some(peeked),
+            None => match tokio::time::timeout(self.idle, self.rest.data()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    return Err(format!("the provider sent nothing for {}", humantime::format_duration(self.idle)))
+                }
+            },
+        };
+        next.transpose().map_err(|e| format!("the provider's stream broke: {}", error_chain(&e)))
+    }
+
+    /// Whether the provider's body has ended already, found without
+    /// waiting. The request then goes on record before its last chunk is
+    /// handed on, not after: hyper sends the last chunk and the body's end
+    /// in one write instead of two, and the client still gets its final
+    /// byte only once the request is on record.
+    fn ended_already(&mut self) -> bool {
+        if self.peeked.is_some() {
+            return false;
+        }
+        if hyper::body::Body::is_end_stream(&self.rest) {
+            return true;
+        }
+        match self.rest.data().now_or_never() {
+            Some(None) => true,
+            Some(Some(next)) => {
+                self.peeked = Some(next);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The body ended: `out`, and whatever the tap held back, is the last
+    /// of it, handed on once the request is on record.
+    async fn end(&mut self, out: Bytes) -> Bytes {
+        self.ticket.record(Verdict::Healthy);
+        let tail = self.tap.flush();
+        self.finish(None).await;
+        match (out.is_empty(), tail.is_empty()) {
+            (_, true) => out,
+            (true, false) => tail,
+            (false, false) => [out, tail].concat().into(),
+        }
+    }
+
+    /// The body broke off: the provider is blamed, and the client gets the
+    /// protocol's error event (or, outside a stream, a broken body).
+    async fn fail(&mut self, failure: String) -> Result<Bytes, std::io::Error> {
+        let request_id = self.journal.as_ref().map(|j| j.request_id());
+        warn!(request_id, "mid-stream failure: {failure}");
+        self.ticket.record(Verdict::Failed);
+        let last = if self.sse {
+            Ok(sse::error_event(self.endpoint, &failure))
+        } else {
+            Err(std::io::Error::other(failure.clone()))
+        };
+        self.finish(Some(failure)).await;
+        last
     }
 
     async fn finish(&mut self, failure: Option<String>) {
         if let Some(journal) = self.journal.take() {
-            journal.finish_delivery(self.tap.usage(), failure, self.tap.kept()).await;
+            // Boxed: the journal and its record move into this future, and
+            // inline it would make every future that can reach here as
+            // large, each of them copied whole as it is created.
+            Box::pin(journal.finish_delivery(self.tap.usage(), failure, self.tap.kept())).await;
         }
     }
+}
+
+/// The stream's last item: nothing if the last bytes are none.
+fn last(bytes: Bytes) -> Option<Result<Bytes, std::io::Error>> {
+    (!bytes.is_empty()).then_some(Ok(bytes))
 }

@@ -176,6 +176,20 @@ impl Body {
         }
     }
 
+    /// The next chunk of data, passing over trailers; `None` at the end.
+    pub async fn data(&mut self) -> Option<Result<Bytes, hyper::Error>> {
+        loop {
+            match http_body_util::BodyExt::frame(self).await? {
+                Ok(frame) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Some(Ok(data));
+                    }
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
     /// Puts the connection back in the pool, once.
     fn go_home(&mut self) {
         if let Some(home) = self.home.take() {
