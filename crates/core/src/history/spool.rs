@@ -27,6 +27,7 @@
 //! finds a gateway already serving its data directory) must neither replay
 //! nor empty a spool whose records another writer has yet to commit.
 
+use std::borrow::Borrow;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -48,6 +49,8 @@ const ROTATE_BYTES: u64 = 4 * 1024 * 1024;
 const FRAME_V1: u8 = 1;
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
+/// The largest write buffer kept between appends.
+const KEEP_BUFFER: usize = 256 * 1024;
 
 /// Which file a record went to.
 pub type Generation = u64;
@@ -72,7 +75,7 @@ struct State {
     retired: Option<(Generation, u64)>,
     /// The last append failed (logged once until one succeeds again).
     failing: bool,
-    /// The frame being written, reused so an append does not allocate.
+    /// The frames being written, reused so an append does not allocate.
     frame: Vec<u8>,
 }
 
@@ -121,38 +124,22 @@ impl Spool {
         }
     }
 
-    /// Appends a record; returns the generation to report back once it is
-    /// committed, or `None` if it could not be written (then it is only in
-    /// the queue, and a failure is logged).
-    pub fn append(&self, record: &RequestRecord) -> Option<Generation> {
+    /// Appends records in one write. Returns, for each, the generation to
+    /// report once it is committed, or `None` if it is not in the spool
+    /// (then it is only in the queue, and a failure is logged).
+    pub fn append<R: Borrow<RequestRecord>>(&self, records: &[R]) -> Vec<Option<Generation>> {
         let mut guard = self.lock();
         let state = &mut *guard;
-        let mut frame = std::mem::take(&mut state.frame);
-        frame.clear();
-        // The format byte, then room for the length and checksum, filled in below.
-        frame.push(FRAME_V1);
-        frame.extend_from_slice(&[0; FRAME_HEADER - 1]);
-        let mut frame = match postcard::to_extend(record, frame) {
-            Ok(frame) => frame,
-            Err(e) => {
-                warn!("history spool: cannot encode a record: {e}");
-                return None;
-            }
-        };
-        let Ok(len) = u32::try_from(frame.len() - FRAME_HEADER) else {
-            warn!("history spool: a record of {} bytes is too large to spool", frame.len());
-            return None;
-        };
-        let crc = crc32fast::hash(&frame[FRAME_HEADER..]);
-        frame[1..5].copy_from_slice(&len.to_le_bytes());
-        frame[5..9].copy_from_slice(&crc.to_le_bytes());
-        state.frame = frame;
-        // One write call: a frame is whole in the file or, after a crash mid-call, cut short.
-        match state.file.write_all(&state.frame) {
+        let mut frames = std::mem::take(&mut state.frame);
+        frames.clear();
+        let encoded: Vec<bool> = records.iter().map(|r| push_frame(&mut frames, r.borrow())).collect();
+        // One write call: every frame is whole in the file or, after a
+        // crash mid-call, the last one written is cut short.
+        let written = match state.file.write_all(&frames) {
             Ok(()) => {
                 state.failing = false;
-                state.outstanding += 1;
-                state.bytes += state.frame.len() as u64;
+                state.outstanding += encoded.iter().filter(|&&e| e).count() as u64;
+                state.bytes += frames.len() as u64;
                 Some(state.generation)
             }
             Err(e) => {
@@ -165,7 +152,12 @@ impl Spool {
                 state.failing = true;
                 None
             }
+        };
+        // Kept for the next append, unless a burst made it large.
+        if frames.capacity() <= KEEP_BUFFER {
+            state.frame = frames;
         }
+        encoded.into_iter().map(|e| written.filter(|_| e)).collect()
     }
 
     /// The writer committed records that went to these generations.
@@ -209,6 +201,39 @@ impl Spool {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Encodes a record as a frame at the end of `frames`; false (and nothing
+/// added) if it cannot be.
+fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
+    let start = frames.len();
+    // The format byte, then room for the length and checksum, filled in below.
+    frames.push(FRAME_V1);
+    frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
+    if let Err(e) = postcard::to_extend(record, Tail(frames)) {
+        warn!("history spool: cannot encode a record: {e}");
+        frames.truncate(start);
+        return false;
+    }
+    let Ok(len) = u32::try_from(frames.len() - start - FRAME_HEADER) else {
+        warn!("history spool: a record of {} bytes is too large to spool", frames.len() - start);
+        frames.truncate(start);
+        return false;
+    };
+    let crc = crc32fast::hash(&frames[start + FRAME_HEADER..]);
+    frames[start + 1..start + 5].copy_from_slice(&len.to_le_bytes());
+    frames[start + 5..start + 9].copy_from_slice(&crc.to_le_bytes());
+    true
+}
+
+/// Lets postcard add to the end of a buffer it does not own, so a record
+/// that fails to encode leaves the frames before it in place.
+struct Tail<'a>(&'a mut Vec<u8>);
+
+impl Extend<u8> for Tail<'_> {
+    fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+        self.0.extend(bytes);
     }
 }
 
@@ -301,6 +326,11 @@ mod tests {
         (dir, db, file)
     }
 
+    /// Appends one record on its own.
+    fn append(spool: &Spool, record: &RequestRecord) -> Option<Generation> {
+        spool.append(std::slice::from_ref(record)).pop().flatten()
+    }
+
     /// What the next start finds: the ids it replays, and the records it
     /// could not read.
     fn replayed(db: &Path) -> (Vec<String>, usize) {
@@ -386,8 +416,8 @@ mod tests {
         let db = dir.path().join("h.db");
         let (spool, leftovers) = Spool::open(&db).unwrap().unwrap();
         assert!(leftovers.records.is_empty());
-        let a = spool.append(&record("a")).unwrap();
-        spool.append(&record("b")).unwrap();
+        let a = append(&spool, &record("a")).unwrap();
+        append(&spool, &record("b")).unwrap();
         spool.committed(&[a]);
         drop(spool);
         let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
@@ -399,11 +429,31 @@ mod tests {
     }
 
     #[test]
+    fn records_appended_together_are_each_kept_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let gens = spool.append(&[record("a"), record("b"), record("c")]);
+        assert_eq!(gens, [Some(0), Some(0), Some(0)]);
+        // Two of three committed: the file stays, and holds all three.
+        spool.committed(&[0, 0]);
+        drop(spool);
+        let (spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!((ids.as_slice(), leftovers.unreadable), (["a", "b", "c"].as_slice(), 0));
+        spool.clear().unwrap();
+        // All three committed: the file is emptied.
+        let gens: Vec<_> = spool.append(&[record("a"), record("b"), record("c")]).into_iter().flatten().collect();
+        spool.committed(&gens);
+        assert_eq!(std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len(), 0);
+    }
+
+    #[test]
     fn a_fully_committed_spool_is_emptied() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
-        let gens: Vec<_> = ["a", "b"].iter().filter_map(|id| spool.append(&record(id))).collect();
+        let gens: Vec<_> = ["a", "b"].iter().filter_map(|id| append(&spool, &record(id))).collect();
         spool.committed(&gens);
         assert_eq!(std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len(), 0);
         drop(spool);
@@ -414,8 +464,8 @@ mod tests {
     fn a_record_cut_short_by_a_crash_is_skipped_and_counted() {
         let (_dir, db, file) = paths();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
-        spool.append(&record("whole")).unwrap();
-        spool.append(&record("torn")).unwrap();
+        append(&spool, &record("whole")).unwrap();
+        append(&spool, &record("torn")).unwrap();
         drop(spool);
         let len = std::fs::metadata(&file).unwrap().len();
         OpenOptions::new().write(true).open(&file).unwrap().set_len(len - 10).unwrap();
@@ -428,10 +478,10 @@ mod tests {
     fn a_damaged_record_is_caught_by_its_checksum_and_skipped() {
         let (_dir, db, file) = paths();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
-        spool.append(&record("good")).unwrap();
+        append(&spool, &record("good")).unwrap();
         let first = std::fs::metadata(&file).unwrap().len();
-        spool.append(&record("damaged")).unwrap();
-        spool.append(&record("after")).unwrap();
+        append(&spool, &record("damaged")).unwrap();
+        append(&spool, &record("after")).unwrap();
         drop(spool);
         let mut bytes = std::fs::read(&file).unwrap();
         bytes[first as usize + FRAME_HEADER + 3] ^= 0x55;
@@ -445,16 +495,16 @@ mod tests {
     fn records_after_a_partly_written_frame_are_read() {
         let (_dir, db, file) = paths();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
-        spool.append(&record("before")).unwrap();
+        append(&spool, &record("before")).unwrap();
         let whole = std::fs::metadata(&file).unwrap().len();
-        spool.append(&record("partial")).unwrap();
+        append(&spool, &record("partial")).unwrap();
         drop(spool);
         // What a failed append (a full disk) leaves: the start of a frame.
         let bytes = std::fs::read(&file).unwrap();
         std::fs::write(&file, &bytes[..whole as usize + 20]).unwrap();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
         // Not cleared: the next appends follow the partial frame.
-        spool.append(&record("later")).unwrap();
+        append(&spool, &record("later")).unwrap();
         drop(spool);
         let (ids, unreadable) = replayed(&db);
         assert_eq!(ids, ["before", "later"]);
@@ -473,7 +523,7 @@ mod tests {
         assert_eq!(leftovers.unreadable, 1);
         // Once replayed and cleared, new records go in frames.
         spool.clear().unwrap();
-        spool.append(&record("new")).unwrap();
+        append(&spool, &record("new")).unwrap();
         drop(spool);
         assert_eq!(replayed(&db).0, ["new"]);
     }
@@ -483,7 +533,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
-        spool.append(&record("pending")).unwrap();
+        append(&spool, &record("pending")).unwrap();
         assert!(Spool::open(&db).unwrap().is_none(), "the owner holds the lock");
         drop(spool);
         let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
@@ -496,12 +546,12 @@ mod tests {
         let db = dir.path().join("h.db");
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
         let big = RequestRecord { request_body: Some("x".repeat(ROTATE_BYTES as usize)), ..record("big") };
-        let first = spool.append(&big).unwrap();
-        let pending = spool.append(&record("pending")).unwrap();
+        let first = append(&spool, &big).unwrap();
+        let pending = append(&spool, &record("pending")).unwrap();
         // Committing the first leaves one outstanding: the grown file is retired.
         spool.committed(&[first]);
         assert!(dir.path().join("h.db.spool.1").exists());
-        let later = spool.append(&record("later")).unwrap();
+        let later = append(&spool, &record("later")).unwrap();
         assert_ne!(later, pending, "new records go to the new file");
         spool.committed(&[pending]);
         assert!(!dir.path().join("h.db.spool.1").exists(), "retired file removed once committed");
