@@ -73,7 +73,12 @@ async fn every_endpoint_streamed_and_not_is_byte_identical_to_the_provider() {
                 assert_eq!(via.headers()["cache-control"], "no-cache");
                 assert_eq!(via.headers()["x-accel-buffering"], "no");
             }
+            // An answer that has arrived whole goes out whole, with its length.
+            let length = via.headers().get("content-length").map(|v| v.to_str().unwrap().parse::<usize>().unwrap());
             let via = via.bytes().await.unwrap();
+            if !stream {
+                assert_eq!(length, Some(via.len()), "{path}");
+            }
             let straight =
                 http().post(format!("{}{}", direct.base_url(), &path[3..])).json(&body).send().await.unwrap();
             let straight = straight.bytes().await.unwrap();
