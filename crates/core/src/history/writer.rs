@@ -159,6 +159,9 @@ impl Recorder {
 /// Finished requests on their way to the spool.
 #[derive(Debug, Default)]
 struct Outbox {
+    // Boxed as they arrive and leave (`Record::Request`): unboxed, each
+    // would be copied in and allocated again on the way out.
+    #[allow(clippy::vec_box)]
     requests: Vec<Box<RequestRecord>>,
     /// Present while a delivery is on its way: later requests join it.
     batch: Option<Arc<Batch>>,
@@ -331,14 +334,20 @@ mod tests {
         Record::Request(Box::new(sample_request(id)))
     }
 
-    #[tokio::test]
-    async fn records_wait_for_the_linger_and_a_flush_cuts_it_short() {
+    /// A recorder with a spool, in a fresh directory (its database `h.db`),
+    /// with a linger no test waits out: only a flush writes its records.
+    async fn gathering() -> (tempfile::TempDir, Store, Recorder, oneshot::Receiver<()>) {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
         let store = Store::open(&db).await.unwrap();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
-        // A linger no test waits out: only a flush can have written the record.
         let (recorder, finished) = spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
+        (dir, store, recorder, finished)
+    }
+
+    #[tokio::test]
+    async fn records_wait_for_the_linger_and_a_flush_cuts_it_short() {
+        let (dir, store, recorder, finished) = gathering().await;
         recorder.complete(request("r1")).await;
         assert_eq!(store.count(CountTable::Requests).await.unwrap(), 0, "still gathering");
         recorder.flush().await;
@@ -352,11 +361,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_finishing_together_are_all_spooled_and_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("h.db");
-        let store = Store::open(&db).await.unwrap();
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
-        let (recorder, _) = spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
+        let (dir, store, recorder, _) = gathering().await;
         let ids = ["r1", "r2", "r3"];
         futures_util::future::join_all(ids.map(|id| recorder.complete(request(id)))).await;
         // Each returned with its record in the spool, before any commit:
@@ -374,11 +379,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_dropped_while_its_record_is_on_the_way_loses_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("h.db");
-        let store = Store::open(&db).await.unwrap();
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
-        let (recorder, _) = spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
+        let (_dir, store, recorder, _) = gathering().await;
         // Polled once, so waiting on the delivery, then dropped: the client left.
         let returned = tokio::select! {
             biased;
