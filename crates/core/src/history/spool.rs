@@ -76,7 +76,7 @@ struct State {
     /// The last append failed (logged once until one succeeds again).
     failing: bool,
     /// The frames being written, reused so an append does not allocate.
-    frame: Vec<u8>,
+    frames: Vec<u8>,
 }
 
 /// What a spool held when it was opened: requests that completed but may
@@ -109,7 +109,7 @@ impl Spool {
         let file = OpenOptions::new().create(true).append(true).open(&current_path)?;
         let bytes = file.metadata()?.len();
         let state =
-            State { file, generation: 0, outstanding: 0, bytes, retired: None, failing: false, frame: Vec::new() };
+            State { file, generation: 0, outstanding: 0, bytes, retired: None, failing: false, frames: Vec::new() };
         Ok(Some((Spool { _lock: lock, current_path, retired_path, state: Mutex::new(state) }, leftovers)))
     }
 
@@ -130,7 +130,7 @@ impl Spool {
     pub fn append<R: Borrow<RequestRecord>>(&self, records: &[R]) -> Vec<Option<Generation>> {
         let mut guard = self.lock();
         let state = &mut *guard;
-        let mut frames = std::mem::take(&mut state.frame);
+        let mut frames = std::mem::take(&mut state.frames);
         frames.clear();
         let encoded: Vec<bool> = records.iter().map(|r| push_frame(&mut frames, r.borrow())).collect();
         // One write call: every frame is whole in the file or, after a
@@ -155,7 +155,7 @@ impl Spool {
         };
         // Kept for the next append, unless a burst made it large.
         if frames.capacity() <= KEEP_BUFFER {
-            state.frame = frames;
+            state.frames = frames;
         }
         encoded.into_iter().map(|e| written.filter(|_| e)).collect()
     }
