@@ -118,19 +118,23 @@ impl Relay {
     /// and body in one go.
     async fn whole(&mut self) -> Option<Bytes> {
         let mut held = self.held.take().unwrap_or_default();
-        while held.len() <= WHOLE_MAX && !self.ended_already() {
+        let ended = loop {
+            if held.len() > WHOLE_MAX {
+                break false;
+            }
+            if self.ended_already() {
+                break true;
+            }
             match self.peeked.take() {
-                Some(Ok(chunk)) if held.is_empty() => held = chunk,
-                Some(Ok(chunk)) => held = [held, chunk].concat().into(),
+                Some(Ok(chunk)) => held = join(held, chunk),
                 // Not here yet, or broken: the stream reports it.
                 other => {
                     self.peeked = other;
-                    self.held = Some(held);
-                    return None;
+                    break false;
                 }
             }
-        }
-        if held.len() > WHOLE_MAX {
+        };
+        if !ended {
             self.held = Some(held);
             return None;
         }
@@ -202,11 +206,7 @@ impl Relay {
         self.ticket.record(Verdict::Healthy);
         let tail = self.tap.flush();
         self.finish(None).await;
-        match (out.is_empty(), tail.is_empty()) {
-            (_, true) => out,
-            (true, false) => tail,
-            (false, false) => [out, tail].concat().into(),
-        }
+        join(out, tail)
     }
 
     /// The body broke off: the provider is blamed, and the client gets the
@@ -237,4 +237,13 @@ impl Relay {
 /// The stream's last item: nothing if the last bytes are none.
 fn last(bytes: Bytes) -> Option<Result<Bytes, std::io::Error>> {
     (!bytes.is_empty()).then_some(Ok(bytes))
+}
+
+/// `a` then `b`, copied only when both have bytes.
+fn join(a: Bytes, b: Bytes) -> Bytes {
+    match (a.is_empty(), b.is_empty()) {
+        (_, true) => a,
+        (true, false) => b,
+        (false, false) => [a, b].concat().into(),
+    }
 }
