@@ -22,11 +22,11 @@
 //! to that task, not to the requests waiting on it: a client that leaves
 //! mid-wait loses nothing.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, warn};
 
 use super::insert::Inserter;
@@ -79,38 +79,47 @@ impl Recorder {
     /// Adds a request to the open batch, opening one if there is none, and
     /// waits for the batch to be delivered.
     async fn spool_then_queue(&self, spool: &Arc<Spool>, request: Box<RequestRecord>) {
-        let (batch, first) = {
+        let (mut delivered, opened) = {
             let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
             outbox.requests.push(request);
             match &outbox.batch {
-                Some(batch) => (batch.clone(), false),
-                None => (outbox.batch.insert(Arc::default()).clone(), true),
+                // A batch whose delivery is gone (dropped unrun as the
+                // runtime shut down) is not joined: a new one takes its requests.
+                Some(batch) if batch.has_changed().is_ok() => (batch.clone(), None),
+                _ => {
+                    let (done, batch) = watch::channel(());
+                    outbox.batch = Some(batch.clone());
+                    (batch, Some(done))
+                }
             }
         };
-        if first {
-            let delivery = self.clone().deliver(spool.clone());
+        if let Some(done) = opened {
+            let delivery = self.clone().deliver(spool.clone(), done);
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => drop(runtime.spawn(delivery)),
                 // Off a runtime nothing else finishes meanwhile: deliver now.
                 Err(_) => Box::pin(delivery).await,
             }
         }
-        batch.delivered().await;
+        // Nothing is ever sent: this returns once the delivery has dropped
+        // its sender, done or not.
+        let _ = delivered.changed().await;
     }
 
     /// Writes the open batch to the spool in one call, queues its records,
-    /// and lets its requests go on.
-    async fn deliver(self, spool: Arc<Spool>) {
-        let (requests, batch) = {
+    /// and lets its requests go on by dropping `done`, which happens too if
+    /// this task is dropped before it is done.
+    async fn deliver(self, spool: Arc<Spool>, done: watch::Sender<()>) {
+        let requests = {
             let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
-            (std::mem::take(&mut outbox.requests), outbox.batch.take())
+            outbox.batch = None;
+            std::mem::take(&mut outbox.requests)
         };
-        // Released even if this task is dropped before it is done.
-        let _release = batch.map(Release);
         let generations = spool.append(&requests);
         for (request, generation) in requests.into_iter().zip(generations) {
             self.send(Item::Record(Record::Request(request), generation)).await;
         }
+        drop(done);
     }
 
     /// Waits until everything queued so far is in the database.
@@ -163,38 +172,8 @@ struct Outbox {
     // would be copied in and allocated again on the way out.
     #[allow(clippy::vec_box)]
     requests: Vec<Box<RequestRecord>>,
-    /// Present while a delivery is on its way: later requests join it.
-    batch: Option<Arc<Batch>>,
-}
-
-/// The requests waiting on one delivery.
-#[derive(Debug, Default)]
-struct Batch {
-    done: AtomicBool,
-    notify: Notify,
-}
-
-impl Batch {
-    async fn delivered(&self) {
-        loop {
-            // Registered before the check, so a release in between is not missed.
-            let notified = self.notify.notified();
-            if self.done.load(Ordering::Acquire) {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// Lets a batch's requests go on when dropped.
-struct Release(Arc<Batch>);
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        self.0.done.store(true, Ordering::Release);
-        self.0.notify.notify_waiters();
-    }
+    /// While a delivery is on its way, the batch later requests join.
+    batch: Option<watch::Receiver<()>>,
 }
 
 /// Starts the writer thread. It ends when every [`Recorder`] is dropped
