@@ -56,12 +56,14 @@ pub struct AttemptEnd {
 pub struct Journal {
     sink: Option<Sink>,
     telemetry: Option<Arc<Telemetry>>,
-    record: RequestRecord,
+    /// Boxed from the start, as it leaves: a journal moves with the
+    /// request's futures, and the record is most of it. Gone once the
+    /// request is sealed, or the journal taken: it records nothing more.
+    record: Option<Box<RequestRecord>>,
     started: Instant,
     attempt_started: Vec<Instant>,
     /// The attempt whose answer went to the client.
     delivered: Option<usize>,
-    done: bool,
 }
 
 /// A request record before anything is known about its outcome.
@@ -105,11 +107,10 @@ impl Journal {
         Journal {
             sink,
             telemetry: Some(telemetry),
-            record: blank_record(id, correlation_id, endpoint, user_agent),
+            record: Some(Box::new(blank_record(id, correlation_id, endpoint, user_agent))),
             started: Instant::now(),
             attempt_started: Vec::new(),
             delivered: None,
-            done: false,
         }
     }
 
@@ -118,17 +119,16 @@ impl Journal {
         let empty = Journal {
             sink: None,
             telemetry: None,
-            done: true,
             delivered: None,
             attempt_started: Vec::new(),
             started: self.started,
-            record: blank_record("", "", "", None),
+            record: None,
         };
         std::mem::replace(self, empty)
     }
 
     pub fn request_id(&self) -> &str {
-        &self.record.id
+        self.record.as_ref().map_or("", |r| &r.id)
     }
 
     pub fn keep_bodies(&self) -> Option<usize> {
@@ -136,21 +136,25 @@ impl Journal {
     }
 
     pub fn request(&mut self, model: &str, streamed: bool, body: &[u8]) {
-        self.record.model = Some(model.to_string());
-        self.record.streamed = streamed;
-        if let Some(limit) = self.keep_bodies() {
-            self.record.request_body = Some(String::from_utf8_lossy(&body[..limit.min(body.len())]).into_owned());
+        let keep = self.keep_bodies();
+        let Some(record) = self.record.as_deref_mut() else { return };
+        record.model = Some(model.to_string());
+        record.streamed = streamed;
+        if let Some(limit) = keep {
+            record.request_body = Some(String::from_utf8_lossy(&body[..limit.min(body.len())]).into_owned());
         }
     }
 
     /// Notes an attempt starting; returns its index.
     pub fn begin(&mut self, start: AttemptStart) -> usize {
         let now = Instant::now();
+        self.attempt_started.push(now);
+        let Some(record) = self.record.as_deref_mut() else { return self.attempt_started.len() - 1 };
         if start.reason == Reason::Fallback {
-            self.record.fallback = true;
+            record.fallback = true;
         }
-        self.record.attempts.push(AttemptRecord {
-            seq: self.record.attempts.len() as u32 + 1,
+        record.attempts.push(AttemptRecord {
+            seq: record.attempts.len() as u32 + 1,
             provider: start.provider,
             key_label: start.key_label,
             model: start.model,
@@ -170,14 +174,13 @@ impl Journal {
             error: None,
             usage: Usage::default(),
         });
-        self.attempt_started.push(now);
-        self.record.attempts.len() - 1
+        record.attempts.len() - 1
     }
 
     /// Notes how an attempt ended (for a delivered stream: at its first content).
     pub fn end(&mut self, index: usize, outcome: AttemptOutcome, end: AttemptEnd) {
         let started = self.attempt_started.get(index).copied().unwrap_or(self.started);
-        if let Some(a) = self.record.attempts.get_mut(index) {
+        if let Some(a) = self.record.as_deref_mut().and_then(|r| r.attempts.get_mut(index)) {
             a.outcome = outcome;
             a.duration_ms = Some(ms(started.elapsed()));
             a.status = end.status.map(|s| s.as_u16());
@@ -191,19 +194,21 @@ impl Journal {
     /// The attempt at `index` answered the client.
     pub fn deliver(&mut self, index: usize, status: StatusCode) {
         self.delivered = Some(index);
-        self.record.status = Some(status.as_u16());
-        if let Some(a) = self.record.attempts.get(index) {
-            self.record.provider = Some(a.provider.clone());
-            self.record.provider_model = Some(a.model.clone());
-            self.record.ttft_ms = a.ttft_ms.map(|t| a.offset_ms + t);
+        let Some(record) = self.record.as_deref_mut() else { return };
+        record.status = Some(status.as_u16());
+        if let Some(a) = record.attempts.get(index) {
+            record.provider = Some(a.provider.clone());
+            record.provider_model = Some(a.model.clone());
+            record.ttft_ms = a.ttft_ms.map(|t| a.offset_ms + t);
         }
     }
 
     /// The relayed body ended (`failure`: a mid-stream failure after content).
     pub async fn finish_delivery(mut self, usage: Usage, failure: Option<String>, response_body: Option<String>) {
+        let Some(record) = self.record.as_deref_mut() else { return };
         if let Some(i) = self.delivered {
             let started = self.attempt_started.get(i).copied().unwrap_or(self.started);
-            if let Some(a) = self.record.attempts.get_mut(i) {
+            if let Some(a) = record.attempts.get_mut(i) {
                 a.usage = usage;
                 a.duration_ms = Some(ms(started.elapsed()));
                 if let Some(f) = &failure {
@@ -212,50 +217,45 @@ impl Journal {
                 }
             }
         }
-        let ok = self.record.status.is_some_and(|s| (200..300).contains(&s));
-        self.record.outcome = match (&failure, ok) {
+        let ok = record.status.is_some_and(|s| (200..300).contains(&s));
+        record.outcome = match (&failure, ok) {
             (Some(_), _) => RequestOutcome::Failed,
             (None, true) => RequestOutcome::Ok,
             (None, false) => RequestOutcome::ProviderError,
         };
-        self.record.error = failure;
-        self.record.usage = usage;
-        self.record.response_body = response_body;
-        if let (Some(sink), Some(provider), Some(model)) =
-            (&self.sink, &self.record.provider, &self.record.provider_model)
-        {
-            self.record.cost_usd = sink.prices.cost(provider, model, &usage);
+        record.error = failure;
+        record.usage = usage;
+        record.response_body = response_body;
+        if let (Some(sink), Some(provider), Some(model)) = (&self.sink, &record.provider, &record.provider_model) {
+            record.cost_usd = sink.prices.cost(provider, model, &usage);
         }
         self.send().await;
     }
 
     /// The gateway answered with its own error.
     pub async fn finish_error(mut self, error: &ApiError) {
-        self.record.outcome = if self.record.attempts.is_empty() && !error.code.is_exhausted() {
+        let Some(record) = self.record.as_deref_mut() else { return };
+        record.outcome = if record.attempts.is_empty() && !error.code.is_exhausted() {
             RequestOutcome::Rejected
         } else {
             RequestOutcome::Error
         };
-        self.record.status = Some(error.code.status().as_u16());
-        self.record.error_code = Some(error.code.as_str().to_string());
-        self.record.error = Some(error.message.clone());
+        record.status = Some(error.code.status().as_u16());
+        record.error_code = Some(error.code.as_str().to_string());
+        record.error = Some(error.message.clone());
         self.send().await;
     }
 
+    /// Ends the record and hands it out, once: the journal keeps nothing.
     fn seal(&mut self) -> Option<(Sink, Record)> {
-        if self.done {
-            return None;
-        }
-        self.done = true;
-        self.record.finished_at_ms = now_ms();
-        self.record.duration_ms = ms(self.started.elapsed());
+        let mut record = self.record.take()?;
+        record.finished_at_ms = now_ms();
+        record.duration_ms = ms(self.started.elapsed());
         if let Some(telemetry) = self.telemetry.take() {
-            telemetry.request_finished(&self.record);
+            telemetry.request_finished(&record);
         }
         let sink = self.sink.take()?;
-        // Sealed: the journal keeps nothing, so the record moves out whole.
-        let record = std::mem::replace(&mut self.record, blank_record("", "", "", None));
-        Some((sink, Record::Request(Box::new(record))))
+        Some((sink, Record::Request(record)))
     }
 
     /// Hands the record over, spooled first: a request the client saw end
@@ -269,18 +269,13 @@ impl Journal {
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
+        let Some(record) = self.record.as_deref_mut() else { return };
         // The client left: the request and whatever attempt was running end as canceled.
-        self.record.outcome = RequestOutcome::Canceled;
-        if let Some(i) = self.delivered {
-            if let Some(a) = self.record.attempts.get_mut(i) {
-                a.outcome = AttemptOutcome::Canceled;
-            }
+        record.outcome = RequestOutcome::Canceled;
+        if let Some(a) = self.delivered.and_then(|i| record.attempts.get_mut(i)) {
+            a.outcome = AttemptOutcome::Canceled;
         }
-        let started = self.attempt_started.clone();
-        for (a, at) in self.record.attempts.iter_mut().zip(started) {
+        for (a, at) in record.attempts.iter_mut().zip(&self.attempt_started) {
             if a.duration_ms.is_none() {
                 a.duration_ms = Some(ms(at.elapsed()));
             }
