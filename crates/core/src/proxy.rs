@@ -260,8 +260,11 @@ impl Run<'_> {
                 retry_after: wait,
                 error: None,
             };
-            match (decision, attempted.upstream) {
-                (Decision::Deliver | Decision::Fail, Some(upstream)) => {
+            // Matched in place, not as a tuple: a tuple would be another
+            // copy of the answer, kept in this future while it is relayed.
+            let deliver = matches!(decision, Decision::Deliver | Decision::Fail);
+            match attempted.upstream {
+                Some(upstream) if deliver => {
                     debug!(
                         provider = provider.name(),
                         status = upstream.status.as_u16(),
@@ -279,7 +282,7 @@ impl Run<'_> {
                     };
                     return Tried::Answered(relay::respond(upstream, ticket, verdict, delivery).await);
                 }
-                (_, upstream) => {
+                upstream => {
                     ticket.record(verdict);
                     drop(ticket);
                     let detail = match upstream {

@@ -45,13 +45,18 @@ pub struct Delivery<'a> {
 /// The client's response. For an event stream the ticket records the
 /// provider's health when the stream ends; otherwise it is recorded now.
 /// A body the provider has already sent whole goes on record before this
-/// returns, and out with a length; any other streams through.
-pub async fn respond(
+/// resolves, and out with a length; any other streams through.
+///
+/// Not an `async fn`: one would keep its arguments and the relay built from
+/// them side by side across its wait, and every request's future would
+/// carry both. Everything is moved into the relay first; the future holds
+/// only that.
+pub fn respond(
     upstream: Upstream,
     mut ticket: Ticket,
     verdict: Verdict,
     delivery: Delivery<'_>,
-) -> Response<Body> {
+) -> impl std::future::Future<Output = Response<Body>> + Send {
     let mut headers = headers::client_response(&upstream.headers);
     if upstream.sse {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -63,6 +68,7 @@ pub async fn respond(
         headers.insert(crate::headers::name::X_SWITCHYARD_PROVIDER, name);
     }
     headers.insert(crate::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
+    let status = upstream.status;
     let tap = Tap::new(delivery.endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
     let mut relay = Relay {
         held: Some(upstream.held),
@@ -75,14 +81,16 @@ pub async fn respond(
         tap,
         journal: Some(delivery.journal),
     };
-    let body = match relay.whole().await {
-        Some(whole) => Body::from(whole),
-        None => Body::from_stream(relay.into_stream()),
-    };
-    let mut response = Response::new(body);
-    *response.status_mut() = upstream.status;
-    *response.headers_mut() = headers;
-    response
+    async move {
+        let body = match relay.whole().await {
+            Some(whole) => Body::from(whole),
+            None => Body::from_stream(relay.into_stream()),
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        response
+    }
 }
 
 /// The largest body collected whole before the response starts; a larger
