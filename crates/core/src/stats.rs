@@ -216,7 +216,11 @@ impl Stats {
     /// Runs `f` on a provider's statistics.
     pub fn with<T>(&self, provider: &str, f: impl FnOnce(&mut ProviderStats) -> T) -> T {
         let mut map = self.providers.lock().unwrap_or_else(|p| p.into_inner());
-        f(map.entry(provider.to_string()).or_insert_with(ProviderStats::new))
+        // Looked up by reference first: the name is copied only the once it is new.
+        match map.get_mut(provider) {
+            Some(stats) => f(stats),
+            None => f(map.entry(provider.to_string()).or_insert_with(ProviderStats::new)),
+        }
     }
 }
 
