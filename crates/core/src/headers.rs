@@ -76,22 +76,31 @@ fn is_hop_by_hop(name: &HeaderName, connection: &Connection<'_>) -> bool {
 
 /// A message's `Connection` header, whose tokens name further
 /// connection-specific headers. Read in place: it is usually one short
-/// value, checked once per header.
-struct Connection<'a>(header::GetAll<'a, HeaderValue>);
+/// value.
+struct Connection<'a> {
+    values: header::GetAll<'a, HeaderValue>,
+    /// Whether a token names a header that is not hop-by-hop anyway. It
+    /// usually does not (`keep-alive`), and then no header is checked
+    /// against the tokens; `close` counts, as a header could bear the name.
+    names_others: bool,
+}
 
 impl<'a> Connection<'a> {
     fn of(headers: &'a HeaderMap) -> Connection<'a> {
-        Connection(headers.get_all(header::CONNECTION))
+        let values = headers.get_all(header::CONNECTION);
+        let names_others = tokens(&values).any(|t| !HOP_BY_HOP.iter().any(|h| t.eq_ignore_ascii_case(h)));
+        Connection { values, names_others }
     }
 
     /// Whether it names `name` (header names compare without case).
     fn lists(&self, name: &str) -> bool {
-        self.0
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|token| token.trim().eq_ignore_ascii_case(name))
+        self.names_others && tokens(&self.values).any(|token| token.eq_ignore_ascii_case(name))
     }
+}
+
+/// The comma-separated tokens of a header's values.
+fn tokens<'a>(values: &header::GetAll<'a, HeaderValue>) -> impl Iterator<Item = &'a str> {
+    values.iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).map(str::trim)
 }
 
 /// Headers for an upstream request.
@@ -220,5 +229,22 @@ mod tests {
         assert!(
             !out.contains_key("content-length") && !out.contains_key("set-cookie") && !out.contains_key("x-request-id")
         );
+    }
+
+    #[test]
+    fn a_response_connection_header_drops_what_it_names_and_only_that() {
+        let mut up = HeaderMap::new();
+        up.insert("x-kept", HeaderValue::from_static("1"));
+        up.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        // Only standard options: nothing else goes.
+        up.insert("connection", HeaderValue::from_static("Keep-Alive"));
+        let out = client_response(&up);
+        assert_eq!(out["x-kept"], "1");
+        assert!(!out.contains_key("keep-alive") && !out.contains_key("connection"));
+        // `close` is an option, but a header could bear the name too.
+        up.insert("connection", HeaderValue::from_static("close, X-Kept"));
+        up.insert("close", HeaderValue::from_static("x"));
+        let out = client_response(&up);
+        assert!(!out.contains_key("x-kept") && !out.contains_key("close"));
     }
 }
