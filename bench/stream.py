@@ -4,7 +4,8 @@ and to its last byte. Prints one line per request: "first last" in seconds.
 
 Raw HTTP/1.1 over a socket, so the client adds microseconds, not the
 milliseconds of a library; it reads a body framed by Content-Length (the
-static upstream) or chunked (the gateway) and checks it ends with [DONE].
+static upstream, and the gateway for a reply that arrived whole) or chunked,
+and checks it ends with [DONE].
 
     python3 bench/stream.py HOST PORT PATH BODY COUNT
 """
