@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import sqlite3
 import statistics
 import subprocess
@@ -164,6 +165,65 @@ rows = [
     ("gateway CPU per request (c=32)", "—", f"{cpu_us_per_request:.1f} µs", ""),
 ]
 
+def other_gateways():
+    """The optional runs through other gateways (see bench/run), by name."""
+    out = {}
+    for entry in sorted(os.listdir(work)):
+        m = re.fullmatch(r"other-([a-z]+)\.txt", entry)
+        if not m:
+            continue
+        name = m.group(1)
+        version = open(os.path.join(work, entry)).read().split()[1:] or ["?"]
+        c1d_, c1g_ = oha(f"other-{name}-c1-direct.json"), oha(f"other-{name}-c1.json")
+        c32d_, c32g_ = oha(f"other-{name}-c32-direct.json"), oha(f"other-{name}-c32.json")
+        before_, after_, tck_ = map(int, open(os.path.join(work, f"other-{name}-cpu.txt")).read().split())
+        figures = {
+            "version": version[0],
+            "c1_overhead_ms": {p: pct(c1g_, p) - pct(c1d_, p) for p in ("p50", "p99")},
+            "c32_rps": c32g_["summary"]["requestsPerSec"],
+            "c32_ratio": c32g_["summary"]["requestsPerSec"] / c32d_["summary"]["requestsPerSec"],
+            "cpu_us_per_request": (after_ - before_) / tck_ * 1e6 / max(total(c32g_), 1),
+            "peak_rss_mib": int(open(os.path.join(work, f"other-{name}-rss-kib.txt")).read().strip()) / 1024.0,
+            "failed": (total(c1g_) - served(c1g_)) + (total(c32g_) - served(c32g_)),
+        }
+        if os.path.exists(os.path.join(work, f"other-{name}-stream.txt")):
+            figures["stream_ttfb_overhead_ms"] = (
+                stream_times(f"other-{name}-stream.txt")[0] - stream_times(f"other-{name}-stream-direct.txt")[0]
+            )
+        out[name] = figures
+    return out
+
+
+others = other_gateways()
+if others:
+    r["other_gateways"] = others
+titles = {"litellm": "LiteLLM", "portkey": "Portkey"}
+other_rows = []
+if others:
+    def column(f):
+        stream = f.get("stream_ttfb_overhead_ms")
+        return [
+            "+{p50:.3f} / +{p99:.3f}".format(**f["c1_overhead_ms"]),
+            f"{f['c32_rps']:.0f} ({f['c32_ratio']:.2f}×)",
+            "failed" if stream is None else f"+{stream:.3f}",
+            f"{f['peak_rss_mib']:.1f}",
+            f"{f['cpu_us_per_request']:.0f}",
+            f"{f['failed']}",
+        ]
+    ours = column({"c1_overhead_ms": {"p50": over["p50"], "p99": over["p99"]}, "c32_rps": r["c32"]["gateway_rps"],
+                   "c32_ratio": ratio, "stream_ttfb_overhead_ms": stream_over, "peak_rss_mib": peak_rss_mib,
+                   "cpu_us_per_request": cpu_us_per_request, "failed": 0})
+    theirs = [column(f) for f in others.values()]
+    measures = ["added latency at c=1, p50 / p99 (ms)", "c=32 requests/s (× direct)", "stream first-byte overhead (ms)",
+                "peak RSS (MiB)", "CPU per request at c=32 (µs)", "failed requests"]
+    other_rows = [[m, ours[i]] + [t[i] for t in theirs] for i, m in enumerate(measures)]
+    other_heads = ["Switchyard"] + [f"{titles.get(n, n)} {f['version']}" for n, f in others.items()]
+    other_line = (
+        f"Other gateways, installed here, on the same upstream and load after Switchyard stopped (one run each, "
+        f"{total(oha(f'other-{next(iter(others))}-c1.json'))} requests at c=1); Switchyard's column is the table above."
+    )
+
+
 def spread(values, fmt):
     return f"{fmt.format(min(values))} to {fmt.format(max(values))}"
 
@@ -180,6 +240,10 @@ lines = [f"{'':<{width}}  {'direct':>24}  {'through Switchyard':>24}  {'differen
 lines += [f"{a:<{width}}  {b:>24}  {c:>24}  {d:>26}" for a, b, c, d in rows]
 lines += ["", runs_line, ""]
 lines += [f"[{'met' if ok else 'MISSED'}] {t}: {m}" for t, m, ok in checks]
+if other_rows:
+    w = max(len(row[0]) for row in other_rows)
+    lines += ["", other_line, f"{'':<{w}}" + "".join(f"  {h:>22}" for h in other_heads)]
+    lines += [f"{row[0]:<{w}}" + "".join(f"  {c:>22}" for c in row[1:]) for row in other_rows]
 table = "\n".join(lines)
 print(table)
 
@@ -203,6 +267,10 @@ md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
 md += ["", runs_line]
 md += ["", "| target | measured | |", "| --- | --- | --- |"]
 md += [f"| {t} | {m} | {'met' if ok else '**missed**'} |" for t, m, ok in checks]
+if other_rows:
+    md += ["", other_line, "", "| measure | " + " | ".join(other_heads) + " |",
+           "| --- |" + " --- |" * len(other_heads)]
+    md += ["| " + " | ".join(row) + " |" for row in other_rows]
 notes = os.path.join(root, "docs", "benchmarks-notes.md")
 if os.path.exists(notes):
     md += ["", open(notes).read().strip()]

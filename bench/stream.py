@@ -7,7 +7,9 @@ milliseconds of a library; it reads a body framed by Content-Length (the
 static upstream, and the gateway for a reply that arrived whole) or chunked,
 and checks it ends with [DONE].
 
-    python3 bench/stream.py HOST PORT PATH BODY COUNT
+    python3 bench/stream.py HOST PORT PATH BODY COUNT [HEADER...]
+
+Each HEADER ("name: value") is sent with every request.
 """
 
 import socket
@@ -15,8 +17,9 @@ import sys
 import time
 
 host, port, path, body, count = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].encode(), int(sys.argv[5])
+extra = "".join(f"{h}\r\n" for h in sys.argv[6:])
 request = (
-    f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\ncontent-type: application/json\r\n"
+    f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\ncontent-type: application/json\r\n{extra}"
     f"content-length: {len(body)}\r\n\r\n"
 ).encode() + body
 
