@@ -152,14 +152,14 @@ rows = [
     ("c=1 latency p50 / p95 / p99 (ms)",
      "{p50:.3f} / {p95:.3f} / {p99:.3f}".format(**r["c1"]["direct_ms"]),
      "{p50:.3f} / {p95:.3f} / {p99:.3f}".format(**r["c1"]["gateway_ms"]),
-     "+{p50:.3f} / +{p95:.3f} / +{p99:.3f}".format(**over)),
+     "{p50:+.3f} / {p95:+.3f} / {p99:+.3f}".format(**over)),
     ("c=32 throughput (requests/s)", f"{r['c32']['direct_rps']:.0f}", f"{r['c32']['gateway_rps']:.0f}", f"{ratio:.2f}×"),
-    ("stream time to first byte (ms, median)", f"{ttfb_d:.3f}", f"{ttfb_g:.3f}", f"+{stream_over:.3f}"),
-    ("stream time to last byte (ms, median)", f"{ttlb_d:.3f}", f"{ttlb_g:.3f}", f"+{ttlb_g - ttlb_d:.3f}"),
+    ("stream time to first byte (ms, median)", f"{ttfb_d:.3f}", f"{ttfb_g:.3f}", f"{stream_over:+.3f}"),
+    ("stream time to last byte (ms, median)", f"{ttlb_d:.3f}", f"{ttlb_g:.3f}", f"{ttlb_g - ttlb_d:+.3f}"),
     ("same, new connection per stream: first byte", f"{cold_ttfb_d:.3f}", f"{cold_ttfb_g:.3f}",
-     f"+{cold_ttfb_g - cold_ttfb_d:.3f}"),
+     f"{cold_ttfb_g - cold_ttfb_d:+.3f}"),
     ("same, new connection per stream: last byte", f"{cold_ttlb_d:.3f}", f"{cold_ttlb_g:.3f}",
-     f"+{cold_ttlb_g - cold_ttlb_d:.3f}"),
+     f"{cold_ttlb_g - cold_ttlb_d:+.3f}"),
     ("fallback path p50 / p99 (ms)", "—", "{p50:.3f} / {p99:.3f}".format(**r["fallback_ms"]), "503, then served"),
     ("gateway peak RSS", "—", f"{peak_rss_mib:.1f} MiB", ""),
     ("gateway CPU per request (c=32)", "—", f"{cpu_us_per_request:.1f} µs", ""),
@@ -203,9 +203,9 @@ if others:
     def column(f):
         stream = f.get("stream_ttfb_overhead_ms")
         return [
-            "+{p50:.3f} / +{p99:.3f}".format(**f["c1_overhead_ms"]),
-            f"{f['c32_rps']:.0f} ({f['c32_ratio']:.2f}×)",
-            "failed" if stream is None else f"+{stream:.3f}",
+            "{p50:+.3f} / {p99:+.3f}".format(**f["c1_overhead_ms"]),
+            f"{f['c32_rps']:.0f} ({f['c32_ratio']:.2g}×)",
+            "failed" if stream is None else f"{stream:+.3f}",
             f"{f['peak_rss_mib']:.1f}",
             f"{f['cpu_us_per_request']:.0f}",
             f"{f['failed']}",
@@ -230,8 +230,8 @@ def spread(values, fmt):
 
 runs_line = "One run of each phase." if repeat == 1 else (
     f"The c=1 and c=32 rows are the median of {repeat} runs. Across the runs: c=1 overhead "
-    f"p50 {spread(r['runs']['c1_p50_overhead_ms'], '+{:.3f}')} ms, "
-    f"p99 {spread(r['runs']['c1_p99_overhead_ms'], '+{:.3f}')} ms; "
+    f"p50 {spread(r['runs']['c1_p50_overhead_ms'], '{:+.3f}')} ms, "
+    f"p99 {spread(r['runs']['c1_p99_overhead_ms'], '{:+.3f}')} ms; "
     f"c=32 {spread(r['runs']['c32_ratio'], '{:.2f}×')}, "
     f"CPU {spread(r['runs']['cpu_us_per_request'], '{:.0f}')} µs per request."
 )
