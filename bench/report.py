@@ -53,9 +53,14 @@ def median_run(runs_, key):
     return ordered[(len(ordered) - 1) // 2]
 
 
+def cpu_us(name, run):
+    """CPU per request from a "before after ticks-per-second" file and the oha run it spans."""
+    before_, after_, tck_ = map(int, open(os.path.join(work, name)).read().split())
+    return (after_ - before_) / tck_ * 1e6 / max(total(run), 1)
+
+
 def cpu_of(i):
-    before_, after_, tck_ = map(int, open(os.path.join(work, f"cpu-{i}.txt")).read().split())
-    return (after_ - before_) / tck_ * 1e6 / max(total(oha(f"c32-gateway-{i}.json")), 1)
+    return cpu_us(f"cpu-{i}.txt", oha(f"c32-gateway-{i}.json"))
 
 
 # c=1: each run's overhead is gateway minus direct of the same run; the
@@ -173,16 +178,16 @@ def other_gateways():
         if not m:
             continue
         name = m.group(1)
-        version = open(os.path.join(work, entry)).read().split()[1:] or ["?"]
+        version = (open(os.path.join(work, entry)).read().split() + ["?", "?"])[1]
         c1d_, c1g_ = oha(f"other-{name}-c1-direct.json"), oha(f"other-{name}-c1.json")
         c32d_, c32g_ = oha(f"other-{name}-c32-direct.json"), oha(f"other-{name}-c32.json")
-        before_, after_, tck_ = map(int, open(os.path.join(work, f"other-{name}-cpu.txt")).read().split())
         figures = {
-            "version": version[0],
+            "version": version,
+            "c1_requests": total(c1g_),
             "c1_overhead_ms": {p: pct(c1g_, p) - pct(c1d_, p) for p in ("p50", "p99")},
             "c32_rps": c32g_["summary"]["requestsPerSec"],
             "c32_ratio": c32g_["summary"]["requestsPerSec"] / c32d_["summary"]["requestsPerSec"],
-            "cpu_us_per_request": (after_ - before_) / tck_ * 1e6 / max(total(c32g_), 1),
+            "cpu_us_per_request": cpu_us(f"other-{name}-cpu.txt", c32g_),
             "peak_rss_mib": int(open(os.path.join(work, f"other-{name}-rss-kib.txt")).read().strip()) / 1024.0,
             "failed": (total(c1g_) - served(c1g_)) + (total(c32g_) - served(c32g_)),
         }
@@ -195,16 +200,15 @@ def other_gateways():
 
 
 others = other_gateways()
-if others:
-    r["other_gateways"] = others
 titles = {"litellm": "LiteLLM", "portkey": "Portkey"}
 other_rows = []
 if others:
+    r["other_gateways"] = others
     def column(f):
         stream = f.get("stream_ttfb_overhead_ms")
         return [
             "{p50:+.3f} / {p99:+.3f}".format(**f["c1_overhead_ms"]),
-            f"{f['c32_rps']:.0f} ({f['c32_ratio']:.2g}×)",
+            f"{f['c32_rps']:.0f} ({f['c32_ratio']:.2f}×)" if f["c32_ratio"] >= 0.1 else f"{f['c32_rps']:.0f} ({f['c32_ratio']:.2g}×)",
             "failed" if stream is None else f"{stream:+.3f}",
             f"{f['peak_rss_mib']:.1f}",
             f"{f['cpu_us_per_request']:.0f}",
@@ -220,7 +224,7 @@ if others:
     other_heads = ["Switchyard"] + [f"{titles.get(n, n)} {f['version']}" for n, f in others.items()]
     other_line = (
         f"Other gateways, installed here, on the same upstream and load after Switchyard stopped (one run each, "
-        f"{total(oha(f'other-{next(iter(others))}-c1.json'))} requests at c=1); Switchyard's column is the table above."
+        f"{next(iter(others.values()))['c1_requests']} requests at c=1); Switchyard's column is the table above."
     )
 
 
