@@ -77,7 +77,7 @@ pub fn setup(config: Option<PathBuf>, data: &DataDirArgs, listen: Option<std::ne
         }
     };
     if let Some(listen) = listen {
-        loaded.server.listen = listen;
+        loaded.override_listen(listen, "--listen (or SWITCHYARD_LISTEN)")?;
     }
     info!(data_dir = %data_dir.display(), "data directory");
     let admin = paths::admin_token(&data_dir)?;

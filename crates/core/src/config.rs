@@ -172,6 +172,20 @@ impl Config {
         self.providers.iter().find(|p| p.name == name)
     }
 
+    /// Listens on `listen` instead of the file's address (`--listen`,
+    /// `SWITCHYARD_LISTEN`, the desktop app's override), held to the same
+    /// rule as the file: off loopback only with the access token required.
+    /// `origin` names the override in the error.
+    pub fn override_listen(&mut self, listen: SocketAddr, origin: &str) -> Result<(), ConfigError> {
+        exposure(listen, self.server.access_token).map_err(|message| ConfigError::Override {
+            origin: origin.to_string(),
+            field: "server.listen",
+            message,
+        })?;
+        self.server.listen = listen;
+        Ok(())
+    }
+
     /// The request policy for a model: its route's, else the global one.
     pub fn request_policy(&self, model: &str) -> &RequestPolicy {
         // Routes are few; a linear scan beats hashing here.
@@ -186,6 +200,21 @@ pub enum ConfigError {
     Io { file: PathBuf, message: String },
     #[error("{}:{line}:{column}: {field}: {message}", file.display())]
     Invalid { file: PathBuf, line: usize, column: usize, field: String, message: String },
+    /// A setting given outside the file (a flag or environment variable).
+    #[error("{origin}: {field}: {message}")]
+    Override { origin: String, field: &'static str, message: String },
+}
+
+/// Whether the gateway may listen on `listen`: an address other machines
+/// can reach spends the user's keys for anyone who finds it, unless every
+/// client must send the local access token.
+fn exposure(listen: SocketAddr, access_token: bool) -> Result<(), String> {
+    if listen.ip().is_loopback() || access_token {
+        return Ok(());
+    }
+    Err(format!(
+        "{listen} is reachable from other machines: set [server] access_token = true to require the local access token"
+    ))
 }
 
 impl ConfigError {
@@ -431,13 +460,9 @@ impl Validator<'_> {
             }
         };
         let access_token = raw.access_token.unwrap_or(false);
-        if !listen.ip().is_loopback() && !access_token {
+        if let Err(message) = exposure(listen, access_token) {
             let span = raw.listen.as_ref().map_or(0..0, Spanned::span);
-            return self.error(
-                span,
-                "server.listen",
-                format!("{listen} is reachable from other machines: set [server] access_token = true to require the local access token"),
-            );
+            return self.error(span, "server.listen", message);
         }
         for origin in &raw.allowed_origins {
             let ok =
@@ -773,6 +798,19 @@ max_retries = -1
         assert!(parse("[server]\nlisten = \"0.0.0.0:4141\"\naccess_token = true\n").is_ok());
         let (_, field, _) = invalid("[server]\nallowed_origins = [\"localhost\"]\n");
         assert_eq!(field, "server.allowed_origins");
+    }
+
+    #[test]
+    fn a_listen_override_is_held_to_the_same_rule() {
+        let mut config = parse("").unwrap();
+        let err = config.override_listen("0.0.0.0:4196".parse().unwrap(), "--listen").unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("--listen: server.listen: 0.0.0.0:4196 is reachable"), "{text}");
+        assert_eq!(config.server.listen.to_string(), "127.0.0.1:4141", "refused overrides change nothing");
+        config.override_listen("127.0.0.1:9".parse().unwrap(), "--listen").unwrap();
+        assert_eq!(config.server.listen.to_string(), "127.0.0.1:9");
+        let mut guarded = parse("[server]\naccess_token = true\n").unwrap();
+        guarded.override_listen("0.0.0.0:4196".parse().unwrap(), "--listen").unwrap();
     }
 
     #[test]
