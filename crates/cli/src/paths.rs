@@ -23,7 +23,8 @@ impl DataDirArgs {
                 .map(|d| d.data_dir().to_path_buf())
                 .context("no home folder to put the data directory in: pass --data-dir")?,
         };
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+        switchyard_core::private::dir(&dir)
+            .with_context(|| format!("cannot create the data directory {} (owner-only)", dir.display()))?;
         Ok(dir)
     }
 }
@@ -72,7 +73,7 @@ fn token(dir: &Path, variable: &str, file: &str, prefix: &str) -> Result<SecretS
     Ok(SecretString::from(token))
 }
 
-fn random_hex(bytes: usize) -> String {
+pub fn random_hex(bytes: usize) -> String {
     use rand::RngCore;
     let mut buf = vec![0u8; bytes];
     rand::rng().fill_bytes(&mut buf);

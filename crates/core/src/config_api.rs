@@ -3,7 +3,7 @@
 //! file. An edit is applied to the file's text, validated whole, written
 //! atomically and put in force; a refused edit changes nothing and says why.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, State};
@@ -124,9 +124,7 @@ async fn edit(
 }
 
 fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    crate::private::write(path, text.as_bytes())
 }
 
 fn invalid(e: crate::config::edit::EditError) -> AdminError {

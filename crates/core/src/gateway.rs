@@ -290,11 +290,8 @@ impl Gateway {
         let Some(path) = &self.inner.state_file else { return Ok(()) };
         let enabled: BTreeMap<&str, bool> = live.providers.iter().map(|p| (p.name(), p.is_enabled())).collect();
         let text = serde_json::json!({ "enabled": enabled }).to_string();
-        let tmp = path.with_extension("json.tmp");
-        let persist =
-            |e: std::io::Error| ToggleError::Persist { path: path.display().to_string(), reason: e.to_string() };
-        std::fs::write(&tmp, text).map_err(persist)?;
-        std::fs::rename(&tmp, path).map_err(persist)
+        crate::private::write(path, text.as_bytes())
+            .map_err(|e| ToggleError::Persist { path: path.display().to_string(), reason: e.to_string() })
     }
 
     /// Puts a new configuration in force. Providers whose settings are

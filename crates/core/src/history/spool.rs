@@ -28,7 +28,7 @@
 //! nor empty a spool whose records another writer has yet to commit.
 
 use std::borrow::Borrow;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -94,7 +94,8 @@ impl Spool {
     /// `None` when another process has it open. The caller replays the
     /// leftovers, then calls [`Spool::clear`].
     pub fn open(db_path: &Path) -> std::io::Result<Option<(Spool, Leftovers)>> {
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(sibling(db_path, "spool.lock"))?;
+        let lock =
+            crate::private::options().create(true).truncate(false).write(true).open(sibling(db_path, "spool.lock"))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
@@ -106,7 +107,7 @@ impl Spool {
         for path in [&retired_path, &current_path] {
             read_into(path, &mut leftovers)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(&current_path)?;
+        let file = crate::private::options().create(true).append(true).open(&current_path)?;
         let bytes = file.metadata()?.len();
         let state =
             State { file, generation: 0, outstanding: 0, bytes, retired: None, failing: false, frames: Vec::new() };
@@ -191,7 +192,7 @@ impl Spool {
         } else if state.bytes >= ROTATE_BYTES && state.retired.is_none() {
             std::fs::rename(&self.current_path, &self.retired_path)?;
             state.retired = Some((state.generation, state.outstanding));
-            state.file = OpenOptions::new().create(true).append(true).open(&self.current_path)?;
+            state.file = crate::private::options().create(true).append(true).open(&self.current_path)?;
             state.generation += 1;
             state.outstanding = 0;
             state.bytes = 0;
@@ -468,7 +469,7 @@ mod tests {
         append(&spool, &record("torn")).unwrap();
         drop(spool);
         let len = std::fs::metadata(&file).unwrap().len();
-        OpenOptions::new().write(true).open(&file).unwrap().set_len(len - 10).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(len - 10).unwrap();
         let (ids, unreadable) = replayed(&db);
         assert_eq!(ids, ["whole"]);
         assert_eq!(unreadable, 1);

@@ -18,6 +18,8 @@ use super::record::Record;
 pub enum StoreError {
     #[error("history database {path}: {source}")]
     Open { path: String, source: sqlx::Error },
+    #[error("cannot make the history file {path} owner-only: {source}")]
+    Private { path: String, source: std::io::Error },
     #[error("history database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("history database: {0}")]
@@ -171,6 +173,14 @@ impl Store {
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         let url = format!("sqlite://{}", path.display());
         let open_err = |source| StoreError::Open { path: path.display().to_string(), source };
+        // Created owner-only before SQLite sees it: its -wal and -shm files
+        // take the database file's permissions.
+        for file in [path.to_path_buf(), with_suffix(path, "-wal"), with_suffix(path, "-shm")] {
+            if file == path || file.exists() {
+                crate::private::file(&file)
+                    .map_err(|source| StoreError::Private { path: file.display().to_string(), source })?;
+            }
+        }
         let options = SqliteConnectOptions::from_str(&url)
             .map_err(open_err)?
             .create_if_missing(true)
@@ -491,4 +501,11 @@ mod tests {
         assert!(plan.iter().any(|d| d.contains("INDEX requests_by_time")), "{plan:?}");
         assert!(!plan.iter().any(|d| d.contains("TEMP B-TREE")), "{plan:?}");
     }
+}
+
+/// `path` with `suffix` added to its file name (SQLite's `-wal`, `-shm`).
+fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(suffix);
+    path.with_file_name(name)
 }
