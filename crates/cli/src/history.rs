@@ -198,7 +198,17 @@ fn attempt_text(a: &AttemptRow) -> String {
 /// Follows the running gateway's event stream: one line per request with
 /// its attempts, and a line for each fallback, breaker or health change.
 pub async fn tail(args: TailArgs) -> Result<()> {
-    let remote = crate::remote::Remote::new(&args.remote)?;
+    let remote = match crate::remote::Remote::connect(&args.remote).await {
+        Ok(remote) => remote,
+        Err(e)
+            if e.downcast_ref::<crate::remote::VerifyError>()
+                .is_some_and(|v| matches!(v, crate::remote::VerifyError::Unreachable(_))) =>
+        {
+            eprintln!("no gateway answers: following the history database instead");
+            return tail_database(args).await;
+        }
+        Err(e) => return Err(e),
+    };
     let response = remote.get("/admin/events").send().await;
     let Ok(response) = response.and_then(|r| r.error_for_status()) else {
         eprintln!("no gateway answers at {}: following the history database instead", remote.base);

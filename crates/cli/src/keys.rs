@@ -127,8 +127,15 @@ fn list(config: &Config, keychain: &KeychainStore) {
 async fn notify_gateway(config: &Config, data: &DataDirArgs) {
     let Ok(dir) = data.resolve() else { return };
     let Ok(token) = crate::paths::admin_token(&dir) else { return };
-    let url = format!("http://{}/admin/keys/reload", config.server.listen);
-    let client = reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().unwrap_or_default();
+    let addr = crate::remote::reachable(config.server.listen);
+    let Ok(client) = crate::remote::client() else { return };
+    if let Err(e) = crate::remote::verify_gateway(&client, addr, &token).await {
+        if matches!(e, crate::remote::VerifyError::Impostor(_)) {
+            eprintln!("not telling the gateway: {e}");
+        }
+        return;
+    }
+    let url = format!("http://{addr}/admin/keys/reload");
     if let Ok(r) = client.post(&url).bearer_auth(token.expose_secret()).send().await {
         if r.status().is_success() {
             println!("the running gateway at {} picked up the change", config.server.listen);

@@ -1,14 +1,18 @@
 //! Talking to a running gateway's admin API, as `status`, `providers` and
 //! `tail` do: its address from the config (or `--listen`), its token from
 //! the data dir (or `SWITCHYARD_ADMIN_TOKEN`).
+//!
+//! The token is sent only after the gateway has proved it holds it
+//! ([`verify_gateway`]): another local user who binds the port first must
+//! not receive it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
-use switchyard_core::Config;
+use switchyard_core::{challenge, Config};
 
 use crate::paths::{self, DataDirArgs};
 
@@ -33,16 +37,23 @@ pub struct Remote {
 }
 
 impl Remote {
-    pub fn new(args: &RemoteArgs) -> Result<Remote> {
+    /// Finds the gateway and checks it is this user's before any secret is sent.
+    pub async fn connect(args: &RemoteArgs) -> Result<Remote> {
         let dir = args.data.resolve()?;
         let listen = match (args.listen, &args.config) {
             (Some(addr), _) => addr,
             (None, Some(path)) => Config::load(path)?.server.listen,
             (None, None) => paths::default_config(&dir)?.server.listen,
         };
+        let addr = reachable(listen);
         let token = paths::admin_token(&dir)?;
-        let http = reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build()?;
-        Ok(Remote { base: format!("http://{listen}"), token, http })
+        let http = client()?;
+        let remote = Remote { base: format!("http://{addr}"), token, http };
+        verify_gateway(&remote.http, addr, &remote.token).await.map_err(|e| match e {
+            VerifyError::Unreachable(_) => anyhow::Error::new(e).context(remote.unreachable()),
+            other => other.into(),
+        })?;
+        Ok(remote)
     }
 
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
@@ -67,6 +78,56 @@ impl Remote {
 
     fn unreachable(&self) -> String {
         format!("no gateway answers at {} (is `switchyard serve` running? pass --listen or --config)", self.base)
+    }
+}
+
+/// An HTTP client for the gateway on loopback: no proxy, no public roots.
+/// One connection is kept alive, so the requests after the check go to the
+/// process that passed it.
+pub fn client() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .no_proxy()
+        .tls_built_in_root_certs(false)
+        .pool_max_idle_per_host(1)
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .build()?)
+}
+
+/// Where to reach a gateway that listens on `listen`: an unspecified
+/// address (`0.0.0.0`, `[::]`) is reached on loopback.
+pub fn reachable(listen: SocketAddr) -> SocketAddr {
+    match listen.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::from((Ipv4Addr::LOCALHOST, listen.port())),
+        IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::from((Ipv6Addr::LOCALHOST, listen.port())),
+        _ => listen,
+    }
+}
+
+/// Why a gateway was not trusted with the admin token.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("nothing answers at {0}")]
+    Unreachable(SocketAddr),
+    #[error(
+        "the program listening on {0} is not this user's Switchyard (it could not prove it holds the admin token): \
+         the token was not sent. Stop that program, or point at your gateway with --listen"
+    )]
+    Impostor(SocketAddr),
+}
+
+/// Asks the gateway at `addr` to prove it holds `token` (an HMAC of a fresh
+/// nonce and its own address, see `switchyard_core::challenge`), without
+/// revealing the token. Anything but a valid proof is an impostor.
+pub async fn verify_gateway(http: &reqwest::Client, addr: SocketAddr, token: &SecretString) -> Result<(), VerifyError> {
+    let nonce = paths::random_hex(32);
+    let url = format!("http://{addr}{}?nonce={nonce}", challenge::PATH);
+    let response = http.get(url).send().await.map_err(|_| VerifyError::Unreachable(addr))?;
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let proof = body["proof"].as_str().unwrap_or("");
+    if challenge::verify(token, &nonce, addr, proof) {
+        Ok(())
+    } else {
+        Err(VerifyError::Impostor(addr))
     }
 }
 

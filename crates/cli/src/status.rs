@@ -76,7 +76,7 @@ pub fn row(p: &Value) -> String {
 }
 
 pub async fn status(args: StatusArgs) -> Result<()> {
-    let remote = Remote::new(&args.remote)?;
+    let remote = Remote::connect(&args.remote).await?;
     let providers = remote.get_json("/admin/providers").await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&providers)?);
@@ -94,7 +94,7 @@ pub async fn status(args: StatusArgs) -> Result<()> {
 }
 
 pub async fn providers(args: ProvidersArgs) -> Result<()> {
-    let remote = Remote::new(&args.remote)?;
+    let remote = Remote::connect(&args.remote).await?;
     let (name, verb) = match &args.command {
         ProvidersCommand::Enable { name } => (name, "enable"),
         ProvidersCommand::Disable { name } => (name, "disable"),

@@ -58,6 +58,10 @@ impl AdminError {
         AdminError::new(StatusCode::UNAUTHORIZED, code, message)
     }
 
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> AdminError {
+        AdminError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
     pub fn unprocessable(code: &'static str, message: impl Into<String>) -> AdminError {
         AdminError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
     }

@@ -14,6 +14,7 @@
 pub mod admin;
 pub mod attempt;
 pub mod body;
+pub mod challenge;
 pub mod classify;
 pub mod config;
 pub mod config_api;
@@ -30,6 +31,7 @@ pub mod keys;
 pub mod live_api;
 pub mod metrics;
 pub mod policy;
+pub mod private;
 pub mod protocol;
 pub mod provider;
 pub mod proxy;

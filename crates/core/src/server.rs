@@ -40,6 +40,7 @@ pub fn router(gateway: Gateway) -> Router {
         .route("/", get(root))
         .route("/healthz", get(healthz))
         .route("/metrics", get(crate::live_api::metrics))
+        .route(crate::challenge::PATH, get(crate::challenge::whoami))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model));
     for endpoint in Endpoint::ALL {
@@ -109,7 +110,8 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = Front { gateway: gateway.clone(), app: app.clone(), peer };
+        let local = stream.local_addr().ok();
+        let service = Front { gateway: gateway.clone(), app: app.clone(), peer, local };
         let mut builder = ConnectionBuilder::new(TokioExecutor::new());
         builder
             .http1()
@@ -206,6 +208,9 @@ struct Front {
     gateway: Gateway,
     app: Router,
     peer: SocketAddr,
+    /// The address the connection was accepted on, which the gateway's
+    /// proof of identity names (`challenge`).
+    local: Option<SocketAddr>,
 }
 
 impl hyper::service::Service<axum::http::Request<Incoming>> for Front {
@@ -228,6 +233,9 @@ impl Front {
         };
         let Some(endpoint) = endpoint else {
             request.extensions_mut().insert(ConnectInfo(self.peer));
+            if let Some(local) = self.local {
+                request.extensions_mut().insert(crate::challenge::LocalAddr(local));
+            }
             return match self.app.oneshot(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
