@@ -22,6 +22,7 @@ pub enum ErrorCode {
     UpstreamError,
     HostNotAllowed,
     OriginNotAllowed,
+    CrossSiteRequest,
     InvalidAccessToken,
     RateLimited,
     HeadersTooLarge,
@@ -42,6 +43,7 @@ impl ErrorCode {
             ErrorCode::DeadlineExceeded => "deadline_exceeded",
             ErrorCode::HostNotAllowed => "host_not_allowed",
             ErrorCode::OriginNotAllowed => "origin_not_allowed",
+            ErrorCode::CrossSiteRequest => "cross_site_request",
             ErrorCode::InvalidAccessToken => "invalid_access_token",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::HeadersTooLarge => "headers_too_large",
@@ -59,7 +61,9 @@ impl ErrorCode {
             ErrorCode::NoProviderAvailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError => StatusCode::BAD_GATEWAY,
             ErrorCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-            ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed => StatusCode::FORBIDDEN,
+            ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed | ErrorCode::CrossSiteRequest => {
+                StatusCode::FORBIDDEN
+            }
             ErrorCode::InvalidAccessToken => StatusCode::UNAUTHORIZED,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -95,7 +99,7 @@ impl ErrorCode {
             | ErrorCode::MethodNotAllowed
             | ErrorCode::HeadersTooLarge
             | ErrorCode::BodyTimeout => "invalid_request_error",
-            ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed => "permission_error",
+            ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed | ErrorCode::CrossSiteRequest => "permission_error",
             ErrorCode::InvalidAccessToken => "authentication_error",
             ErrorCode::RateLimited => "rate_limit_error",
             ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError | ErrorCode::DeadlineExceeded => "api_error",

@@ -1,9 +1,11 @@
 //! The local endpoint's guard: a port on localhost that spends provider keys
 //! is a target for every web page the developer opens. Requests must name a
-//! loopback host (no DNS rebinding), come from no browser origin unless one is
-//! allowed, stay under the per-address rate, and carry the local access token
-//! when one is required. Refusals are in the client's protocol and cost no
-//! upstream call.
+//! loopback host (no DNS rebinding; a missing, duplicated or malformed host
+//! is refused, for HTTP/1 and HTTP/2 alike), come from no browser origin
+//! unless one is allowed, not be a browser's cross-site request without an
+//! allowed origin (`Sec-Fetch-Site`: an `<img>` or `<script>` tag), stay
+//! under the per-client rate, and carry the local access token when one is
+//! required. Refusals are in the client's protocol and cost no upstream call.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
@@ -23,30 +25,59 @@ use crate::headers::name;
 use crate::policy::limiter::Bucket;
 use crate::protocol::Protocol;
 
-/// Headers whose values must never reach a log or a trace.
-pub const SENSITIVE: [HeaderName; 4] =
-    [header::AUTHORIZATION, name::X_API_KEY, header::COOKIE, header::PROXY_AUTHORIZATION];
+/// Headers whose values must never reach a log or a trace: every header a
+/// client or provider puts a credential in.
+pub const SENSITIVE: [HeaderName; 6] = [
+    header::AUTHORIZATION,
+    name::X_API_KEY,
+    HeaderName::from_static("api-key"),
+    HeaderName::from_static("x-goog-api-key"),
+    header::COOKIE,
+    header::PROXY_AUTHORIZATION,
+];
+
+/// Fetch Metadata: which site a browser request was made for.
+const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 
 /// Client addresses tracked at most before the table is reset.
 const MAX_TRACKED_CLIENTS: usize = 10_000;
 
-/// Per-address request buckets.
+/// A client as the rate limit tells them apart: its address and its user
+/// agent. Every local tool comes from 127.0.0.1, so the address alone would
+/// let one runaway script (or a web page's requests) starve the editor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ClientKey {
+    ip: IpAddr,
+    agent: u64,
+}
+
+impl ClientKey {
+    fn of(ip: IpAddr, headers: &HeaderMap) -> ClientKey {
+        use std::hash::BuildHasher;
+        let agent = headers
+            .get(header::USER_AGENT)
+            .map_or(0, |ua| foldhash::fast::FixedState::with_seed(0x5157_6172_6431).hash_one(ua.as_bytes()));
+        ClientKey { ip, agent }
+    }
+}
+
+/// Per-client request buckets.
 #[derive(Debug, Default)]
 pub struct ClientRates {
     /// Looked up on every request; bounded by [`MAX_TRACKED_CLIENTS`], so a
     /// fast hash rather than a DoS-resistant one.
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    buckets: Mutex<HashMap<ClientKey, Bucket>>,
 }
 
 impl ClientRates {
-    /// Takes one request from `ip`'s bucket; `false` when it is empty.
-    fn admit(&self, ip: IpAddr, per_minute: u32) -> bool {
+    /// Takes one request from the client's bucket; `false` when it is empty.
+    fn admit(&self, client: ClientKey, per_minute: u32) -> bool {
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if buckets.len() >= MAX_TRACKED_CLIENTS && !buckets.contains_key(&ip) {
+        if buckets.len() >= MAX_TRACKED_CLIENTS && !buckets.contains_key(&client) {
             buckets.clear();
         }
-        let bucket = buckets.entry(ip).or_insert_with(|| Bucket::per_minute(per_minute, now));
+        let bucket = buckets.entry(client).or_insert_with(|| Bucket::per_minute(per_minute, now));
         if bucket.wait_for(1.0, now).is_zero() {
             bucket.take(1.0, now);
             true
@@ -56,7 +87,8 @@ impl ClientRates {
     }
 }
 
-fn protocol_of(path: &str) -> Protocol {
+/// The protocol a refusal speaks, from the path the client called.
+pub(crate) fn protocol_of(path: &str) -> Protocol {
     if path.starts_with("/v1/messages") {
         Protocol::Anthropic
     } else {
@@ -64,20 +96,29 @@ fn protocol_of(path: &str) -> Protocol {
     }
 }
 
-/// The host part of a `Host` header, lower-cased, without port or brackets.
-fn host_name(host: &str) -> String {
-    let host = host.trim().to_ascii_lowercase();
+/// The host part of an authority (`Host` or HTTP/2 `:authority`),
+/// lower-cased, without port or brackets; `None` when it is not a plain
+/// `name[:port]` or `[v6][:port]` (user info, a bracketed name followed by
+/// more text, stray characters): such a host is refused, not guessed at.
+fn host_name(authority: &str) -> Option<String> {
+    let host = authority.trim().to_ascii_lowercase();
+    let port_ok = |port: &str| port.is_empty() || port.bytes().all(|b| b.is_ascii_digit());
     if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("").to_string();
+        let (inside, after) = rest.split_once(']')?;
+        let tail_ok = after.is_empty() || after.strip_prefix(':').is_some_and(port_ok);
+        return (tail_ok && inside.parse::<std::net::Ipv6Addr>().is_ok()).then(|| inside.to_string());
     }
-    match host.rsplit_once(':') {
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name.to_string(),
-        _ => host,
-    }
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port_ok(port) => name,
+        Some(_) => return None,
+        None => host.as_str(),
+    };
+    let plain = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    plain.then(|| name.to_string())
 }
 
-fn host_allowed(server: &ServerConfig, host: &str) -> bool {
-    let name = host_name(host);
+fn host_allowed(server: &ServerConfig, authority: &str) -> bool {
+    let Some(name) = host_name(authority) else { return false };
     let listen = server.listen.ip();
     name == "localhost"
         || name.ends_with(".localhost")
@@ -85,11 +126,56 @@ fn host_allowed(server: &ServerConfig, host: &str) -> bool {
         || server.allowed_hosts.contains(&name)
 }
 
-/// Whether a browser origin may call: the gateway's own pages (same origin)
-/// and the configured ones.
-fn origin_allowed(server: &ServerConfig, trusted: &[String], origin: &str, host: Option<&str>) -> bool {
+/// The authority a request names, checked whole: exactly one `Host`
+/// header, readable as text, and the request target's authority (HTTP/2's
+/// `:authority`, or an absolute-form HTTP/1 target) when there is one; both
+/// must be allowed. Anything else is refused: a check that is skipped when
+/// the header is odd is no check.
+fn checked_host<B>(server: &ServerConfig, request: &axum::http::Request<B>) -> Result<Option<String>, String> {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let header = match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => return Err("the request has more than one Host header".into()),
+        (Some(v), None) => Some(v.to_str().map_err(|_| "the Host header is not readable text".to_string())?),
+        (None, _) => None,
+    };
+    let target = request.uri().authority().map(|a| a.as_str());
+    if header.is_none() && target.is_none() {
+        return Err("the request names no host (Host header or :authority)".into());
+    }
+    for authority in [header, target].into_iter().flatten() {
+        if !host_allowed(server, authority) {
+            return Err(format!(
+                "Host {authority:?} is not a loopback name: add it to [server] allowed_hosts if it is yours"
+            ));
+        }
+    }
+    Ok(header.or(target).map(str::to_string))
+}
+
+/// Whether a request goes to a proxy endpoint, the only ones
+/// `allowed_origins` opens to other browser origins.
+fn is_proxy_path(path: &str) -> bool {
+    path.starts_with("/v1/")
+}
+
+/// Whether a browser origin may call `path`: the gateway's own pages (same
+/// origin) and the host application's (the desktop window) anywhere; the
+/// configured `allowed_origins` only on the proxy endpoints, never the admin
+/// API or the dashboard.
+fn origin_allowed(server: &ServerConfig, trusted: &[String], origin: &str, host: Option<&str>, path: &str) -> bool {
     let same = host.is_some_and(|h| origin.eq_ignore_ascii_case(&format!("http://{h}")));
-    same || server.allowed_origins.iter().chain(trusted).any(|o| o.eq_ignore_ascii_case(origin))
+    let configured = is_proxy_path(path).then_some(server.allowed_origins.as_slice()).unwrap_or_default();
+    same || configured.iter().chain(trusted).any(|o| o.eq_ignore_ascii_case(origin))
+}
+
+/// A browser's request made on behalf of another site (`Sec-Fetch-Site:
+/// cross-site` or `same-site`) that carries no `Origin`: an `<img>`,
+/// `<script>` or link from a page the user opened. Requests that carry an
+/// origin were judged by it already.
+fn is_foreign_fetch(headers: &HeaderMap) -> bool {
+    headers.get(SEC_FETCH_SITE).is_some_and(|v| {
+        v.as_bytes().eq_ignore_ascii_case(b"cross-site") || v.as_bytes().eq_ignore_ascii_case(b"same-site")
+    })
 }
 
 fn header_bytes(headers: &HeaderMap) -> usize {
@@ -173,15 +259,7 @@ pub fn admit<B>(
     let live = gw.live();
     let server = &live.config.server;
 
-    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
-    if let Some(h) = &host {
-        if !host_allowed(server, h) {
-            return Err(Box::new(refuse(
-                ErrorCode::HostNotAllowed,
-                format!("Host {h:?} is not a loopback name: add it to [server] allowed_hosts if it is yours"),
-            )));
-        }
-    }
+    let host = checked_host(server, request).map_err(|why| Box::new(refuse(ErrorCode::HostNotAllowed, why)))?;
     if header_bytes(request.headers()) > server.max_header_bytes {
         return Err(Box::new(refuse(
             ErrorCode::HeadersTooLarge,
@@ -191,21 +269,36 @@ pub fn admit<B>(
     let origin = request.headers().get(header::ORIGIN).cloned();
     if let Some(o) = &origin {
         let text = o.to_str().unwrap_or("");
-        if !origin_allowed(server, gw.trusted_origins(), text, host.as_deref()) {
+        if !origin_allowed(server, gw.trusted_origins(), text, host.as_deref(), path) {
+            let hint = if is_proxy_path(path) {
+                "add it to [server] allowed_origins if you trust it"
+            } else {
+                "only the gateway's own dashboard may call the admin API"
+            };
             return Err(Box::new(refuse(
                 ErrorCode::OriginNotAllowed,
-                format!("browser origin {text:?} may not call this gateway: add it to [server] allowed_origins if you trust it"),
+                format!("browser origin {text:?} may not call {path}: {hint}"),
             )));
         }
         if request.method() == Method::OPTIONS {
             return Err(Box::new(preflight(request.headers(), o)));
         }
+    } else if is_foreign_fetch(request.headers()) {
+        return Err(Box::new(refuse(
+            ErrorCode::CrossSiteRequest,
+            "a browser request on behalf of another site (Sec-Fetch-Site, no Origin) may not call this gateway".into(),
+        )));
     }
     if let Some(peer) = peer {
-        if !gw.client_rates().admit(peer.ip(), server.rate_limit_per_minute) {
+        let client = ClientKey::of(peer.ip(), request.headers());
+        if !gw.client_rates().admit(client, server.rate_limit_per_minute) {
             let mut r = refuse(
                 ErrorCode::RateLimited,
-                format!("more than {} requests a minute from {}", server.rate_limit_per_minute, peer.ip()),
+                format!(
+                    "more than {} requests a minute from this client ({} and its user agent)",
+                    server.rate_limit_per_minute,
+                    peer.ip()
+                ),
             );
             r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             return Err(Box::new(r));
@@ -233,10 +326,20 @@ mod tests {
 
     #[test]
     fn host_names_without_ports() {
-        assert_eq!(host_name("LOCALHOST:4141"), "localhost");
-        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
-        assert_eq!(host_name("[::1]:4141"), "::1");
-        assert_eq!(host_name("evil.example:80"), "evil.example");
+        let name = |h: &str| host_name(h).unwrap();
+        assert_eq!(name("LOCALHOST:4141"), "localhost");
+        assert_eq!(name("127.0.0.1"), "127.0.0.1");
+        assert_eq!(name("[::1]:4141"), "::1");
+        assert_eq!(name("[::1]"), "::1");
+        assert_eq!(name("evil.example:80"), "evil.example");
+    }
+
+    #[test]
+    fn odd_hosts_have_no_name() {
+        for odd in ["[::1].evil.com", "[::1]evil", "[::1]:x", "[evil.com]", "user@localhost", "::1", "", ":4141", "a b"]
+        {
+            assert_eq!(host_name(odd), None, "{odd:?}");
+        }
     }
 
     #[test]
