@@ -395,14 +395,14 @@ async fn error_snippet(mut upstream: Upstream) -> String {
 }
 
 #[derive(Debug)]
-enum ReadError {
+pub(crate) enum ReadError {
     TooLarge(usize),
     Broken(String),
     TooSlow(Duration),
 }
 
 impl ReadError {
-    fn in_protocol(self, protocol: crate::protocol::Protocol) -> ApiError {
+    pub(crate) fn in_protocol(self, protocol: crate::protocol::Protocol) -> ApiError {
         match self {
             ReadError::TooLarge(limit) => ApiError::new(
                 protocol,
@@ -424,7 +424,12 @@ impl ReadError {
     }
 }
 
-async fn read_body(body: Body, headers: &HeaderMap, limit: usize, within: Duration) -> Result<Bytes, ReadError> {
+pub(crate) async fn read_body(
+    body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+    within: Duration,
+) -> Result<Bytes, ReadError> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use std::sync::Arc;
@@ -61,6 +61,7 @@ pub fn router(gateway: Gateway) -> Router {
         .merge(crate::admin::router(gateway.clone()))
         .merge(crate::ui::routes())
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(gateway.clone(), bounded_body))
         .layer(middleware::from_fn_with_state(gateway.clone(), crate::guard::guard))
         .layer(middleware::from_fn(correlate))
         .with_state(gateway)
@@ -70,8 +71,11 @@ pub fn router(gateway: Gateway) -> Router {
 /// The caller binds the listener (port 0 in tests).
 ///
 /// Each connection is served by hyper with the configured limits: at most
-/// `max_connections` at once (more are closed on accept), a request head
-/// within `header_timeout` (slow-loris), and a bounded header buffer.
+/// `max_connections` at once (more are closed on accept), a first request
+/// head within `header_timeout` of accept (HTTP/1 and HTTP/2: a socket that
+/// stays silent, or sends only the HTTP/2 preface, is closed), each later
+/// head within `header_timeout` of its first byte (slow-loris), and a
+/// bounded header buffer.
 ///
 /// After `shutdown`, open connections finish their requests; dropping the
 /// returned future (a caller's grace period ran out) cuts them, and stops
@@ -111,7 +115,8 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let local = stream.local_addr().ok();
-        let service = Front { gateway: gateway.clone(), app: app.clone(), peer, local };
+        let arrived = Arc::new(tokio::sync::Notify::new());
+        let service = Front { gateway: gateway.clone(), app: app.clone(), peer, local, arrived: arrived.clone() };
         let mut builder = ConnectionBuilder::new(TokioExecutor::new());
         builder
             .http1()
@@ -121,8 +126,9 @@ pub async fn serve(
         builder.http2().max_header_list_size(u32::try_from(limits.max_header_bytes * 2).unwrap_or(u32::MAX));
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
         let connection = graceful.watch(connection.into_owned());
+        let header_timeout = limits.header_timeout;
         connections.spawn(async move {
-            if let Err(e) = connection.await {
+            if let Err(e) = first_request_within(connection, &arrived, header_timeout).await {
                 tracing::debug!(%peer, "connection ended: {e}");
             }
             drop(slot);
@@ -133,12 +139,57 @@ pub async fn serve(
     Ok(())
 }
 
+/// Serves `connection`, but closes it if no request head has arrived within
+/// `limit` of accept. hyper's own header timeout runs from a head's first
+/// byte, so without this a socket that never sends one (or an HTTP/2 client
+/// that sends the preface and stops) would hold a connection slot forever.
+async fn first_request_within<F, E>(connection: F, arrived: &tokio::sync::Notify, limit: Duration) -> Result<(), E>
+where
+    F: Future<Output = Result<(), E>>,
+{
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => return result,
+        first = tokio::time::timeout(limit, arrived.notified()) => {
+            if first.is_err() {
+                debug!("closed a connection that sent no request within server.header_timeout");
+                return Ok(());
+            }
+        }
+    }
+    connection.await
+}
+
 /// Aborts a background task when its owner goes.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Largest body the routes other than the proxy endpoints read (the admin
+/// API's config and keys, the dashboard's login).
+const MAX_ADMIN_BODY: usize = 1024 * 1024;
+
+/// Reads the body of every request the router serves, other than the
+/// proxy endpoints (which read their own, under `max_body_bytes`), within
+/// `server.body_timeout` and [`MAX_ADMIN_BODY`]: a client that sends a
+/// body slowly, or never finishes it, is answered 408 instead of holding
+/// the connection and a task forever.
+async fn bounded_body(State(gw): State<Gateway>, request: Request, next: Next) -> Response {
+    let proxied = request.method() == axum::http::Method::POST
+        && Endpoint::ALL.iter().any(|e| e.gateway_path() == request.uri().path());
+    if proxied || hyper::body::Body::size_hint(request.body()).exact() == Some(0) {
+        return next.run(request).await;
+    }
+    let server = gw.live().config.server.clone();
+    let (head, body) = request.into_parts();
+    let limit = MAX_ADMIN_BODY.min(server.max_body_bytes);
+    match proxy::read_body(body, &head.headers, limit, server.body_timeout).await {
+        Ok(bytes) => next.run(Request::from_parts(head, Body::from(bytes))).await,
+        Err(e) => e.in_protocol(crate::guard::protocol_of(head.uri.path())).into_response(),
     }
 }
 
@@ -211,6 +262,8 @@ struct Front {
     /// The address the connection was accepted on, which the gateway's
     /// proof of identity names (`challenge`).
     local: Option<SocketAddr>,
+    /// Told when the connection's first request head has arrived.
+    arrived: Arc<tokio::sync::Notify>,
 }
 
 impl hyper::service::Service<axum::http::Request<Incoming>> for Front {
@@ -219,6 +272,7 @@ impl hyper::service::Service<axum::http::Request<Incoming>> for Front {
     type Future = futures_util::future::BoxFuture<'static, Result<Response, std::convert::Infallible>>;
 
     fn call(&self, request: axum::http::Request<Incoming>) -> Self::Future {
+        self.arrived.notify_one();
         let front = self.clone();
         Box::pin(async move { Ok(front.serve(request).await) })
     }
