@@ -81,7 +81,7 @@ pub fn respond(
         endpoint: delivery.endpoint,
         idle: delivery.idle,
         tap,
-        scrub: upstream.scrub.map(scrub::Stream::new),
+        scrub: upstream.scrub.map(|s| Box::new(scrub::Stream::new(s))),
         journal: Some(delivery.journal),
     };
     async move {
@@ -112,8 +112,9 @@ struct Relay {
     idle: Duration,
     tap: Tap,
     /// For an answer that is not a success: its body is scrubbed before
-    /// anything (the tap, the client) sees it.
-    scrub: Option<scrub::Stream>,
+    /// anything (the tap, the client) sees it. Boxed: most answers are
+    /// successes, and every relay would carry it inline.
+    scrub: Option<Box<scrub::Stream>>,
     /// Present until the body has ended and the request is on record.
     journal: Option<Journal>,
 }
@@ -229,7 +230,7 @@ impl Relay {
     /// of it, handed on once the request is on record.
     async fn end(&mut self, out: Bytes) -> Bytes {
         self.ticket.record(Verdict::Healthy);
-        let out = match self.scrub.as_mut().map(scrub::Stream::finish).filter(|b| !b.is_empty()) {
+        let out = match self.scrub.as_mut().map(|s| s.finish()).filter(|b| !b.is_empty()) {
             Some(held_back) => join(out, self.tap.observe(held_back)),
             None => out,
         };
