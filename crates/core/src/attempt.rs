@@ -1,7 +1,13 @@
 //! One upstream attempt under its timeout. A streamed answer is held until
 //! its first content event: an error event, a drop or a stall before then is
 //! an outcome like any other, and the request can still fall back.
+//!
+//! This is where upstream text enters the gateway, and where it is scrubbed
+//! of secrets ([`crate::scrub`]) when the attempt failed: the failure's
+//! words, and the head of an answer that is not a success, leave here
+//! scrubbed, and its body carries the scrubber for whoever reads it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{header, HeaderMap, Request, StatusCode};
@@ -11,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::classify::{self, Outcome};
 use crate::protocol::Endpoint;
+use crate::scrub::{OnDemand, Scrubber};
 use crate::sse::{self, Splitter};
 use crate::upstream::{Body, Client};
 
@@ -23,6 +30,39 @@ pub struct Upstream {
     pub rest: Body,
     /// Whether the body is an event stream.
     pub sse: bool,
+    /// Set when the status is not a success: the body is an error text
+    /// that must be read through this.
+    pub scrub: Option<Arc<Scrubber>>,
+}
+
+/// How much of a failed provider's error body goes into the gateway's message.
+const ERROR_SNIPPET_CHARS: usize = 300;
+/// How long to wait for a failed provider's error body before giving up on it.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(2);
+
+impl Upstream {
+    /// A short, single-line, scrubbed excerpt of the error body.
+    pub async fn error_text(mut self) -> String {
+        let mut bytes = self.held.to_vec();
+        let read = async {
+            while let Some(Ok(chunk)) = self.rest.data().await {
+                bytes.extend_from_slice(&chunk);
+                if bytes.len() > ERROR_SNIPPET_CHARS * 4 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
+        // Scrubbed before it is cut short: a secret the cut would halve is
+        // whole here (or, cut by the read limit, redacted as a partial).
+        let bytes = match &self.scrub {
+            Some(scrub) => scrub.bytes(&bytes).into_owned(),
+            None => bytes,
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        one_line.chars().take(ERROR_SNIPPET_CHARS).collect()
+    }
 }
 
 impl std::fmt::Debug for Upstream {
@@ -61,8 +101,14 @@ impl Attempted {
 }
 
 /// Sends the request and waits, within `timeout`, for a head (or for a
-/// stream's first content).
-pub async fn run(client: &Client, request: Request<Full<Bytes>>, endpoint: Endpoint, timeout: Duration) -> Attempted {
+/// stream's first content). A failure comes back scrubbed with `scrub`.
+pub async fn run(
+    client: &Client,
+    request: Request<Full<Bytes>>,
+    endpoint: Endpoint,
+    timeout: Duration,
+    scrub: &OnDemand<'_>,
+) -> Attempted {
     let started = Instant::now();
     let work = async {
         let response = match client.send(request).await {
@@ -75,7 +121,7 @@ pub async fn run(client: &Client, request: Request<Full<Bytes>>, endpoint: Endpo
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse };
+        let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse, scrub: None };
         let ttfb = started.elapsed();
         if sse && status.is_success() {
             let mut attempted = until_content(upstream, endpoint, started).await;
@@ -85,12 +131,29 @@ pub async fn run(client: &Client, request: Request<Full<Bytes>>, endpoint: Endpo
             Attempted::answered(upstream, ttfb, None)
         }
     };
-    match tokio::time::timeout(timeout, work).await {
+    let attempted = match tokio::time::timeout(timeout, work).await {
         Ok(attempted) => attempted,
         Err(_) => {
             Attempted::failed(Outcome::Timeout, format!("no answer within {}", humantime::format_duration(timeout)))
         }
+    };
+    scrubbed(attempted, scrub)
+}
+
+/// A failed attempt's words, and an unsuccessful answer's head, without
+/// secrets; its body gets the scrubber. A success passes untouched.
+fn scrubbed(mut attempted: Attempted, scrub: &OnDemand<'_>) -> Attempted {
+    if !attempted.detail.is_empty() {
+        if let std::borrow::Cow::Owned(clean) = scrub.get().text(&attempted.detail) {
+            attempted.detail = clean;
+        }
     }
+    if let Some(upstream) = attempted.upstream.as_mut().filter(|u| !u.status.is_success()) {
+        let scrubber = scrub.get();
+        scrubber.headers(&mut upstream.headers);
+        upstream.scrub = Some(scrubber.clone());
+    }
+    attempted
 }
 
 async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Instant) -> Attempted {

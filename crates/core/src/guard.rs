@@ -25,16 +25,6 @@ use crate::headers::name;
 use crate::policy::limiter::Bucket;
 use crate::protocol::Protocol;
 
-/// Headers whose values must never reach a log or a trace: every header a
-/// client or provider puts a credential in.
-pub const SENSITIVE: [HeaderName; 6] = [
-    header::AUTHORIZATION,
-    name::X_API_KEY,
-    HeaderName::from_static("api-key"),
-    HeaderName::from_static("x-goog-api-key"),
-    header::COOKIE,
-    header::PROXY_AUTHORIZATION,
-];
 
 /// Fetch Metadata: which site a browser request was made for.
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
@@ -248,7 +238,8 @@ pub fn admit<B>(
     request: &mut axum::http::Request<B>,
     peer: Option<SocketAddr>,
 ) -> Result<Admitted, Box<Response>> {
-    for name in SENSITIVE {
+    // Credentials never reach a log or a trace.
+    for name in crate::headers::CREDENTIALS {
         if let Some(v) = request.headers_mut().get_mut(name) {
             v.set_sensitive(true);
         }

@@ -1,6 +1,7 @@
 //! Which headers cross the gateway in each direction. The client's
-//! credentials never reach a provider; the provider's key is injected in that
-//! provider's own form; hop-by-hop headers stop here.
+//! credentials (every header in [`CREDENTIALS`]) never reach a provider; the
+//! provider's key is injected in that provider's own form; hop-by-hop
+//! headers stop here.
 
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
@@ -14,6 +15,10 @@ pub mod name {
     use axum::http::HeaderName;
 
     pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+    /// Azure OpenAI's key header.
+    pub const API_KEY: HeaderName = HeaderName::from_static("api-key");
+    /// Google's key header (Gemini, Vertex).
+    pub const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
     pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
     pub const X_CORRELATION_ID: HeaderName = HeaderName::from_static("x-correlation-id");
     pub const X_UPSTREAM_REQUEST_ID: HeaderName = HeaderName::from_static("x-upstream-request-id");
@@ -47,14 +52,28 @@ const HOP_BY_HOP: [&str; 8] = [
     "upgrade",
 ];
 
-/// Client headers that must not be forwarded upstream.
-const CLIENT_ONLY: [&str; 10] = [
+/// Every header the gateway knows to carry a credential. None a client
+/// sends is forwarded to a provider (the provider's own key is injected
+/// instead), and none is fit for a log or a trace.
+pub const CREDENTIALS: [HeaderName; 6] = [
+    header::AUTHORIZATION,
+    header::PROXY_AUTHORIZATION,
+    name::X_API_KEY,
+    name::API_KEY,
+    name::X_GOOG_API_KEY,
+    header::COOKIE,
+];
+
+/// Whether `name` is one of [`CREDENTIALS`].
+pub fn is_credential(name: &HeaderName) -> bool {
+    CREDENTIALS.contains(name)
+}
+
+/// Client headers, besides the credentials, that must not be forwarded upstream.
+const CLIENT_ONLY: [&str; 7] = [
     "host",
     "content-length",
     "transfer-encoding",
-    "authorization",
-    "x-api-key",
-    "cookie",
     "origin",
     // The gateway reads bodies (usage, errors); upstream answers stay uncompressed.
     "accept-encoding",
@@ -114,7 +133,11 @@ pub fn upstream_request(
     let mut out = HeaderMap::with_capacity(client.len() + 2);
     for (name, value) in client {
         let n = name.as_str();
-        if is_hop_by_hop(name, &connection) || CLIENT_ONLY.contains(&n) || n.starts_with("x-switchyard-") {
+        if is_credential(name)
+            || is_hop_by_hop(name, &connection)
+            || CLIENT_ONLY.contains(&n)
+            || n.starts_with("x-switchyard-")
+        {
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -206,6 +229,22 @@ mod tests {
         assert!(!out.contains_key("authorization"));
         assert_eq!(out["anthropic-beta"], "tools-2024");
         assert_eq!(out["anthropic-version"], DEFAULT_ANTHROPIC_VERSION);
+    }
+
+    #[test]
+    fn no_credential_header_of_the_client_is_forwarded() {
+        let mut client = client_headers();
+        for name in CREDENTIALS {
+            client.append(name, HeaderValue::from_static("sk-client"));
+        }
+        for kind in [Protocol::OpenAi, Protocol::Anthropic] {
+            let out = upstream_request(&client, kind, Some(&key()), "cid");
+            let leaked: Vec<_> =
+                out.iter().filter(|(_, v)| v.as_bytes().ends_with(b"sk-client")).map(|(n, _)| n.clone()).collect();
+            assert!(leaked.is_empty(), "{kind:?} forwarded {leaked:?}");
+            let injected = if kind == Protocol::OpenAi { "authorization" } else { "x-api-key" };
+            assert_eq!(out.get_all(injected).iter().count(), 1, "only the provider's own key");
+        }
     }
 
     #[test]

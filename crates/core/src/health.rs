@@ -119,7 +119,7 @@ pub fn view(gw: &Gateway, p: &Arc<Provider>) -> ProviderView {
             m60: r.window(minute, 60),
         };
         let mut models: Vec<ModelView> =
-            s.by_model.iter().map(|(m, r)| ModelView { model: m.clone(), stats: windows(r) }).collect();
+            s.models().map(|(m, r)| ModelView { model: m.to_string(), stats: windows(r) }).collect();
         models.sort_by(|a, b| a.model.cmp(&b.model));
         (windows(&s.all), models, s.today.current(day), s.passive.healthy)
     });

@@ -222,6 +222,16 @@ impl KeyPool {
         }
     }
 
+    /// Shows `f` every key held, usable or not: for scrubbing them out of
+    /// upstream text ([`crate::scrub`]), never for showing.
+    pub(crate) fn each_secret(&self, mut f: impl FnMut(&str)) {
+        if let Source::Loaded(slots) = &self.state().source {
+            for slot in slots {
+                f(slot.key.secret.expose_secret());
+            }
+        }
+    }
+
     /// Labels, last four characters and status of each key.
     pub fn summary(&self, now: Instant) -> Vec<KeySummary> {
         let state = self.state();

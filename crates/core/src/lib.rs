@@ -9,6 +9,7 @@
 //! - [`provider`], [`routing`]: which providers may serve a model, in order.
 //! - [`proxy`]: the request path; [`classify`] decides what an outcome means.
 //! - [`headers`], [`body`]: what crosses the gateway, byte-for-byte where it can.
+//! - [`scrub`]: secrets taken out of upstream error text before anyone sees it.
 //! - [`server`]: routes, correlation ids, `serve`.
 
 pub mod admin;
@@ -37,6 +38,7 @@ pub mod provider;
 pub mod proxy;
 pub mod relay;
 pub mod routing;
+pub mod scrub;
 pub mod secrets;
 pub mod server;
 pub mod session;

@@ -1,6 +1,9 @@
 //! Prometheus metrics at `/metrics`: requests, attempts by outcome and
 //! reason, latency and time-to-first-token histograms, tokens, cost,
-//! fallbacks and breaker state, with provider and model labels.
+//! fallbacks and breaker state, with provider and model labels. Model
+//! labels are bounded per provider as the statistics are
+//! ([`crate::stats::ByModel`]): past [`crate::stats::MAX_MODELS`] names,
+//! `model="other"`.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
@@ -12,6 +15,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+use crate::stats::ByModel;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -50,6 +55,9 @@ pub struct FallbackLabels {
 pub struct ProviderLabel {
     pub provider: String,
 }
+
+/// The `kind` labels of the token counters, in [`Series::tokens`] order.
+const TOKEN_KINDS: [&str; 3] = ["input", "output", "cached"];
 
 fn seconds_histogram() -> Histogram {
     // 10 ms to about 5.5 minutes.
@@ -114,8 +122,8 @@ pub struct Metrics {
     /// 1 enabled, 0 disabled; set at scrape time.
     pub enabled: Family<ProviderLabel, Gauge>,
     pub history_lost: Gauge,
-    /// By provider, then model.
-    series: Mutex<HashMap<String, HashMap<String, Series>>>,
+    /// By provider, then model (bounded).
+    series: Mutex<HashMap<String, ByModel<Series>>>,
 }
 
 impl Default for Metrics {
@@ -154,23 +162,41 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Runs `f` on the series of `provider` and `model`.
-    pub fn with_series<T>(&self, provider: &str, model: &str, f: impl FnOnce(&mut Series) -> T) -> T {
+    /// Runs `f` on the series of `provider` and `model` (used at `minute`),
+    /// or on the provider's `other` series past the bound.
+    pub fn with_series<T>(&self, provider: &str, model: &str, minute: i64, f: impl FnOnce(&mut Series) -> T) -> T {
         let mut all = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let models = match all.get_mut(provider) {
             Some(models) => models,
             None => all.entry(provider.to_string()).or_default(),
         };
-        let series = match models.get_mut(model) {
-            Some(series) => series,
-            None => models.entry(model.to_string()).or_insert_with(|| self.new_series(provider, model)),
-        };
-        f(series)
+        models.with(model, minute, |name| self.new_series(provider, name), |_, old| self.retire(old), f)
+    }
+
+    /// Takes a series that gave its place up out of every family.
+    fn retire(&self, series: Series) {
+        let pm = ProviderModel { provider: series.provider, model: series.model };
+        for (outcome, reason, _) in series.attempts {
+            let labels = AttemptLabels {
+                provider: pm.provider.clone(),
+                model: pm.model.clone(),
+                outcome: outcome.into(),
+                reason: reason.into(),
+            };
+            self.attempts.remove(&labels);
+        }
+        for kind in TOKEN_KINDS {
+            let labels = TokenLabels { provider: pm.provider.clone(), model: pm.model.clone(), kind: kind.into() };
+            self.tokens.remove(&labels);
+        }
+        self.attempt_seconds.remove(&pm);
+        self.ttft_seconds.remove(&pm);
+        self.cost.remove(&pm);
     }
 
     fn new_series(&self, provider: &str, model: &str) -> Series {
         let pm = ProviderModel { provider: provider.to_string(), model: model.to_string() };
-        let tokens = ["input", "output", "cached"].map(|kind| {
+        let tokens = TOKEN_KINDS.map(|kind| {
             let labels = TokenLabels { provider: provider.to_string(), model: model.to_string(), kind: kind.into() };
             self.tokens.get_or_create(&labels).clone()
         });
@@ -192,5 +218,38 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{MAX_MODELS, OTHER_MODEL};
+
+    fn count(m: &Metrics, provider: &str, model: &str, minute: i64) {
+        m.with_series(provider, model, minute, |s| {
+            s.attempts(&m.attempts, "ok", "first").inc();
+            s.tokens[0].inc_by(3);
+        });
+    }
+
+    #[test]
+    fn series_past_the_bound_are_other_and_idle_ones_give_their_place_up() {
+        let m = Metrics::new();
+        for i in 0..MAX_MODELS + 10 {
+            count(&m, "wild", &format!("m{i}"), 0);
+        }
+        let text = m.encode();
+        assert!(text.contains(&format!("model=\"{OTHER_MODEL}\"")), "{text}");
+        assert!(text.contains("model=\"m0\""));
+        assert!(!text.contains(&format!("model=\"m{MAX_MODELS}\"")));
+        // An hour on, a new name takes the place of one unused since.
+        count(&m, "wild", "m1", 30);
+        count(&m, "wild", "fresh", 60);
+        let text = m.encode();
+        assert!(text.contains("model=\"fresh\"") && text.contains("model=\"m1\""), "{text}");
+        let models: std::collections::BTreeSet<&str> =
+            text.lines().filter_map(|l| l.split("model=\"").nth(1)?.split('"').next()).collect();
+        assert_eq!(models.len(), MAX_MODELS + 1, "{models:?}");
     }
 }

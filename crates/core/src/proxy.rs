@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::attempt::{self, Upstream};
+use crate::attempt;
 use crate::body::{self, BodyError, RequestHead};
 use crate::classify::{self, Decision, Outcome};
 use crate::correlation::RequestIds;
@@ -30,12 +30,8 @@ use crate::protocol::{Endpoint, Protocol};
 use crate::provider::{Gate, Pass};
 use crate::relay::{self, Answered, Delivery};
 use crate::routing::{self, Candidate, RouteError};
+use crate::scrub::OnDemand;
 use crate::secrets::ProviderKey;
-
-/// How much of a failed provider's error body goes into the gateway's message.
-const ERROR_SNIPPET_CHARS: usize = 300;
-/// How long to wait for a failed provider's error body before giving up on it.
-const ERROR_BODY_WAIT: Duration = Duration::from_secs(2);
 
 /// One proxied request, as the handler received it.
 #[derive(Debug)]
@@ -109,6 +105,7 @@ async fn serve(
         journal,
         last_failed: None,
         backoff: Duration::ZERO,
+        scrub: OnDemand::new(gateway, &live.providers, &inbound.headers, inbound.uri.query()),
     };
     for candidate in &plan.candidates {
         candidate.provider.note_planned();
@@ -160,6 +157,8 @@ struct Run<'a> {
     last_failed: Option<String>,
     /// Slept since the last attempt (backoff or throttle).
     backoff: Duration,
+    /// Secrets to take out of upstream error text, gathered at the first failure.
+    scrub: OnDemand<'a>,
 }
 
 fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
@@ -239,7 +238,8 @@ impl Run<'_> {
                 backoff: std::mem::take(&mut self.backoff),
                 breaker_state: provider.breaker_state().name(),
             });
-            let attempted = attempt::run(self.gateway.client(), request, self.inbound.endpoint, timeout).await;
+            let attempted =
+                attempt::run(self.gateway.client(), request, self.inbound.endpoint, timeout, &self.scrub).await;
             // A wait is asked for by a refusal. On a success, reset headers
             // tell when a quota window starts over, not that anyone should wait.
             let wait = attempted
@@ -289,7 +289,7 @@ impl Run<'_> {
                         Some(u) => {
                             let status = u.status;
                             let reason = status.canonical_reason().unwrap_or("");
-                            format!("HTTP {} {reason}: {}", status.as_u16(), error_snippet(u).await)
+                            format!("HTTP {} {reason}: {}", status.as_u16(), u.error_text().await)
                         }
                         None => attempted.detail,
                     };
@@ -375,23 +375,6 @@ impl Run<'_> {
         };
         ApiError::new(protocol, code, message).with_attempts(self.attempts)
     }
-}
-
-/// A short, single-line excerpt of a failed provider's error body.
-async fn error_snippet(mut upstream: Upstream) -> String {
-    let mut bytes = upstream.held.to_vec();
-    let read = async {
-        while let Some(Ok(chunk)) = upstream.rest.data().await {
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() > ERROR_SNIPPET_CHARS * 4 {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
-    let text = String::from_utf8_lossy(&bytes);
-    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    one_line.chars().take(ERROR_SNIPPET_CHARS).collect()
 }
 
 #[derive(Debug)]

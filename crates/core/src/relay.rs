@@ -4,7 +4,8 @@
 //! provider. When the body ends, the request goes on record, before the
 //! client has its last byte. A body that has arrived whole by the time the
 //! response starts (most answers that are not streams) goes on record
-//! first and out in one piece, with a length.
+//! first and out in one piece, with a length. An answer that is not a
+//! success is an error text, and goes out scrubbed of secrets.
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use crate::headers;
 use crate::journal::Journal;
 use crate::protocol::Endpoint;
 use crate::provider::{Ticket, Verdict};
+use crate::scrub;
 use crate::sse;
 use crate::upstream;
 use crate::usage::Tap;
@@ -79,6 +81,7 @@ pub fn respond(
         endpoint: delivery.endpoint,
         idle: delivery.idle,
         tap,
+        scrub: upstream.scrub.map(|s| Box::new(scrub::Stream::new(s))),
         journal: Some(delivery.journal),
     };
     async move {
@@ -108,6 +111,10 @@ struct Relay {
     endpoint: Endpoint,
     idle: Duration,
     tap: Tap,
+    /// For an answer that is not a success: its body is scrubbed before
+    /// anything (the tap, the client) sees it. Boxed: most answers are
+    /// successes, and every relay would carry it inline.
+    scrub: Option<Box<scrub::Stream>>,
     /// Present until the body has ended and the request is on record.
     journal: Option<Journal>,
 }
@@ -146,7 +153,8 @@ impl Relay {
             self.held = Some(held);
             return None;
         }
-        let out = self.tap.observe(held);
+        let out = self.scrubbed(held);
+        let out = self.tap.observe(out);
         Some(self.end(out).await)
     }
 
@@ -162,6 +170,7 @@ impl Relay {
                     Err(failure) => return Some(self.fail(failure).await),
                 },
             };
+            let chunk = self.scrubbed(chunk);
             let out = self.tap.observe(chunk);
             if self.ended_already() {
                 return last(self.end(out).await);
@@ -169,6 +178,15 @@ impl Relay {
             if !out.is_empty() {
                 return Some(Ok(out));
             }
+        }
+    }
+
+    /// `chunk` without secrets, when the answer is an error text; what
+    /// could be the start of one is held back for the next chunk.
+    fn scrubbed(&mut self, chunk: Bytes) -> Bytes {
+        match &mut self.scrub {
+            Some(scrub) => scrub.push(chunk),
+            None => chunk,
         }
     }
 
@@ -212,6 +230,10 @@ impl Relay {
     /// of it, handed on once the request is on record.
     async fn end(&mut self, out: Bytes) -> Bytes {
         self.ticket.record(Verdict::Healthy);
+        let out = match self.scrub.as_mut().map(|s| s.finish()).filter(|b| !b.is_empty()) {
+            Some(held_back) => join(out, self.tap.observe(held_back)),
+            None => out,
+        };
         let tail = self.tap.flush();
         self.finish(None).await;
         join(out, tail)

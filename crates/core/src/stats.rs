@@ -2,6 +2,11 @@
 //! minutes, in per-minute buckets with HDR histograms (constant memory,
 //! accurate percentiles), plus passive health with hysteresis so a provider
 //! does not flap between healthy and unhealthy on single outcomes.
+//!
+//! Model names come from clients (a wildcard provider takes any), so what
+//! is kept per model is bounded: [`ByModel`] keeps at most [`MAX_MODELS`]
+//! names per provider and counts the rest as [`OTHER_MODEL`]. The
+//! Prometheus series ([`crate::metrics`]) are bounded the same way.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -15,6 +20,87 @@ use serde::Serialize;
 /// Longest latency tracked, in milliseconds (longer ones count as this).
 const MAX_MS: u64 = 30 * 60 * 1000;
 const MINUTES: usize = 60;
+
+/// Model names tracked on their own per provider. Each costs some 30 kB of
+/// statistics for every minute it is used in, and a few Prometheus series.
+pub const MAX_MODELS: usize = 64;
+/// Where the names beyond [`MAX_MODELS`] are counted.
+pub const OTHER_MODEL: &str = "other";
+/// A name unused for this long gives its place to a new one, when every
+/// place is taken: its statistics have nothing left to show.
+const IDLE_MINUTES: i64 = MINUTES as i64;
+
+/// What is kept per model name, for at most [`MAX_MODELS`] names plus
+/// [`OTHER_MODEL`]. A new name takes a free place; when none is free, the
+/// place of the name unused longest, if that has been idle for an hour;
+/// otherwise it is counted as [`OTHER_MODEL`].
+#[derive(Debug)]
+pub struct ByModel<V> {
+    /// Each name's value and the last minute it was used in.
+    names: HashMap<String, (V, i64)>,
+}
+
+impl<V> Default for ByModel<V> {
+    fn default() -> ByModel<V> {
+        ByModel { names: HashMap::default() }
+    }
+}
+
+impl<V> ByModel<V> {
+    /// Runs `f` on the value for `model` at `minute`, made by `new` (given
+    /// the name it is kept under) if there is none; a value that gives its
+    /// place up goes to `retire`.
+    pub fn with<T>(
+        &mut self,
+        model: &str,
+        minute: i64,
+        new: impl FnOnce(&str) -> V,
+        retire: impl FnOnce(&str, V),
+        f: impl FnOnce(&mut V) -> T,
+    ) -> T {
+        // Looked up by reference first: the name is copied only the once it is new.
+        if let Some((value, used)) = self.names.get_mut(model) {
+            *used = (*used).max(minute);
+            return f(value);
+        }
+        let own = self.names.len() - usize::from(self.names.contains_key(OTHER_MODEL));
+        let key = if own < MAX_MODELS {
+            model
+        } else if let Some(idle) = self.idlest(minute) {
+            if let Some((old, (value, _))) = self.names.remove_entry(&idle) {
+                retire(&old, value);
+            }
+            model
+        } else {
+            OTHER_MODEL
+        };
+        let (value, used) = self.names.entry(key.to_string()).or_insert_with(|| (new(key), minute));
+        *used = (*used).max(minute);
+        f(value)
+    }
+
+    /// The name unused longest, if it has been idle long enough to give its place up.
+    fn idlest(&self, minute: i64) -> Option<String> {
+        self.names
+            .iter()
+            .filter(|(name, (_, used))| name.as_str() != OTHER_MODEL && *used <= minute - IDLE_MINUTES)
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(name, _)| name.clone())
+    }
+
+    /// Every name kept, [`OTHER_MODEL`] among them once it is used.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.names.iter().map(|(name, (value, _))| (name.as_str(), value))
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
 
 #[allow(clippy::expect_used)] // Constant bounds that hdrhistogram accepts: this cannot fail.
 fn histogram() -> Histogram<u64> {
@@ -190,7 +276,7 @@ impl Today {
 #[derive(Debug)]
 pub struct ProviderStats {
     pub all: Rolling,
-    pub by_model: HashMap<String, Rolling>,
+    by_model: ByModel<Rolling>,
     pub today: Today,
     pub passive: Passive,
 }
@@ -199,10 +285,20 @@ impl ProviderStats {
     fn new() -> ProviderStats {
         ProviderStats {
             all: Rolling::default(),
-            by_model: HashMap::default(),
+            by_model: ByModel::default(),
             today: Today::default(),
             passive: Passive::new(3, 2),
         }
+    }
+
+    /// Records an attempt on `model` (or on [`OTHER_MODEL`], past the bound).
+    pub fn record_model(&mut self, model: &str, minute: i64, s: Sample) {
+        self.by_model.with(model, minute, |_| Rolling::default(), |_, _| {}, |r| r.record(minute, s));
+    }
+
+    /// The statistics of each model kept.
+    pub fn models(&self) -> impl Iterator<Item = (&str, &Rolling)> {
+        self.by_model.iter()
     }
 }
 
@@ -263,6 +359,37 @@ mod tests {
         assert_eq!(p.observe(false), None);
         assert_eq!(p.observe(true), None);
         assert_eq!(p.observe(true), Some(true));
+    }
+
+    #[test]
+    fn model_names_past_the_bound_count_as_other() {
+        let mut p = ProviderStats::new();
+        for i in 0..MAX_MODELS * 3 {
+            p.record_model(&format!("m{i}"), 10, sample(true, 5.0));
+        }
+        assert_eq!(p.models().count(), MAX_MODELS + 1);
+        let other = p.models().find(|(m, _)| *m == OTHER_MODEL).map(|(_, r)| r.window(10, 1).requests);
+        assert_eq!(other, Some(2 * MAX_MODELS as u64));
+        // A name already kept keeps its place.
+        p.record_model("m0", 11, sample(true, 5.0));
+        assert_eq!(p.models().find(|(m, _)| *m == "m0").map(|(_, r)| r.window(11, 5).requests), Some(2));
+    }
+
+    #[test]
+    fn a_name_idle_for_an_hour_gives_its_place_to_a_new_one() {
+        let mut kept: ByModel<u32> = ByModel::default();
+        let mut retired = Vec::new();
+        for i in 0..MAX_MODELS {
+            kept.with(&format!("m{i}"), 0, |_| 0, |_, _| {}, |n| *n += 1);
+        }
+        kept.with("m1", 30, |_| 0, |_, _| {}, |n| *n += 1);
+        kept.with("early", 59, |_| 0, |_, _| {}, |n| *n += 1);
+        assert!(kept.iter().any(|(m, _)| m == OTHER_MODEL), "not idle long enough yet");
+        kept.with("late", 60, |_| 0, |name, n| retired.push((name.to_string(), n)), |n| *n += 1);
+        assert_eq!(retired.len(), 1);
+        assert_ne!(retired[0].0, "m1", "the one used since stays");
+        assert!(kept.iter().any(|(m, _)| m == "late"));
+        assert_eq!(kept.len(), MAX_MODELS + 1);
     }
 
     #[test]

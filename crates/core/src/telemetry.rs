@@ -62,7 +62,7 @@ impl Telemetry {
             self.attempt(r, a, r.attempts.get(i + 1), minute);
         }
         if let (Some(provider), Some(model)) = (&r.provider, &r.provider_model) {
-            self.metrics.with_series(provider, model, |series| {
+            self.metrics.with_series(provider, model, minute, |series| {
                 let counts = [r.usage.input_tokens, r.usage.output_tokens, r.usage.cached_tokens];
                 for (counter, n) in series.tokens.iter().zip(counts) {
                     if let Some(n) = n {
@@ -90,10 +90,7 @@ impl Telemetry {
         };
         let change = self.stats.with(&a.provider, |s| {
             s.all.record(minute, sample);
-            match s.by_model.get_mut(&a.model) {
-                Some(m) => m.record(minute, sample),
-                None => s.by_model.entry(a.model.clone()).or_default().record(minute, sample),
-            }
+            s.record_model(&a.model, minute, sample);
             healthy(a).and_then(|ok| s.passive.observe(ok))
         });
         if let Some(now_healthy) = change {
@@ -111,7 +108,7 @@ impl Telemetry {
                 request_id: Some(r.id.clone()),
             });
         }
-        self.metrics.with_series(&a.provider, &a.model, |series| {
+        self.metrics.with_series(&a.provider, &a.model, minute, |series| {
             series.attempts(&self.metrics.attempts, a.outcome.as_str(), a.reason.as_str()).inc();
             if let Some(d) = a.duration_ms {
                 series.attempt_seconds.observe(d / 1000.0);

@@ -4,8 +4,8 @@
 //! socket, with realistic bodies (usage blocks, the real SSE event sequences
 //! for Chat Completions, Responses and Messages), and follows a [`Script`] of
 //! faults: error statuses with rate-limit headers, fail-first-N, latency, a
-//! slow first event, stalls, mid-stream drops and `event: error` before any
-//! content. It counts calls, keeps each request it saw, and records when the
+//! slow first event, stalls, mid-stream drops, `event: error` before any
+//! content, and an error that echoes the request's headers. It counts calls, keeps each request it saw, and records when the
 //! caller went away before the reply was complete.
 //!
 //! # Layout
@@ -186,6 +186,7 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let call = shared.calls.fetch_add(1, Ordering::SeqCst);
+    let echo = wire::echo(&headers, uri.query());
     lock(&shared.requests).push(Recorded {
         method: Method::POST,
         path: uri.path().to_string(),
@@ -211,6 +212,14 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
             guard.finish();
             return error_response(endpoint, status, &headers);
         }
+        Fault::EchoRequest { status } => {
+            guard.finish();
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut response = axum::Json(wire::echo_body(endpoint, status, &echo)).into_response();
+            *response.status_mut() = status;
+            add_headers(&mut response, &[("x-echo".to_string(), echo)]);
+            return response;
+        }
         Fault::Hang => {
             // Held until the caller gives up; the guard then records the disconnect.
             std::future::pending::<()>().await;
@@ -222,7 +231,16 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
                 guard.finish();
                 axum::Json(value).into_response()
             }
-            Reply::Events(events) => stream_response(events, fault, pacing.interval, guard),
+            Reply::Events(mut events) => {
+                let fault = match fault {
+                    Fault::EchoErrorEvent => {
+                        events.error = wire::echo_event(endpoint, &echo);
+                        Fault::ErrorEvent
+                    }
+                    other => other,
+                };
+                stream_response(events, fault, pacing.interval, guard)
+            }
         },
     };
     add_headers(&mut response, &extra);

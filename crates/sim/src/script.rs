@@ -23,6 +23,14 @@ pub enum Fault {
     DropAfter(usize),
     /// Streams: send the preamble, then the protocol's error event, then end.
     ErrorEvent,
+    /// Answer with this error status, echoing the request back as a careless
+    /// or hostile provider would: every request header (the injected key
+    /// too) and the query string in the error message, and the same again
+    /// in an `x-echo` response header.
+    EchoRequest { status: u16 },
+    /// Streams: send the preamble, then an error event whose message echoes
+    /// the request as [`Fault::EchoRequest`] does, then end.
+    EchoErrorEvent,
 }
 
 impl Fault {

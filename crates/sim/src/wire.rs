@@ -445,6 +445,42 @@ pub fn error_body(endpoint: Endpoint, status: StatusCode) -> Value {
     }
 }
 
+/// A request's headers and query string in one line: `name: value; ...`.
+pub fn echo(headers: &axum::http::HeaderMap, query: Option<&str>) -> String {
+    let mut parts: Vec<String> =
+        headers.iter().map(|(n, v)| format!("{n}: {}", String::from_utf8_lossy(v.as_bytes()))).collect();
+    if let Some(q) = query {
+        parts.push(format!("query: {q}"));
+    }
+    parts.join("; ")
+}
+
+/// An error body in the endpoint's own protocol whose message echoes `echo`.
+pub fn echo_body(endpoint: Endpoint, status: StatusCode, echo: &str) -> Value {
+    let mut body = error_body(endpoint, status);
+    let message = format!("simulated {} for a request with {echo}", status.as_u16());
+    if let Some(m) = body.pointer_mut("/error/message") {
+        *m = json!(message);
+    }
+    body
+}
+
+/// The endpoint's error event, its message echoing `echo`.
+pub fn echo_event(endpoint: Endpoint, echo: &str) -> Bytes {
+    let message = format!("stream failed for a request with {echo}");
+    match endpoint {
+        Endpoint::Messages | Endpoint::CountTokens => {
+            event("error", &json!({ "type": "error", "error": { "type": "api_error", "message": message } }))
+        }
+        Endpoint::Responses => {
+            event("error", &json!({ "type": "error", "code": "server_error", "param": null, "message": message }))
+        }
+        Endpoint::Chat | Endpoint::Completions | Endpoint::Embeddings => {
+            data(&json!({ "error": { "message": message, "type": "server_error", "param": null, "code": null } }))
+        }
+    }
+}
+
 /// `GET /v1/models` in OpenAI's list shape.
 pub fn models_list(owner: &str, models: &[String]) -> Value {
     let data: Vec<Value> =
