@@ -11,6 +11,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod attach;
 mod host;
 mod menu;
 mod tray;
@@ -26,10 +27,10 @@ use host::{CommandError, Connection, Host, Options};
 use menu::ids::{self, Command};
 use tray::{Prefs, Tray};
 
-/// The window's one command: where the gateway is and an admin session.
+/// The window's one command: where the gateway is and a dashboard session.
 #[tauri::command]
-fn connect(host: tauri::State<'_, Arc<Host>>) -> Result<Connection, CommandError> {
-    host.connection()
+async fn connect(host: tauri::State<'_, Arc<Host>>) -> Result<Connection, CommandError> {
+    host.connection().await
 }
 
 fn show_window(app: &AppHandle) {
@@ -117,6 +118,17 @@ fn main() {
     switchyard_cli::logging::init(switchyard_cli::LogFormat::Human, "info");
     // Started at login, the app waits in the tray; started by hand it shows its window.
     let hidden = std::env::args().any(|a| a == "--hidden");
+    // The configuration first: the window's policy names the gateway's address.
+    let setup = match Host::plan(&Options::from_env()) {
+        Ok(setup) => setup,
+        Err(e) => {
+            eprintln!("switchyard-desktop: cannot start: {e:#}");
+            std::process::exit(1);
+        }
+    };
+    let mut context = tauri::generate_context!();
+    let csp = host::window_csp(setup.config.server.listen);
+    context.config_mut().app.security.csp = Some(tauri::utils::config::Csp::Policy(csp));
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| show_window(app)))
         .plugin(tauri_plugin_autostart::init(MacosLauncher::LaunchAgent, Some(vec!["--hidden"])))
@@ -124,7 +136,7 @@ fn main() {
         .plugin(tauri_plugin_notification::init())
         .invoke_handler(tauri::generate_handler![connect])
         .setup(move |app| {
-            let host = Arc::new(tauri::async_runtime::block_on(Host::start(Options::from_env()))?);
+            let host = Arc::new(tauri::async_runtime::block_on(Host::start(setup))?);
             let prefs = Arc::new(Prefs { notify: AtomicBool::new(true) });
             let handle = app.handle().clone();
             let tray = Tray::install(&handle, &tray::state(&handle, &host, &prefs))?;
@@ -144,7 +156,7 @@ fn main() {
                 let _ = window.hide();
             }
         })
-        .build(tauri::generate_context!());
+        .build(context);
     match app {
         Ok(app) => app.run(|_app, event| {
             if let RunEvent::ExitRequested { api, code: None, .. } = event {

@@ -1,7 +1,10 @@
 //! The desktop app for real: under Xvfb with a session D-Bus, the app
 //! starts on a config of simulated providers, the window shows the overview
-//! (driven through WebKitWebDriver), toggling a provider in the window
-//! disables it (checked through the admin API), a screenshot is written and
+//! (driven through WebKitWebDriver), the window holds a dashboard session and
+//! never the admin token, its policy lets it reach the gateway's address and
+//! no other local port, toggling a provider in the window disables it
+//! (checked through the admin API, the page's request carrying the session
+//! and no token), a screenshot is written and
 //! is not blank, and with `trayer` hosting the tray the icon appears, green;
 //! its menu's "Pause gateway" (keyboard-driven with xdotool) closes the port
 //! and turns the icon grey.
@@ -65,6 +68,13 @@ impl Driver {
     async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
         let r = self.http.request(method, format!("{}{path}", self.url)).json(&body).send().await.unwrap();
         r.json().await.unwrap()
+    }
+
+    /// Runs `script` in the page; it calls `done` (its last argument) with the answer.
+    async fn run(&self, session: &str, script: &str) -> Value {
+        let body = json!({ "script": format!("const done = arguments[arguments.length - 1];\n{script}"), "args": [] });
+        let v = self.call(reqwest::Method::POST, &format!("/session/{session}/execute/async"), body).await;
+        v["value"].clone()
     }
 
     async fn find(&self, session: &str, css: &str) -> Option<String> {
@@ -230,6 +240,62 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
     let text = driver.call(reqwest::Method::GET, &format!("/session/{session}/element/{card}/text"), Value::Null).await;
     assert!(text["value"].as_str().unwrap_or("").contains("Healthy"), "{text}");
 
+    // The window's connection is a session at its gateway, not the admin token.
+    let connect = driver
+        .run(&session, "window.__TAURI_INTERNALS__.invoke('connect').then(done, (e) => done({ error: String(e) }));")
+        .await;
+    assert!(!connect.to_string().contains(ADMIN_TOKEN), "the window was handed the admin token: {connect}");
+    assert_eq!(connect["base"], format!("http://127.0.0.1:{port}"), "{connect}");
+    let window_session = connect["session"].as_str().unwrap_or_else(|| panic!("no session: {connect}")).to_string();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let admitted = http
+        .get(format!("http://127.0.0.1:{port}/admin/providers"))
+        .header("x-switchyard-session", &window_session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(admitted.status(), 200, "the session reaches the admin API");
+    let stored = driver
+        .run(
+            &session,
+            "done(document.documentElement.outerHTML + JSON.stringify(localStorage) + JSON.stringify(sessionStorage));",
+        )
+        .await;
+    assert!(!stored.to_string().contains(ADMIN_TOKEN), "the page holds the admin token");
+
+    // Its policy names the gateway's address: another local port is refused
+    // before any connection is made.
+    let other = TcpListener::bind("127.0.0.1:0").unwrap();
+    other.set_nonblocking(true).unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let violation = driver
+        .run(
+            &session,
+            &format!(
+                "document.addEventListener('securitypolicyviolation', (e) => done({{ directive: e.violatedDirective, \
+                 blocked: e.blockedURI, policy: e.originalPolicy }}), {{ once: true }});\n\
+                 fetch('http://127.0.0.1:{other_port}/').catch(() => {{}});\n\
+                 setTimeout(() => done(null), 5000);"
+            ),
+        )
+        .await;
+    assert!(violation["directive"].as_str().unwrap_or("").starts_with("connect-src"), "not refused: {violation}");
+    let policy = violation["policy"].as_str().unwrap().to_string();
+    let connect_src = policy.split(';').map(str::trim).find(|d| d.starts_with("connect-src")).unwrap();
+    assert_eq!(connect_src, format!("connect-src ipc: http://ipc.localhost http://127.0.0.1:{port}"), "{policy}");
+    assert!(!policy.contains('*'), "{policy}");
+    assert!(other.accept().is_err(), "the refused request never reached the other port");
+
+    // The page's own requests carry the session and no token.
+    driver
+        .run(
+            &session,
+            "window.__sent = []; const real = window.fetch; \
+             window.fetch = (input, init) => { window.__sent.push(Object.assign({}, (init && init.headers) || {})); \
+             return real(input, init); }; done(true);",
+        )
+        .await;
+
     // Toggling the provider in the window disables it in the gateway.
     let switch = driver.find(&session, "article[data-provider=\"desk-a\"] input[role=\"switch\"]").await.unwrap();
     driver.call(reqwest::Method::POST, &format!("/session/{session}/element/{switch}/click"), json!({})).await;
@@ -238,6 +304,14 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
     })
     .await;
     assert!(admin_providers(port).await.iter().any(|p| p["name"] == "desk-b" && p["enabled"] == true));
+    let sent = driver.run(&session, "done(window.__sent);").await;
+    let sent = sent.as_array().unwrap_or_else(|| panic!("no requests recorded: {sent}"));
+    assert!(!sent.is_empty(), "the toggle went through the page's fetch");
+    for headers in sent {
+        assert_eq!(headers["x-switchyard-session"], window_session.as_str(), "{headers}");
+        assert!(headers.get("authorization").is_none(), "{headers}");
+        assert!(!headers.to_string().contains(ADMIN_TOKEN), "{headers}");
+    }
 
     // A screenshot of the screen with the window on it, not blank.
     tokio::time::sleep(Duration::from_secs(1)).await;

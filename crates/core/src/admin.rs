@@ -86,22 +86,26 @@ impl From<StoreError> for AdminError {
     }
 }
 
+/// The `Authorization: Bearer` credential a request carries.
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
+}
+
+/// Whether the request carries the admin token as its bearer credential.
+pub(crate) fn admin_token_sent(gw: &Gateway, headers: &axum::http::HeaderMap) -> bool {
+    let (Some(expected), Some(given)) = (gw.admin_token(), bearer(headers)) else { return false };
+    constant_time_eq(given.trim().as_bytes(), expected.expose_secret().as_bytes())
+}
+
 async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) -> Result<Response, AdminError> {
-    let Some(expected) = gw.admin_token() else {
+    if gw.admin_token().is_none() {
         return Err(AdminError::new(
             StatusCode::NOT_FOUND,
             "admin_disabled",
             "the admin API is not enabled on this gateway",
         ));
-    };
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let token_ok = constant_time_eq(given.as_bytes(), expected.expose_secret().as_bytes());
-    if !token_ok && !crate::ui::has_session(&gw, request.headers()) {
+    }
+    if !admin_token_sent(&gw, request.headers()) && !crate::ui::has_session(&gw, request.headers()) {
         return Err(AdminError::new(
             StatusCode::UNAUTHORIZED,
             "admin_token_required",

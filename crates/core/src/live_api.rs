@@ -15,15 +15,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
+use secrecy::ExposeSecret;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::broadcast::Receiver;
 
 use crate::admin::AdminError;
 use crate::config::Config;
+use crate::error::{ApiError, ErrorCode};
 use crate::events::Envelope;
 use crate::gateway::{Gateway, ToggleError};
 use crate::health;
+use crate::protocol::Protocol;
 
 pub fn routes() -> Router<Gateway> {
     Router::new()
@@ -188,8 +191,28 @@ async fn events(State(gw): State<Gateway>, headers: HeaderMap) -> Sse<impl Strea
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
+/// Whether `/metrics` may answer this request. Its series name models and
+/// count tokens and spend, so with `[server] access_token = true` (the
+/// gateway may answer the network) it takes the access token as a bearer
+/// credential, as Prometheus sends one; the admin token and a dashboard
+/// session, which see more than this already, do too.
+fn metrics_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
+    let Some(access) = gw.access_token() else { return true };
+    let access_sent = crate::admin::bearer(headers)
+        .is_some_and(|t| crate::guard::constant_time_eq(t.trim().as_bytes(), access.expose_secret().as_bytes()));
+    access_sent || crate::admin::admin_token_sent(gw, headers) || crate::ui::has_session(gw, headers)
+}
+
 /// `GET /metrics`: Prometheus text.
-pub async fn metrics(State(gw): State<Gateway>) -> Response {
+pub async fn metrics(State(gw): State<Gateway>, headers: HeaderMap) -> Response {
+    if !metrics_allowed(&gw, &headers) {
+        return ApiError::new(
+            Protocol::OpenAi,
+            ErrorCode::InvalidAccessToken,
+            "this gateway requires its local access token for /metrics (Authorization: Bearer)",
+        )
+        .into_response();
+    }
     let m = &gw.telemetry().metrics;
     for p in &gw.live().providers {
         let label = crate::metrics::ProviderLabel { provider: p.name().to_string() };

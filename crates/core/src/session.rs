@@ -3,6 +3,11 @@
 //! `/ui/login?ticket=…`, and the gateway trades the ticket for an HttpOnly,
 //! SameSite=Strict cookie and redirects to a URL without it. The login form
 //! trades a pasted admin token for the same cookie.
+//!
+//! The desktop window's pages come from another origin (`tauri://localhost`),
+//! to which a `SameSite=Strict` cookie is never sent: it carries the session
+//! id in the [`SESSION_HEADER`] instead. Either way the holder has a session,
+//! which expires when idle and can be revoked, never the admin token.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,6 +23,9 @@ pub const SESSION_IDLE_SECS: u64 = 12 * 3600;
 const SESSION_IDLE: Duration = Duration::from_secs(SESSION_IDLE_SECS);
 /// Live tickets and sessions kept at most; the oldest go first.
 const MAX_ENTRIES: usize = 256;
+
+/// The request header that carries a session id where a cookie cannot.
+pub const SESSION_HEADER: &str = "x-switchyard-session";
 
 /// The cookie that carries a session. Cookies ignore ports, so the port is
 /// in the name: two gateways on one machine keep separate sessions.

@@ -1,18 +1,27 @@
 //! The dashboard at `/ui/`: the built `ui/` app, embedded at compile time,
 //! and the login that turns a ticket or the admin token into a session cookie.
+//!
+//! With `[server] access_token = true` the gateway may answer the network,
+//! and the app shows models, tokens and spend: its pages and assets then go
+//! only to a request with a live session, and anyone else gets the
+//! server-rendered sign-in page ([`signin`]). On loopback without the access
+//! token the app is served to all and signs in with its own login view.
 
-use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+mod signin;
+
+use axum::extract::{FromRequest, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Form, Json, Router};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 
-use crate::admin::AdminError;
+use crate::admin::{admin_token_sent, AdminError};
 use crate::gateway::Gateway;
 use crate::guard::constant_time_eq;
-use crate::session::{cookie, cookie_name, SESSION_IDLE_SECS};
+use crate::session::{cookie, cookie_name, SESSION_HEADER, SESSION_IDLE_SECS};
+use signin::Notice;
 
 mod assets {
     include!(concat!(env!("OUT_DIR"), "/ui_assets.rs"));
@@ -71,14 +80,31 @@ fn page(path: &str, bytes: &'static [u8]) -> Response {
         .into_response()
 }
 
-async fn index() -> Response {
+/// Whether the dashboard is closed to this request: the access token is
+/// required and the request has no session.
+fn closed(gw: &Gateway, headers: &HeaderMap) -> bool {
+    gw.access_token().is_some() && !has_session(gw, headers)
+}
+
+async fn index(State(gw): State<Gateway>, headers: HeaderMap, uri: Uri) -> Response {
+    if closed(&gw, &headers) {
+        let expired = uri.query().is_some_and(|q| q.split('&').any(|pair| pair == "expired=1"));
+        return signin::page(if expired { Notice::Expired } else { Notice::None });
+    }
     match find("index.html") {
         Some(bytes) => page("index.html", bytes),
         None => page("index.html", NOT_BUILT.as_bytes()),
     }
 }
 
-async fn asset(axum::extract::Path(path): axum::extract::Path<String>) -> Response {
+async fn asset(
+    State(gw): State<Gateway>,
+    headers: HeaderMap,
+    axum::extract::Path(path): axum::extract::Path<String>,
+) -> Response {
+    if closed(&gw, &headers) {
+        return signin::page(Notice::None);
+    }
     match find(&path) {
         Some(bytes) => page(&path, bytes),
         None => (StatusCode::NOT_FOUND, "no such dashboard file").into_response(),
@@ -109,7 +135,9 @@ struct Ticket {
 /// is spent here and the redirect leaves no secret in the address bar.
 async fn redeem_ticket(State(gw): State<Gateway>, headers: HeaderMap, Query(q): Query<Ticket>) -> Response {
     let Some(session) = gw.sessions().redeem(&q.ticket) else {
-        return Redirect::to("/ui/#/login?expired=1").into_response();
+        // The sign-in page reads the query; the app's own login view, the fragment.
+        let to = if gw.access_token().is_some() { "/ui/?expired=1" } else { "/ui/#/login?expired=1" };
+        return Redirect::to(to).into_response();
     };
     let mut response = Redirect::to("/ui/").into_response();
     let cookie = set_cookie(&cookie_name(port(&gw, &headers)), &session, SESSION_IDLE_SECS);
@@ -122,27 +150,56 @@ struct Login {
     token: String,
 }
 
-/// `POST /ui/login` with `{"token": "<admin token>"}`: the login form.
-async fn login(State(gw): State<Gateway>, headers: HeaderMap, Json(body): Json<Login>) -> Result<Response, AdminError> {
-    let Some(expected) = gw.admin_token() else {
-        return Err(AdminError::not_found("admin_disabled", "the admin API is not enabled on this gateway"));
-    };
-    if !constant_time_eq(body.token.trim().as_bytes(), expected.expose_secret().as_bytes()) {
-        return Err(AdminError::unauthorized(
-            "admin_token_invalid",
-            "that is not this gateway's admin token (it is in <data-dir>/admin-token)",
-        ));
-    }
-    let session = gw.sessions().login();
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    let cookie = set_cookie(&cookie_name(port(&gw, &headers)), &session, SESSION_IDLE_SECS);
-    response.headers_mut().insert(header::SET_COOKIE, cookie);
-    Ok(response)
+/// Whether a login came from the server-rendered sign-in form (a
+/// urlencoded body) rather than the app (JSON).
+fn from_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"))
 }
 
+/// `POST /ui/login` with the admin token: `{"token": "…"}` from the app's
+/// login view (204 with the cookie), or `token=…` from the sign-in page
+/// (a redirect to `/ui/` with the cookie, or the page again).
+async fn login(State(gw): State<Gateway>, request: Request) -> Response {
+    let form = from_form(request.headers());
+    let name = cookie_name(port(&gw, request.headers()));
+    let token = if form {
+        Form::<Login>::from_request(request, &()).await.map(|f| f.0.token).map_err(IntoResponse::into_response)
+    } else {
+        Json::<Login>::from_request(request, &()).await.map(|j| j.0.token).map_err(IntoResponse::into_response)
+    };
+    let token = match token {
+        Ok(t) => t,
+        Err(rejection) => return rejection,
+    };
+    let Some(expected) = gw.admin_token() else {
+        if form {
+            return signin::page(Notice::AdminDisabled);
+        }
+        return AdminError::not_found("admin_disabled", "the admin API is not enabled on this gateway").into_response();
+    };
+    if !constant_time_eq(token.trim().as_bytes(), expected.expose_secret().as_bytes()) {
+        if form {
+            return signin::page(Notice::WrongToken);
+        }
+        return AdminError::unauthorized(
+            "admin_token_invalid",
+            "that is not this gateway's admin token (it is in <data-dir>/admin-token)",
+        )
+        .into_response();
+    }
+    let session = gw.sessions().login();
+    let mut response = if form { Redirect::to("/ui/").into_response() } else { StatusCode::NO_CONTENT.into_response() };
+    response.headers_mut().insert(header::SET_COOKIE, set_cookie(&name, &session, SESSION_IDLE_SECS));
+    response
+}
+
+/// `POST /ui/logout`: ends the session the request carries, by cookie or header.
 async fn logout(State(gw): State<Gateway>, headers: HeaderMap) -> Response {
     let name = cookie_name(port(&gw, &headers));
-    if let Some(id) = session_cookie(&headers, &name) {
+    for id in session_cookie(&headers, &name).into_iter().chain(session_header(&headers)) {
         gw.sessions().logout(id);
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
@@ -154,13 +211,29 @@ fn session_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).find_map(|h| cookie(h, name))
 }
 
-/// Whether the request carries a live dashboard session.
+/// The session id sent in [`SESSION_HEADER`] (the desktop window's way).
+fn session_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::trim).filter(|id| !id.is_empty())
+}
+
+/// Whether the request carries a live dashboard session, as the cookie or
+/// in the session header.
 pub fn has_session(gw: &Gateway, headers: &HeaderMap) -> bool {
-    session_cookie(headers, &cookie_name(port(gw, headers))).is_some_and(|id| gw.sessions().check(id))
+    let cookie = session_cookie(headers, &cookie_name(port(gw, headers)));
+    cookie.into_iter().chain(session_header(headers)).any(|id| gw.sessions().check(id))
 }
 
 /// `POST /admin/session` (admin token): a one-time login link for a browser.
-pub async fn new_ticket(State(gw): State<Gateway>) -> Json<serde_json::Value> {
+/// A session may do what the dashboard does, which is not this: it takes
+/// the admin token itself, so a session cannot outlive its own revocation
+/// by minting others.
+pub async fn new_ticket(State(gw): State<Gateway>, headers: HeaderMap) -> Result<Json<serde_json::Value>, AdminError> {
+    if !admin_token_sent(&gw, &headers) {
+        return Err(AdminError::unauthorized(
+            "admin_token_required",
+            "a sign-in link needs the admin token as `Authorization: Bearer <token>`, not a dashboard session",
+        ));
+    }
     let ticket = gw.sessions().ticket();
-    Json(serde_json::json!({ "ticket": ticket, "path": format!("/ui/login?ticket={ticket}") }))
+    Ok(Json(serde_json::json!({ "ticket": ticket, "path": format!("/ui/login?ticket={ticket}") })))
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Api, ApiError } from './api';
+import { Api, ApiError, SESSION_HEADER } from './api';
 
 function fake(status: number, body: unknown, seen: Request[] = []): typeof fetch {
   return async (input, init) => {
@@ -10,18 +10,40 @@ function fake(status: number, body: unknown, seen: Request[] = []): typeof fetch
 }
 
 describe('Api', () => {
-  it('sends the token when it has one and builds filter queries', async () => {
+  it('sends its session in a header, never a token, and builds filter queries', async () => {
     const seen: Request[] = [];
-    const api = new Api({ token: 'sya-1', fetch: fake(200, { requests: [], next_cursor: null }, seen) });
+    const api = new Api({ session: 's-1', fetch: fake(200, { requests: [], next_cursor: null }, seen) });
     await api.requests({ provider: 'groq', fallback: true, model: '', limit: 50 });
     expect(seen[0].url).toBe('http://gw/admin/requests?provider=groq&fallback=true&limit=50');
-    expect(seen[0].headers.get('authorization')).toBe('Bearer sya-1');
+    expect(seen[0].headers.get(SESSION_HEADER)).toBe('s-1');
+    expect(seen[0].headers.get('authorization')).toBeNull();
   });
 
-  it('uses the session cookie when it has no token', async () => {
+  it('uses the session cookie when it has no session id', async () => {
     const seen: Request[] = [];
     await new Api({ fetch: fake(200, [], seen) }).providers();
     expect(seen[0].headers.get('authorization')).toBeNull();
+    expect(seen[0].headers.get(SESSION_HEADER)).toBeNull();
+  });
+
+  it('renews a lapsed session once and retries with the new one', async () => {
+    const seen: Request[] = [];
+    const answers = [401, 200];
+    const fetcher: typeof fetch = async (input, init) => {
+      seen.push(new Request(`http://gw${input}`, init));
+      const status = answers.shift() ?? 200;
+      return new Response(JSON.stringify(status === 401 ? { error: { code: 'admin_token_required' } } : []), { status });
+    };
+    let renewals = 0;
+    const renew = async () => `s-${++renewals + 1}`;
+    await new Api({ session: 's-1', renew, fetch: fetcher }).providers();
+    expect(seen.map((r) => r.headers.get(SESSION_HEADER))).toEqual(['s-1', 's-2']);
+
+    // Still refused after renewing: the sign-in error, no loop.
+    const refused = await new Api({ session: 's-1', renew, fetch: fake(401, { error: { code: 'admin_token_required', message: 'no' } }) })
+      .providers()
+      .catch((e) => e);
+    expect(refused.needsSignIn).toBe(true);
   });
 
   it('turns error bodies into ApiError with the gateway message', async () => {

@@ -1,5 +1,7 @@
 // The one client of the admin API, for the browser (session cookie, same
-// origin) and the desktop window (admin token in a header, gateway origin).
+// origin) and the desktop window (a session id in a header, from another
+// origin, to which the SameSite=Strict cookie is never sent). Neither holds
+// the admin token.
 
 import { SseParser } from './sse';
 
@@ -186,11 +188,16 @@ export class ApiError extends Error {
   }
 }
 
+/** The header that carries a session where the cookie cannot go. */
+export const SESSION_HEADER = 'x-switchyard-session';
+
 export interface ApiOptions {
   /** The gateway's origin; empty for the page's own. */
   base?: string;
-  /** The admin token (the desktop window); the browser uses its session cookie. */
-  token?: string;
+  /** A dashboard session id (the desktop window); the browser uses its cookie. */
+  session?: string;
+  /** Asks for a fresh session when the gateway no longer knows this one (idle, revoked). */
+  renew?: () => Promise<string>;
   fetch?: typeof fetch;
 }
 
@@ -213,23 +220,35 @@ function here(): string {
 
 export class Api {
   readonly base: string;
-  private readonly token?: string;
+  private session?: string;
+  private readonly renewer?: () => Promise<string>;
   private readonly fetcher: typeof fetch;
 
   constructor(options: ApiOptions = {}) {
     this.base = (options.base ?? '').replace(/\/$/, '');
-    this.token = options.token;
+    this.session = options.session;
+    this.renewer = options.renew;
     this.fetcher = options.fetch ?? ((input, init) => fetch(input, init));
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
-    return this.token ? { authorization: `Bearer ${this.token}`, ...extra } : extra;
+    return this.session ? { [SESSION_HEADER]: this.session, ...extra } : extra;
   }
 
-  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
-    let response: Response;
+  /** A fresh session after a 401, where one can be had; whether it was. */
+  private async renew(): Promise<boolean> {
+    if (!this.renewer) return false;
     try {
-      response = await this.fetcher(`${this.base}${path}`, {
+      this.session = await this.renewer();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private async send(method: string, path: string, body?: unknown): Promise<Response> {
+    try {
+      return await this.fetcher(`${this.base}${path}`, {
         method,
         credentials: 'same-origin',
         headers: this.headers(body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -238,6 +257,11 @@ export class Api {
     } catch {
       throw new ApiError(0, 'unreachable', `The gateway at ${this.base || here()} does not answer. Is Switchyard running?`);
     }
+  }
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let response = await this.send(method, path, body);
+    if (response.status === 401 && (await this.renew())) response = await this.send(method, path, body);
     if (response.status === 204) return undefined as T;
     const text = await response.text();
     let json: unknown = null;
@@ -310,6 +334,7 @@ export class Api {
         const response = await this.fetcher(`${this.base}/admin/events`, { headers, credentials: 'same-origin', signal });
         if (!response.ok || !response.body) {
           const error = new ApiError(response.status, 'events_unavailable', `The live stream answered ${response.status}`);
+          if (response.status === 401 && (await this.renew())) continue;
           onState(false, error);
           if (response.status === 401) return;
           throw error;

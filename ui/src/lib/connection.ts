@@ -1,6 +1,7 @@
 // Where the dashboard finds its gateway. In a browser it is the page's own
 // origin and the session cookie; in the desktop window the shell hands over
-// the gateway's address and an admin session through one command.
+// the gateway's address and a dashboard session (never the admin token)
+// through one command, asked again when the session has lapsed.
 
 import type { ApiOptions } from './api';
 
@@ -8,11 +9,18 @@ interface TauriInternals {
   invoke<T>(command: string, args?: Record<string, unknown>): Promise<T>;
 }
 
+/** The `connect` command's answer. */
+interface Connection {
+  base: string;
+  session: string;
+}
+
 export async function connection(): Promise<ApiOptions> {
   const tauri = (window as unknown as { __TAURI_INTERNALS__?: TauriInternals }).__TAURI_INTERNALS__;
   if (tauri) {
-    const c = await tauri.invoke<{ base: string; token: string }>('connect');
-    return { base: c.base, token: c.token };
+    const c = await tauri.invoke<Connection>('connect');
+    const renew = async () => (await tauri.invoke<Connection>('connect')).session;
+    return { base: c.base, session: c.session, renew };
   }
   return {};
 }

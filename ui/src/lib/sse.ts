@@ -1,6 +1,6 @@
 // A server-sent-events parser. The dashboard reads the event stream with
-// fetch rather than EventSource, so the desktop window can send its admin
-// token in a header (EventSource cannot) and a reconnect can resume with
+// fetch rather than EventSource, so the desktop window can send its session
+// in a header (EventSource cannot) and a reconnect can resume with
 // Last-Event-ID.
 
 export interface SseMessage {
