@@ -25,7 +25,6 @@ use crate::headers::name;
 use crate::policy::limiter::Bucket;
 use crate::protocol::Protocol;
 
-
 /// Fetch Metadata: which site a browser request was made for.
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 
@@ -154,7 +153,7 @@ fn is_proxy_path(path: &str) -> bool {
 /// API or the dashboard.
 fn origin_allowed(server: &ServerConfig, trusted: &[String], origin: &str, host: Option<&str>, path: &str) -> bool {
     let same = host.is_some_and(|h| origin.eq_ignore_ascii_case(&format!("http://{h}")));
-    let configured = is_proxy_path(path).then_some(server.allowed_origins.as_slice()).unwrap_or_default();
+    let configured: &[String] = if is_proxy_path(path) { &server.allowed_origins } else { &[] };
     same || configured.iter().chain(trusted).any(|o| o.eq_ignore_ascii_case(origin))
 }
 

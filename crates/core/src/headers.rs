@@ -55,13 +55,14 @@ const HOP_BY_HOP: [&str; 8] = [
 /// Every header the gateway knows to carry a credential. None a client
 /// sends is forwarded to a provider (the provider's own key is injected
 /// instead), and none is fit for a log or a trace.
-pub const CREDENTIALS: [HeaderName; 6] = [
+pub const CREDENTIALS: [HeaderName; 7] = [
     header::AUTHORIZATION,
     header::PROXY_AUTHORIZATION,
     name::X_API_KEY,
     name::API_KEY,
     name::X_GOOG_API_KEY,
     header::COOKIE,
+    crate::session::SESSION_HEADER,
 ];
 
 /// Whether `name` is one of [`CREDENTIALS`].

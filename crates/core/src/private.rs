@@ -70,6 +70,7 @@ fn restrict(_path: &Path, _mode: u32) -> std::io::Result<()> {
 }
 
 #[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

@@ -472,6 +472,13 @@ fn attempt(r: &SqliteRow) -> Result<AttemptRow, StoreError> {
     })
 }
 
+/// `path` with `suffix` added to its file name (SQLite's `-wal`, `-shm`).
+fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,11 +508,4 @@ mod tests {
         assert!(plan.iter().any(|d| d.contains("INDEX requests_by_time")), "{plan:?}");
         assert!(!plan.iter().any(|d| d.contains("TEMP B-TREE")), "{plan:?}");
     }
-}
-
-/// `path` with `suffix` added to its file name (SQLite's `-wal`, `-shm`).
-fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(suffix);
-    path.with_file_name(name)
 }
