@@ -65,6 +65,22 @@ pub const CREDENTIALS: [HeaderName; 7] = [
     crate::session::SESSION_HEADER,
 ];
 
+/// Query parameters that carry a credential (Gemini clients send `?key=`).
+pub const CREDENTIAL_PARAMS: [&str; 3] = ["key", "api_key", "api-key"];
+
+/// The client's query string as it may go to a provider: without any
+/// [`CREDENTIAL_PARAMS`] (the provider gets its own key, in its header).
+pub fn forwarded_query(query: &str) -> std::borrow::Cow<'_, str> {
+    let is_credential = |pair: &str| {
+        let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+        CREDENTIAL_PARAMS.iter().any(|p| url::form_urlencoded::parse(name.as_bytes()).any(|(n, _)| n == *p))
+    };
+    if !query.split('&').any(is_credential) {
+        return std::borrow::Cow::Borrowed(query);
+    }
+    std::borrow::Cow::Owned(query.split('&').filter(|pair| !is_credential(pair)).collect::<Vec<_>>().join("&"))
+}
+
 /// Whether `name` is one of [`CREDENTIALS`].
 pub fn is_credential(name: &HeaderName) -> bool {
     CREDENTIALS.contains(name)

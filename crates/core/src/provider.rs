@@ -187,12 +187,14 @@ impl Provider {
         &self.config.name
     }
 
-    /// The upstream URI for `endpoint`, with the client's query string.
+    /// The upstream URI for `endpoint`, with the client's query string less
+    /// any credential in it.
     pub fn url(&self, endpoint: Endpoint, query: Option<&str>) -> Uri {
         // Every endpoint's URI parses: base_url is a valid URL and the paths are fixed.
         let uri = self.urls.iter().find(|(e, _)| *e == endpoint).map(|(_, u)| u.clone());
         let uri = uri.unwrap_or_else(|| Uri::try_from(self.config.base_url.as_str()).unwrap_or_default());
-        match query.filter(|q| !q.is_empty()) {
+        let query = query.map(crate::headers::forwarded_query);
+        match query.as_deref().filter(|q| !q.is_empty()) {
             // A query the client sent came in a valid URI, so it fits in this one too.
             Some(q) => format!("{uri}?{q}").parse().unwrap_or(uri),
             None => uri,

@@ -215,6 +215,12 @@ models = ["*"]
             "http://127.0.0.1:1/v1/messages?beta=true"
         );
         assert_eq!(a.url(Endpoint::CountTokens, Some("")).to_string(), "http://127.0.0.1:1/v1/messages/count_tokens");
+        assert_eq!(
+            a.url(Endpoint::Messages, Some("beta=true&key=sy-1&api%5Fkey=sy-2&api-key=sy-3&keys=k")).to_string(),
+            "http://127.0.0.1:1/v1/messages?beta=true&keys=k",
+            "no credential in the query goes upstream"
+        );
+        assert_eq!(a.url(Endpoint::Messages, Some("key=sy-1")).to_string(), "http://127.0.0.1:1/v1/messages");
     }
 
     #[test]

@@ -94,7 +94,7 @@ impl Scrubber {
             }
         }
         let params = url::form_urlencoded::parse(query.unwrap_or("").as_bytes());
-        for (_, value) in params.filter(|(n, _)| matches!(n.as_ref(), "key" | "api_key" | "api-key")) {
+        for (_, value) in params.filter(|(n, _)| headers::CREDENTIAL_PARAMS.contains(&n.as_ref())) {
             self.add(&value);
         }
     }
