@@ -182,3 +182,21 @@ pub fn keys_for(names: &[&str]) -> MemoryStore {
 pub fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().expect("client builds")
 }
+
+/// A loopback client that follows no redirect, to see where one points.
+pub fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .tls_built_in_root_certs(false)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client builds")
+}
+
+/// The `name=value` part of a response's Set-Cookie, which must be
+/// `HttpOnly` and `SameSite=Strict`.
+pub fn cookie_of(r: &reqwest::Response) -> String {
+    let set = r.headers().get(reqwest::header::SET_COOKIE).expect("a cookie is set").to_str().expect("ascii");
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    set.split(';').next().unwrap_or_default().to_string()
+}

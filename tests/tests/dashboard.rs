@@ -6,24 +6,13 @@
 use reqwest::header;
 use serde_json::{json, Value};
 use switchyard_sim::{Script, SimProvider};
-use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ADMIN_TOKEN};
+use switchyard_tests::{cookie_of, http, keys_for, no_redirects, ConfigText, TestGateway, ADMIN_TOKEN};
 
 async fn gateway() -> (SimProvider, TestGateway) {
     let sim = SimProvider::start("alpha", Script::ok()).await.unwrap();
     let config = ConfigText::new().raw("# hand-written: keep me").provider(&sim, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["alpha"])).await;
     (sim, gw)
-}
-
-fn no_redirects() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().unwrap()
-}
-
-/// The `name=value` part of a response's Set-Cookie.
-fn cookie_of(r: &reqwest::Response) -> String {
-    let set = r.headers().get(header::SET_COOKIE).expect("a cookie is set").to_str().unwrap().to_string();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
-    set.split(';').next().unwrap().to_string()
 }
 
 #[tokio::test]

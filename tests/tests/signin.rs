@@ -10,7 +10,7 @@
 use reqwest::header;
 use serde_json::Value;
 use switchyard_sim::{Script, SimProvider};
-use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ACCESS_TOKEN, ADMIN_TOKEN};
+use switchyard_tests::{cookie_of, http, keys_for, no_redirects, ConfigText, TestGateway, ACCESS_TOKEN, ADMIN_TOKEN};
 
 /// The app's script tag, which only the dashboard's own page carries.
 const APP_SCRIPT: &str = "<script type=\"module\"";
@@ -21,17 +21,6 @@ async fn gateway(access_token: bool) -> (SimProvider, TestGateway) {
     let config = ConfigText::new().raw(server).provider(&sim, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["alpha"])).await;
     (sim, gw)
-}
-
-fn no_redirects() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().unwrap()
-}
-
-/// The `name=value` part of a response's Set-Cookie.
-fn cookie_of(r: &reqwest::Response) -> String {
-    let set = r.headers().get(header::SET_COOKIE).expect("a cookie is set").to_str().unwrap().to_string();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
-    set.split(';').next().unwrap().to_string()
 }
 
 /// A session cookie from a one-time ticket, as `switchyard open` gets one.
