@@ -1,7 +1,9 @@
 //! Reading what the gateway needs from a request body without re-serialising
 //! it: the body is forwarded byte-for-byte, except that the `model` value may
-//! be spliced out and replaced when a route maps an alias.
+//! be spliced out and replaced when a route maps an alias, and usage asked
+//! for in `stream_options`.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
@@ -15,8 +17,13 @@ pub struct RequestHead {
     /// Byte range of the `model` value (quotes included) in the body.
     model_span: Range<usize>,
     pub stream: bool,
-    /// The client set `stream_options` itself.
+    /// The client set `stream_options` itself (to anything but `null`).
     pub has_stream_options: bool,
+    /// Byte range of a `"stream_options": null` value: asking for usage
+    /// replaces it, as adding a second member would name the key twice.
+    null_stream_options: Option<Range<usize>>,
+    /// Index of the object's closing brace, where an added member goes.
+    object_end: usize,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -33,8 +40,19 @@ struct Head<'a> {
     model: Option<&'a RawValue>,
     #[serde(borrow)]
     stream: Option<&'a RawValue>,
-    #[serde(borrow)]
-    stream_options: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    stream_options: Present<'a>,
+}
+
+/// A member's raw value, `null` included: `Option` would read a `null`
+/// as absent and lose where it is.
+#[derive(Default)]
+struct Present<'a>(Option<&'a RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Present<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Present<'a>, D::Error> {
+        <&'a RawValue>::deserialize(d).map(|v| Present(Some(v)))
+    }
 }
 
 /// Validates the body as a JSON object and reads `model` and `stream`.
@@ -50,44 +68,56 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
         return Err(BodyError::MissingModel);
     }
     // A borrowed RawValue is a slice of `text`, so its offset is its position.
-    let start = raw_model.get().as_ptr() as usize - text.as_ptr() as usize;
+    let span = |raw: &RawValue| {
+        let start = raw.get().as_ptr() as usize - text.as_ptr() as usize;
+        start..start + raw.get().len()
+    };
     let stream = head.stream.is_some_and(|s| s.get() == "true");
+    let stream_options = head.stream_options.0;
     Ok(RequestHead {
         model,
-        model_span: start..start + raw_model.get().len(),
+        model_span: span(raw_model),
         stream,
-        has_stream_options: head.stream_options.is_some(),
+        has_stream_options: stream_options.is_some_and(|v| v.get() != "null"),
+        null_stream_options: stream_options.filter(|v| v.get() == "null").map(span),
+        // A parsed object ends with its brace, then JSON whitespace only.
+        object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
     })
 }
 
 impl RequestHead {
-    /// The body with `model` replaced by `upstream_model`, every other byte kept.
-    pub fn with_model(&self, body: &Bytes, upstream_model: &str) -> Bytes {
-        if upstream_model == self.model {
+    /// The body to send upstream: `model` replaced by `upstream_model` and,
+    /// with `include_usage`, `"stream_options":{"include_usage":true}` in
+    /// place of a `null` one or added as the last member; every other byte
+    /// kept. A client's own `stream_options` is never changed.
+    pub fn upstream_body(&self, body: &Bytes, upstream_model: &str, include_usage: bool) -> Bytes {
+        const OPTIONS: &[u8] = br#"{"include_usage":true}"#;
+        const MEMBER: &[u8] = br#","stream_options":{"include_usage":true}"#;
+        let mut splices: Vec<(Range<usize>, Cow<'_, [u8]>)> = Vec::with_capacity(2);
+        if upstream_model != self.model {
+            let encoded = serde_json::Value::String(upstream_model.to_string()).to_string();
+            splices.push((self.model_span.clone(), Cow::Owned(encoded.into_bytes())));
+        }
+        if include_usage && !self.has_stream_options {
+            splices.push(match &self.null_stream_options {
+                Some(null) => (null.clone(), Cow::Borrowed(OPTIONS)),
+                None => (self.object_end..self.object_end, Cow::Borrowed(MEMBER)),
+            });
+        }
+        if splices.is_empty() {
             return body.clone();
         }
-        let encoded = serde_json::Value::String(upstream_model.to_string()).to_string();
-        let mut out = BytesMut::with_capacity(body.len() + encoded.len());
-        out.extend_from_slice(&body[..self.model_span.start]);
-        out.extend_from_slice(encoded.as_bytes());
-        out.extend_from_slice(&body[self.model_span.end..]);
+        splices.sort_by_key(|(range, _)| range.start);
+        let mut out = BytesMut::with_capacity(body.len() + splices.iter().map(|(_, b)| b.len()).sum::<usize>());
+        let mut at = 0;
+        for (range, bytes) in splices {
+            out.extend_from_slice(&body[at..range.start]);
+            out.extend_from_slice(&bytes);
+            at = range.end;
+        }
+        out.extend_from_slice(&body[at..]);
         out.freeze()
     }
-}
-
-/// `body` with `"stream_options":{"include_usage":true}` added as its last
-/// member, every other byte kept. `None` if the body is not an object.
-pub fn with_include_usage(body: &Bytes) -> Option<Bytes> {
-    let end = body.iter().rposition(|b| !b.is_ascii_whitespace())?;
-    if body[end] != b'}' {
-        return None;
-    }
-    const MEMBER: &[u8] = br#","stream_options":{"include_usage":true}"#;
-    let mut out = BytesMut::with_capacity(body.len() + MEMBER.len());
-    out.extend_from_slice(&body[..end]);
-    out.extend_from_slice(MEMBER);
-    out.extend_from_slice(&body[end..]);
-    Some(out.freeze())
 }
 
 #[cfg(test)]
@@ -110,21 +140,40 @@ mod tests {
         );
         let head = inspect(&body).unwrap();
         assert_eq!(head.model, "abc");
-        let out = head.with_model(&body, "provider/\"m\"");
+        let out = head.upstream_body(&body, "provider/\"m\"", false);
         let expected = "{ \"messages\" : [{\"role\":\"user\",\"content\":\"h\u{e9}\"}],\n  \"model\" :\t\"provider/\\\"m\\\"\", \"extra\": {\"z\":1.50} }";
         assert_eq!(std::str::from_utf8(&out).unwrap(), expected);
-        assert_eq!(head.with_model(&body, "abc"), body, "same name: untouched bytes");
+        assert_eq!(head.upstream_body(&body, "abc", false), body, "same name: untouched bytes");
     }
 
     #[test]
     fn include_usage_is_appended_as_the_last_member() {
         let body = Bytes::from_static(b"{\"model\":\"m\",\"stream\":true}\n");
-        let out = with_include_usage(&body).unwrap();
+        let head = inspect(&body).unwrap();
+        let out = head.upstream_body(&body, "m", true);
         assert_eq!(&out[..], b"{\"model\":\"m\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}\n");
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert!(inspect(&out).unwrap().has_stream_options);
-        assert!(!inspect(&body).unwrap().has_stream_options);
+        assert!(!head.has_stream_options);
+        let own = Bytes::from_static(br#"{"model":"m","stream_options":{}}"#);
+        assert_eq!(inspect(&own).unwrap().upstream_body(&own, "m", true), own, "the client's own options stay");
+    }
+
+    #[test]
+    fn null_stream_options_is_replaced_not_duplicated() {
+        // A client that serialises every unset field sends `"stream_options":null`;
+        // adding a second member made a body with the key twice, which the
+        // gateway itself (and strict parsers upstream) refuse.
+        let body = Bytes::from_static(br#"{"model":"m","stream":true,"stream_options":null}"#);
+        let head = inspect(&body).unwrap();
+        assert!(!head.has_stream_options);
+        let out = head.upstream_body(&body, "n", true);
+        assert_eq!(&out[..], br#"{"model":"n","stream":true,"stream_options":{"include_usage":true}}"#);
+        assert!(inspect(&out).unwrap().has_stream_options);
+        let before = Bytes::from_static(br#"{"stream_options" : null ,"model":"m"}"#);
+        let out = inspect(&before).unwrap().upstream_body(&before, "longer", true);
+        assert_eq!(&out[..], br#"{"stream_options" : {"include_usage":true} ,"model":"longer"}"#);
     }
 
     #[test]
@@ -132,7 +181,7 @@ mod tests {
         let body = Bytes::from_static(br#"{"tools":[{"model":"inner"}],"model":"outer"}"#);
         let head = inspect(&body).unwrap();
         assert_eq!(head.model, "outer");
-        assert_eq!(&head.with_model(&body, "x")[..], br#"{"tools":[{"model":"inner"}],"model":"x"}"#);
+        assert_eq!(&head.upstream_body(&body, "x", false)[..], br#"{"tools":[{"model":"inner"}],"model":"x"}"#);
     }
 
     #[test]

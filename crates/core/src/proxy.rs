@@ -346,19 +346,12 @@ impl Run<'_> {
             key,
             &self.inbound.ids.correlation_id,
         );
-        let mut body = self.head.with_model(self.body, candidate.upstream_model);
-        let wants_usage = self.inbound.endpoint == Endpoint::ChatCompletions
+        let strip_usage = self.inbound.endpoint == Endpoint::ChatCompletions
             && self.head.stream
             && !self.head.has_stream_options
             && provider.config.stream_usage
             && self.gateway.sink().is_some();
-        let strip_usage = match wants_usage.then(|| body::with_include_usage(&body)).flatten() {
-            Some(with_usage) => {
-                body = with_usage;
-                true
-            }
-            None => false,
-        };
+        let body = self.head.upstream_body(self.body, candidate.upstream_model, strip_usage);
         debug!(provider = provider.name(), model = candidate.upstream_model, "attempt");
         (crate::upstream::request(Method::POST, url, headers, body), strip_usage)
     }
