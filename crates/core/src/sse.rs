@@ -12,6 +12,9 @@ use crate::protocol::Endpoint;
 #[derive(Debug, Default)]
 pub struct Splitter {
     buf: BytesMut,
+    /// How much of `buf` is known to hold no event's end, so a long event
+    /// arriving in small chunks is searched once, not again on every chunk.
+    searched: usize,
 }
 
 impl Splitter {
@@ -19,9 +22,13 @@ impl Splitter {
     pub fn push(&mut self, chunk: &[u8]) -> Vec<Bytes> {
         self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
-        while let Some(end) = event_end(&self.buf) {
+        // An end is at most 4 bytes long: one may begin in the last 3 searched.
+        let mut from = self.searched.saturating_sub(3);
+        while let Some(end) = event_end(&self.buf, from) {
             events.push(self.buf.split_to(end).freeze());
+            from = 0;
         }
+        self.searched = self.buf.len();
         events
     }
 
@@ -32,17 +39,21 @@ impl Splitter {
 
     /// Takes the bytes of an event that will never complete.
     pub fn take_pending(&mut self) -> Bytes {
+        self.searched = 0;
         self.buf.split().freeze()
     }
 }
 
-/// The end (exclusive) of the first complete event: after "\n\n", "\r\n\r\n" or "\r\r".
-fn event_end(buf: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    while i + 1 < buf.len() {
-        match (buf[i], buf[i + 1]) {
-            (b'\n', b'\n') | (b'\r', b'\r') => return Some(i + 2),
-            (b'\r', b'\n') if buf.get(i + 2..i + 4) == Some(b"\r\n") => return Some(i + 4),
+/// The end (exclusive) of the first complete event that ends at or after
+/// `from`: after "\n\n", "\r\n\r\n" or "\r\r". Line breaks are found by
+/// `memchr`, as most of an event's bytes are its data.
+fn event_end(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while let Some(at) = memchr::memchr2(b'\n', b'\r', buf.get(i..)?) {
+        i += at;
+        match (buf[i], buf.get(i + 1)) {
+            (b'\n', Some(b'\n')) | (b'\r', Some(b'\r')) => return Some(i + 2),
+            (b'\r', Some(b'\n')) if buf.get(i + 2..i + 4) == Some(b"\r\n") => return Some(i + 4),
             _ => i += 1,
         }
     }
@@ -178,6 +189,25 @@ mod tests {
             assert_eq!(events.len(), 4);
             assert_eq!(s.pending(), 0);
         }
+    }
+
+    #[test]
+    fn a_long_event_in_small_chunks_is_searched_once() {
+        // Each chunk used to search the whole pending event again: a 1 MiB
+        // event sent a byte at a time took about 5 * 10^11 steps, minutes of
+        // a runtime thread a slow or hostile provider could pin.
+        let started = std::time::Instant::now();
+        let mut s = Splitter::default();
+        let data = vec![b'x'; 1 << 20];
+        for (i, byte) in data.chunks(1).enumerate() {
+            assert!(s.push(byte).is_empty());
+            if i % 4096 == 0 {
+                assert!(started.elapsed() < std::time::Duration::from_secs(10), "{i} bytes in 10 s");
+            }
+        }
+        assert_eq!(s.push(b"\r\n\r").len(), 0);
+        let events = s.push(b"\n");
+        assert_eq!((events.len(), events[0].len(), s.pending()), (1, (1 << 20) + 4, 0));
     }
 
     #[test]
