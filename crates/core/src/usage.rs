@@ -179,7 +179,11 @@ impl Raw {
         let read = self.cache_read_input_tokens.0;
         let written = self.cache_creation_input_tokens.0;
         Usage {
-            input_tokens: self.input_tokens.0.map(|b| b + read.unwrap_or(0) + written.unwrap_or(0)),
+            // Saturating: the counts are the provider's, and may be anything.
+            input_tokens: self
+                .input_tokens
+                .0
+                .map(|b| b.saturating_add(read.unwrap_or(0)).saturating_add(written.unwrap_or(0))),
             output_tokens: self.output_tokens.0,
             cached_tokens: read,
         }
@@ -436,6 +440,14 @@ mod tests {
         );
         assert!(!from_body(Endpoint::Messages, br#"{"usage":"none"}"#).is_known());
         assert!(!from_body(Endpoint::Messages, b"not json").is_known());
+    }
+
+    #[test]
+    fn anthropic_counts_too_large_to_add_saturate() {
+        // Adding cache reads to the input count overflowed (a panic in a
+        // debug build, a wrapped, tiny count in a release one).
+        let msg = br#"{"usage":{"input_tokens":18446744073709551615,"cache_read_input_tokens":1,"cache_creation_input_tokens":2}}"#;
+        assert_eq!(from_body(Endpoint::Messages, msg).input_tokens, Some(u64::MAX));
     }
 
     #[test]
