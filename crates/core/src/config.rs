@@ -410,7 +410,10 @@ impl Validator<'_> {
         }
         if let Some(m) = raw.max_size_mb {
             match u64::try_from(*m.get_ref()) {
-                Ok(mb) if mb >= 1 => h.max_size_bytes = mb * 1024 * 1024,
+                Ok(mb) if mb >= 1 => match mb.checked_mul(1024 * 1024) {
+                    Some(bytes) => h.max_size_bytes = bytes,
+                    None => return self.error(m.span(), "history.max_size_mb", "must be less than 2^44"),
+                },
                 _ => return self.error(m.span(), "history.max_size_mb", "must be at least 1"),
             }
         }
@@ -484,7 +487,16 @@ impl Validator<'_> {
             access_token,
             max_header_bytes: count(&raw.max_header_bytes, "server.max_header_bytes", 1024, 64 * 1024)? as usize,
             max_connections: count(&raw.max_connections, "server.max_connections", 1, 1024)? as usize,
-            rate_limit_per_minute: count(&raw.rate_limit_per_minute, "server.rate_limit_per_minute", 1, 6000)? as u32,
+            rate_limit_per_minute: u32::try_from(count(
+                &raw.rate_limit_per_minute,
+                "server.rate_limit_per_minute",
+                1,
+                6000,
+            )?)
+            .or_else(|_| {
+                let span = raw.rate_limit_per_minute.as_ref().map_or(0..0, Spanned::span);
+                self.error(span, "server.rate_limit_per_minute", format!("must be at most {}", u32::MAX))
+            })?,
             header_timeout: duration(&raw.header_timeout, "server.header_timeout", 10)?,
             body_timeout: duration(&raw.body_timeout, "server.body_timeout", 30)?,
         })
@@ -663,6 +675,21 @@ models = { "m1" = "other-m1" }
         assert_eq!(config.providers[0].models.explicit("m1"), Some("m1"));
         assert_eq!(config.providers[1].models.explicit("m1"), Some("other-m1"));
         assert_eq!(config.providers[0].base_url.as_str(), "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn numbers_too_large_to_hold_are_refused() {
+        // 2^44 MB is 2^64 bytes: the product overflowed (a panic in a debug
+        // build, a cap of 0 bytes in a release one), and 2^32 requests a
+        // minute was cut to 0, which refused every request.
+        let (line, field, message) = invalid("[history]\nmax_size_mb = 17592186044416\n");
+        assert_eq!((line, field.as_str(), message.as_str()), (2, "history.max_size_mb", "must be less than 2^44"));
+        let config = parse("[history]\nmax_size_mb = 17592186044415\n").unwrap();
+        assert_eq!(config.history.max_size_bytes, 17592186044415 * 1024 * 1024);
+        let (line, field, _) = invalid("[server]\nrate_limit_per_minute = 4294967296\n");
+        assert_eq!((line, field.as_str()), (2, "server.rate_limit_per_minute"));
+        let config = parse("[server]\nrate_limit_per_minute = 4294967295\n").unwrap();
+        assert_eq!(config.server.rate_limit_per_minute, u32::MAX);
     }
 
     #[test]
