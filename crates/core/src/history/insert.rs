@@ -75,7 +75,7 @@ impl Inserter {
 /// created, migrated and put it in WAL mode.
 pub fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.busy_handler(Some(wait_a_millisecond))?;
     // Per connection, as the pool's are: the log is written, not synced, at each commit.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     // Attempts are written in the same transaction as their request, so the
@@ -83,6 +83,15 @@ pub fn connect(path: &Path) -> rusqlite::Result<Connection> {
     // request's attempts itself.
     conn.pragma_update(None, "foreign_keys", "OFF")?;
     Ok(conn)
+}
+
+/// While another connection writes (retention between its short batches),
+/// retries every millisecond for about five seconds. SQLite's own timeout
+/// sleeps longer and longer between tries, up to 100 ms, so a writer that
+/// has waited a few times keeps sleeping through the gaps retention leaves.
+fn wait_a_millisecond(tries: i32) -> bool {
+    std::thread::sleep(Duration::from_millis(1));
+    tries < 5000
 }
 
 fn tokens(v: Option<u64>) -> Option<i64> {

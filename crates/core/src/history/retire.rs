@@ -18,8 +18,9 @@ use super::insert::connect;
 pub const BATCH: usize = 200;
 /// Free pages returned to the file system per transaction.
 const VACUUM_PAGES: i64 = 256;
-/// Between batches, time for the writer to take the lock.
-const PAUSE: Duration = Duration::from_millis(2);
+/// Between batches, time for the writer (which retries every millisecond)
+/// to take the lock.
+const PAUSE: Duration = Duration::from_millis(5);
 
 /// A request row as retention needs it: enough to take it out of the
 /// derived tables.
