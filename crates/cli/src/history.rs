@@ -45,6 +45,10 @@ enum Show {
         #[arg(long)]
         json: bool,
     },
+    /// Computes the spend rollups and filter entries again from the recorded
+    /// requests. Best run while the gateway is stopped: it holds the
+    /// database's write lock until it is done (seconds for a million requests).
+    Rebuild,
 }
 
 #[derive(Debug, clap::Args)]
@@ -67,6 +71,13 @@ async fn open(data: &DataDirArgs) -> Result<Store> {
 
 pub async fn run(args: HistoryArgs) -> Result<()> {
     let store = open(&args.data).await?;
+    if let Some(Show::Rebuild) = &args.show {
+        let started = std::time::Instant::now();
+        store.rebuild().await?;
+        let requests = store.requests_on_record().await?;
+        println!("rebuilt the rollups and filter entries of {requests} requests in {:.1?}", started.elapsed());
+        return Ok(());
+    }
     if let Some(Show::Show { id, json }) = &args.show {
         let detail = store.request(id).await?.with_context(|| format!("no request {id:?} on record"))?;
         if *json {

@@ -39,7 +39,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run the gateway in front of simulated providers with generated traffic; no keys needed.
     Demo(demo::DemoArgs),
-    /// Recorded requests: a table, or one request's attempt timeline (`history show ID`).
+    /// Recorded requests: a table, one request's attempt timeline (`history show ID`), or `history rebuild`.
     History(history::HistoryArgs),
     /// Follow requests as they are recorded, one line each with its attempts.
     Tail(history::TailArgs),

@@ -119,6 +119,11 @@ fn the_demo_records_history_that_the_history_command_reads() {
 
     let table = switchyard().args(["history", "--data-dir"]).arg(dir.path()).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&table.stdout).lines().count(), 7, "a header and six rows");
+
+    let rebuilt = switchyard().args(["history", "rebuild", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert!(rebuilt.status.success(), "{}", String::from_utf8_lossy(&rebuilt.stderr));
+    let text = String::from_utf8_lossy(&rebuilt.stdout);
+    assert!(text.starts_with("rebuilt the rollups and filter entries of 6 requests"), "{text}");
     let token = std::fs::read_to_string(dir.path().join("admin-token")).unwrap();
     assert!(token.starts_with("sya-") && token.len() == 68);
     #[cfg(unix)]

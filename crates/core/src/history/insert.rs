@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
+use super::derived::{Derived, Facts};
 use super::record::{AttemptRecord, EventRecord, Record, RequestRecord};
 
 const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
@@ -36,16 +37,7 @@ impl Inserter {
     /// Opens the database, which [`Store::open`](super::Store::open) has
     /// already created, migrated and put in WAL mode.
     pub fn open(path: &Path) -> rusqlite::Result<Inserter> {
-        let conn =
-            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        // Per connection, as the pool's are: the log is written, not synced, at each commit.
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        // Attempts are written in the same transaction as their request, so
-        // the parent lookup per attempt would only cost; deletes, which need
-        // the cascade, run on the pool's connections, where keys are on.
-        conn.pragma_update(None, "foreign_keys", "OFF")?;
-        Ok(Inserter { conn })
+        Ok(Inserter { conn: connect(path)? })
     }
 
     /// Writes a batch in one transaction.
@@ -57,10 +49,14 @@ impl Inserter {
             let mut requests = tx.prepare_cached(INSERT_REQUEST)?;
             let mut attempts = tx.prepare_cached(INSERT_ATTEMPT)?;
             let mut events = tx.prepare_cached(INSERT_EVENT)?;
+            let mut derived = Derived::default();
             for record in batch {
                 match record {
                     Record::Request(r) => {
-                        insert_request(&mut requests, r)?;
+                        // A copy already on record adds nothing to the sums.
+                        if insert_request(&mut requests, r)? {
+                            derived.add(&Facts::of(r));
+                        }
                         for a in &r.attempts {
                             insert_attempt(&mut attempts, &r.id, a)?;
                         }
@@ -68,17 +64,43 @@ impl Inserter {
                     Record::Event(e) => insert_event(&mut events, e)?,
                 }
             }
+            derived.write(&tx)?;
         }
         tx.commit()
     }
+}
+
+/// A connection for writing: the writer's, retention's and a rebuild's.
+/// The database must exist: [`Store::open`](super::Store::open) has
+/// created, migrated and put it in WAL mode.
+pub fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    conn.busy_handler(Some(wait_a_millisecond))?;
+    // Per connection, as the pool's are: the log is written, not synced, at each commit.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Attempts are written in the same transaction as their request, so the
+    // parent lookup per attempt would only cost; retention deletes a
+    // request's attempts itself.
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    Ok(conn)
+}
+
+/// While another connection writes (retention between its short batches),
+/// retries every millisecond for about five seconds. SQLite's own timeout
+/// sleeps longer and longer between tries, up to 100 ms, so a writer that
+/// has waited a few times keeps sleeping through the gaps retention leaves.
+fn wait_a_millisecond(tries: i32) -> bool {
+    std::thread::sleep(Duration::from_millis(1));
+    tries < 5000
 }
 
 fn tokens(v: Option<u64>) -> Option<i64> {
     v.and_then(|n| i64::try_from(n).ok())
 }
 
-fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestRecord) -> rusqlite::Result<()> {
-    statement.execute(params![
+/// Whether the row was new.
+fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestRecord) -> rusqlite::Result<bool> {
+    let inserted = statement.execute(params![
         r.id,
         r.correlation_id,
         r.started_at_ms,
@@ -104,7 +126,7 @@ fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestReco
         r.request_body,
         r.response_body,
     ])?;
-    Ok(())
+    Ok(inserted == 1)
 }
 
 fn insert_attempt(

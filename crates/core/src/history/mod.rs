@@ -4,13 +4,17 @@
 //! - [`store`]: the database and its queries.
 //! - [`writer`]: the batching writer and the [`Recorder`] that feeds it.
 //! - [`insert`]: the rows it writes.
+//! - [`derived`]: the rollups and facets kept with the rows.
+//! - [`retire`]: retention's deletes, in small batches.
 //! - [`spool`]: the append-only file that keeps completed requests across a crash.
 //! - [`pricing`]: what tokens cost.
 //! - this file: [`History`], which owns the writer and prunes by age and size.
 
+pub mod derived;
 pub mod insert;
 pub mod pricing;
 pub mod record;
+pub mod retire;
 pub mod spool;
 pub mod store;
 pub mod writer;
@@ -109,7 +113,7 @@ pub async fn prune(store: &Store, config: &HistoryConfig) -> Result<u64, StoreEr
     let mut removed = store.prune_older_than(cutoff).await?;
     let max = i64::try_from(config.max_size_bytes).unwrap_or(i64::MAX);
     while store.used_bytes().await? > max {
-        let total = store.count(store::CountTable::Requests).await?;
+        let total = store.requests_on_record().await?;
         if total == 0 {
             break;
         }

@@ -11,8 +11,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
+use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::insert::Inserter;
 use super::record::Record;
+use super::retire;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -148,6 +150,9 @@ pub struct SpendRow {
     pub provider: String,
     pub model: String,
     pub requests: i64,
+    /// Requests that did not end ok.
+    pub failed: i64,
+    pub fallbacks: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
@@ -163,6 +168,24 @@ pub enum Bucket {
     Hour,
     /// For sparklines over the last hour.
     Minute,
+}
+
+impl Bucket {
+    fn span(self) -> i64 {
+        match self {
+            Bucket::Day => DAY_MS,
+            Bucket::Hour => HOUR_MS,
+            Bucket::Minute => MINUTE_MS,
+        }
+    }
+
+    fn format(self) -> &'static str {
+        match self {
+            Bucket::Day => "%Y-%m-%d",
+            Bucket::Hour => "%Y-%m-%dT%H:00Z",
+            Bucket::Minute => "%Y-%m-%dT%H:%MZ",
+        }
+    }
 }
 
 const DEFAULT_PAGE: u32 = 100;
@@ -215,7 +238,7 @@ impl Store {
     /// Requests, newest first, one page at a time.
     pub async fn requests(&self, filter: &RequestFilter) -> Result<Page, StoreError> {
         let limit = page_size(filter);
-        let mut q = list_query(&format!("SELECT {SUMMARY_COLUMNS} FROM requests"), filter)?;
+        let mut q = list_query(&format!("SELECT {SUMMARY_COLUMNS}"), filter)?;
         let rows = q.build().fetch_all(&self.pool).await?;
         let mut requests: Vec<RequestSummary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
         let next_cursor = if requests.len() > limit as usize {
@@ -230,7 +253,7 @@ impl Store {
     /// One request with its attempts, in order.
     pub async fn request(&self, id: &str) -> Result<Option<RequestDetail>, StoreError> {
         // Only constant column lists are formatted in; the id is bound.
-        let sql = format!("SELECT {SUMMARY_COLUMNS}, request_body, response_body FROM requests WHERE id = ?");
+        let sql = format!("SELECT {SUMMARY_COLUMNS}, r.request_body, r.response_body FROM requests r WHERE r.id = ?");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
         let Some(row) = row else { return Ok(None) };
         let attempts = sqlx::query(
@@ -250,25 +273,27 @@ impl Store {
         }))
     }
 
-    /// Tokens and cost per provider and model per day or hour since `since`.
+    /// Tokens and cost per provider and model per day, hour or minute since
+    /// `since`, taken to the minute: read from the rollups, a row per key and
+    /// bucket, however many requests the buckets hold.
     pub async fn spend(&self, bucket: Bucket, since: i64) -> Result<Vec<SpendRow>, StoreError> {
-        let format = match bucket {
-            Bucket::Day => "%Y-%m-%d",
-            Bucket::Hour => "%Y-%m-%dT%H:00Z",
-            Bucket::Minute => "%Y-%m-%dT%H:%MZ",
-        };
-        let rows = sqlx::query(
-            "SELECT strftime(?, started_at / 1000, 'unixepoch') AS bucket, provider, COALESCE(provider_model, model) AS model,
-                    COUNT(*) AS requests, COALESCE(SUM(input_tokens), 0) AS input_tokens,
-                    COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cached_tokens), 0) AS cached_tokens,
-                    SUM(cost_usd) AS cost_usd
-             FROM requests WHERE started_at >= ? AND provider IS NOT NULL
-             GROUP BY 1, 2, 3 ORDER BY 1 DESC, 8 DESC",
-        )
-        .bind(format)
-        .bind(since)
-        .fetch_all(&self.pool)
-        .await?;
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT strftime(");
+        q.push_bind(bucket.format()).push(
+            ", start / 1000, 'unixepoch') AS bucket, provider, model, SUM(requests) AS requests,
+             SUM(CASE WHEN outcome <> 'ok' THEN requests ELSE 0 END) AS failed, SUM(fallbacks) AS fallbacks,
+             SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
+             SUM(cached_tokens) AS cached_tokens, CASE WHEN SUM(priced) > 0 THEN SUM(cost_usd) END AS cost_usd
+             FROM (",
+        );
+        for (i, (span, from, to)) in spend_pieces(bucket, since).into_iter().enumerate() {
+            if i > 0 {
+                q.push(" UNION ALL ");
+            }
+            q.push("SELECT * FROM rollups WHERE span = ").push_bind(span);
+            q.push(" AND start >= ").push_bind(from).push(" AND start < ").push_bind(to);
+        }
+        q.push(") WHERE provider <> '' GROUP BY 1, 2, 3 ORDER BY 1 DESC, cost_usd DESC");
+        let rows = q.build().fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
                 Ok(SpendRow {
@@ -276,6 +301,8 @@ impl Store {
                     provider: r.try_get("provider")?,
                     model: r.try_get("model")?,
                     requests: r.try_get("requests")?,
+                    failed: r.try_get("failed")?,
+                    fallbacks: r.try_get("fallbacks")?,
                     input_tokens: r.try_get("input_tokens")?,
                     output_tokens: r.try_get("output_tokens")?,
                     cached_tokens: r.try_get("cached_tokens")?,
@@ -283,6 +310,19 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// Requests on record, from the rollups.
+    pub async fn requests_on_record(&self) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT COALESCE(SUM(requests), 0) FROM rollups WHERE span = ?")
+            .bind(DAY_MS)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// Computes the rollups and facets again from the rows.
+    pub async fn rebuild(&self) -> Result<(), StoreError> {
+        self.blocking(|path| super::derived::rebuild(&mut super::insert::connect(path)?)).await
     }
 
     /// Counts rows, for tests and the benchmark's check.
@@ -295,15 +335,27 @@ impl Store {
         Ok(sqlx::query_scalar(sql).fetch_one(&self.pool).await?)
     }
 
-    /// Deletes requests started before `before_ms` (their attempts go with them).
+    /// Deletes requests started before `before_ms` (their attempts go with
+    /// them), and events as old, in small batches.
     pub async fn prune_older_than(&self, before_ms: i64) -> Result<u64, StoreError> {
-        let n = sqlx::query("DELETE FROM requests WHERE started_at < ?")
-            .bind(before_ms)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        sqlx::query("DELETE FROM events WHERE at < ?").bind(before_ms).execute(&self.pool).await?;
-        Ok(n)
+        self.blocking(move |path| {
+            let n = retire::requests(path, Some(before_ms), u64::MAX)?;
+            retire::events(path, before_ms)?;
+            Ok(n)
+        })
+        .await
+    }
+
+    /// Runs `f` with the database's path on a blocking thread.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Path) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let path = self.path.clone();
+        match tokio::task::spawn_blocking(move || f(&path)).await {
+            Ok(result) => Ok(result?),
+            Err(e) => Err(StoreError::WriteTask(e.to_string())),
+        }
     }
 
     /// Bytes in use by live pages.
@@ -316,23 +368,20 @@ impl Store {
         Ok(pages * size)
     }
 
-    /// Deletes the oldest `n` requests and events of the same age.
+    /// Deletes the oldest `n` requests, in small batches, and the events
+    /// older than every request left.
     pub async fn prune_oldest(&self, n: i64) -> Result<u64, StoreError> {
-        let cutoff: Option<i64> =
-            sqlx::query_scalar("SELECT started_at FROM requests ORDER BY started_at LIMIT 1 OFFSET ?")
-                .bind(n.max(1) - 1)
-                .fetch_optional(&self.pool)
-                .await?;
-        match cutoff {
-            Some(at) => self.prune_older_than(at + 1).await,
-            None => Ok(0),
-        }
+        let removed = self.blocking(move |path| retire::requests(path, None, n.max(0) as u64)).await?;
+        let oldest: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(started_at) FROM requests").fetch_one(&self.pool).await?;
+        let before = oldest.unwrap_or(i64::MAX);
+        self.blocking(move |path| retire::events(path, before)).await?;
+        Ok(removed)
     }
 
     /// Returns freed pages to the file system.
     pub async fn vacuum(&self) -> Result<(), StoreError> {
-        sqlx::query("PRAGMA incremental_vacuum").execute(&self.pool).await?;
-        Ok(())
+        self.blocking(retire::vacuum).await
     }
 
     pub async fn integrity_check(&self) -> Result<String, StoreError> {
@@ -351,10 +400,29 @@ pub enum CountTable {
     Events,
 }
 
-const SUMMARY_COLUMNS: &str =
-    "id, correlation_id, started_at, finished_at, user_agent, endpoint, model, streamed, outcome, status,
-    provider, provider_model, attempts, fallback, duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens,
-    cost_usd, error_code, error";
+const SUMMARY_COLUMNS: &str = "r.id, r.correlation_id, r.started_at, r.finished_at, r.user_agent, r.endpoint,
+    r.model, r.streamed, r.outcome, r.status, r.provider, r.provider_model, r.attempts, r.fallback, r.duration_ms,
+    r.ttft_ms, r.input_tokens, r.output_tokens, r.cached_tokens, r.cost_usd, r.error_code, r.error";
+
+/// The rollups that sum to a spend chart since `since` (to the minute), as
+/// (span, from, to): the bucket's own span from its first whole bucket on,
+/// and before that the finer spans up to their next boundaries, so that a
+/// first bucket that began before `since` counts only what came after.
+fn spend_pieces(bucket: Bucket, since: i64) -> Vec<(i64, i64, i64)> {
+    let ceil = |at: i64, span: i64| at + (span - at.rem_euclid(span)) % span;
+    let mut from = since - since.rem_euclid(MINUTE_MS);
+    let mut pieces = Vec::with_capacity(SPANS.len());
+    for (span, coarser) in SPANS.iter().zip(SPANS.iter().skip(1)) {
+        if *span == bucket.span() {
+            break;
+        }
+        let to = ceil(from, *coarser);
+        pieces.push((*span, from, to));
+        from = to;
+    }
+    pieces.push((bucket.span(), from, i64::MAX));
+    pieces
+}
 
 fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
     let bad = || StoreError::Cursor(cursor.to_string());
@@ -374,52 +442,99 @@ fn page_size(filter: &RequestFilter) -> u32 {
     filter.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE)
 }
 
-/// `select` with the filter's conditions, newest first, one row more than
-/// a page (to tell whether another follows).
-fn list_query(select: &str, filter: &RequestFilter) -> Result<QueryBuilder<Sqlite>, StoreError> {
-    let mut q = QueryBuilder::<Sqlite>::new(format!("{select} WHERE 1 = 1"));
-    if let Some(p) = &filter.provider {
-        q.push(" AND (provider = ")
-            .push_bind(p.clone())
-            .push(" OR id IN (SELECT request_id FROM attempts WHERE provider = ")
-            .push_bind(p.clone())
-            .push("))");
+/// The facet entries a filtered list walks, newest first: those of its most
+/// selective filter. None for a correlation id, which has its own indexes,
+/// and for no filter or only `outcome=ok`, which most requests match: the
+/// time index serves those.
+fn driving_facet(filter: &RequestFilter) -> Option<(Facet, &str)> {
+    if filter.correlation_id.is_some() {
+        return None;
     }
-    if let Some(m) = &filter.model {
-        q.push(" AND (model = ").push_bind(m.clone()).push(" OR provider_model = ").push_bind(m.clone()).push(")");
-    }
-    if let Some(o) = &filter.outcome {
-        q.push(" AND outcome = ").push_bind(o.clone());
-    }
-    if filter.failed {
-        q.push(" AND outcome <> 'ok'");
+    match &filter.outcome {
+        Some(o) if o != "ok" => return Some((Facet::Outcome, o)),
+        _ => {}
     }
     if filter.fallback {
-        q.push(" AND fallback = 1");
+        return Some((Facet::Fallback, ""));
+    }
+    if filter.failed {
+        return Some((Facet::Failed, ""));
+    }
+    if let Some(p) = &filter.provider {
+        return Some((Facet::Provider, p));
+    }
+    filter.model.as_deref().map(|m| (Facet::Model, m))
+}
+
+/// `select` (columns of `requests r`) with the filter's conditions, newest
+/// first, one row more than a page (to tell whether another follows). A
+/// filter that selects few rows walks its facet entries (`f`), and every
+/// other filter is checked on the rows it reaches; otherwise the rows are
+/// walked by the time index.
+fn list_query(select: &str, filter: &RequestFilter) -> Result<QueryBuilder<Sqlite>, StoreError> {
+    let driving = driving_facet(filter);
+    let mut q = QueryBuilder::<Sqlite>::new(select);
+    // Time and order are the facet entry's when it drives: its key.
+    let t = match driving {
+        Some((facet, value)) => {
+            q.push(" FROM request_facets f CROSS JOIN requests r ON r.id = f.id WHERE f.facet = ")
+                .push_bind(facet.code())
+                .push(" AND f.value = ")
+                .push_bind(value.to_string());
+            "f"
+        }
+        None => {
+            q.push(" FROM requests r WHERE 1 = 1");
+            "r"
+        }
+    };
+    let others = |facet: Facet| driving.map(|(f, _)| f) != Some(facet);
+    // Facets that do not drive are looked up per row, by their key.
+    let has_facet = |q: &mut QueryBuilder<Sqlite>, facet: Facet, value: &str| {
+        q.push(" AND EXISTS (SELECT 1 FROM request_facets g WHERE g.facet = ")
+            .push_bind(facet.code())
+            .push(" AND g.value = ")
+            .push_bind(value.to_string())
+            .push(" AND g.started_at = r.started_at AND g.id = r.id)");
+    };
+    if let Some(p) = filter.provider.as_deref().filter(|_| others(Facet::Provider)) {
+        has_facet(&mut q, Facet::Provider, p);
+    }
+    if let Some(m) = filter.model.as_deref().filter(|_| others(Facet::Model)) {
+        has_facet(&mut q, Facet::Model, m);
+    }
+    if let Some(o) = &filter.outcome {
+        q.push(" AND r.outcome = ").push_bind(o.clone());
+    }
+    if filter.failed {
+        q.push(" AND r.outcome <> 'ok'");
+    }
+    if filter.fallback {
+        q.push(" AND r.fallback = 1");
     }
     if let Some(text) = filter.search.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-        q.push(" AND (correlation_id = ").push_bind(text.to_string());
-        q.push(" OR substr(id, 1, ").push_bind(text.chars().count() as i64);
+        q.push(" AND (r.correlation_id = ").push_bind(text.to_string());
+        q.push(" OR substr(r.id, 1, ").push_bind(text.chars().count() as i64);
         q.push(") = ").push_bind(text.to_string()).push(")");
     }
     if let Some(c) = &filter.correlation_id {
         // The same as `correlation_id = c`, spelled so that each half has
         // its index: the partial one on correlation ids that differ from
         // the request's own, and the primary key for the one that does not.
-        q.push(" AND (correlation_id = ").push_bind(c.clone()).push(" AND correlation_id <> id");
-        q.push(" OR id = ").push_bind(c.clone()).push(" AND correlation_id = ").push_bind(c.clone()).push(")");
+        q.push(" AND (r.correlation_id = ").push_bind(c.clone()).push(" AND r.correlation_id <> r.id");
+        q.push(" OR r.id = ").push_bind(c.clone()).push(" AND r.correlation_id = ").push_bind(c.clone()).push(")");
     }
     if let Some(s) = filter.since {
-        q.push(" AND started_at >= ").push_bind(s);
+        q.push(format!(" AND {t}.started_at >= ")).push_bind(s);
     }
     if let Some(u) = filter.until {
-        q.push(" AND started_at < ").push_bind(u);
+        q.push(format!(" AND {t}.started_at < ")).push_bind(u);
     }
     if let Some(cursor) = &filter.cursor {
         let (at, id) = parse_cursor(cursor)?;
-        q.push(" AND (started_at, id) < (").push_bind(at).push(", ").push_bind(id).push(")");
+        q.push(format!(" AND ({t}.started_at, {t}.id) < (")).push_bind(at).push(", ").push_bind(id).push(")");
     }
-    q.push(" ORDER BY started_at DESC, id DESC LIMIT ").push_bind(i64::from(page_size(filter)) + 1);
+    q.push(format!(" ORDER BY {t}.started_at DESC, {t}.id DESC LIMIT ")).push_bind(i64::from(page_size(filter)) + 1);
     Ok(q)
 }
 
@@ -484,7 +599,7 @@ mod tests {
     use super::*;
 
     async fn plan(store: &Store, filter: &RequestFilter) -> Vec<String> {
-        let mut q = list_query("EXPLAIN QUERY PLAN SELECT id FROM requests", filter).unwrap();
+        let mut q = list_query("EXPLAIN QUERY PLAN SELECT r.id", filter).unwrap();
         let rows = q.build().fetch_all(&store.pool).await.unwrap();
         rows.iter().map(|r| r.get::<String, _>("detail")).collect()
     }
@@ -498,6 +613,59 @@ mod tests {
         assert!(plan.iter().any(|d| d.contains("USING INDEX requests_by_correlation")), "{plan:?}");
         assert!(plan.iter().any(|d| d.contains("USING PRIMARY KEY (id=?)")), "{plan:?}");
         assert!(!plan.iter().any(|d| d.starts_with("SCAN")), "{plan:?}");
+    }
+
+    /// Each filter that selects few rows walks its facet entries in order:
+    /// no scan of the requests, no sort, each row reached by its key.
+    #[tokio::test]
+    async fn selective_filters_walk_their_facet_entries_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        let filters = [
+            RequestFilter { failed: true, ..RequestFilter::default() },
+            RequestFilter { fallback: true, ..RequestFilter::default() },
+            RequestFilter { outcome: Some("error".into()), ..RequestFilter::default() },
+            RequestFilter { provider: Some("p".into()), ..RequestFilter::default() },
+            RequestFilter { model: Some("m".into()), ..RequestFilter::default() },
+            RequestFilter {
+                failed: true,
+                provider: Some("p".into()),
+                cursor: Some("5:x".into()),
+                ..RequestFilter::default()
+            },
+        ];
+        for filter in &filters {
+            let plan = plan(&store, filter).await;
+            println!("{filter:?}\n  {}", plan.join("\n  "));
+            assert!(plan[0].starts_with("SEARCH f USING PRIMARY KEY (facet=? AND value=?"), "{plan:?}");
+            assert!(plan.iter().any(|d| d.starts_with("SEARCH r USING PRIMARY KEY (id=?)")), "{plan:?}");
+            assert!(!plan.iter().any(|d| d.contains("TEMP B-TREE") || d.starts_with("SCAN")), "{plan:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn spend_reads_rollup_ranges_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        let plan: Vec<String> =
+            sqlx::query("EXPLAIN QUERY PLAN SELECT * FROM rollups WHERE span = 60000 AND start >= 5 AND start < 7")
+                .fetch_all(&store.pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<String, _>("detail"))
+                .collect();
+        assert_eq!(plan, ["SEARCH rollups USING PRIMARY KEY (span=? AND start>? AND start<?)"]);
+        // A day chart from mid-afternoon: minutes to the hour, hours to
+        // midnight, then days.
+        let since = 1_700_000_000_000 + 90_000 + 1234;
+        let pieces = spend_pieces(Bucket::Day, since);
+        let m0 = since - since % MINUTE_MS;
+        let h1 = m0 + (HOUR_MS - m0 % HOUR_MS);
+        let d1 = m0 + (DAY_MS - m0 % DAY_MS);
+        assert_eq!(pieces, [(MINUTE_MS, m0, h1), (HOUR_MS, h1, d1), (DAY_MS, d1, i64::MAX)]);
+        assert_eq!(spend_pieces(Bucket::Minute, since), [(MINUTE_MS, m0, i64::MAX)]);
+        assert_eq!(spend_pieces(Bucket::Hour, h1), [(MINUTE_MS, h1, h1), (HOUR_MS, h1, i64::MAX)]);
     }
 
     #[tokio::test]

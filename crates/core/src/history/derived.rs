@@ -1,0 +1,447 @@
+//! The tables derived from the request rows (migration 0004 describes
+//! them): `rollups`, sums per minute, hour and day, provider, model and
+//! outcome, which spend reads instead of the rows; and `request_facets`,
+//! one entry per filter a request matches among those that select few rows,
+//! which filtered lists walk instead of the whole time index.
+//!
+//! Both change only with the rows, in the same transaction: the writer adds
+//! what it inserts ([`Derived::add`]), retention takes away what it deletes
+//! ([`Derived::remove`]), and [`rebuild`] computes both again from the rows.
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, Transaction, TransactionBehavior};
+
+use super::record::{RequestOutcome, RequestRecord};
+
+pub const MINUTE_MS: i64 = 60_000;
+pub const HOUR_MS: i64 = 3_600_000;
+pub const DAY_MS: i64 = 86_400_000;
+/// The spans rollups are kept at, finest first.
+pub const SPANS: [i64; 3] = [MINUTE_MS, HOUR_MS, DAY_MS];
+
+/// A filter that a facet entry stands for (`request_facets.facet`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Facet {
+    /// A provider that answered or was tried.
+    Provider = 1,
+    /// A model asked for or used.
+    Model = 2,
+    /// An outcome other than ok.
+    Outcome = 3,
+    /// Any outcome but ok.
+    Failed = 4,
+    Fallback = 5,
+}
+
+impl Facet {
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+}
+
+/// What one request contributes to the derived tables, whether read from a
+/// record (the writer) or from its row (retention).
+#[derive(Debug, Clone)]
+pub struct Facts<'a> {
+    pub id: &'a str,
+    pub started_at: i64,
+    pub provider: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub provider_model: Option<&'a str>,
+    pub outcome: &'a str,
+    pub fallback: bool,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cached_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
+    /// The providers of its attempts.
+    pub tried: Vec<&'a str>,
+}
+
+impl<'a> Facts<'a> {
+    pub fn of(r: &'a RequestRecord) -> Facts<'a> {
+        let tokens = |v: Option<u64>| v.and_then(|n| i64::try_from(n).ok());
+        Facts {
+            id: &r.id,
+            started_at: r.started_at_ms,
+            provider: r.provider.as_deref(),
+            model: r.model.as_deref(),
+            provider_model: r.provider_model.as_deref(),
+            outcome: r.outcome.as_str(),
+            fallback: r.fallback,
+            input_tokens: tokens(r.usage.input_tokens),
+            output_tokens: tokens(r.usage.output_tokens),
+            cached_tokens: tokens(r.usage.cached_tokens),
+            cost_usd: r.cost_usd,
+            tried: r.attempts.iter().map(|a| a.provider.as_str()).collect(),
+        }
+    }
+
+    /// Its facet entries, each once.
+    fn facets(&self) -> Vec<(Facet, &'a str)> {
+        let mut facets: Vec<(Facet, &'a str)> = Vec::with_capacity(4);
+        let mut push = |facet, value| {
+            if !facets.contains(&(facet, value)) {
+                facets.push((facet, value));
+            }
+        };
+        for p in self.provider.into_iter().chain(self.tried.iter().copied()) {
+            push(Facet::Provider, p);
+        }
+        for m in self.model.into_iter().chain(self.provider_model) {
+            push(Facet::Model, m);
+        }
+        if self.outcome != RequestOutcome::Ok.as_str() {
+            push(Facet::Outcome, self.outcome);
+            push(Facet::Failed, "");
+        }
+        if self.fallback {
+            push(Facet::Fallback, "");
+        }
+        facets
+    }
+}
+
+/// Sums for one rollup key.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sums {
+    requests: i64,
+    fallbacks: i64,
+    input_tokens: i64,
+    output_tokens: i64,
+    cached_tokens: i64,
+    cost_usd: f64,
+    priced: i64,
+}
+
+impl Sums {
+    fn add(&mut self, other: &Sums) {
+        self.requests += other.requests;
+        self.fallbacks += other.fallbacks;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.cost_usd += other.cost_usd;
+        self.priced += other.priced;
+    }
+
+    fn of(f: &Facts<'_>, sign: i64) -> Sums {
+        Sums {
+            requests: sign,
+            fallbacks: sign * i64::from(f.fallback),
+            input_tokens: sign * f.input_tokens.unwrap_or(0),
+            output_tokens: sign * f.output_tokens.unwrap_or(0),
+            cached_tokens: sign * f.cached_tokens.unwrap_or(0),
+            cost_usd: sign as f64 * f.cost_usd.unwrap_or(0.0),
+            priced: sign * i64::from(f.cost_usd.is_some()),
+        }
+    }
+}
+
+/// A rollup key at minute span: start, provider, model, outcome.
+type Key<'a> = (i64, &'a str, &'a str, &'a str);
+
+/// Changes to the derived tables gathered over one transaction's rows.
+#[derive(Debug, Default)]
+pub struct Derived<'a> {
+    /// By minute; coarser spans are summed from these when written.
+    sums: HashMap<Key<'a>, Sums>,
+    added: Vec<(Facet, &'a str, i64, &'a str)>,
+    removed: Vec<(Facet, &'a str, i64, &'a str)>,
+}
+
+const UPSERT_ROLLUP: &str = "INSERT INTO rollups (span, start, provider, model, outcome, requests, fallbacks,
+    input_tokens, output_tokens, cached_tokens, cost_usd, priced) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+    ON CONFLICT (span, start, provider, model, outcome) DO UPDATE SET requests = requests + excluded.requests,
+    fallbacks = fallbacks + excluded.fallbacks, input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens, cached_tokens = cached_tokens + excluded.cached_tokens,
+    cost_usd = cost_usd + excluded.cost_usd, priced = priced + excluded.priced";
+const DROP_EMPTY_ROLLUP: &str = "DELETE FROM rollups
+    WHERE span = ?1 AND start = ?2 AND provider = ?3 AND model = ?4 AND outcome = ?5 AND requests <= 0";
+const INSERT_FACET: &str =
+    "INSERT OR IGNORE INTO request_facets (facet, value, started_at, id) VALUES (?1, ?2, ?3, ?4)";
+const DELETE_FACET: &str = "DELETE FROM request_facets WHERE facet = ?1 AND value = ?2 AND started_at = ?3 AND id = ?4";
+
+impl<'a> Derived<'a> {
+    /// A request whose row was inserted.
+    pub fn add(&mut self, f: &Facts<'a>) {
+        self.sum(f, 1);
+        self.added.extend(f.facets().into_iter().map(|(facet, value)| (facet, value, f.started_at, f.id)));
+    }
+
+    /// A request whose row is deleted.
+    pub fn remove(&mut self, f: &Facts<'a>) {
+        self.sum(f, -1);
+        self.removed.extend(f.facets().into_iter().map(|(facet, value)| (facet, value, f.started_at, f.id)));
+    }
+
+    fn sum(&mut self, f: &Facts<'a>, sign: i64) {
+        let key = (
+            f.started_at - f.started_at.rem_euclid(MINUTE_MS),
+            f.provider.unwrap_or(""),
+            f.provider_model.or(f.model).unwrap_or(""),
+            f.outcome,
+        );
+        self.sums.entry(key).or_default().add(&Sums::of(f, sign));
+    }
+
+    /// Writes the changes in `tx`, the transaction of the rows they come from.
+    pub fn write(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let mut upsert = tx.prepare_cached(UPSERT_ROLLUP)?;
+        let mut drop_empty = tx.prepare_cached(DROP_EMPTY_ROLLUP)?;
+        for span in SPANS {
+            let mut at_span: HashMap<Key<'a>, Sums> = HashMap::with_capacity(self.sums.len());
+            for (&(minute, p, m, o), sums) in &self.sums {
+                at_span.entry((minute - minute.rem_euclid(span), p, m, o)).or_default().add(sums);
+            }
+            for ((start, p, m, o), s) in at_span {
+                upsert.execute(params![
+                    span,
+                    start,
+                    p,
+                    m,
+                    o,
+                    s.requests,
+                    s.fallbacks,
+                    s.input_tokens,
+                    s.output_tokens,
+                    s.cached_tokens,
+                    s.cost_usd,
+                    s.priced
+                ])?;
+                if s.requests < 0 {
+                    drop_empty.execute(params![span, start, p, m, o])?;
+                }
+            }
+        }
+        let mut insert = tx.prepare_cached(INSERT_FACET)?;
+        for (facet, value, at, id) in &self.added {
+            insert.execute(params![facet.code(), value, at, id])?;
+        }
+        let mut delete = tx.prepare_cached(DELETE_FACET)?;
+        for (facet, value, at, id) in &self.removed {
+            delete.execute(params![facet.code(), value, at, id])?;
+        }
+        Ok(())
+    }
+}
+
+/// The statements that fill both tables from the rows: the end of the
+/// migration that made them.
+fn fill_statements() -> &'static str {
+    const MIGRATION: &str = include_str!("../../migrations/0004_rollups_and_facets.sql");
+    MIGRATION.split_once("-- rebuild:\n").map_or("", |(_, fill)| fill)
+}
+
+/// Computes both tables again from the rows, in one transaction. It holds
+/// the write lock throughout (seconds for a million rows): a gateway
+/// recording meanwhile waits up to its busy timeout, then keeps its records
+/// in the spool for the next start.
+pub fn rebuild(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch("DELETE FROM rollups; DELETE FROM request_facets;")?;
+    tx.execute_batch(fill_statements())?;
+    tx.commit()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::history::record::{sample_request, AttemptOutcome, AttemptRecord, Reason, Record};
+    use crate::history::store::{RequestFilter, Store};
+    use crate::usage::Usage;
+    use sqlx::Row;
+
+    #[test]
+    fn the_rebuild_runs_the_migrations_fill_statements() {
+        let fill = fill_statements();
+        assert!(fill.trim_start().starts_with("INSERT INTO rollups"), "{fill}");
+        assert!(fill.contains("INSERT OR IGNORE INTO request_facets"), "{fill}");
+    }
+
+    /// `n` varied requests, `step_ms` apart from `start`: three providers
+    /// and models, some failed, some fallen back over two attempts, some
+    /// unpriced, some refused before any provider.
+    pub(crate) fn varied(n: u64, start: i64, step_ms: i64) -> Vec<Record> {
+        const OUTCOMES: [RequestOutcome; 4] =
+            [RequestOutcome::Error, RequestOutcome::Canceled, RequestOutcome::ProviderError, RequestOutcome::Failed];
+        (0..n)
+            .map(|i| {
+                let at = start + i as i64 * step_ms;
+                let provider = ["p1", "p2", "p3"][(i % 3) as usize];
+                let mut r = sample_request(&format!("r{i:07}"));
+                r.started_at_ms = at;
+                r.finished_at_ms = at + 5;
+                r.model = Some(["m1", "m2", "alias"][(i % 5 % 3) as usize].into());
+                r.provider = Some(provider.into());
+                r.provider_model = Some(["m1", "m2"][(i % 2) as usize].into());
+                r.usage = Usage { input_tokens: Some(i % 100), output_tokens: Some(i % 7), cached_tokens: None };
+                r.cost_usd = (i % 4 != 0).then_some((i % 13) as f64 * 1e-6);
+                if i % 11 == 0 {
+                    r.outcome = OUTCOMES[(i / 11 % 4) as usize];
+                }
+                let attempt = |seq: u32, provider: &str, reason| AttemptRecord {
+                    seq,
+                    provider: provider.into(),
+                    key_label: None,
+                    model: "m1".into(),
+                    reason,
+                    fallback_from: None,
+                    started_at_ms: at,
+                    offset_ms: 0.0,
+                    timeout_ms: None,
+                    backoff_ms: 0.0,
+                    duration_ms: Some(1.0),
+                    ttfb_ms: None,
+                    ttft_ms: None,
+                    status: Some(200),
+                    outcome: AttemptOutcome::Ok,
+                    retry_after_ms: None,
+                    breaker_state: None,
+                    error: None,
+                    usage: Usage::default(),
+                };
+                r.attempts = vec![attempt(0, provider, Reason::First)];
+                if i % 7 == 0 {
+                    r.fallback = true;
+                    r.attempts.insert(0, attempt(0, "down", Reason::First));
+                    r.attempts[1] = attempt(1, provider, Reason::Fallback);
+                }
+                if i % 17 == 0 {
+                    (r.provider, r.provider_model, r.outcome, r.attempts) =
+                        (None, None, RequestOutcome::Rejected, vec![]);
+                }
+                Record::Request(Box::new(r))
+            })
+            .collect()
+    }
+
+    /// Fails unless every rollup equals the sum over the rows it covers and
+    /// no rollup covers no rows.
+    pub(crate) async fn assert_rollups_match_rows(store: &Store) {
+        for span in SPANS {
+            let rollups = key_sums(store, &format!(
+                "SELECT start, provider, model, outcome, requests, fallbacks, input_tokens, output_tokens, cached_tokens,
+                        priced, cost_usd FROM rollups WHERE span = {span}"
+            ))
+            .await;
+            let rows = key_sums(store, &format!(
+                "SELECT started_at - started_at % {span}, COALESCE(provider, ''), COALESCE(provider_model, model, ''),
+                        outcome, COUNT(*), SUM(fallback), SUM(COALESCE(input_tokens, 0)), SUM(COALESCE(output_tokens, 0)),
+                        SUM(COALESCE(cached_tokens, 0)), COUNT(cost_usd), TOTAL(cost_usd)
+                 FROM requests GROUP BY 1, 2, 3, 4"
+            ))
+            .await;
+            assert_eq!(rollups.len(), rows.len(), "span {span}: keys");
+            for ((key, counts, cost), (row_key, row_counts, row_cost)) in rollups.iter().zip(&rows) {
+                assert_eq!((key, counts), (row_key, row_counts), "span {span}");
+                assert!((cost - row_cost).abs() < 1e-12, "span {span} {key}: cost {cost} against {row_cost}");
+            }
+        }
+    }
+
+    async fn key_sums(store: &Store, sql: &str) -> Vec<(String, Vec<i64>, f64)> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).fetch_all(store.pool()).await.unwrap();
+        let mut out: Vec<(String, Vec<i64>, f64)> = rows
+            .iter()
+            .map(|r| {
+                let key = format!(
+                    "{}/{}/{}/{}",
+                    r.get::<i64, _>(0),
+                    r.get::<String, _>(1),
+                    r.get::<String, _>(2),
+                    r.get::<String, _>(3)
+                );
+                (key, (4..10).map(|i| r.get::<i64, _>(i)).collect(), r.get::<f64, _>(10))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Every filter's pages, walked to the end, list what the plain
+    /// conditions on the rows select, in the same order.
+    pub(crate) async fn assert_filters_match_rows(store: &Store) {
+        let naive = [
+            ("provider", "provider = 'p2' OR id IN (SELECT request_id FROM attempts WHERE provider = 'p2')"),
+            ("tried", "provider = 'down' OR id IN (SELECT request_id FROM attempts WHERE provider = 'down')"),
+            ("model", "model = 'alias' OR provider_model = 'alias'"),
+            ("outcome", "outcome = 'canceled'"),
+            ("failed", "outcome <> 'ok'"),
+            ("fallback", "fallback = 1"),
+            ("failed+provider", "outcome <> 'ok' AND (provider = 'p1' OR id IN (SELECT request_id FROM attempts WHERE provider = 'p1'))"),
+            ("fallback+model", "fallback = 1 AND (model = 'm2' OR provider_model = 'm2')"),
+        ];
+        for (name, condition) in naive {
+            let filter = match name {
+                "provider" => RequestFilter { provider: Some("p2".into()), ..Default::default() },
+                "tried" => RequestFilter { provider: Some("down".into()), ..Default::default() },
+                "model" => RequestFilter { model: Some("alias".into()), ..Default::default() },
+                "outcome" => RequestFilter { outcome: Some("canceled".into()), ..Default::default() },
+                "failed" => RequestFilter { failed: true, ..Default::default() },
+                "fallback" => RequestFilter { fallback: true, ..Default::default() },
+                "failed+provider" => RequestFilter { failed: true, provider: Some("p1".into()), ..Default::default() },
+                _ => RequestFilter { fallback: true, model: Some("m2".into()), ..Default::default() },
+            };
+            let sql = format!("SELECT id FROM requests WHERE {condition} ORDER BY started_at DESC, id DESC");
+            let expected: Vec<String> =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_all(store.pool()).await.unwrap();
+            let mut listed = Vec::new();
+            let mut filter = RequestFilter { limit: Some(37), ..filter };
+            loop {
+                let page = store.requests(&filter).await.unwrap();
+                listed.extend(page.requests.into_iter().map(|r| r.id));
+                match page.next_cursor {
+                    Some(c) => filter.cursor = Some(c),
+                    None => break,
+                }
+            }
+            assert_eq!(listed, expected, "{name}");
+        }
+    }
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn rollups_and_facets_follow_writes_including_a_replayed_batch() {
+        let (_dir, store) = store().await;
+        // Several requests a minute, across hours and two days.
+        let records = varied(3000, 1_700_000_000_000, 47_000);
+        store.write(&records[..1500]).await.unwrap();
+        store.write(&records[1000..]).await.unwrap();
+        assert_eq!(store.requests_on_record().await.unwrap(), 3000);
+        assert_rollups_match_rows(&store).await;
+        assert_filters_match_rows(&store).await;
+    }
+
+    #[tokio::test]
+    async fn rollups_and_facets_follow_retention_mid_minute_and_oldest_first() {
+        let (_dir, store) = store().await;
+        let start = 1_700_000_000_000;
+        store.write(&varied(3000, start, 13_000)).await.unwrap();
+        // A cutoff inside a minute, after more than one batch of rows.
+        let removed = store.prune_older_than(start + 700 * 13_000 + 6_500).await.unwrap();
+        assert_eq!(removed, 701);
+        assert_rollups_match_rows(&store).await;
+        assert_eq!(store.prune_oldest(450).await.unwrap(), 450);
+        assert_eq!(store.requests_on_record().await.unwrap(), 3000 - 701 - 450);
+        assert_rollups_match_rows(&store).await;
+        assert_filters_match_rows(&store).await;
+    }
+
+    #[tokio::test]
+    async fn a_rebuild_computes_rollups_and_facets_from_the_rows() {
+        let (_dir, store) = store().await;
+        store.write(&varied(2000, 1_700_000_000_000, 31_000)).await.unwrap();
+        sqlx::query("UPDATE rollups SET requests = requests + 5").execute(store.pool()).await.unwrap();
+        sqlx::query("DELETE FROM request_facets WHERE facet = 1").execute(store.pool()).await.unwrap();
+        store.rebuild().await.unwrap();
+        assert_rollups_match_rows(&store).await;
+        assert_filters_match_rows(&store).await;
+    }
+}
