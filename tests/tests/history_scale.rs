@@ -35,7 +35,8 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
     let provider = PROVIDERS[(i % 4) as usize];
     let model = MODELS[(i % 8) as usize];
     let id = format!("{at:013x}-{i:08}");
-    let correlation_id = if i % CORRELATED == 0 { format!("trace-{}", i / (10 * CORRELATED)) } else { id.clone() };
+    let correlation_id =
+        if i.is_multiple_of(CORRELATED) { format!("trace-{}", i / (10 * CORRELATED)) } else { id.clone() };
     let outcome = match (i % FAILED, i % CANCELED) {
         (0, _) => RequestOutcome::Error,
         (_, 0) => RequestOutcome::Canceled,
@@ -62,7 +63,7 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
         error: None,
         usage: Usage::default(),
     };
-    let fallback = i % FALLBACK == 0;
+    let fallback = i.is_multiple_of(FALLBACK);
     let mut attempts = vec![attempt(0, provider, Reason::First, AttemptOutcome::Ok)];
     if fallback {
         attempts = vec![
@@ -78,7 +79,7 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
         user_agent: Some("bench/1.0".into()),
         endpoint: "/v1/chat/completions".into(),
         model: Some(model.into()),
-        streamed: i % 3 == 0,
+        streamed: i.is_multiple_of(3),
         outcome,
         status: Some(if outcome == RequestOutcome::Ok { 200 } else { 502 }),
         provider: Some(provider.into()),
@@ -145,6 +146,9 @@ async fn timed(gw: &TestGateway, path: &str) -> (f64, Value) {
     (times[times.len() / 2], body)
 }
 
+/// Which requests a filter should list.
+type Keep = dyn Fn(&RequestRecord) -> bool;
+
 /// How many of the `n` requests match `keep`, at most `cap`.
 fn expected(n: u64, now: i64, cap: usize, keep: impl Fn(&RequestRecord) -> bool) -> usize {
     (0..n).map(|i| request(i, n, now)).filter(|r| keep(r)).take(cap).count()
@@ -174,8 +178,7 @@ async fn run(n: u64) -> Value {
     }
 
     let mut lists = serde_json::Map::new();
-    let first_trace = "trace-0";
-    let filters: [(&str, &dyn Fn(&RequestRecord) -> bool); 9] = [
+    let filters: [(&str, &Keep); 9] = [
         ("", &|_| true),
         ("failed=true", &|r| r.outcome != RequestOutcome::Ok),
         ("fallback=true", &|r| r.fallback),
@@ -184,7 +187,7 @@ async fn run(n: u64) -> Value {
         ("provider=groq", &|r| r.provider.as_deref() == Some("groq")),
         ("provider=down", &|r| r.fallback),
         ("model=haiku", &|r| r.model.as_deref() == Some("haiku")),
-        ("correlation_id=trace-0", &|r| r.correlation_id == first_trace),
+        ("correlation_id=trace-0", &|r| r.correlation_id == "trace-0"),
     ];
     for (query, keep) in filters {
         let (ms, body) = timed(&gw, &format!("/admin/requests?{query}")).await;
