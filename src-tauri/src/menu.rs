@@ -4,6 +4,8 @@
 
 use std::net::SocketAddr;
 
+use switchyard_core::health::ProviderStateName::{self, Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
+
 /// Menu item ids, and the commands they stand for.
 pub mod ids {
     pub const STATUS: &str = "status";
@@ -65,8 +67,7 @@ pub enum Status {
 pub struct ProviderLine {
     pub name: String,
     pub enabled: bool,
-    /// The admin API's state name: healthy, degraded, rate_limited, open, disabled, no_key.
-    pub state: String,
+    pub state: ProviderStateName,
     pub latency_p50_ms: Option<u64>,
     /// When a rate limit or an open breaker ends (Unix ms).
     pub until_ms: Option<i64>,
@@ -119,14 +120,14 @@ pub struct Menu {
     pub tooltip: String,
 }
 
-fn glyph(state: &str) -> &'static str {
+fn glyph(state: ProviderStateName) -> &'static str {
     match state {
-        "healthy" => "●",
-        "degraded" => "◐",
-        "rate_limited" => "◔",
-        "open" => "✕",
-        "no_key" => "⚠",
-        _ => "○",
+        Healthy => "●",
+        Degraded => "◐",
+        RateLimited => "◔",
+        Open => "✕",
+        NoKey => "⚠",
+        Disabled => "○",
     }
 }
 
@@ -142,21 +143,20 @@ fn left(until_ms: i64, now_ms: i64) -> String {
 
 /// "openai — healthy · 320 ms", "groq — breaker open · 42 s".
 pub fn provider_label(p: &ProviderLine, now_ms: i64) -> String {
-    let words = match p.state.as_str() {
-        "healthy" => "healthy",
-        "degraded" => "degraded",
-        "rate_limited" => "rate-limited",
-        "open" => "breaker open",
-        "no_key" => "no key",
-        "disabled" => "disabled",
-        other => other,
+    let words = match p.state {
+        Healthy => "healthy",
+        Degraded => "degraded",
+        RateLimited => "rate-limited",
+        Open => "breaker open",
+        NoKey => "no key",
+        Disabled => "disabled",
     };
-    let detail = match (p.state.as_str(), p.until_ms, p.latency_p50_ms) {
-        ("rate_limited" | "open", Some(until), _) => format!(" · {}", left(until, now_ms)),
-        ("healthy" | "degraded", _, Some(ms)) => format!(" · {ms} ms"),
+    let detail = match (p.state, p.until_ms, p.latency_p50_ms) {
+        (RateLimited | Open, Some(until), _) => format!(" · {}", left(until, now_ms)),
+        (Healthy | Degraded, _, Some(ms)) => format!(" · {ms} ms"),
         _ => String::new(),
     };
-    format!("{} {} — {words}{detail}", glyph(&p.state), p.name)
+    format!("{} {} — {words}{detail}", glyph(p.state), p.name)
 }
 
 pub fn overall(state: &TrayState) -> Overall {
@@ -166,10 +166,10 @@ pub fn overall(state: &TrayState) -> Overall {
         Status::Starting | Status::Listening(_) | Status::Attached(_) => {}
     }
     let enabled: Vec<&ProviderLine> = state.providers.iter().filter(|p| p.enabled).collect();
-    let serving = enabled.iter().filter(|p| matches!(p.state.as_str(), "healthy" | "degraded")).count();
+    let serving = enabled.iter().filter(|p| p.state.serving()).count();
     if serving == 0 && !matches!(state.status, Status::Starting | Status::Attached(_)) {
         Overall::Down
-    } else if enabled.iter().any(|p| p.state != "healthy") {
+    } else if enabled.iter().any(|p| p.state != Healthy) {
         Overall::Degraded
     } else {
         Overall::Healthy
@@ -192,7 +192,7 @@ fn tooltip(state: &TrayState, overall: Overall) -> String {
         Overall::Paused => "paused".to_string(),
         Overall::Down => "no provider can serve".to_string(),
         Overall::Degraded => {
-            let troubled = state.providers.iter().filter(|p| p.enabled && p.state != "healthy").count();
+            let troubled = state.providers.iter().filter(|p| p.enabled && p.state != Healthy).count();
             format!("{troubled} provider{} degraded or down", if troubled == 1 { "" } else { "s" })
         }
     };
@@ -274,7 +274,8 @@ mod tests {
         ProviderLine {
             name: name.into(),
             enabled: state != "disabled",
-            state: state.into(),
+            // The names the admin API sends.
+            state: serde_json::from_value(serde_json::Value::from(state)).unwrap(),
             latency_p50_ms: Some(320),
             until_ms: None,
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use switchyard_core::events::GatewayEvent;
 use switchyard_core::health;
+use switchyard_core::policy::breaker::BreakerState;
 use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::{TrayIcon, TrayIconBuilder};
@@ -54,7 +55,7 @@ pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
         .map(|v| ProviderLine {
             name: v.name,
             enabled: v.enabled,
-            state: v.state.state.to_string(),
+            state: v.state.state,
             latency_p50_ms: v.stats.m5.latency_p50_ms,
             until_ms: v.state.until_ms,
         })
@@ -169,7 +170,7 @@ pub fn redraw(app: &AppHandle, host: &Host, prefs: &Prefs) {
 /// A breaker that opens is worth a notification, when they are on.
 fn notice(app: &AppHandle, prefs: &Prefs, event: &GatewayEvent) {
     if let GatewayEvent::Breaker { provider, to, reason, .. } = event {
-        if to == "open" && prefs.notify.load(Ordering::Relaxed) {
+        if *to == BreakerState::Open && prefs.notify.load(Ordering::Relaxed) {
             notify(app, provider, reason);
         }
     }

@@ -64,9 +64,9 @@ async fn every_kind_of_event_is_published() {
 
     let mut kinds = BTreeSet::new();
     while let Ok(Ok(e)) = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
-        kinds.insert(e.event.kind());
+        kinds.insert(e.event.kind().as_str());
         if let GatewayEvent::Breaker { to, reason, .. } = &e.event {
-            assert_eq!(to, "open");
+            assert_eq!(*to, switchyard_core::policy::breaker::BreakerState::Open);
             assert!(reason.contains("failures in a row"), "{reason}");
         }
     }

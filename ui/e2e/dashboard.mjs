@@ -37,14 +37,30 @@ async function admin(path, method = 'GET') {
   return r.json();
 }
 
-async function chat(model) {
+async function chat(model, { stream = false, signal } = {}) {
   const r = await fetch(`${base}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }] }),
+    body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hello' }] }),
+    signal,
   });
-  await r.text();
+  // A stream that breaks mid-way ends the read with an error: its status is what counts.
+  await r.text().catch(() => '');
   return { status: r.status, provider: r.headers.get('x-switchyard-provider') };
+}
+
+/** A request the client gives up on while its provider still thinks. */
+async function abandoned(model) {
+  const controller = new AbortController();
+  const request = chat(model, { signal: controller.signal }).catch(() => null);
+  await new Promise((r) => setTimeout(r, 300));
+  controller.abort();
+  await request;
+}
+
+/** The choices of a <select>, as [value, label] pairs, the empty one left out. */
+async function choices(select) {
+  return select.evaluate((s) => [...s.options].filter((o) => o.value).map((o) => [o.value, o.textContent]));
 }
 
 async function shot(page, name) {
@@ -104,6 +120,43 @@ try {
   const lanes = await page.locator('[role="list"][aria-label="Attempt timeline"]').innerText();
   check(lanes.includes('dash-backup (fallback from dash-primary)'), 'the second attempt is the fallback hop');
   await shot(page, 'requests');
+
+  // The outcome filter: every choice is an outcome the gateway records,
+  // and each shows the requests that ended that way, and only those.
+  await chat('e'); // the provider's own 400, relayed
+  await chat('no-such-model'); // refused before any provider
+  await chat('f', { stream: true }); // broken after content was sent
+  await abandoned('s'); // the client leaves
+  const outcomes = ['ok', 'provider_error', 'error', 'rejected', 'failed', 'canceled'];
+  for (let waited = 0; ; waited += 100) {
+    const recorded = (await admin('/admin/requests?limit=200')).requests.map((r) => r.outcome);
+    const missing = outcomes.filter((o) => !recorded.includes(o));
+    if (missing.length === 0) break;
+    if (waited > WAIT) throw new Error(`no request on record ended ${missing.join(', ')}: ${recorded.join(', ')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await page.goto(`${base}/ui/#/requests`);
+  const select = page.getByLabel('Outcome', { exact: true });
+  await select.waitFor({ timeout: WAIT });
+  const offered = await choices(select);
+  check(
+    JSON.stringify(offered.map(([v]) => v).sort()) === JSON.stringify([...outcomes].sort()),
+    `the outcome filter offers exactly the outcomes the gateway records (${offered.map(([v]) => v).join(', ')})`,
+  );
+  for (const [value, label] of offered) {
+    await select.selectOption(value);
+    const rows = page.locator('[role="row"][id^="row-"]');
+    await page.locator(`[role="row"][data-outcome="${value}"]`).first().waitFor({ timeout: WAIT });
+    await page.waitForFunction(
+      (v) => [...document.querySelectorAll('[role="row"][id^="row-"]')].every((r) => r.getAttribute('data-outcome') === v),
+      value,
+      { timeout: WAIT },
+    );
+    const shown = await rows.count();
+    check(shown > 0, `the “${label}” filter shows the ${shown} ${value} request(s), and no other`);
+  }
+  await select.selectOption('');
+  await shot(page, 'requests-outcomes');
 
   // Keyboard: the history table moves and opens with keys.
   await page.locator('[role="grid"][aria-label="Requests"]').focus();

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use switchyard_core::admin::parse_time;
+use switchyard_core::events::GatewayEvent;
 use switchyard_core::history::store::{AttemptRow, RequestDetail, RequestFilter, RequestSummary};
 use switchyard_core::history::Store;
+use switchyard_core::live_api::StreamMessage;
 
 use crate::paths::{self, DataDirArgs};
 
@@ -237,43 +239,53 @@ pub async fn tail(args: TailArgs) -> Result<()> {
         while let Some(end) = buffer.find("\n\n") {
             let event: String = buffer.drain(..end + 2).collect();
             let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
-            let Ok(json) = serde_json::from_str::<serde_json::Value>(&data) else { continue };
             if args.json {
-                println!("{json}");
-            } else if let Some(line) = event_line(&json) {
+                if !data.is_empty() {
+                    println!("{data}");
+                }
+                continue;
+            }
+            let Ok(message) = serde_json::from_str::<StreamMessage>(&data) else { continue };
+            if let Some(line) = event_line(&message) {
                 println!("{line}");
             }
         }
     }
 }
 
-fn event_line(e: &serde_json::Value) -> Option<String> {
-    let s = |k: &str| e[k].as_str().unwrap_or("-").to_string();
-    Some(match e["type"].as_str()? {
-        "request_finished" => {
-            let r = &e["request"];
-            let attempts: Vec<&str> = r["attempts"].as_array()?.iter().filter_map(|a| a.as_str()).collect();
-            format!(
-                "{} {:<22} {:<20} → {:<18} {:>6} {:>7.0} ms  [{}]",
-                clock(e["at_ms"].as_i64().unwrap_or(0)),
-                r["endpoint"].as_str().unwrap_or("-"),
-                r["model"].as_str().unwrap_or("-"),
-                r["provider"].as_str().unwrap_or("-"),
-                r["status"].as_u64().map_or("-".into(), |s| s.to_string()),
-                r["duration_ms"].as_f64().unwrap_or(0.0),
-                attempts.join(" → ")
-            )
+fn event_line(message: &StreamMessage) -> Option<String> {
+    let StreamMessage::Event(e) = message else { return None };
+    let or_dash = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".into());
+    Some(match &e.event {
+        GatewayEvent::RequestFinished { request: r } => format!(
+            "{} {:<22} {:<20} → {:<18} {:>6} {:>7.0} ms  [{}]",
+            clock(e.at_ms),
+            r.endpoint,
+            or_dash(&r.model),
+            or_dash(&r.provider),
+            r.status.map_or("-".into(), |s| s.to_string()),
+            r.duration_ms,
+            r.attempts.join(" → ")
+        ),
+        GatewayEvent::Fallback { request_id, from, to, reason, .. } => {
+            format!("  ↪ fallback {from} → {to} for {request_id}: {reason}")
         }
-        "fallback" => format!("  ↪ fallback {} → {} for {}: {}", s("from"), s("to"), s("request_id"), s("reason")),
-        "breaker" => format!("  ⚡ breaker {} {} → {}: {}", s("provider"), s("from"), s("to"), s("reason")),
-        "health" => format!("  ♥ health {} {} → {}: {}", s("provider"), s("from"), s("to"), s("reason")),
-        "key_revoked" => format!("  ✗ key {}/{} revoked: {}", s("provider"), s("label"), s("reason")),
-        "key_cooling" => format!("  ⏸ {} rate-limited", s("provider")),
-        "provider_toggled" => {
-            format!("  ⏻ {} {}", s("provider"), if e["enabled"] == true { "enabled" } else { "disabled" })
+        GatewayEvent::Breaker { provider, from, to, reason, .. } => {
+            format!("  ⚡ breaker {provider} {from} → {to}: {reason}")
         }
-        "config_reloaded" => format!("  ⟳ config reloaded: {}", if e["ok"] == true { "ok".into() } else { s("error") }),
-        _ => return None,
+        GatewayEvent::Health { provider, from, to, reason, .. } => {
+            format!("  ♥ health {provider} {} → {}: {reason}", crate::status::word(from), crate::status::word(to))
+        }
+        GatewayEvent::KeyRevoked { provider, label, reason, .. } => {
+            format!("  ✗ key {provider}/{label} revoked: {reason}")
+        }
+        GatewayEvent::KeyCooling { provider, .. } => format!("  ⏸ {provider} rate-limited"),
+        GatewayEvent::ProviderToggled { provider, enabled } => {
+            format!("  ⏻ {provider} {}", if *enabled { "enabled" } else { "disabled" })
+        }
+        GatewayEvent::ConfigReloaded { ok, error } => {
+            format!("  ⟳ config reloaded: {}", if *ok { "ok".into() } else { or_dash(error) })
+        }
     })
 }
 

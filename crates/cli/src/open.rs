@@ -17,7 +17,7 @@ pub struct OpenArgs {
 
 pub async fn run(args: OpenArgs) -> Result<()> {
     let remote = Remote::connect(&args.remote).await?;
-    let answer = remote.post_json("/admin/session").await?;
+    let answer: serde_json::Value = remote.post_json("/admin/session").await?;
     let path = answer["path"].as_str().context("the gateway gave no sign-in link")?;
     let link = format!("{}{path}", remote.base);
     if args.print {

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use secrecy::{ExposeSecret, SecretString};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use switchyard_core::{challenge, Config};
 
@@ -60,12 +61,13 @@ impl Remote {
         self.http.get(format!("{}{path}", self.base)).bearer_auth(self.token.expose_secret())
     }
 
-    pub async fn get_json(&self, path: &str) -> Result<Value> {
+    /// `GET path`, read as `T` (one of the core's admin API types).
+    pub async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         let r = self.get(path).send().await.with_context(|| self.unreachable())?;
         answer(r).await
     }
 
-    pub async fn post_json(&self, path: &str) -> Result<Value> {
+    pub async fn post_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         let r = self
             .http
             .post(format!("{}{path}", self.base))
@@ -131,12 +133,15 @@ pub async fn verify_gateway(http: &reqwest::Client, addr: SocketAddr, token: &Se
     }
 }
 
-async fn answer(r: reqwest::Response) -> Result<Value> {
+async fn answer<T: DeserializeOwned>(r: reqwest::Response) -> Result<T> {
     let status = r.status();
-    let body: Value = r.json().await.unwrap_or(Value::Null);
+    let text = r.text().await.unwrap_or_default();
     if !status.is_success() {
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let message = body["error"]["message"].as_str().unwrap_or("no details");
         bail!("the gateway answered {status}: {message}");
     }
+    let body = serde_json::from_str(&text)
+        .with_context(|| format!("the gateway's answer is not what this switchyard expects: {text:.200}"))?;
     Ok(body)
 }

@@ -1,7 +1,7 @@
 //! `switchyard status` and `switchyard providers enable|disable`.
 
 use anyhow::Result;
-use serde_json::Value;
+use switchyard_core::health::ProviderView;
 
 use crate::remote::{Remote, RemoteArgs};
 
@@ -30,54 +30,47 @@ enum ProvidersCommand {
     Disable { name: String },
 }
 
-fn ms(v: &Value) -> String {
-    v.as_u64().map_or("-".into(), |n| format!("{n}"))
+fn ms(v: Option<u64>) -> String {
+    v.map_or("-".into(), |n| format!("{n}"))
 }
 
-fn state_text(p: &Value) -> String {
-    let state = p["state"].as_str().unwrap_or("?");
-    let until = p["until_ms"].as_i64().map(|t| {
+fn state_text(p: &ProviderView) -> String {
+    let until = p.state.until_ms.map(|t| {
         let now = switchyard_core::history::record::now_ms();
         format!(" ({}s)", ((t - now).max(0) + 999) / 1000)
     });
-    format!("{state}{}", until.unwrap_or_default())
+    format!("{}{}", word(p.state.state), until.unwrap_or_default())
 }
 
-pub fn row(p: &Value) -> String {
-    let m5 = &p["stats"]["m5"];
-    let success = m5["success_rate"].as_f64().map_or("-".into(), |r| format!("{:.0}%", r * 100.0));
-    let keys: Vec<String> = p["keys"]
-        .as_array()
-        .map(|ks| {
-            ks.iter()
-                .map(|k| {
-                    format!(
-                        "{}…{} {}",
-                        k["label"].as_str().unwrap_or(""),
-                        k["last4"].as_str().unwrap_or(""),
-                        k["status"].as_str().unwrap_or("")
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+/// The word an enum is sent as.
+pub fn word(v: impl serde::Serialize) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "?".into(),
+    }
+}
+
+pub fn row(p: &ProviderView) -> String {
+    let m5 = &p.stats.m5;
+    let success = m5.success_rate.map_or("-".into(), |r| format!("{:.0}%", r * 100.0));
+    let keys: Vec<String> = p.keys.iter().map(|k| format!("{}…{} {}", k.label, k.last4, word(k.status))).collect();
     format!(
         "{:<20} {:<18} {:>8} {:>7} {:>7} {:>7} {:>10} {:>10}  {}",
-        p["name"].as_str().unwrap_or("?"),
+        p.name,
         state_text(p),
         success,
-        ms(&m5["latency_p50_ms"]),
-        ms(&m5["latency_p95_ms"]),
-        format!("{:.1}", m5["requests_per_minute"].as_f64().unwrap_or(0.0)),
-        p["today"]["output_tokens"].as_u64().unwrap_or(0) + p["today"]["input_tokens"].as_u64().unwrap_or(0),
-        format!("{:.4}", p["today"]["cost_usd"].as_f64().unwrap_or(0.0)),
-        if keys.is_empty() { p["detail"].as_str().unwrap_or("").to_string() } else { keys.join(", ") }
+        ms(m5.latency_p50_ms),
+        ms(m5.latency_p95_ms),
+        format!("{:.1}", m5.requests_per_minute),
+        p.today.output_tokens + p.today.input_tokens,
+        format!("{:.4}", p.today.cost_usd),
+        if keys.is_empty() { p.state.detail.clone().unwrap_or_default() } else { keys.join(", ") }
     )
 }
 
 pub async fn status(args: StatusArgs) -> Result<()> {
     let remote = Remote::connect(&args.remote).await?;
-    let providers = remote.get_json("/admin/providers").await?;
+    let providers: Vec<ProviderView> = remote.get_json("/admin/providers").await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&providers)?);
         return Ok(());
@@ -87,7 +80,7 @@ pub async fn status(args: StatusArgs) -> Result<()> {
         "{:<20} {:<18} {:>8} {:>7} {:>7} {:>7} {:>10} {:>10}  keys",
         "provider", "state", "ok 5m", "p50 ms", "p95 ms", "rpm", "tokens", "cost $"
     );
-    for p in providers.as_array().into_iter().flatten() {
+    for p in &providers {
         println!("{}", row(p));
     }
     Ok(())
@@ -99,7 +92,7 @@ pub async fn providers(args: ProvidersArgs) -> Result<()> {
         ProvidersCommand::Enable { name } => (name, "enable"),
         ProvidersCommand::Disable { name } => (name, "disable"),
     };
-    let p = remote.post_json(&format!("/admin/providers/{name}/{verb}")).await?;
+    let p: ProviderView = remote.post_json(&format!("/admin/providers/{name}/{verb}")).await?;
     println!("{name}: {}", state_text(&p));
     Ok(())
 }

@@ -9,6 +9,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use support::{provider_toml, secret_tool_lookup, switchyard, Served};
 use switchyard_sim::{Fault, Script, SimProvider};
@@ -37,6 +38,13 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
     let backup = SimProvider::start("backup", Script::ok()).await.unwrap();
     let broken = SimProvider::start("broken", Script::always(Fault::status(503))).await.unwrap();
     let nokey = SimProvider::start("nokey", Script::ok()).await.unwrap();
+    // One provider for each way a request can end badly, for the outcome filter.
+    let refusing = SimProvider::start("refusing", Script::always(Fault::status(400))).await.unwrap();
+    let dropping =
+        SimProvider::start("dropping", Script::always(Fault::DropAfter(2)).stream(4, Duration::from_millis(5)))
+            .await
+            .unwrap();
+    let thinking = SimProvider::start("thinking", Script::always(Fault::Hang)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
     let text = [
@@ -50,6 +58,9 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
             "probe = false\n[providers.policy]\nbreaker_consecutive_failures = 1\nbreaker_cooldown = \"10m\"",
         ),
         provider_toml("dash-nokey", &nokey, "[\"n\"]", NO_PROBE),
+        provider_toml("dash-refusing", &refusing, "[\"e\"]", NO_PROBE),
+        provider_toml("dash-dropping", &dropping, "[\"f\"]", NO_PROBE),
+        provider_toml("dash-thinking", &thinking, "[\"s\"]", NO_PROBE),
     ]
     .concat();
     std::fs::write(&config, text).unwrap();
@@ -59,6 +70,9 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
         ("SWITCHYARD_KEY_DASH_PRIMARY", "sk-dash-primary"),
         ("SWITCHYARD_KEY_DASH_BACKUP", "sk-dash-backup"),
         ("SWITCHYARD_KEY_DASH_BROKEN", "sk-dash-broken"),
+        ("SWITCHYARD_KEY_DASH_REFUSING", "sk-dash-refusing"),
+        ("SWITCHYARD_KEY_DASH_DROPPING", "sk-dash-dropping"),
+        ("SWITCHYARD_KEY_DASH_THINKING", "sk-dash-thinking"),
     ];
     let served = Served::start(&config, &data, &envs);
     let base = format!("http://{}", served.addr);

@@ -7,11 +7,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-use crate::history::record::{now_ms, EventRecord, Record};
+use crate::history::record::{now_ms, EventRecord, Record, RequestOutcome};
 use crate::history::Recorder;
+use crate::policy::breaker::BreakerState;
 
 /// Events kept for resuming subscribers.
 const RECENT: usize = 2048;
@@ -19,13 +20,14 @@ const RECENT: usize = 2048;
 const CHANNEL: usize = 1024;
 
 /// A request as the live view shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct RequestBrief {
     pub id: String,
     pub endpoint: String,
     pub model: Option<String>,
     pub provider: Option<String>,
-    pub outcome: String,
+    pub outcome: RequestOutcome,
     pub status: Option<u16>,
     pub duration_ms: f64,
     pub ttft_ms: Option<f64>,
@@ -36,7 +38,50 @@ pub struct RequestBrief {
     pub attempts: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Passive health: what real traffic says about a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum PassiveHealth {
+    Healthy,
+    Unhealthy,
+}
+
+/// What happened, one word per [`GatewayEvent`] variant: the stream's
+/// event names and the history's event kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    RequestFinished,
+    Fallback,
+    Breaker,
+    Health,
+    KeyRevoked,
+    KeyCooling,
+    ProviderToggled,
+    ConfigReloaded,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::RequestFinished => "request_finished",
+            EventKind::Fallback => "fallback",
+            EventKind::Breaker => "breaker",
+            EventKind::Health => "health",
+            EventKind::KeyRevoked => "key_revoked",
+            EventKind::KeyCooling => "key_cooling",
+            EventKind::ProviderToggled => "provider_toggled",
+            EventKind::ConfigReloaded => "config_reloaded",
+        }
+    }
+}
+
+/// What the gateway does, as the live bus carries it. A `request_id` that
+/// is `None` is left out of the JSON (and read back as `None`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum GatewayEvent {
     RequestFinished {
@@ -53,32 +98,32 @@ pub enum GatewayEvent {
     /// (a timer, a probe or an operator cause the others).
     Breaker {
         provider: String,
-        from: String,
-        to: String,
+        from: BreakerState,
+        to: BreakerState,
         reason: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
     Health {
         provider: String,
-        from: String,
-        to: String,
+        from: PassiveHealth,
+        to: PassiveHealth,
         reason: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
     KeyRevoked {
         provider: String,
         label: String,
         reason: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
     KeyCooling {
         provider: String,
         label: Option<String>,
         until_ms: i64,
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
     ProviderToggled {
@@ -92,16 +137,16 @@ pub enum GatewayEvent {
 }
 
 impl GatewayEvent {
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> EventKind {
         match self {
-            GatewayEvent::RequestFinished { .. } => "request_finished",
-            GatewayEvent::Fallback { .. } => "fallback",
-            GatewayEvent::Breaker { .. } => "breaker",
-            GatewayEvent::Health { .. } => "health",
-            GatewayEvent::KeyRevoked { .. } => "key_revoked",
-            GatewayEvent::KeyCooling { .. } => "key_cooling",
-            GatewayEvent::ProviderToggled { .. } => "provider_toggled",
-            GatewayEvent::ConfigReloaded { .. } => "config_reloaded",
+            GatewayEvent::RequestFinished { .. } => EventKind::RequestFinished,
+            GatewayEvent::Fallback { .. } => EventKind::Fallback,
+            GatewayEvent::Breaker { .. } => EventKind::Breaker,
+            GatewayEvent::Health { .. } => EventKind::Health,
+            GatewayEvent::KeyRevoked { .. } => EventKind::KeyRevoked,
+            GatewayEvent::KeyCooling { .. } => EventKind::KeyCooling,
+            GatewayEvent::ProviderToggled { .. } => EventKind::ProviderToggled,
+            GatewayEvent::ConfigReloaded { .. } => EventKind::ConfigReloaded,
         }
     }
 
@@ -119,7 +164,8 @@ impl GatewayEvent {
 }
 
 /// An event with its place in the sequence.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Envelope {
     pub id: u64,
     pub at_ms: i64,
@@ -156,7 +202,7 @@ impl EventBus {
             };
             recorder.record_now(Record::Event(EventRecord {
                 at_ms: now_ms(),
-                kind: event.kind().to_string(),
+                kind: event.kind().as_str().to_string(),
                 provider: event.provider().map(str::to_string),
                 detail,
                 request_id,
@@ -237,6 +283,34 @@ mod tests {
         assert!(matches!(slow.recv().await, Err(broadcast::error::RecvError::Lagged(_))));
         assert!(bus.since(1).is_none(), "too old to resume: resync from a snapshot");
         assert_eq!(bus.since(bus.last_id() - 5).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn events_read_back_as_the_types_they_were() {
+        let breaker = GatewayEvent::Breaker {
+            provider: "p".into(),
+            from: BreakerState::Closed,
+            to: BreakerState::Open,
+            reason: "r".into(),
+            request_id: None,
+        };
+        for event in [toggled(1), breaker] {
+            let text = serde_json::to_string(&Envelope { id: 3, at_ms: 4, event }).unwrap();
+            let back: Envelope = serde_json::from_str(&text).unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), text);
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["type"], back.event.kind().as_str(), "the tag and the kind agree");
+        }
+        let v = serde_json::to_value(GatewayEvent::Health {
+            provider: "p".into(),
+            from: PassiveHealth::Healthy,
+            to: PassiveHealth::Unhealthy,
+            reason: "r".into(),
+            request_id: None,
+        })
+        .unwrap();
+        assert_eq!((v["from"].as_str(), v["to"].as_str()), (Some("healthy"), Some("unhealthy")));
+        assert!(v.get("request_id").is_none(), "a missing cause is left out");
     }
 
     #[test]

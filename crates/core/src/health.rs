@@ -6,14 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::gateway::Gateway;
 use crate::headers;
 use crate::history::record::now_ms;
 use crate::keys::KeySummary;
-use crate::policy::breaker::State;
+use crate::policy::breaker::{BreakerState, State};
 use crate::provider::Provider;
 use crate::stats::{Today, Window};
 
@@ -27,23 +27,49 @@ const DEGRADED_P95_MS: u64 = 30_000;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The state users see, with words.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct ProviderState {
-    /// `healthy`, `degraded`, `rate_limited`, `open`, `disabled` or `no_key`.
-    pub state: &'static str,
+    pub state: ProviderStateName,
     /// When a rate limit or an open breaker ends (Unix ms), if known.
     pub until_ms: Option<i64>,
     pub detail: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Whether a provider can take traffic now, in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderStateName {
+    Healthy,
+    /// Serving, but recent attempts failed or were slow.
+    Degraded,
+    /// The provider (or every key) is cooling down after a 429.
+    RateLimited,
+    /// The breaker is open or half-open.
+    Open,
+    Disabled,
+    /// No key is stored, or every key was refused.
+    NoKey,
+}
+
+impl ProviderStateName {
+    /// Whether traffic may go to the provider in this state.
+    pub fn serving(self) -> bool {
+        matches!(self, ProviderStateName::Healthy | ProviderStateName::Degraded)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Windows {
     pub m1: Window,
     pub m5: Window,
     pub m60: Window,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct ProviderView {
     pub name: String,
     pub kind: String,
@@ -51,7 +77,7 @@ pub struct ProviderView {
     pub enabled: bool,
     #[serde(flatten)]
     pub state: ProviderState,
-    pub breaker: &'static str,
+    pub breaker: BreakerState,
     pub passive_healthy: bool,
     pub stats: Windows,
     pub models: Vec<ModelView>,
@@ -60,7 +86,8 @@ pub struct ProviderView {
     pub probe: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct ModelView {
     pub model: String,
     pub stats: Windows,
@@ -75,37 +102,38 @@ fn minute_now() -> i64 {
 }
 
 fn state(p: &Provider, m5: &Window, passive_healthy: bool) -> ProviderState {
+    use ProviderStateName::{Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
     let s = |state, until_ms, detail: Option<String>| ProviderState { state, until_ms, detail };
     if !p.is_enabled() {
-        return s("disabled", None, None);
+        return s(Disabled, None, None);
     }
     if let Some(problem) = p.keys.problem() {
-        return s("no_key", None, Some(problem));
+        return s(NoKey, None, Some(problem));
     }
     match p.breaker_state() {
-        State::Open { until } => return s("open", until.map(unix_ms), Some("circuit breaker open".into())),
-        State::HalfOpen => return s("open", None, Some("half-open: probing".into())),
+        State::Open { until } => return s(Open, until.map(unix_ms), Some("circuit breaker open".into())),
+        State::HalfOpen => return s(Open, None, Some("half-open: probing".into())),
         State::Closed => {}
     }
     if let Some(until) = p.cooling_until() {
-        return s("rate_limited", Some(unix_ms(until)), None);
+        return s(RateLimited, Some(unix_ms(until)), None);
     }
     // Keys are usable (no problem above), so none ready means all are cooling.
     if !p.keys.has_ready(Instant::now()) {
         let until = p.keys.ready_at(Instant::now()).map(unix_ms);
-        return s("rate_limited", until, Some("every key is cooling down".into()));
+        return s(RateLimited, until, Some("every key is cooling down".into()));
     }
     if !passive_healthy {
-        return s("degraded", None, Some("recent attempts failed in a row".into()));
+        return s(Degraded, None, Some("recent attempts failed in a row".into()));
     }
     if m5.requests >= DEGRADED_MIN_ATTEMPTS && m5.success_rate.is_some_and(|r| r < DEGRADED_SUCCESS_RATE) {
         let rate = m5.success_rate.unwrap_or(0.0) * 100.0;
-        return s("degraded", None, Some(format!("{rate:.0}% of attempts succeeded in 5 minutes")));
+        return s(Degraded, None, Some(format!("{rate:.0}% of attempts succeeded in 5 minutes")));
     }
     if m5.latency_p95_ms.is_some_and(|p95| p95 > DEGRADED_P95_MS) {
-        return s("degraded", None, Some("slow: p95 latency over 30 s".into()));
+        return s(Degraded, None, Some("slow: p95 latency over 30 s".into()));
     }
-    s("healthy", None, None)
+    s(Healthy, None, None)
 }
 
 /// The view of one provider.
@@ -129,7 +157,7 @@ pub fn view(gw: &Gateway, p: &Arc<Provider>) -> ProviderView {
         base_url: p.config.base_url.to_string(),
         enabled: p.is_enabled(),
         state: state(p, &stats.m5, passive),
-        breaker: p.breaker_state().name(),
+        breaker: p.breaker_state().kind(),
         passive_healthy: passive,
         stats,
         models,
@@ -144,14 +172,15 @@ pub fn views(gw: &Gateway) -> Vec<ProviderView> {
 }
 
 /// The result of one active probe.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct ProbeResult {
     pub provider: String,
     pub ok: bool,
     pub status: Option<u16>,
     pub duration_ms: f64,
     pub error: Option<String>,
-    pub breaker: &'static str,
+    pub breaker: BreakerState,
 }
 
 /// Probes a provider with `GET <base>/models`. A success closes a half-open
@@ -186,7 +215,7 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
         status,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         error,
-        breaker: p.breaker_state().name(),
+        breaker: p.breaker_state().kind(),
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 use secrecy::ExposeSecret;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::config::Auth;
@@ -43,14 +43,26 @@ struct State {
 }
 
 /// What can be shown about a key: never the key itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct KeySummary {
     pub label: String,
     /// The last four characters, to tell keys apart.
     pub last4: String,
-    /// `ok`, `revoked` or `cooling`.
-    pub status: &'static str,
+    pub status: KeyStatus,
     pub detail: Option<String>,
+}
+
+/// Whether a key is in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum KeyStatus {
+    Ok,
+    /// Refused by the provider: not used until the keys are reloaded.
+    Revoked,
+    /// Rate-limited for a while.
+    Cooling,
 }
 
 /// Why no key can be used now.
@@ -242,11 +254,11 @@ impl KeyPool {
                 let secret = s.key.secret.expose_secret();
                 let last4: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
                 let (status, detail) = match (&s.revoked, s.cooling_until.filter(|t| *t > now)) {
-                    (Some(reason), _) => ("revoked", Some(reason.clone())),
+                    (Some(reason), _) => (KeyStatus::Revoked, Some(reason.clone())),
                     (None, Some(until)) => {
-                        ("cooling", Some(format!("rate-limited for {} ms more", (until - now).as_millis())))
+                        (KeyStatus::Cooling, Some(format!("rate-limited for {} ms more", (until - now).as_millis())))
                     }
-                    (None, None) => ("ok", None),
+                    (None, None) => (KeyStatus::Ok, None),
                 };
                 KeySummary { label: s.key.label.clone(), last4, status, detail }
             })
@@ -314,7 +326,7 @@ mod tests {
         p.revoke("main", "401 Unauthorized");
         let s = p.summary(Instant::now());
         assert_eq!(s[0].last4, "wxyz");
-        assert_eq!(s[0].status, "revoked");
+        assert_eq!(s[0].status, KeyStatus::Revoked);
         assert!(!format!("{s:?}").contains("secret-value"));
     }
 

@@ -19,6 +19,8 @@ pub mod challenge;
 pub mod classify;
 pub mod config;
 pub mod config_api;
+#[cfg(test)]
+mod contract;
 pub mod correlation;
 pub mod error;
 pub mod events;

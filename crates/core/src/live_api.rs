@@ -16,6 +16,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::Stream;
 use secrecy::ExposeSecret;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::broadcast::Receiver;
@@ -25,8 +26,9 @@ use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
 use crate::events::Envelope;
 use crate::gateway::{Gateway, ToggleError};
-use crate::health;
+use crate::health::{self, ProviderStateName, ProviderView};
 use crate::protocol::Protocol;
+use crate::stats::Today;
 
 pub fn routes() -> Router<Gateway> {
     Router::new()
@@ -87,19 +89,40 @@ async fn probe(State(gw): State<Gateway>, Path(name): Path<String>) -> Result<Re
     Ok(Json(health::probe(&gw, &p).await).into_response())
 }
 
-async fn stats(State(gw): State<Gateway>) -> Json<serde_json::Value> {
+/// `GET /admin/stats`: every provider's statistics.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct StatsView {
+    pub providers: Vec<ProviderStats>,
+    pub cost_today_usd: f64,
+    pub last_event_id: u64,
+    /// History records dropped because the writer fell behind.
+    pub history_records_lost: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct ProviderStats {
+    pub name: String,
+    pub state: ProviderStateName,
+    pub stats: health::Windows,
+    pub models: Vec<health::ModelView>,
+    pub today: Today,
+}
+
+async fn stats(State(gw): State<Gateway>) -> Json<StatsView> {
     let views = health::views(&gw);
-    let providers: Vec<serde_json::Value> = views
-        .iter()
-        .map(|v| json!({ "name": v.name, "state": v.state.state, "stats": v.stats, "models": v.models, "today": v.today }))
+    let cost_today_usd: f64 = views.iter().map(|v| v.today.cost_usd).sum();
+    let providers = views
+        .into_iter()
+        .map(|v| ProviderStats { name: v.name, state: v.state.state, stats: v.stats, models: v.models, today: v.today })
         .collect();
-    let cost_today: f64 = views.iter().map(|v| v.today.cost_usd).sum();
-    Json(json!({
-        "providers": providers,
-        "cost_today_usd": cost_today,
-        "last_event_id": gw.telemetry().events.last_id(),
-        "history_records_lost": gw.sink().map_or(0, |s| s.recorder.lost()),
-    }))
+    Json(StatsView {
+        providers,
+        cost_today_usd,
+        last_event_id: gw.telemetry().events.last_id(),
+        history_records_lost: gw.sink().map_or(0, |s| s.recorder.lost()),
+    })
 }
 
 /// Reads the config file again. A bad file is refused with its error and
@@ -131,18 +154,55 @@ pub async fn reload(State(gw): State<Gateway>) -> Result<Response, AdminError> {
     }
 }
 
+/// The event stream's first message, and the one after a lag: the state
+/// as it is now. Its `type` tells it from an [`Envelope`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct Snapshot {
+    #[serde(rename = "type")]
+    pub kind: SnapshotKind,
+    pub last_event_id: u64,
+    pub providers: Vec<ProviderView>,
+    /// The latest state changes, oldest first.
+    pub recent: Vec<Envelope>,
+}
+
+/// The one value of a snapshot's `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotKind {
+    Snapshot,
+}
+
+/// What the event stream carries, as its reader takes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(untagged)]
+pub enum StreamMessage {
+    Snapshot(Snapshot),
+    Event(Envelope),
+}
+
 fn snapshot(gw: &Gateway) -> Event {
-    let data = json!({
-        "type": "snapshot",
-        "last_event_id": gw.telemetry().events.last_id(),
-        "providers": health::views(gw),
-        "recent": gw.telemetry().events.recent_changes(100),
-    });
-    Event::default().event("snapshot").id(gw.telemetry().events.last_id().to_string()).data(data.to_string())
+    let events = &gw.telemetry().events;
+    let data = Snapshot {
+        kind: SnapshotKind::Snapshot,
+        last_event_id: events.last_id(),
+        providers: health::views(gw),
+        recent: events.recent_changes(100).iter().map(|e| Envelope::clone(e)).collect(),
+    };
+    Event::default()
+        .event("snapshot")
+        .id(events.last_id().to_string())
+        .data(serde_json::to_string(&data).unwrap_or_default())
 }
 
 fn event(e: &Envelope) -> Event {
-    Event::default().event(e.event.kind()).id(e.id.to_string()).data(serde_json::to_string(e).unwrap_or_default())
+    Event::default()
+        .event(e.event.kind().as_str())
+        .id(e.id.to_string())
+        .data(serde_json::to_string(e).unwrap_or_default())
 }
 
 struct Feed {

@@ -368,8 +368,8 @@ impl Provider {
         for t in h.breaker.take_transitions() {
             self.telemetry.publish(GatewayEvent::Breaker {
                 provider: self.name().to_string(),
-                from: t.from.name().to_string(),
-                to: t.to.name().to_string(),
+                from: t.from.kind(),
+                to: t.to.kind(),
                 reason: t.reason.clone(),
                 request_id: cause.map(str::to_string),
             });

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 // times per request: a fast hash, not a DoS-resistant one, is what fits.
 use foldhash::HashMap;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Longest latency tracked, in milliseconds (longer ones count as this).
 const MAX_MS: u64 = 30 * 60 * 1000;
@@ -136,7 +136,8 @@ pub struct Sample {
 }
 
 /// Statistics over one window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Window {
     pub requests: u64,
     pub success_rate: Option<f64>,
@@ -245,7 +246,8 @@ impl Passive {
 }
 
 /// Tokens and cost since the start of the UTC day.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Today {
     #[serde(skip)]
     day: i64,

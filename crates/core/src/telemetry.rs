@@ -2,7 +2,7 @@
 //! finished request updates the rolling statistics, passive health and
 //! metrics, and is published on the event bus with its fallbacks.
 
-use crate::events::{EventBus, GatewayEvent, RequestBrief};
+use crate::events::{EventBus, GatewayEvent, PassiveHealth, RequestBrief};
 use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestRecord};
 use crate::history::Recorder;
 use crate::metrics::Metrics;
@@ -94,7 +94,11 @@ impl Telemetry {
             healthy(a).and_then(|ok| s.passive.observe(ok))
         });
         if let Some(now_healthy) = change {
-            let (from, to) = if now_healthy { ("unhealthy", "healthy") } else { ("healthy", "unhealthy") };
+            let (from, to) = if now_healthy {
+                (PassiveHealth::Unhealthy, PassiveHealth::Healthy)
+            } else {
+                (PassiveHealth::Healthy, PassiveHealth::Unhealthy)
+            };
             let reason = if now_healthy {
                 "successes in a row".to_string()
             } else {
@@ -102,8 +106,8 @@ impl Telemetry {
             };
             self.events.publish(GatewayEvent::Health {
                 provider: a.provider.clone(),
-                from: from.into(),
-                to: to.into(),
+                from,
+                to,
                 reason,
                 request_id: Some(r.id.clone()),
             });
@@ -139,7 +143,7 @@ fn brief(r: &RequestRecord) -> RequestBrief {
         endpoint: r.endpoint.clone(),
         model: r.model.clone(),
         provider: r.provider.clone(),
-        outcome: r.outcome.as_str().to_string(),
+        outcome: r.outcome,
         status: r.status,
         duration_ms: r.duration_ms,
         ttft_ms: r.ttft_ms,

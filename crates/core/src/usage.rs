@@ -16,6 +16,7 @@ use crate::sse::{self, Splitter};
 
 /// Tokens of one reply. `None` means the provider did not say.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Usage {
     /// All input tokens, cached ones included.
     pub input_tokens: Option<u64>,

@@ -5,103 +5,50 @@
 
 import { SseParser } from './sse';
 
-export type ProviderStateName = 'healthy' | 'degraded' | 'rate_limited' | 'open' | 'disabled' | 'no_key';
+// The types the gateway serializes come from its Rust types (contract.ts is
+// generated from them); what is written here is only what the dashboard adds.
 
-export interface WindowStats {
-  requests: number;
-  success_rate: number | null;
-  requests_per_minute: number;
-  latency_p50_ms: number | null;
-  latency_p95_ms: number | null;
-  latency_p99_ms: number | null;
-  ttft_p50_ms: number | null;
-  ttft_p95_ms: number | null;
-  fallbacks_in: number;
-  fallbacks_out: number;
-}
+export type {
+  AttemptOutcome,
+  BreakerState,
+  Envelope,
+  GatewayEvent,
+  KeySummary,
+  ProbeResult,
+  ProviderStateName,
+  ProviderView,
+  RequestDetail,
+  RequestOutcome,
+  RequestSummary,
+  Snapshot,
+  StreamMessage,
+  UsageRow as Usage,
+  Window as WindowStats,
+} from './contract';
+import type {
+  AttemptRow,
+  Envelope,
+  Page,
+  ProbeResult,
+  ProviderView,
+  RequestDetail,
+  RequestOutcome,
+  StreamMessage,
+} from './contract';
 
-export interface KeySummary {
-  label: string;
-  last4: string;
-  status: string;
-  detail: string | null;
-}
+/** One attempt of a request, as the history keeps it. */
+export type Attempt = AttemptRow;
 
-export interface ProviderView {
-  name: string;
-  kind: string;
-  base_url: string;
-  enabled: boolean;
-  state: ProviderStateName;
-  until_ms: number | null;
-  detail: string | null;
-  breaker: string;
-  passive_healthy: boolean;
-  stats: { m1: WindowStats; m5: WindowStats; m60: WindowStats };
-  today: { input_tokens: number; output_tokens: number; cost_usd: number | null };
-  keys: KeySummary[];
-  probe: boolean;
-}
+/** An event from the gateway's live stream. */
+export type LiveEvent = Envelope;
 
-export interface Usage {
-  input_tokens: number | null;
-  output_tokens: number | null;
-  cached_tokens: number | null;
-}
-
-export interface RequestSummary {
-  id: string;
-  correlation_id: string;
-  started_at: number;
-  finished_at: number;
-  endpoint: string;
-  model: string | null;
-  streamed: boolean;
-  outcome: string;
-  status: number | null;
-  provider: string | null;
-  attempt_count: number;
-  fallback: boolean;
-  duration_ms: number;
-  ttft_ms: number | null;
-  usage: Usage;
-  cost_usd: number | null;
-  error_code: string | null;
-  error: string | null;
-}
-
-export interface Attempt {
-  seq: number;
-  provider: string;
-  key_label: string | null;
-  model: string | null;
-  reason: string;
-  fallback_from: string | null;
-  started_at: number;
-  offset_ms: number;
-  timeout_ms: number | null;
-  backoff_ms: number;
-  duration_ms: number | null;
-  ttfb_ms: number | null;
-  ttft_ms: number | null;
-  status: number | null;
-  outcome: string;
-  retry_after_ms: number | null;
-  breaker_state: string | null;
-  error: string | null;
-  usage: Usage;
-}
-
-export interface RequestDetail extends RequestSummary {
-  attempts: Attempt[];
-  request_body: string | null;
-  response_body: string | null;
-}
+/** A finished request, as the live stream announces it. */
+export type FinishedEvent = Extract<Envelope, { type: 'request_finished' }>;
 
 export interface RequestFilter {
   provider?: string;
   model?: string;
-  outcome?: string;
+  outcome?: RequestOutcome;
   fallback?: boolean;
   since?: string;
   correlation_id?: string;
@@ -146,31 +93,6 @@ export interface ConfigView {
   providers: (ProviderForm & { name: string })[];
   routes: { model: string; chain: string[] }[];
   settings: Record<'server' | 'policy' | 'history', Record<string, string | number | boolean>>;
-}
-
-export interface ProbeResult {
-  provider: string;
-  ok: boolean;
-  status: number | null;
-  duration_ms: number;
-  error: string | null;
-  breaker: string;
-}
-
-/** An event from the gateway's live stream. */
-export interface LiveEvent {
-  id: number;
-  at_ms: number;
-  type: string;
-  [field: string]: unknown;
-}
-
-export interface Snapshot {
-  type: 'snapshot';
-  last_event_id: number;
-  providers: ProviderView[];
-  /** The latest state changes, oldest first. */
-  recent: LiveEvent[];
 }
 
 /** What went wrong, in words a person can act on. */
@@ -295,7 +217,7 @@ export class Api {
   probe = (name: string) => this.request<ProbeResult>('POST', `/admin/providers/${enc(name)}/probe`);
 
   requests = (filter: RequestFilter) =>
-    this.get<{ requests: RequestSummary[]; next_cursor: string | null }>(`/admin/requests${query(filter)}`);
+    this.get<Page>(`/admin/requests${query(filter)}`);
   requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
   spend = (bucket: Spend['bucket'], since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
 
@@ -322,7 +244,7 @@ export class Api {
    * Last-Event-ID after a drop. `onState` reports whether it is connected.
    */
   async follow(
-    onMessage: (m: Snapshot | LiveEvent) => void,
+    onMessage: (m: StreamMessage) => void,
     onState: (connected: boolean, error?: ApiError) => void,
     signal: AbortSignal,
   ): Promise<void> {

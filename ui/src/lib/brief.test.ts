@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import type { FinishedEvent } from './api';
 import { fromEvent, matches } from './brief';
 
-const event = {
+const event: FinishedEvent = {
   id: 4, at_ms: 10_000, type: 'request_finished',
   request: {
     id: 'r1', endpoint: '/v1/chat/completions', model: 'm', provider: 'b', outcome: 'ok', status: 200,
@@ -24,7 +25,7 @@ describe('live rows', () => {
     expect(matches(r, {})).toBe(true);
     expect(matches(r, { provider: 'b', fallback: true })).toBe(true);
     expect(matches(r, { provider: 'a' })).toBe(false);
-    expect(matches(r, { outcome: 'timeout' })).toBe(false);
+    expect(matches(r, { outcome: 'error' })).toBe(false);
     expect(matches(r, { q: 'r' })).toBe(true);
     expect(matches(r, { q: 'x' })).toBe(false);
   });

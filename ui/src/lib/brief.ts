@@ -1,37 +1,25 @@
 // A finished-request event from the live stream as a history row, so live
 // rows can join the table before the history query would return them.
 
-import type { LiveEvent, RequestFilter, RequestSummary } from './api';
+import type { FinishedEvent, RequestFilter, RequestSummary } from './api';
 
-interface Brief {
-  id: string;
-  endpoint: string;
-  model: string | null;
-  provider: string | null;
-  outcome: string;
-  status: number | null;
-  duration_ms: number;
-  ttft_ms: number | null;
-  input_tokens: number | null;
-  output_tokens: number | null;
-  cost_usd: number | null;
-  attempts: string[];
-}
-
-export function fromEvent(e: LiveEvent): RequestSummary {
-  const b = e.request as Brief;
+/** The row a finished request will have in the history. */
+export function fromEvent(e: FinishedEvent): RequestSummary {
+  const b = e.request;
   const providers = new Set(b.attempts.map((a) => a.slice(0, a.lastIndexOf(':'))));
   return {
     id: b.id,
     correlation_id: b.id,
     started_at: e.at_ms - b.duration_ms,
     finished_at: e.at_ms,
+    user_agent: null,
     endpoint: b.endpoint,
     model: b.model,
     streamed: false,
     outcome: b.outcome,
     status: b.status,
     provider: b.provider,
+    provider_model: null,
     attempt_count: b.attempts.length,
     fallback: providers.size > 1,
     duration_ms: b.duration_ms,

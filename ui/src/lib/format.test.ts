@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { count, ms, percent, stateLine, until, usd } from './format';
+import { count, ms, outcomeTone, outcomeWords, percent, REQUEST_OUTCOMES, stateLine, until, usd } from './format';
 
 describe('format', () => {
   it('durations', () => {
@@ -35,5 +35,19 @@ describe('format', () => {
     expect(stateLine({ state: 'healthy', until_ms: null }, now)).toBe('Healthy');
     expect(stateLine({ state: 'open', until_ms: now + 42_000 }, now)).toMatch(/^Breaker open until .+ \(42 s\)$/);
     expect(stateLine({ state: 'no_key', until_ms: null }, now)).toBe('No key');
+  });
+});
+
+describe('outcomes', () => {
+  it('are the ones the gateway sends, each in words', () => {
+    expect(REQUEST_OUTCOMES).toEqual(['ok', 'provider_error', 'error', 'rejected', 'failed', 'canceled']);
+    for (const o of REQUEST_OUTCOMES) expect(outcomeWords(o)).not.toContain('_');
+  });
+
+  it('tell a client that left from a failure', () => {
+    expect(outcomeTone('canceled')).toBe('muted');
+    expect(outcomeWords('canceled')).toBe('Client left');
+    expect(outcomeTone('stream_dropped')).toBe('bad');
+    expect(outcomeTone('ok')).toBe('ok');
   });
 });

@@ -1,6 +1,6 @@
 // Numbers and states in words, the same everywhere in the dashboard.
 
-import type { ProviderStateName, ProviderView } from './api';
+import type { AttemptOutcome, ProviderStateName, ProviderView, RequestOutcome } from './api';
 
 export function ms(value: number | null | undefined): string {
   if (value === null || value === undefined || !Number.isFinite(value)) return '—';
@@ -73,26 +73,41 @@ export function stateLine(p: Pick<ProviderView, 'state' | 'until_ms'>, now: numb
   return words;
 }
 
-export const OUTCOME_WORDS: Record<string, string> = {
+/** Every way a request can end, in words; its keys are the filter's choices. */
+export const REQUEST_OUTCOME_WORDS: Record<RequestOutcome, string> = {
   ok: 'OK',
-  client_error: 'Client error',
-  upstream_error: 'Upstream error',
-  timeout: 'Timed out',
-  cancelled: 'Client left',
-  no_provider: 'No provider',
-  http_error: 'HTTP error',
-  connect_error: 'Connect error',
-  error_event: 'Error event',
-  dropped: 'Dropped',
+  provider_error: 'Provider error',
+  error: 'Gateway error',
+  rejected: 'Rejected',
+  failed: 'Failed mid-stream',
+  canceled: 'Client left',
 };
 
-export function outcomeWords(outcome: string): string {
+/** The outcomes a request can have, in the order the filter offers them. */
+export const REQUEST_OUTCOMES = Object.keys(REQUEST_OUTCOME_WORDS) as RequestOutcome[];
+
+const ATTEMPT_OUTCOME_WORDS: Record<AttemptOutcome, string> = {
+  ok: 'OK',
+  http_error: 'HTTP error',
+  connect_error: 'Connect error',
+  transport_error: 'Transport error',
+  timeout: 'Timed out',
+  stream_error: 'Error event',
+  stream_dropped: 'Dropped',
+  mid_stream_failure: 'Failed mid-stream',
+  canceled: 'Client left',
+};
+
+const OUTCOME_WORDS: Record<string, string> = { ...ATTEMPT_OUTCOME_WORDS, ...REQUEST_OUTCOME_WORDS };
+
+export function outcomeWords(outcome: RequestOutcome | AttemptOutcome): string {
   return OUTCOME_WORDS[outcome] ?? outcome.replace(/_/g, ' ');
 }
 
 /** Whether an outcome is a success, a failure or neither (the client left). */
-export function outcomeTone(outcome: string): 'ok' | 'bad' | 'muted' {
+export function outcomeTone(outcome: RequestOutcome | AttemptOutcome): 'ok' | 'bad' | 'muted' {
   if (outcome === 'ok') return 'ok';
-  if (outcome === 'cancelled' || outcome === 'client_error') return 'muted';
+  // The client left, or sent what no provider could take.
+  if (outcome === 'canceled' || outcome === 'rejected') return 'muted';
   return 'bad';
 }

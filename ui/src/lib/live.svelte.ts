@@ -2,14 +2,15 @@
 // refreshed on events and every few seconds for their statistics), the
 // feed of notable events, and finished requests as they arrive.
 
-import type { Api, ApiError, LiveEvent, ProviderView, Snapshot } from './api';
+import type { Api, ApiError, FinishedEvent, LiveEvent, ProviderView, StreamMessage } from './api';
+import type { EventKind } from './contract';
 
 /** Events worth a line in the Live feed (requests have their own table). */
-export const FEED_TYPES = new Set(['fallback', 'breaker', 'health', 'key_revoked', 'key_cooling', 'provider_toggled', 'config_reloaded']);
+export const FEED_TYPES = new Set<EventKind>(['fallback', 'breaker', 'health', 'key_revoked', 'key_cooling', 'provider_toggled', 'config_reloaded']);
 const FEED_MAX = 500;
 const REFRESH_MS = 5000;
 
-export type RequestListener = (e: LiveEvent) => void;
+export type RequestListener = (e: FinishedEvent) => void;
 
 export class Live {
   providers = $state<ProviderView[]>([]);
@@ -78,15 +79,14 @@ export class Live {
     }, 250);
   }
 
-  private receive(m: Snapshot | LiveEvent): void {
+  private receive(m: StreamMessage): void {
     if (m.type === 'snapshot') {
-      const snapshot = m as Snapshot;
-      this.providers = snapshot.providers;
+      this.providers = m.providers;
       this.loaded = true;
-      this.feed = mergeFeed(this.feed, snapshot.recent ?? []);
+      this.feed = mergeFeed(this.feed, m.recent ?? []);
       return;
     }
-    const e = m as LiveEvent;
+    const e = m;
     if (e.type === 'request_finished') {
       for (const l of this.listeners) l(e);
       return;
@@ -105,27 +105,31 @@ export function mergeFeed(feed: LiveEvent[], older: LiveEvent[]): LiveEvent[] {
   return [...feed, ...extra].sort((a, b) => b.id - a.id).slice(0, FEED_MAX);
 }
 
+/** The request that caused an event, if one did. */
+export function requestOf(e: LiveEvent): string | undefined {
+  return 'request_id' in e ? (e.request_id ?? undefined) : undefined;
+}
+
 /** A feed line in words. */
 export function describe(e: LiveEvent): string {
-  const s = (k: string) => String(e[k] ?? '');
   switch (e.type) {
     case 'fallback':
-      return `${s('model') || 'A request'} fell back from ${s('from')} to ${s('to')}: ${s('reason')}`;
+      return `${e.model || 'A request'} fell back from ${e.from} to ${e.to}: ${e.reason}`;
     case 'breaker':
-      return `${s('provider')} breaker ${s('from')} → ${s('to')}: ${s('reason')}`;
+      return `${e.provider} breaker ${e.from} → ${e.to}: ${e.reason}`;
     case 'health':
-      return `${s('provider')} became ${s('to')}: ${s('reason')}`;
+      return `${e.provider} became ${e.to}: ${e.reason}`;
     case 'key_revoked':
-      return `${s('provider')} refused key “${s('label')}”: ${s('reason')}`;
+      return `${e.provider} refused key “${e.label}”: ${e.reason}`;
     case 'key_cooling': {
-      const label = e.label ? ` key “${s('label')}”` : '';
-      return `${s('provider')}${label} rate-limited until ${new Date(Number(e.until_ms)).toLocaleTimeString()}`;
+      const label = e.label ? ` key “${e.label}”` : '';
+      return `${e.provider}${label} rate-limited until ${new Date(e.until_ms).toLocaleTimeString()}`;
     }
     case 'provider_toggled':
-      return `${s('provider')} ${e.enabled ? 'enabled' : 'disabled'}`;
+      return `${e.provider} ${e.enabled ? 'enabled' : 'disabled'}`;
     case 'config_reloaded':
-      return e.ok ? 'Configuration reloaded' : `Configuration refused, the old one keeps serving: ${s('error')}`;
-    default:
-      return e.type;
+      return e.ok ? 'Configuration reloaded' : `Configuration refused, the old one keeps serving: ${e.error ?? ''}`;
+    case 'request_finished':
+      return `${e.request.model ?? 'A request'} finished: ${e.request.outcome}`;
   }
 }

@@ -1,10 +1,11 @@
 import { describe as group, expect, it } from 'vitest';
+import type { LiveEvent } from './api';
 import { describe, mergeFeed } from './live.svelte';
 
 group('feed lines', () => {
   it('say what happened in words', () => {
     const base = { id: 1, at_ms: 0 };
-    expect(describe({ ...base, type: 'fallback', model: 'gpt-4o', from: 'openai', to: 'groq', reason: 'HTTP 503' })).toBe(
+    expect(describe({ ...base, type: 'fallback', request_id: 'r1', model: 'gpt-4o', from: 'openai', to: 'groq', reason: 'HTTP 503' })).toBe(
       'gpt-4o fell back from openai to groq: HTTP 503',
     );
     expect(describe({ ...base, type: 'breaker', provider: 'groq', from: 'closed', to: 'open', reason: '5 failures' })).toBe(
@@ -17,7 +18,7 @@ group('feed lines', () => {
 
 group('feed', () => {
   it('takes the snapshot\'s recent changes, newest first, once each', () => {
-    const e = (id: number, type = 'breaker') => ({ id, at_ms: id, type });
+    const e = (id: number, type = 'breaker') => ({ id, at_ms: id, type }) as LiveEvent;
     const feed = mergeFeed([e(5)], [e(3), e(4, 'request_finished'), e(5)]);
     expect(feed.map((x) => x.id)).toEqual([5, 3]);
   });

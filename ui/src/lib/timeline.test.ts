@@ -53,3 +53,10 @@ describe('timeline layout', () => {
     ]);
   });
 });
+
+describe('an attempt the client left', () => {
+  it('is muted, not a failure', () => {
+    const l = layout({ duration_ms: 100, ttft_ms: null, attempts: [attempt({ outcome: 'canceled', duration_ms: 100 })] });
+    expect(l.bars[0].tone).toBe('muted');
+  });
+});

@@ -47,7 +47,7 @@ function tickLabel(at: number): string {
 
 function tone(a: Attempt): Bar['tone'] {
   if (a.outcome === 'ok') return 'ok';
-  if (a.outcome === 'cancelled') return 'muted';
+  if (a.outcome === 'canceled') return 'muted';
   return 'bad';
 }
 

@@ -7,6 +7,7 @@ use crate::usage::Usage;
 
 /// Why an attempt started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     First,
@@ -29,6 +30,7 @@ impl Reason {
 
 /// How an attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptOutcome {
     Ok,
@@ -90,6 +92,7 @@ pub struct AttemptRecord {
 
 /// How a request ended, as the client saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum RequestOutcome {
     /// A 2xx answer delivered in full.

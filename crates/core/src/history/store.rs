@@ -71,6 +71,7 @@ pub struct RequestFilter {
 
 /// A request row, without its attempts.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct RequestSummary {
     pub id: String,
     pub correlation_id: String,
@@ -80,6 +81,7 @@ pub struct RequestSummary {
     pub endpoint: String,
     pub model: Option<String>,
     pub streamed: bool,
+    #[cfg_attr(test, ts(as = "crate::history::record::RequestOutcome"))]
     pub outcome: String,
     pub status: Option<i64>,
     pub provider: Option<String>,
@@ -97,6 +99,7 @@ pub struct RequestSummary {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct UsageRow {
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
@@ -104,11 +107,13 @@ pub struct UsageRow {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct AttemptRow {
     pub seq: i64,
     pub provider: String,
     pub key_label: Option<String>,
     pub model: String,
+    #[cfg_attr(test, ts(as = "crate::history::record::Reason"))]
     pub reason: String,
     pub fallback_from: Option<String>,
     pub started_at: i64,
@@ -119,8 +124,10 @@ pub struct AttemptRow {
     pub ttfb_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub status: Option<i64>,
+    #[cfg_attr(test, ts(as = "crate::history::record::AttemptOutcome"))]
     pub outcome: String,
     pub retry_after_ms: Option<f64>,
+    #[cfg_attr(test, ts(as = "Option<crate::policy::breaker::BreakerState>"))]
     pub breaker_state: Option<String>,
     pub error: Option<String>,
     pub usage: UsageRow,
@@ -128,6 +135,7 @@ pub struct AttemptRow {
 
 /// A request with its attempts in order.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct RequestDetail {
     #[serde(flatten)]
     pub request: RequestSummary,
@@ -138,6 +146,7 @@ pub struct RequestDetail {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Page {
     pub requests: Vec<RequestSummary>,
     pub next_cursor: Option<String>,

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,12 +58,43 @@ pub enum State {
 }
 
 impl State {
-    pub fn name(self) -> &'static str {
+    /// The state without its instant: what the admin API and events carry.
+    pub fn kind(self) -> BreakerState {
         match self {
-            State::Closed => "closed",
-            State::Open { .. } => "open",
-            State::HalfOpen => "half_open",
+            State::Closed => BreakerState::Closed,
+            State::Open { .. } => BreakerState::Open,
+            State::HalfOpen => BreakerState::HalfOpen,
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.kind().as_str()
+    }
+}
+
+/// A breaker's state on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerState {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+impl BreakerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+impl fmt::Display for BreakerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

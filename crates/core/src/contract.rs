@@ -1,0 +1,104 @@
+//! The admin API's types in TypeScript, for the dashboard: generated from
+//! the Rust types the API serializes (ts-rs reads their serde attributes),
+//! committed as `ui/src/lib/contract.ts`, and checked here so the two cannot
+//! drift apart. Run `SWITCHYARD_BLESS=1 cargo test -p switchyard-core --lib
+//! contract` after changing one of these types.
+
+use std::path::PathBuf;
+
+use ts_rs::{Config, TS};
+
+use crate::events::{Envelope, EventKind, GatewayEvent, PassiveHealth, RequestBrief};
+use crate::health::{ModelView, ProbeResult, ProviderState, ProviderStateName, ProviderView, Windows};
+use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
+use crate::history::store::{AttemptRow, Page, RequestDetail, RequestSummary, UsageRow};
+use crate::keys::{KeyStatus, KeySummary};
+use crate::live_api::{ProviderStats, Snapshot, SnapshotKind, StatsView, StreamMessage};
+use crate::policy::breaker::BreakerState;
+use crate::stats::{Today, Window};
+use crate::usage::Usage;
+
+const HEADER: &str = "\
+// The admin API's types, generated from the Rust types that serialize them
+// (crates/core/src/contract.rs). Do not edit: change the Rust type, then run
+//   SWITCHYARD_BLESS=1 cargo test -p switchyard-core --lib contract
+// `cargo test` fails while this file differs from a fresh generation.
+";
+
+/// Every type in the file, each after the ones it names where that reads best.
+fn declarations(cfg: &Config) -> Vec<String> {
+    vec![
+        // Outcomes and states.
+        RequestOutcome::decl(cfg),
+        AttemptOutcome::decl(cfg),
+        Reason::decl(cfg),
+        BreakerState::decl(cfg),
+        ProviderStateName::decl(cfg),
+        PassiveHealth::decl(cfg),
+        KeyStatus::decl(cfg),
+        EventKind::decl(cfg),
+        // Providers.
+        Usage::decl(cfg),
+        Window::decl(cfg),
+        Windows::decl(cfg),
+        Today::decl(cfg),
+        KeySummary::decl(cfg),
+        ModelView::decl(cfg),
+        ProviderState::decl(cfg),
+        ProviderView::decl(cfg),
+        ProbeResult::decl(cfg),
+        ProviderStats::decl(cfg),
+        StatsView::decl(cfg),
+        // History.
+        UsageRow::decl(cfg),
+        RequestSummary::decl(cfg),
+        AttemptRow::decl(cfg),
+        RequestDetail::decl(cfg),
+        Page::decl(cfg),
+        // The live stream.
+        RequestBrief::decl(cfg),
+        GatewayEvent::decl(cfg),
+        Envelope::decl(cfg),
+        SnapshotKind::decl(cfg),
+        Snapshot::decl(cfg),
+        StreamMessage::decl(cfg),
+    ]
+}
+
+/// The file as it should be.
+fn generate() -> String {
+    // JSON numbers: the API's integers all fit in a double.
+    let cfg = Config::new().with_large_int("number");
+    let mut out = String::from(HEADER);
+    for decl in declarations(&cfg) {
+        out.push('\n');
+        out.push_str("export ");
+        out.push_str(decl.trim());
+        out.push('\n');
+    }
+    out
+}
+
+fn committed() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../ui/src/lib/contract.ts")
+}
+
+#[test]
+fn the_committed_typescript_matches_the_rust_types() {
+    let fresh = generate();
+    if std::env::var_os("SWITCHYARD_BLESS").is_some() {
+        std::fs::write(committed(), &fresh).unwrap_or_else(|e| panic!("writing {}: {e}", committed().display()));
+        return;
+    }
+    // Written beside the test's temp files too, for a diff by hand.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let fresh_path = dir.path().join("contract.ts");
+    std::fs::write(&fresh_path, &fresh).unwrap_or_else(|e| panic!("writing {}: {e}", fresh_path.display()));
+    let on_disk = std::fs::read_to_string(committed()).unwrap_or_default();
+    assert!(
+        on_disk == fresh,
+        "ui/src/lib/contract.ts differs from the Rust types it is generated from.\n\
+         Regenerate it: SWITCHYARD_BLESS=1 cargo test -p switchyard-core --lib contract\n\
+         (then rebuild the dashboard: npm --prefix ui run build)"
+    );
+}

@@ -1,0 +1,104 @@
+// The admin API's types, generated from the Rust types that serialize them
+// (crates/core/src/contract.rs). Do not edit: change the Rust type, then run
+//   SWITCHYARD_BLESS=1 cargo test -p switchyard-core --lib contract
+// `cargo test` fails while this file differs from a fresh generation.
+
+export type RequestOutcome = "ok" | "provider_error" | "error" | "rejected" | "failed" | "canceled";
+
+export type AttemptOutcome = "ok" | "http_error" | "connect_error" | "transport_error" | "timeout" | "stream_error" | "stream_dropped" | "mid_stream_failure" | "canceled";
+
+export type Reason = "first" | "retry" | "fallback" | "probe";
+
+export type BreakerState = "closed" | "open" | "half_open";
+
+export type ProviderStateName = "healthy" | "degraded" | "rate_limited" | "open" | "disabled" | "no_key";
+
+export type PassiveHealth = "healthy" | "unhealthy";
+
+export type KeyStatus = "ok" | "revoked" | "cooling";
+
+export type EventKind = "request_finished" | "fallback" | "breaker" | "health" | "key_revoked" | "key_cooling" | "provider_toggled" | "config_reloaded";
+
+export type Usage = { 
+/**
+ * All input tokens, cached ones included.
+ */
+input_tokens: number | null, output_tokens: number | null, 
+/**
+ * Input tokens read from the provider's prompt cache.
+ */
+cached_tokens: number | null, };
+
+export type Window = { requests: number, success_rate: number | null, requests_per_minute: number, latency_p50_ms: number | null, latency_p95_ms: number | null, latency_p99_ms: number | null, ttft_p50_ms: number | null, ttft_p95_ms: number | null, fallbacks_in: number, fallbacks_out: number, };
+
+export type Windows = { m1: Window, m5: Window, m60: Window, };
+
+export type Today = { input_tokens: number, output_tokens: number, cost_usd: number, };
+
+export type KeySummary = { label: string, 
+/**
+ * The last four characters, to tell keys apart.
+ */
+last4: string, status: KeyStatus, detail: string | null, };
+
+export type ModelView = { model: string, stats: Windows, };
+
+export type ProviderState = { state: ProviderStateName, 
+/**
+ * When a rate limit or an open breaker ends (Unix ms), if known.
+ */
+until_ms: number | null, detail: string | null, };
+
+export type ProviderView = { name: string, kind: string, base_url: string, enabled: boolean, breaker: BreakerState, passive_healthy: boolean, stats: Windows, models: Array<ModelView>, today: Today, keys: Array<KeySummary>, probe: boolean, state: ProviderStateName, 
+/**
+ * When a rate limit or an open breaker ends (Unix ms), if known.
+ */
+until_ms: number | null, detail: string | null, };
+
+export type ProbeResult = { provider: string, ok: boolean, status: number | null, duration_ms: number, error: string | null, breaker: BreakerState, };
+
+export type ProviderStats = { name: string, state: ProviderStateName, stats: Windows, models: Array<ModelView>, today: Today, };
+
+export type StatsView = { providers: Array<ProviderStats>, cost_today_usd: number, last_event_id: number, 
+/**
+ * History records dropped because the writer fell behind.
+ */
+history_records_lost: number, };
+
+export type UsageRow = { input_tokens: number | null, output_tokens: number | null, cached_tokens: number | null, };
+
+export type RequestSummary = { id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
+/**
+ * Attempts made (the detail view lists them as `attempts`).
+ */
+attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: UsageRow, cost_usd: number | null, error_code: string | null, error: string | null, };
+
+export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, offset_ms: number, timeout_ms: number | null, backoff_ms: number, duration_ms: number | null, ttfb_ms: number | null, ttft_ms: number | null, status: number | null, outcome: AttemptOutcome, retry_after_ms: number | null, breaker_state: BreakerState | null, error: string | null, usage: UsageRow, };
+
+export type RequestDetail = { request_body: string | null, response_body: string | null, attempts: Array<AttemptRow>, id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
+/**
+ * Attempts made (the detail view lists them as `attempts`).
+ */
+attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: UsageRow, cost_usd: number | null, error_code: string | null, error: string | null, };
+
+export type Page = { requests: Array<RequestSummary>, next_cursor: string | null, };
+
+export type RequestBrief = { id: string, endpoint: string, model: string | null, provider: string | null, outcome: RequestOutcome, status: number | null, duration_ms: number, ttft_ms: number | null, input_tokens: number | null, output_tokens: number | null, cost_usd: number | null, 
+/**
+ * `provider:status-or-outcome` per attempt, in order.
+ */
+attempts: Array<string>, };
+
+export type GatewayEvent = { "type": "request_finished", request: RequestBrief, } | { "type": "fallback", request_id: string, model: string | null, from: string, to: string, reason: string, } | { "type": "breaker", provider: string, from: BreakerState, to: BreakerState, reason: string, request_id?: string | null, } | { "type": "health", provider: string, from: PassiveHealth, to: PassiveHealth, reason: string, request_id?: string | null, } | { "type": "key_revoked", provider: string, label: string, reason: string, request_id?: string | null, } | { "type": "key_cooling", provider: string, label: string | null, until_ms: number, request_id?: string | null, } | { "type": "provider_toggled", provider: string, enabled: boolean, } | { "type": "config_reloaded", ok: boolean, error: string | null, };
+
+export type Envelope = { id: number, at_ms: number, } & ({ "type": "request_finished", request: RequestBrief, } | { "type": "fallback", request_id: string, model: string | null, from: string, to: string, reason: string, } | { "type": "breaker", provider: string, from: BreakerState, to: BreakerState, reason: string, request_id?: string | null, } | { "type": "health", provider: string, from: PassiveHealth, to: PassiveHealth, reason: string, request_id?: string | null, } | { "type": "key_revoked", provider: string, label: string, reason: string, request_id?: string | null, } | { "type": "key_cooling", provider: string, label: string | null, until_ms: number, request_id?: string | null, } | { "type": "provider_toggled", provider: string, enabled: boolean, } | { "type": "config_reloaded", ok: boolean, error: string | null, });
+
+export type SnapshotKind = "snapshot";
+
+export type Snapshot = { type: SnapshotKind, last_event_id: number, providers: Array<ProviderView>, 
+/**
+ * The latest state changes, oldest first.
+ */
+recent: Array<Envelope>, };
+
+export type StreamMessage = Snapshot | Envelope;
