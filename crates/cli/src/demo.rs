@@ -110,20 +110,24 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         announce_dashboard(addr, &ticket_token).await;
         generate(addr, args.requests, args.rate, done_tx).await
     });
+    // Ctrl-C or SIGTERM stops the traffic at once, then the gateway: new
+    // requests to a gateway that is shutting down would only fail.
+    let stop_traffic = traffic.abort_handle();
     let shutdown = async move {
         tokio::select! {
-            () = shutdown_signal() => {},
+            () = shutdown_signal() => stop_traffic.abort(),
             _ = done_rx => {},
         }
     };
     let tokens = Tokens { admin, access: None };
     let files = Files { data_dir: Some(data_dir), config: Some(config_file) };
     run_gateway(listener, config, Arc::new(keys), files, tokens, shutdown).await?;
-    let failed = traffic.await.context("traffic generator")?;
-    if failed > 0 {
-        anyhow::bail!("{failed} generated request(s) were not served");
+    match traffic.await {
+        Err(e) if e.is_cancelled() => Ok(()),
+        Err(e) => Err(e).context("traffic generator"),
+        Ok(0) => Ok(()),
+        Ok(failed) => anyhow::bail!("{failed} generated request(s) were not served"),
     }
-    Ok(())
 }
 
 /// Prints a one-time sign-in link to the dashboard, as `switchyard open --print` would.
@@ -157,6 +161,15 @@ async fn generate(gateway: SocketAddr, limit: Option<u64>, rate: f64, done: ones
     failed
 }
 
+/// The provider first in the demo's route for the request's model.
+fn first_choice(body: &serde_json::Value) -> &'static str {
+    if body["model"] == "claude-sonnet-4-5" {
+        "demo-anthropic"
+    } else {
+        "demo-openai"
+    }
+}
+
 async fn one_request(client: &reqwest::Client, gateway: SocketAddr) -> bool {
     let kinds = ["chat", "chat-stream", "responses", "messages", "messages-stream"];
     let kind = kinds.choose(&mut rand::rng()).copied().unwrap_or("chat");
@@ -184,7 +197,11 @@ async fn one_request(client: &reqwest::Client, gateway: SocketAddr) -> bool {
     let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("-").to_string();
     let (provider, attempts) = (header("x-switchyard-provider"), header("x-switchyard-attempts"));
     let complete = response.bytes().await.is_ok();
-    let note = if attempts != "1" && status.is_success() { "  ← fallback" } else { "" };
+    let note = match (status.is_success(), provider == first_choice(&body), attempts.as_str()) {
+        (false, _, _) | (true, true, "1") => "",
+        (true, true, _) => "  ← retry",
+        (true, false, _) => "  ← fallback",
+    };
     println!(
         "{} {kind:<15} {:<18} via {provider:<22} attempts {attempts} {:>5} ms{note}",
         status.as_u16(),

@@ -95,6 +95,45 @@ fn serve_answers_and_stops_cleanly_on_sigterm() {
     assert!(status.success(), "{status:?}");
 }
 
+/// The README's first command stops on Ctrl-C: its traffic with it, within
+/// the gateway's grace period, and without a shower of failed requests.
+#[test]
+fn the_demo_exits_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut demo = switchyard()
+        .args(["demo", "--listen", "127.0.0.1:0", "--rate", "20", "--data-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while seen.iter().filter(|l: &&String| l.contains(" attempts ")).count() < 3 {
+        seen.push(lines.next().expect("the demo stopped before sending traffic").unwrap());
+    }
+    Command::new("kill").args(["-INT", &demo.id().to_string()]).status().unwrap();
+    let asked = std::time::Instant::now();
+    // The gateway's grace period for in-flight requests.
+    let grace = Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = demo.try_wait().unwrap() {
+            break status;
+        }
+        if asked.elapsed() > grace {
+            let _ = demo.kill();
+            panic!("the demo still runs {grace:?} after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let after: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(!after.iter().any(|l| l.starts_with("ERR")), "requests went on after Ctrl-C: {after:?}");
+    for line in seen.iter().chain(&after).filter(|l| l.contains("← fallback")) {
+        assert!(!line.contains("via demo-openai ") && !line.contains("via demo-anthropic "), "not a fallback: {line}");
+    }
+}
+
 #[test]
 fn the_demo_records_history_that_the_history_command_reads() {
     let dir = tempfile::tempdir().unwrap();
