@@ -50,22 +50,32 @@ pub fn word(v: impl serde::Serialize) -> String {
     }
 }
 
-pub fn row(p: &ProviderView) -> String {
-    let m5 = &p.stats.m5;
-    let success = m5.success_rate.map_or("-".into(), |r| format!("{:.0}%", r * 100.0));
-    let keys: Vec<String> = p.keys.iter().map(|k| format!("{}…{} {}", k.label, k.last4, word(k.status))).collect();
-    format!(
-        "{:<20} {:<18} {:>8} {:>7} {:>7} {:>7} {:>10} {:>10}  {}",
-        p.name,
-        state_text(p),
-        success,
-        ms(m5.latency_p50_ms),
-        ms(m5.latency_p95_ms),
-        format!("{:.1}", m5.requests_per_minute),
-        p.today.output_tokens + p.today.input_tokens,
-        format!("{:.4}", p.today.cost_usd),
-        if keys.is_empty() { p.state.detail.clone().unwrap_or_default() } else { keys.join(", ") }
-    )
+/// The table `switchyard status` prints: a header and a line per provider,
+/// the name and state columns as wide as their longest entry.
+pub fn table(providers: &[ProviderView]) -> Vec<String> {
+    let states: Vec<String> = providers.iter().map(state_text).collect();
+    let name_w = providers.iter().map(|p| p.name.chars().count()).chain([20]).max().unwrap_or(20);
+    let state_w = states.iter().map(|s| s.chars().count()).chain([18]).max().unwrap_or(18);
+    let line = |name: &str, state: &str, rest: [&str; 6], keys: &str| {
+        let [ok, p50, p95, rpm, tokens, cost] = rest;
+        format!("{name:<name_w$} {state:<state_w$} {ok:>8} {p50:>7} {p95:>7} {rpm:>7} {tokens:>10} {cost:>10}  {keys}")
+    };
+    let mut out = vec![line("provider", "state", ["ok 5m", "p50 ms", "p95 ms", "rpm", "tokens", "cost $"], "keys")];
+    for (p, state) in providers.iter().zip(&states) {
+        let m5 = &p.stats.m5;
+        let keys: Vec<String> = p.keys.iter().map(|k| format!("{}…{} {}", k.label, k.last4, word(k.status))).collect();
+        let keys = if keys.is_empty() { p.state.detail.clone().unwrap_or_default() } else { keys.join(", ") };
+        let numbers = [
+            m5.success_rate.map_or("-".into(), |r| format!("{:.0}%", r * 100.0)),
+            ms(m5.latency_p50_ms),
+            ms(m5.latency_p95_ms),
+            format!("{:.1}", m5.requests_per_minute),
+            (p.today.output_tokens + p.today.input_tokens).to_string(),
+            format!("{:.4}", p.today.cost_usd),
+        ];
+        out.push(line(&p.name, state, numbers.each_ref().map(String::as_str), &keys));
+    }
+    out
 }
 
 pub async fn status(args: StatusArgs) -> Result<()> {
@@ -76,12 +86,8 @@ pub async fn status(args: StatusArgs) -> Result<()> {
         return Ok(());
     }
     println!("gateway {}", remote.base);
-    println!(
-        "{:<20} {:<18} {:>8} {:>7} {:>7} {:>7} {:>10} {:>10}  keys",
-        "provider", "state", "ok 5m", "p50 ms", "p95 ms", "rpm", "tokens", "cost $"
-    );
-    for p in &providers {
-        println!("{}", row(p));
+    for line in table(&providers) {
+        println!("{line}");
     }
     Ok(())
 }
@@ -95,4 +101,32 @@ pub async fn providers(args: ProvidersArgs) -> Result<()> {
     let p: ProviderView = remote.post_json(&format!("/admin/providers/{name}/{verb}")).await?;
     println!("{name}: {}", state_text(&p));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn provider(name: &str) -> ProviderView {
+        let w = serde_json::to_value(switchyard_core::stats::Window::default()).unwrap();
+        serde_json::from_value(serde_json::json!({
+            "name": name, "kind": "openai", "base_url": "http://x/v1", "enabled": true,
+            "state": "rate_limited", "until_ms": null, "detail": null, "breaker": "closed",
+            "passive_healthy": true, "models": [], "keys": [], "probe": false,
+            "today": { "input_tokens": 1, "output_tokens": 2, "cost_usd": 0.5 },
+            "stats": { "m1": w, "m5": w, "m60": w },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_long_provider_name_widens_its_column_instead_of_shifting_the_row() {
+        let lines = table(&[provider("a"), provider("a-provider-with-a-very-long-name")]);
+        let column = |line: &str| line.find("rate_limited").or_else(|| line.find("state")).unwrap();
+        assert!(lines.iter().all(|l| column(l) == column(&lines[0])), "{lines:#?}");
+        let tokens = |line: &str| line.find(" 3 ").unwrap();
+        assert_eq!(tokens(&lines[1]), tokens(&lines[2]), "{lines:#?}");
+    }
 }

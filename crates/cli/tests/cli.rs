@@ -140,10 +140,13 @@ fn the_demo_records_history_that_the_history_command_reads() {
     let demo = switchyard()
         .args(["demo", "--listen", "127.0.0.1:0", "--requests", "6", "--rate", "50", "--data-dir"])
         .arg(dir.path())
+        .env("RUST_LOG", "info")
         .output()
         .unwrap();
     assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
     assert_eq!(String::from_utf8_lossy(&demo.stdout).lines().filter(|l| l.starts_with("200 ")).count(), 6);
+    let log = String::from_utf8_lossy(&demo.stderr);
+    assert!(log.contains("demo:") && !log.contains('\x1b'), "no colour codes in a log that is not a terminal: {log:?}");
 
     let out = switchyard().args(["history", "--json", "--data-dir"]).arg(dir.path()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
