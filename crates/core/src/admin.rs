@@ -66,6 +66,11 @@ impl AdminError {
         AdminError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
     }
 
+    /// No provider of that name (in the running gateway, or in its config file).
+    pub fn provider_not_found(name: &str) -> AdminError {
+        AdminError::not_found("provider_not_found", format!("no provider named {name:?}"))
+    }
+
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AdminError {
         AdminError { status, code, message: message.into() }
     }
@@ -84,6 +89,12 @@ impl From<StoreError> for AdminError {
             other => AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "history_unavailable", other.to_string()),
         }
     }
+}
+
+/// Runs blocking work (files, the keychain) off the runtime. A task that
+/// panicked answers as the gateway's internal error.
+pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, AdminError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| AdminError::internal("internal", e.to_string()))
 }
 
 /// The `Authorization: Bearer` credential a request carries.
@@ -255,9 +266,7 @@ struct NewKey {
 fn known_provider(gw: &Gateway, provider: &str) -> Result<(), AdminError> {
     match gw.live().provider(provider) {
         Some(_) => Ok(()),
-        None => {
-            Err(AdminError::new(StatusCode::NOT_FOUND, "provider_not_found", format!("no provider named {provider:?}")))
-        }
+        None => Err(AdminError::provider_not_found(provider)),
     }
 }
 
@@ -277,13 +286,12 @@ async fn set_key(
     }
     let secret = secrecy::SecretString::from(body.key.trim().to_string());
     let g = gw.clone();
-    tokio::task::spawn_blocking(move || {
+    blocking(move || {
         g.secrets().set(&provider, &label, &secret)?;
         g.reload_keys();
         Ok::<_, crate::secrets::SecretError>(())
     })
-    .await
-    .map_err(|e| AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .await?
     .map_err(secret_error)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -294,13 +302,12 @@ async fn remove_key(
 ) -> Result<Response, AdminError> {
     known_provider(&gw, &provider)?;
     let g = gw.clone();
-    let removed = tokio::task::spawn_blocking(move || {
+    let removed = blocking(move || {
         let removed = g.secrets().remove(&provider, &label)?;
         g.reload_keys();
         Ok::<_, crate::secrets::SecretError>(removed)
     })
-    .await
-    .map_err(|e| AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .await?
     .map_err(secret_error)?;
     if removed {
         Ok(StatusCode::NO_CONTENT.into_response())
@@ -312,8 +319,6 @@ async fn remove_key(
 /// Reads every key again (after `switchyard keys set` in another process).
 async fn reload_keys(State(gw): State<Gateway>) -> Result<Response, AdminError> {
     let g = gw.clone();
-    tokio::task::spawn_blocking(move || g.reload_keys())
-        .await
-        .map_err(|e| AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    blocking(move || g.reload_keys()).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

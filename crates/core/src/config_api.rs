@@ -100,7 +100,7 @@ async fn edit(
     };
     let g = gw.clone();
     // File I/O and, for changed providers, the keychain block: off the runtime.
-    tokio::task::spawn_blocking(move || {
+    crate::admin::blocking(move || {
         let _one_at_a_time = g.edit_lock();
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
@@ -113,18 +113,13 @@ async fn edit(
         let text = doc.to_string();
         let config =
             Config::parse(&text, &path).map_err(|e| AdminError::unprocessable("config_invalid", e.to_string()))?;
-        write_atomically(&path, &text)
+        crate::private::write(&path, text.as_bytes())
             .map_err(|e| AdminError::internal("config_not_saved", format!("{}: {e}", path.display())))?;
         g.reload(config);
         Ok(())
     })
-    .await
-    .map_err(|e| AdminError::internal("internal", e.to_string()))??;
+    .await??;
     Ok(Json(view(&gw)).into_response())
-}
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    crate::private::write(path, text.as_bytes())
 }
 
 fn invalid(e: crate::config::edit::EditError) -> AdminError {
@@ -142,7 +137,7 @@ async fn put_provider(
 async fn delete_provider(State(gw): State<Gateway>, UrlPath(name): UrlPath<String>) -> Result<Response, AdminError> {
     edit(gw, move |doc| match doc.remove_provider(&name).map_err(invalid)? {
         true => Ok(()),
-        false => Err(AdminError::not_found("provider_not_found", format!("the config file has no provider {name:?}"))),
+        false => Err(AdminError::provider_not_found(&name)),
     })
     .await
 }

@@ -19,6 +19,7 @@ pub enum ErrorCode {
     NoProviderAvailable,
     AllProvidersFailed,
     DeadlineExceeded,
+    /// A stream that broke after content was sent: the protocol's error event ends it.
     UpstreamError,
     HostNotAllowed,
     OriginNotAllowed,

@@ -48,18 +48,13 @@ async fn providers(State(gw): State<Gateway>) -> Json<Vec<health::ProviderView>>
 }
 
 fn provider(gw: &Gateway, name: &str) -> Result<Arc<crate::provider::Provider>, AdminError> {
-    gw.live()
-        .provider(name)
-        .cloned()
-        .ok_or_else(|| AdminError::not_found("provider_not_found", format!("no provider named {name:?}")))
+    gw.live().provider(name).cloned().ok_or_else(|| AdminError::provider_not_found(name))
 }
 
 fn toggle(gw: &Gateway, name: &str, enabled: bool) -> Result<Response, AdminError> {
     match gw.set_enabled(name, enabled) {
         Ok(()) => Ok(Json(health::view(gw, &provider(gw, name)?)).into_response()),
-        Err(ToggleError::UnknownProvider(n)) => {
-            Err(AdminError::not_found("provider_not_found", format!("no provider named {n:?}")))
-        }
+        Err(ToggleError::UnknownProvider(n)) => Err(AdminError::provider_not_found(&n)),
         Err(e @ ToggleError::Persist { .. }) => Err(AdminError::internal("state_not_saved", e.to_string())),
     }
 }
@@ -142,9 +137,7 @@ pub async fn reload(State(gw): State<Gateway>) -> Result<Response, AdminError> {
     }
     // Reading the file (and, for new providers, the keychain) blocks.
     let g = gw.clone();
-    let loaded = tokio::task::spawn_blocking(move || Config::load(&path).map(|config| g.reload(config)))
-        .await
-        .map_err(|e| AdminError::internal("internal", e.to_string()))?;
+    let loaded = crate::admin::blocking(move || Config::load(&path).map(|config| g.reload(config))).await?;
     match loaded {
         Ok(()) => Ok(Json(json!({ "reloaded": true })).into_response()),
         Err(e) => {

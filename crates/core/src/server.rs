@@ -20,6 +20,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_util::task::AbortOnDropHandle;
 use tower::ServiceExt;
 use tracing::{debug, debug_span, warn, Instrument};
 
@@ -87,7 +88,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let limits = gateway.live().config.server.clone();
     // Active probes for the providers that want them; ended with the server.
-    let _probes = AbortOnDrop(tokio::spawn(crate::health::probe_forever(gateway.clone(), PROBE_EVERY)));
+    let _probes = AbortOnDropHandle::new(tokio::spawn(crate::health::probe_forever(gateway.clone(), PROBE_EVERY)));
     let app = router(gateway.clone());
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
@@ -158,15 +159,6 @@ where
         }
     }
     connection.await
-}
-
-/// Aborts a background task when its owner goes.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Largest body the routes other than the proxy endpoints read (the admin

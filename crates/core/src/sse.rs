@@ -157,6 +157,7 @@ fn error_message(json: &Value) -> String {
 
 /// The protocol's own error event, to end a stream that failed after content.
 pub fn error_event(endpoint: Endpoint, message: &str) -> Bytes {
+    let code = crate::error::ErrorCode::UpstreamError.as_str();
     let text = match endpoint {
         Endpoint::Messages | Endpoint::CountTokens => format!(
             "event: error\ndata: {}\n\n",
@@ -164,11 +165,11 @@ pub fn error_event(endpoint: Endpoint, message: &str) -> Bytes {
         ),
         Endpoint::Responses => format!(
             "event: error\ndata: {}\n\n",
-            serde_json::json!({ "type": "error", "code": "upstream_error", "message": message, "param": null })
+            serde_json::json!({ "type": "error", "code": code, "message": message, "param": null })
         ),
         Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => format!(
             "data: {}\n\n",
-            serde_json::json!({ "error": { "message": message, "type": "server_error", "param": null, "code": "upstream_error" } })
+            serde_json::json!({ "error": { "message": message, "type": "server_error", "param": null, "code": code } })
         ),
     };
     Bytes::from(text)
