@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 
+use crate::history::record::AttemptOutcome;
 use crate::provider::Verdict;
 
 /// What happened when the gateway called a provider.
@@ -24,6 +25,8 @@ pub enum Outcome {
     StreamError,
     /// A stream ended or broke before any content.
     StreamDropped,
+    /// A delivered stream broke after content had been sent.
+    BrokenAfterContent,
 }
 
 /// What the gateway does next.
@@ -62,7 +65,20 @@ pub fn decide(outcome: Outcome, retry_timeouts: bool) -> Decision {
         Outcome::Timeout => Decision::Fallback,
         // The request may have been processed; do not send it there again.
         Outcome::Transport | Outcome::StreamDropped => Decision::Fallback,
+        // The client has part of the answer: nothing can be tried again.
+        Outcome::BrokenAfterContent => Decision::Deliver,
     }
+}
+
+/// Whether the answer goes to the client as it is: a success, or an error
+/// only the client can fix.
+pub fn delivers(outcome: Outcome) -> bool {
+    // `retry_timeouts` does not matter here: a timeout is never delivered.
+    matches!(decide(outcome, false), Decision::Deliver | Decision::Fail)
+}
+
+pub fn is_rate_limit(outcome: Outcome) -> bool {
+    outcome == Outcome::Status(StatusCode::TOO_MANY_REQUESTS)
 }
 
 /// What the outcome says about the provider. A 429 cools the provider down
@@ -75,10 +91,43 @@ pub fn verdict(outcome: Outcome, wait: Option<Duration>) -> Verdict {
         // key, not the provider's health.
         Outcome::Status(s) if matches!(s.as_u16(), 401 | 403 | 409 | 425) => Verdict::Neutral,
         Outcome::Status(_) => Verdict::Healthy,
-        Outcome::Connect | Outcome::Transport | Outcome::Timeout | Outcome::StreamError | Outcome::StreamDropped => {
-            Verdict::Failed
-        }
+        Outcome::Connect
+        | Outcome::Transport
+        | Outcome::Timeout
+        | Outcome::StreamError
+        | Outcome::StreamDropped
+        | Outcome::BrokenAfterContent => Verdict::Failed,
     }
+}
+
+/// What the end of a delivered stream says about the provider: a clean end
+/// bears the head's verdict out, a break after content is a failure.
+pub fn at_end(broke: bool) -> Verdict {
+    if broke {
+        verdict(Outcome::BrokenAfterContent, None)
+    } else {
+        Verdict::Healthy
+    }
+}
+
+/// The verdict an attempt on record earned: what passive health counts, the
+/// same the breaker was given. A canceled attempt says nothing.
+pub fn recorded(outcome: AttemptOutcome, status: Option<u16>) -> Verdict {
+    let outcome = match outcome {
+        AttemptOutcome::Ok | AttemptOutcome::HttpError => match status.and_then(|s| StatusCode::from_u16(s).ok()) {
+            Some(s) => Outcome::Status(s),
+            None => return Verdict::Neutral,
+        },
+        AttemptOutcome::ConnectError => Outcome::Connect,
+        AttemptOutcome::TransportError => Outcome::Transport,
+        AttemptOutcome::Timeout => Outcome::Timeout,
+        AttemptOutcome::StreamError => Outcome::StreamError,
+        AttemptOutcome::StreamDropped => Outcome::StreamDropped,
+        AttemptOutcome::MidStreamFailure => Outcome::BrokenAfterContent,
+        AttemptOutcome::Canceled => return Verdict::Neutral,
+    };
+    // The wait only shapes a cool-down, which passive health does not keep.
+    verdict(outcome, None)
 }
 
 /// Classifies a transport error from the HTTP client. (Timeouts are the
@@ -132,5 +181,24 @@ mod tests {
         assert_eq!(verdict(status(400), None), Verdict::Healthy);
         assert_eq!(verdict(status(409), None), Verdict::Neutral);
         assert_eq!(verdict(Outcome::StreamDropped, None), Verdict::Failed);
+    }
+
+    #[test]
+    fn a_stream_is_judged_again_at_its_end() {
+        assert_eq!(at_end(false), Verdict::Healthy);
+        assert_eq!(at_end(true), Verdict::Failed);
+        assert_eq!(decide(Outcome::BrokenAfterContent, true), Decision::Deliver, "nothing is sent twice");
+    }
+
+    #[test]
+    fn the_record_of_an_attempt_earns_the_verdict_the_breaker_got() {
+        assert_eq!(recorded(AttemptOutcome::Ok, Some(200)), Verdict::Healthy);
+        assert_eq!(recorded(AttemptOutcome::HttpError, Some(503)), Verdict::Failed);
+        assert_eq!(recorded(AttemptOutcome::HttpError, Some(408)), Verdict::Failed);
+        assert!(matches!(recorded(AttemptOutcome::HttpError, Some(429)), Verdict::RateLimited(_)));
+        assert_eq!(recorded(AttemptOutcome::HttpError, Some(401)), Verdict::Neutral);
+        assert_eq!(recorded(AttemptOutcome::MidStreamFailure, Some(200)), Verdict::Failed);
+        assert_eq!(recorded(AttemptOutcome::Canceled, None), Verdict::Neutral);
+        assert_eq!(recorded(AttemptOutcome::Timeout, None), Verdict::Failed);
     }
 }

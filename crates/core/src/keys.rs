@@ -224,6 +224,14 @@ impl KeyPool {
         slots.iter().any(|s| s.revoked.is_none())
     }
 
+    /// Whether a key other than `label` is left that the provider has not refused.
+    pub fn usable_besides(&self, label: &str) -> bool {
+        match &self.state().source {
+            Source::Loaded(slots) => slots.iter().any(|s| s.revoked.is_none() && s.key.label != label),
+            _ => false,
+        }
+    }
+
     /// Cools a key down until `until`.
     pub fn cool(&self, label: &str, until: Instant) {
         let mut state = self.state();

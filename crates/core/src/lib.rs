@@ -7,7 +7,8 @@
 //! - [`config`]: TOML parsing and validation with file/line/field errors.
 //! - [`secrets`]: the key-store trait and the environment and memory stores.
 //! - [`provider`], [`routing`]: which providers may serve a model, in order.
-//! - [`proxy`]: the request path; [`classify`] decides what an outcome means.
+//! - [`proxy`]: the request path; [`classify`] decides what an outcome means,
+//!   [`policy::step`] what the request does next.
 //! - [`headers`], [`body`]: what crosses the gateway, byte-for-byte where it can.
 //! - [`scrub`]: secrets taken out of upstream error text before anyone sees it.
 //! - [`server`]: routes, correlation ids, `serve`.

@@ -248,7 +248,7 @@ impl Provider {
         }
         let wait = h.rates.wait_for(tokens, now);
         if !wait.is_zero() {
-            return if wait <= max_wait && deadline.allows_wait(wait, min_budget, now) {
+            return if crate::policy::step::may_wait(wait, deadline, max_wait, min_budget, now) {
                 Gate::Wait(wait)
             } else {
                 Gate::Pass(Pass::Throttled { wait })

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
-use axum::http::{header, HeaderMap, Method, Request, Response, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, Request, Response, Uri};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 
 use crate::attempt;
 use crate::body::{self, BodyError, RequestHead};
-use crate::classify::{self, Decision, Outcome};
+use crate::classify::{self, Outcome};
 use crate::correlation::RequestIds;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
@@ -25,9 +25,10 @@ use crate::journal::{AttemptEnd, AttemptStart, Journal};
 use crate::policy::backoff;
 use crate::policy::breaker::Admission;
 use crate::policy::deadline::Deadline;
+use crate::policy::step::{self, Facts, GiveUp, Keys, Next};
 use crate::policy::RequestPolicy;
 use crate::protocol::{Endpoint, Protocol};
-use crate::provider::{Gate, Pass};
+use crate::provider::{Gate, Pass, Provider};
 use crate::relay::{self, Answered, Delivery};
 use crate::routing::{self, Candidate, RouteError};
 use crate::scrub::OnDemand;
@@ -170,6 +171,7 @@ fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
         Outcome::Timeout => AttemptOutcome::Timeout,
         Outcome::StreamError => AttemptOutcome::StreamError,
         Outcome::StreamDropped => AttemptOutcome::StreamDropped,
+        Outcome::BrokenAfterContent => AttemptOutcome::MidStreamFailure,
     }
 }
 
@@ -252,7 +254,6 @@ impl Run<'_> {
                 provider.observe_quota(requests, tokens);
             }
             let verdict = classify::verdict(attempted.outcome, wait);
-            let decision = classify::decide(attempted.outcome, self.policy.retry_timeouts);
             let end = AttemptEnd {
                 status: attempted.upstream.as_ref().map(|u| u.status),
                 ttfb: attempted.ttfb,
@@ -262,7 +263,7 @@ impl Run<'_> {
             };
             // Matched in place, not as a tuple: a tuple would be another
             // copy of the answer, kept in this future while it is relayed.
-            let deliver = matches!(decision, Decision::Deliver | Decision::Fail);
+            let deliver = classify::delivers(attempted.outcome);
             match attempted.upstream {
                 Some(upstream) if deliver => {
                     debug!(
@@ -298,41 +299,59 @@ impl Run<'_> {
                         attempt_outcome(attempted.outcome),
                         AttemptEnd { error: Some(detail.clone()), ..end },
                     );
-                    if attempted.outcome == Outcome::Timeout && self.deadline.expired(Instant::now()) {
-                        self.out_of_time = true;
-                    }
                     self.note(provider.name(), &detail);
-                    if decision == Decision::RevokeKey {
-                        // Another key of the same provider may work; no retry is spent.
-                        match &key_label {
-                            Some(label) if provider.revoke_key(label, &detail, &self.inbound.ids.request_id) => {
-                                continue
-                            }
-                            _ => return Tried::Failed,
+                    // Asked once the verdict is in: a rate limit has cooled the key by now.
+                    let facts = self.facts(provider, attempted.outcome, wait, retry, key_label.as_deref());
+                    match step::next(&facts, self.policy) {
+                        // The pool's next key goes at once; no retry is spent.
+                        Next::NextKey => {}
+                        Next::Retry(pause) => {
+                            self.pause(pause).await;
+                            retry += 1;
                         }
+                        Next::RevokeKey { another } => {
+                            if let Some(label) = &key_label {
+                                provider.revoke_key(label, &detail, &self.inbound.ids.request_id);
+                            }
+                            if !another {
+                                return Tried::Failed;
+                            }
+                        }
+                        Next::NextProvider(why) => {
+                            self.out_of_time |= why == GiveUp::OutOfTime;
+                            return Tried::Failed;
+                        }
+                        // What classify delivers took the arm above.
+                        Next::Deliver => return Tried::Failed,
                     }
-                    let rate_limited = attempted.outcome == Outcome::Status(StatusCode::TOO_MANY_REQUESTS);
-                    if rate_limited && key_label.is_some() && provider.keys.has_ready(Instant::now()) {
-                        // Only this key is limited: the pool's next key goes at once.
-                        continue;
-                    }
-                    if decision != Decision::Retry || retry >= self.policy.max_retries {
-                        return Tried::Failed;
-                    }
-                    let pause = wait.unwrap_or_else(|| {
-                        backoff::full_jitter(retry, self.policy.backoff_base, self.policy.backoff_cap, &mut rand::rng())
-                    });
-                    if pause > self.policy.max_retry_wait
-                        || !self.deadline.allows_wait(pause, self.policy.min_fallback_budget, Instant::now())
-                    {
-                        // Waiting would cost more than moving on.
-                        return Tried::Failed;
-                    }
-                    self.pause(pause).await;
-                    retry += 1;
                 }
             }
         }
+    }
+
+    /// What [`step::next`] weighs after a failed attempt on `provider`.
+    fn facts(
+        &self,
+        provider: &Provider,
+        outcome: Outcome,
+        requested_wait: Option<Duration>,
+        retries: u32,
+        key: Option<&str>,
+    ) -> Facts<'_> {
+        let now = Instant::now();
+        let keys = match key {
+            Some(label) => Keys {
+                used: true,
+                another_ready: provider.keys.has_ready(now),
+                another_usable: provider.keys.usable_besides(label),
+            },
+            None => Keys::default(),
+        };
+        let backoff = match requested_wait {
+            Some(_) => Duration::ZERO,
+            None => backoff::full_jitter(retries, self.policy.backoff_base, self.policy.backoff_cap, &mut rand::rng()),
+        };
+        Facts { outcome, requested_wait, retries, backoff, keys, deadline: &self.deadline, now }
     }
 
     /// The upstream request, the label of the key it carries, and whether the

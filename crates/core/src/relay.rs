@@ -17,6 +17,7 @@ use futures_util::{FutureExt, StreamExt};
 use tracing::warn;
 
 use crate::attempt::{error_chain, Upstream};
+use crate::classify;
 use crate::headers;
 use crate::journal::Journal;
 use crate::protocol::Endpoint;
@@ -229,7 +230,7 @@ impl Relay {
     /// The body ended: `out`, and whatever the tap held back, is the last
     /// of it, handed on once the request is on record.
     async fn end(&mut self, out: Bytes) -> Bytes {
-        self.ticket.record(Verdict::Healthy);
+        self.ticket.record(classify::at_end(false));
         let out = match self.scrub.as_mut().map(|s| s.finish()).filter(|b| !b.is_empty()) {
             Some(held_back) => join(out, self.tap.observe(held_back)),
             None => out,
@@ -244,7 +245,7 @@ impl Relay {
     async fn fail(&mut self, failure: String) -> Result<Bytes, std::io::Error> {
         let request_id = self.journal.as_ref().map(|j| j.request_id());
         warn!(request_id, "mid-stream failure: {failure}");
-        self.ticket.record(Verdict::Failed);
+        self.ticket.record(classify::at_end(true));
         let last = if self.sse {
             Ok(sse::error_event(self.endpoint, &failure))
         } else {

@@ -7,6 +7,7 @@ use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestRecor
 use crate::history::Recorder;
 use crate::metrics::Metrics;
 use crate::metrics::{FallbackLabels, RequestLabels};
+use crate::provider::Verdict;
 use crate::stats::{Sample, Stats};
 
 #[derive(Debug)]
@@ -24,21 +25,13 @@ fn day_of(ms: i64) -> i64 {
     ms.div_euclid(86_400_000)
 }
 
-/// Whether an attempt says the provider is working (`None`: says nothing).
+/// Whether an attempt says the provider is working (`None`: says nothing),
+/// by the verdict the breaker was given for it.
 fn healthy(a: &AttemptRecord) -> Option<bool> {
-    match a.outcome {
-        AttemptOutcome::Ok => Some(true),
-        AttemptOutcome::HttpError => match a.status {
-            Some(s) if s >= 500 || s == 408 => Some(false),
-            _ => None,
-        },
-        AttemptOutcome::ConnectError
-        | AttemptOutcome::TransportError
-        | AttemptOutcome::Timeout
-        | AttemptOutcome::StreamError
-        | AttemptOutcome::StreamDropped
-        | AttemptOutcome::MidStreamFailure => Some(false),
-        AttemptOutcome::Canceled => None,
+    match crate::classify::recorded(a.outcome, a.status) {
+        Verdict::Healthy => Some(true),
+        Verdict::Failed => Some(false),
+        Verdict::RateLimited(_) | Verdict::Neutral => None,
     }
 }
 

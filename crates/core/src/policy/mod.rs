@@ -7,6 +7,7 @@
 //! - [`breaker`]: a circuit breaker per provider.
 //! - [`limiter`]: per-provider concurrency cap and request/token buckets.
 //! - [`share`]: the cap on traffic a provider may take as a fallback.
+//! - [`step`]: after an attempt, what the request does next.
 //!
 //! The settings live here too: [`RequestPolicy`] applies to a request (global,
 //! overridable per route) and [`ProviderPolicy`] to a provider (global,
@@ -17,6 +18,7 @@ pub mod breaker;
 pub mod deadline;
 pub mod limiter;
 pub mod share;
+pub mod step;
 
 use std::time::Duration;
 
