@@ -1,10 +1,10 @@
 //! `switchyard connect|disconnect <tool>`, `switchyard tools` and
 //! `switchyard env`: the command-line side of [`crate::tools`].
 
-use anyhow::Result;
 use crate::paths;
 use crate::remote::{reachable, RemoteArgs};
 use crate::tools::{self, Backups, Env, Target};
+use anyhow::Result;
 
 #[derive(Debug, clap::Args)]
 pub struct ConnectArgs {

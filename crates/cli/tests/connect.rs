@@ -50,7 +50,10 @@ fn run(cmd: &mut Command, what: &str) -> String {
 fn switchyard_in(home: &Path, data: &Path, config: &Path, addr: &str, args: &[&str]) -> String {
     let mut cmd = switchyard();
     cmd.args(args).args(["--listen", addr, "--config"]).arg(config).arg("--data-dir").arg(data);
-    cmd.env("HOME", home).env_remove("CODEX_HOME").env_remove("CLAUDE_CONFIG_DIR").env_remove("SWITCHYARD_ACCESS_TOKEN");
+    cmd.env("HOME", home)
+        .env_remove("CODEX_HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("SWITCHYARD_ACCESS_TOKEN");
     run(&mut cmd, &format!("switchyard {}", args.join(" ")))
 }
 
@@ -67,7 +70,8 @@ const CLAUDE_SETTINGS: &str = r#"{
 }
 "#;
 
-const CODEX_CONFIG: &str = "# my Codex settings\napproval_policy = \"never\" # no prompts\n\n[analytics]\nenabled = false\n";
+const CODEX_CONFIG: &str =
+    "# my Codex settings\napproval_policy = \"never\" # no prompts\n\n[analytics]\nenabled = false\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_and_codex_answer_through_the_gateway_after_connect() {
@@ -105,7 +109,8 @@ async fn claude_code_and_codex_answer_through_the_gateway_after_connect() {
 
     let claude = run(clean(&clis().join("claude"), &home).args(["-p", "Say hello"]), "claude -p");
     assert!(claude.contains("Hello from an."), "Claude Code's answer came from the simulated provider:\n{claude}");
-    let codex = run(clean(&clis().join("codex"), &home).args(["exec", "--skip-git-repo-check", "Say hello"]), "codex exec");
+    let codex =
+        run(clean(&clis().join("codex"), &home).args(["exec", "--skip-git-repo-check", "Say hello"]), "codex exec");
     assert!(codex.contains("Hello from oa."), "Codex's answer came from the simulated provider:\n{codex}");
     // Through the gateway: each provider saw its own key, never the client's token.
     for seen in an.requests().iter().chain(oa.requests().iter()) {

@@ -180,14 +180,20 @@ mod tests {
             "# my codex\nmodel = \"gpt-test\" # the one I like\nmodel_provider = \"switchyard\"\n\n[analytics]\nenabled = false\n\n\
              [model_providers.switchyard]\nbase_url = \"http://x/v1\"\nname = \"Switchyard\"\n"
         );
-        assert_eq!(Format::Toml.get(&out, &["model_providers", "switchyard", "base_url"]).as_deref(), Some("http://x/v1"));
+        assert_eq!(
+            Format::Toml.get(&out, &["model_providers", "switchyard", "base_url"]).as_deref(),
+            Some("http://x/v1")
+        );
     }
 
     #[test]
     fn flat_yaml_replaces_the_top_level_line_only() {
         let text = "# aider\nmodel: gpt-4o\nnested:\n  openai-api-base: keep\nopenai-api-base: http://old\n";
         let out = Format::FlatYaml.set(text, &["openai-api-base"], &json!("http://new/v1")).unwrap();
-        assert_eq!(out, "# aider\nmodel: gpt-4o\nnested:\n  openai-api-base: keep\nopenai-api-base: \"http://new/v1\"\n");
+        assert_eq!(
+            out,
+            "# aider\nmodel: gpt-4o\nnested:\n  openai-api-base: keep\nopenai-api-base: \"http://new/v1\"\n"
+        );
         let out = Format::FlatYaml.set("dark-mode: true", &["openai-api-key"], &json!("sy-1")).unwrap();
         assert_eq!(out, "dark-mode: true\nopenai-api-key: \"sy-1\"\n");
         assert_eq!(Format::FlatYaml.get(&out, &["openai-api-key"]).as_deref(), Some("sy-1"));

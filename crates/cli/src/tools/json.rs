@@ -274,7 +274,10 @@ mod tests {
     #[test]
     fn an_existing_value_is_replaced_in_place() {
         let text = "{ \"env\": { \"URL\": \"old\", \"KEEP\": true } }";
-        assert_eq!(set(text, &["env", "URL"], &json!("new")).unwrap(), "{ \"env\": { \"URL\": \"new\", \"KEEP\": true } }");
+        assert_eq!(
+            set(text, &["env", "URL"], &json!("new")).unwrap(),
+            "{ \"env\": { \"URL\": \"new\", \"KEEP\": true } }"
+        );
         assert_eq!(
             set(text, &["env", "MORE"], &json!(1)).unwrap(),
             "{ \"env\": { \"URL\": \"old\", \"KEEP\": true, \"MORE\": 1 } }"

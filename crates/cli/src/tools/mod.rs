@@ -198,9 +198,9 @@ pub fn statuses(env: &Env, backups: &Backups) -> Vec<ToolStatus> {
 pub fn status(tool: &'static Tool, env: &Env, backups: &Backups) -> ToolStatus {
     let files: Vec<PathBuf> = tool.files.iter().map(|f| f.place.path(env)).collect();
     let manifest = backups.manifest(tool).ok().flatten();
-    let changed = manifest.as_ref().is_some_and(|m| {
-        m.files.iter().any(|r| read(&r.path).ok().flatten().as_deref() != Some(r.written.as_str()))
-    });
+    let changed = manifest
+        .as_ref()
+        .is_some_and(|m| m.files.iter().any(|r| read(&r.path).ok().flatten().as_deref() != Some(r.written.as_str())));
     let (index, key) = tool.base_url_at;
     let base_url = tool.files.get(index).zip(files.get(index)).and_then(|(file, path)| {
         let text = read(path).ok().flatten()?;
@@ -237,7 +237,10 @@ pub fn connect(tool: &'static Tool, env: &Env, target: &Target, backups: &Backup
         let current = read(&path)?;
         let mut text = current.clone().unwrap_or_default();
         for edit in (file.edits)(target) {
-            text = file.format.set(&text, edit.path, &edit.value).map_err(|source| ToolError::Edit { path: path.clone(), source })?;
+            text = file
+                .format
+                .set(&text, edit.path, &edit.value)
+                .map_err(|source| ToolError::Edit { path: path.clone(), source })?;
         }
         let earlier = previous.as_ref().and_then(|m| m.files.iter().find(|r| r.path == path)).cloned();
         plans.push((index, path, current, text, earlier));
@@ -289,7 +292,9 @@ pub fn disconnect(tool: &'static Tool, backups: &Backups, force: bool) -> Result
                 write_keeping_mode(&record.path, &original)?;
             }
             None => match std::fs::remove_file(&record.path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(ToolError::Io { path: record.path.clone(), source: e }),
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(ToolError::Io { path: record.path.clone(), source: e })
+                }
                 _ => {
                     // Only folders left empty go; anything else in them stays.
                     for dir in record.created_dirs.iter().rev() {
@@ -323,14 +328,20 @@ fn read(path: &Path) -> Result<Option<String>, ToolError> {
 
 /// The folders above `path` that do not exist yet, outermost first.
 fn missing_dirs(path: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = path.ancestors().skip(1).take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect();
+    let mut dirs: Vec<PathBuf> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(Path::to_path_buf)
+        .collect();
     dirs.reverse();
     dirs
 }
 
 fn save_manifest(backups: &Backups, tool: &Tool, files: &[FileRecord]) -> Result<(), ToolError> {
     let path = backups.manifest_path(tool);
-    let text = serde_json::to_string_pretty(&Manifest { files: files.to_vec() }).map_err(|e| ToolError::Io { path: path.clone(), source: std::io::Error::other(e) })?;
+    let text = serde_json::to_string_pretty(&Manifest { files: files.to_vec() })
+        .map_err(|e| ToolError::Io { path: path.clone(), source: std::io::Error::other(e) })?;
     switchyard_core::private::write(&path, text.as_bytes()).map_err(io(&path))
 }
 

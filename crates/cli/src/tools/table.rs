@@ -139,7 +139,11 @@ pub const TOOLS: &[Tool] = &[
         // Documented: the global config `~/.config/opencode/opencode.json`, custom
         // providers under `provider` with the OpenAI-compatible AI SDK package.
         files: &[ToolFile {
-            place: Place { dir_var: Some(("XDG_CONFIG_HOME", "opencode")), home_dir: ".config/opencode", file: "opencode.json" },
+            place: Place {
+                dir_var: Some(("XDG_CONFIG_HOME", "opencode")),
+                home_dir: ".config/opencode",
+                file: "opencode.json",
+            },
             format: Format::Json,
             edits: opencode,
         }],
@@ -158,8 +162,11 @@ fn claude(t: &Target) -> Vec<Edit> {
     // A bearer token, not ANTHROPIC_API_KEY: Claude Code asks before using an API key it did not see before.
     edits.push(edit(&["env", "ANTHROPIC_AUTH_TOKEN"], t.key()));
     if let Some(model) = &t.model {
-        for var in [&["env", "ANTHROPIC_MODEL"], &["env", "ANTHROPIC_SMALL_FAST_MODEL"], &["env", "ANTHROPIC_DEFAULT_HAIKU_MODEL"]]
-        {
+        for var in [
+            &["env", "ANTHROPIC_MODEL"],
+            &["env", "ANTHROPIC_SMALL_FAST_MODEL"],
+            &["env", "ANTHROPIC_DEFAULT_HAIKU_MODEL"],
+        ] {
             edits.push(edit(var, model.clone()));
         }
     }

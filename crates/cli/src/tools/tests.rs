@@ -14,7 +14,10 @@ impl Home {
         Home { dir: tempfile::tempdir().unwrap(), data: tempfile::tempdir().unwrap() }
     }
     fn env(&self) -> Env {
-        Env::new(self.dir.path().to_path_buf(), [("PATH".to_string(), self.dir.path().join("bin").display().to_string())])
+        Env::new(
+            self.dir.path().to_path_buf(),
+            [("PATH".to_string(), self.dir.path().join("bin").display().to_string())],
+        )
     }
     fn backups(&self) -> Backups {
         Backups::new(self.data.path())
@@ -218,7 +221,10 @@ fn folder_variables_move_the_files() {
     let home = Home::new();
     let env = Env::new(
         home.dir.path().to_path_buf(),
-        [("CODEX_HOME".to_string(), "/elsewhere/codex".to_string()), ("XDG_CONFIG_HOME".to_string(), "/xdg".to_string())],
+        [
+            ("CODEX_HOME".to_string(), "/elsewhere/codex".to_string()),
+            ("XDG_CONFIG_HOME".to_string(), "/xdg".to_string()),
+        ],
     );
     assert_eq!(find("codex").unwrap().files[0].place.path(&env), PathBuf::from("/elsewhere/codex/config.toml"));
     assert_eq!(find("opencode").unwrap().files[0].place.path(&env), PathBuf::from("/xdg/opencode/opencode.json"));
