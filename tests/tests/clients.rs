@@ -9,7 +9,8 @@ use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
 
 async fn ask(gw: &TestGateway, user_agent: &str, model: &str) {
     let body = json!({ "model": model, "messages": [{ "role": "user", "content": "hi" }] });
-    let r = http().post(gw.url("/v1/chat/completions")).header("user-agent", user_agent).json(&body).send().await.unwrap();
+    let r =
+        http().post(gw.url("/v1/chat/completions")).header("user-agent", user_agent).json(&body).send().await.unwrap();
     r.bytes().await.unwrap();
 }
 
