@@ -7,7 +7,8 @@
 //! and no token), the window's own screenshot (not the screen's) is not
 //! blank and its heading reads "Overview", the Tools view connects and
 //! disconnects Codex in the app's home, and with `trayer` hosting the tray
-//! the icon appears, green; its menu's "Pause gateway" (keyboard-driven with
+//! the icon appears, green; its "Connect tools" submenu connects Claude Code,
+//! and its "Pause gateway" (keyboard-driven with
 //! xdotool) closes the port and turns the icon grey, and the window then says
 //! the gateway is paused and its Resume button serves again.
 //! `.ci/run` installs Xvfb, WebKitWebDriver, trayer and ImageMagick.
@@ -394,6 +395,23 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
     let swatch = (x - 8, y - 7);
     let healthy = pixel(&display, swatch.0, swatch.1).unwrap();
     assert!(healthy.1 > healthy.0 + 40 && healthy.1 > healthy.2 + 20, "the icon is green while healthy: {healthy:?}");
+    // "Connect tools" → its first tool, Claude Code, connects it in this home.
+    xdotool(&display, &["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for key in ["Down", "Down", "Down", "Right"] {
+        xdotool(&display, &["key", key]);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    screenshot(&display, &shots.join("tray-tools.png"));
+    xdotool(&display, &["key", "Return"]);
+    let claude_settings = home.join(".claude/settings.json");
+    wait_until("Claude Code connected from the tray", Duration::from_secs(10), || {
+        std::future::ready(
+            std::fs::read_to_string(&claude_settings).ok().filter(|t| t.contains(&format!("http://127.0.0.1:{port}"))),
+        )
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     xdotool(&display, &["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
     tokio::time::sleep(Duration::from_millis(800)).await;
     screenshot(&display, &shots.join("tray-menu.png"));
