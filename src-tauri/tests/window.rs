@@ -1,5 +1,6 @@
 //! The desktop app for real: under Xvfb with a session D-Bus, the app
-//! starts on a config of simulated providers, the window shows the overview
+//! starts on a config of simulated providers and proxies a request to one,
+//! the window shows the overview
 //! (driven through WebKitWebDriver), the window holds a dashboard session and
 //! never the admin token, its policy lets it reach the gateway's address and
 //! no other local port, toggling a provider in the window disables it
@@ -239,7 +240,11 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
             .unwrap(),
     );
     let driver_port = free_port();
-    let app = PathBuf::from(env!("CARGO_BIN_EXE_switchyard-desktop"));
+    // `.ci/run` runs this test again on the app the .deb installed.
+    let app = std::env::var_os("SWITCHYARD_DESKTOP_APP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_switchyard-desktop")));
+    println!("app: {}", app.display());
     procs.0.push(
         Command::new("WebKitWebDriver")
             .arg(format!("--port={driver_port}"))
@@ -277,6 +282,20 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
     .await;
     let text = driver.call(reqwest::Method::GET, &format!("/session/{session}/element/{card}/text"), Value::Null).await;
     assert!(text["value"].as_str().unwrap_or("").contains("Healthy"), "{text}");
+
+    // The app's gateway proxies a request to a provider.
+    let answer = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+        .json(&json!({ "model": "m", "messages": [{ "role": "user", "content": "hi" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let answer: Value = answer.json().await.unwrap();
+    assert!(answer["choices"][0]["message"]["content"].as_str().unwrap_or("").starts_with("Hello from"), "{answer}");
 
     // The window's connection is a session at its gateway, not the admin token.
     let connect = driver
