@@ -18,6 +18,7 @@ use secrecy::SecretString;
 use switchyard_cli::paths::DataDirArgs;
 use switchyard_cli::remote::reachable;
 use switchyard_cli::serve::{self, Prepared, Setup};
+use switchyard_cli::tools;
 use switchyard_core::Gateway;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
@@ -88,6 +89,10 @@ pub struct Host {
     prepared: Mutex<Option<Prepared>>,
     listen: SocketAddr,
     admin_token: SecretString,
+    /// What `connect` writes into tools' settings: where the backups go, and
+    /// the local access token when the gateway requires it.
+    data_dir: Option<PathBuf>,
+    access_token: Option<SecretString>,
     /// The window's dashboard session, reused while the gateway knows it.
     window_session: tokio::sync::Mutex<Option<String>>,
     serving: tokio::sync::Mutex<Serving>,
@@ -114,6 +119,7 @@ impl Host {
         let Setup { config, files, tokens } = setup;
         let listen = config.server.listen;
         let admin_token = tokens.admin.clone();
+        let (data_dir, access_token) = (files.data_dir.clone(), tokens.access.clone());
         let prepared = serve::prepare(config, serve::secret_stores(), files, tokens, |mut b| {
             for origin in WINDOW_ORIGINS {
                 b = b.trusted_origin(origin);
@@ -125,6 +131,8 @@ impl Host {
             prepared: Mutex::new(Some(prepared)),
             listen,
             admin_token,
+            data_dir,
+            access_token,
             window_session: tokio::sync::Mutex::new(None),
             serving: tokio::sync::Mutex::new(Serving::Failed("not started".into())),
             status: Mutex::new(Status::Starting),
@@ -225,6 +233,13 @@ impl Host {
         } else {
             self.pause().await;
         }
+    }
+
+    /// Where `connect` points tools, and where it keeps their backups.
+    pub fn tools_target(&self) -> Option<(tools::Backups, tools::Target)> {
+        let backups = tools::Backups::new(self.data_dir.as_deref()?);
+        let base = format!("http://{}", reachable(self.address().unwrap_or(self.listen)));
+        Some((backups, tools::Target { base, token: self.access_token.clone(), model: None }))
     }
 
     /// The address clients use, whenever one is known (paused included).

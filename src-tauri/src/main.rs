@@ -14,6 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod attach;
 mod host;
 mod menu;
+mod tools;
 mod tray;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +32,39 @@ use tray::{Prefs, Tray};
 #[tauri::command]
 async fn connect(host: tauri::State<'_, Arc<Host>>) -> Result<Connection, CommandError> {
     host.connection().await
+}
+
+/// Whether the app's gateway serves: `listening`, `paused`, `attached`,
+/// `starting` or `failed`. The window asks when the gateway does not answer,
+/// to say "paused" rather than "not running".
+#[tauri::command]
+fn gateway_state(host: tauri::State<'_, Arc<Host>>) -> &'static str {
+    match host.status() {
+        menu::Status::Starting => "starting",
+        menu::Status::Listening(_) => "listening",
+        menu::Status::Paused(_) => "paused",
+        menu::Status::Attached(_) => "attached",
+        menu::Status::Failed(_) => "failed",
+    }
+}
+
+/// Resumes a paused gateway, as the tray's "Resume gateway" does.
+#[tauri::command]
+async fn resume(app: AppHandle, host: tauri::State<'_, Arc<Host>>) -> Result<(), CommandError> {
+    host.resume().await;
+    redraw(&app);
+    match host.status() {
+        menu::Status::Listening(_) | menu::Status::Attached(_) => Ok(()),
+        menu::Status::Failed(reason) => Err(CommandError { code: "not_serving", message: reason }),
+        _ => Err(CommandError { code: "not_serving", message: "the gateway did not resume".into() }),
+    }
+}
+
+/// Redraws the tray menu from the current state.
+pub fn redraw(app: &AppHandle) {
+    if let (Some(host), Some(prefs)) = (app.try_state::<Arc<Host>>(), app.try_state::<Arc<Prefs>>()) {
+        tray::redraw(app, &host, &prefs);
+    }
 }
 
 fn show_window(app: &AppHandle) {
@@ -84,6 +118,11 @@ pub fn on_menu(app: &AppHandle, id: &str) {
                     }
                 }
             }
+            Command::ToggleTool(id) => {
+                if let Err(e) = tools::toggle(&host, &id) {
+                    tracing::warn!("{}", e.message);
+                }
+            }
             Command::Quit => {
                 host.shutdown().await;
                 app.exit(0);
@@ -134,7 +173,13 @@ fn main() {
         .plugin(tauri_plugin_autostart::init(MacosLauncher::LaunchAgent, Some(vec!["--hidden"])))
         .plugin(tauri_plugin_clipboard_manager::init())
         .plugin(tauri_plugin_notification::init())
-        .invoke_handler(tauri::generate_handler![connect])
+        .invoke_handler(tauri::generate_handler![
+            connect,
+            gateway_state,
+            resume,
+            tools::tools_status,
+            tools::tool_toggle
+        ])
         .setup(move |app| {
             let host = Arc::new(tauri::async_runtime::block_on(Host::start(setup))?);
             let prefs = Arc::new(Prefs { notify: AtomicBool::new(true) });

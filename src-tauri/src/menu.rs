@@ -16,7 +16,14 @@ pub mod ids {
     pub const AUTOSTART: &str = "autostart";
     pub const NOTIFY: &str = "notify";
     pub const QUIT: &str = "quit";
+    pub const TOOLS: &str = "tools";
     const PROVIDER: &str = "provider:";
+    const TOOL: &str = "tool:";
+
+    /// The check item of one coding tool (connected to the gateway or not).
+    pub fn tool(id: &str) -> String {
+        format!("{TOOL}{id}")
+    }
 
     /// The check item of one provider.
     pub fn provider(name: &str) -> String {
@@ -34,6 +41,8 @@ pub mod ids {
         ToggleNotify,
         Quit,
         ToggleProvider(String),
+        /// Connect or disconnect a coding tool (`switchyard connect`).
+        ToggleTool(String),
     }
 
     pub fn command(id: &str) -> Option<Command> {
@@ -45,7 +54,10 @@ pub mod ids {
             AUTOSTART => Command::ToggleAutostart,
             NOTIFY => Command::ToggleNotify,
             QUIT => Command::Quit,
-            other => Command::ToggleProvider(other.strip_prefix(PROVIDER)?.to_string()),
+            other => match other.strip_prefix(TOOL) {
+                Some(tool) => Command::ToggleTool(tool.to_string()),
+                None => Command::ToggleProvider(other.strip_prefix(PROVIDER)?.to_string()),
+            },
         })
     }
 }
@@ -73,10 +85,20 @@ pub struct ProviderLine {
     pub until_ms: Option<i64>,
 }
 
+/// One coding tool as the "Connect tools" submenu shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLine {
+    pub id: String,
+    pub name: String,
+    pub installed: bool,
+    pub connected: bool,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrayState {
     pub status: Status,
     pub providers: Vec<ProviderLine>,
+    pub tools: Vec<ToolLine>,
     pub autostart: bool,
     /// Desktop notifications when a breaker opens.
     pub notify: bool,
@@ -111,6 +133,11 @@ pub enum Item {
         enabled: bool,
     },
     Separator,
+    Submenu {
+        id: String,
+        text: String,
+        items: Vec<Item>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,6 +229,21 @@ fn tooltip(state: &TrayState, overall: Overall) -> String {
     }
 }
 
+/// A check per tool: checked when its settings point at Switchyard.
+fn tool_items(state: &TrayState, address: Option<SocketAddr>) -> Vec<Item> {
+    state
+        .tools
+        .iter()
+        .map(|t| Item::Check {
+            id: ids::tool(&t.id),
+            text: if t.installed { t.name.clone() } else { format!("{} (not installed)", t.name) },
+            checked: t.connected,
+            // Disconnecting needs no address; connecting does.
+            enabled: t.connected || address.is_some(),
+        })
+        .collect()
+}
+
 /// The whole menu for `state`.
 pub fn build(state: &TrayState) -> Menu {
     let address = match &state.status {
@@ -220,6 +262,13 @@ pub fn build(state: &TrayState) -> Menu {
         text: "Copy Anthropic base URL".into(),
         enabled: address.is_some(),
     });
+    if !state.tools.is_empty() {
+        items.push(Item::Submenu {
+            id: ids::TOOLS.into(),
+            text: "Connect tools".into(),
+            items: tool_items(state, address),
+        });
+    }
     if own && !state.providers.is_empty() {
         items.push(Item::Separator);
         for p in &state.providers {
@@ -282,7 +331,7 @@ mod tests {
     }
 
     fn tray(status: Status, providers: Vec<ProviderLine>) -> TrayState {
-        TrayState { status, providers, autostart: false, notify: true, now_ms: NOW }
+        TrayState { status, providers, tools: Vec::new(), autostart: false, notify: true, now_ms: NOW }
     }
 
     fn texts(menu: &Menu) -> Vec<String> {
@@ -291,6 +340,7 @@ mod tests {
             .map(|i| match i {
                 Item::Label { text, .. } | Item::Action { text, .. } | Item::Check { text, .. } => text.clone(),
                 Item::Separator => "---".into(),
+                Item::Submenu { text, .. } => format!("{text} >"),
             })
             .collect()
     }
@@ -428,6 +478,40 @@ mod tests {
             checked: true,
             enabled: true
         }));
+    }
+
+    fn tool(id: &str, installed: bool, connected: bool) -> ToolLine {
+        ToolLine { id: id.into(), name: id.to_uppercase(), installed, connected }
+    }
+
+    #[test]
+    fn the_tools_submenu_checks_connected_tools_and_names_missing_ones() {
+        let mut state = tray(Status::Listening(addr()), vec![line("a", "healthy")]);
+        state.tools = vec![tool("claude", true, true), tool("codex", false, false)];
+        let menu = build(&state);
+        assert_eq!(texts(&menu)[4], "Connect tools >");
+        let Item::Submenu { id, items, .. } = &menu.items[4] else { panic!("{:?}", menu.items[4]) };
+        assert_eq!(id, ids::TOOLS);
+        assert_eq!(
+            items,
+            &[
+                Item::Check { id: "tool:claude".into(), text: "CLAUDE".into(), checked: true, enabled: true },
+                Item::Check {
+                    id: "tool:codex".into(),
+                    text: "CODEX (not installed)".into(),
+                    checked: false,
+                    enabled: true
+                },
+            ]
+        );
+        assert_eq!(ids::command("tool:codex"), Some(Command::ToggleTool("codex".into())));
+        // No address to point a tool at: only disconnecting is offered.
+        state.status = Status::Failed("port taken".into());
+        let Item::Submenu { items, .. } = &build(&state).items[4] else { panic!() };
+        assert!(
+            matches!(&items[0], Item::Check { enabled: true, .. })
+                && matches!(&items[1], Item::Check { enabled: false, .. })
+        );
     }
 
     #[test]

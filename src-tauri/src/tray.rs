@@ -10,7 +10,7 @@ use switchyard_core::events::GatewayEvent;
 use switchyard_core::health;
 use switchyard_core::policy::breaker::BreakerState;
 use tauri::image::Image;
-use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
+use tauri::menu::{CheckMenuItem, IsMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu};
 use tauri::tray::{TrayIcon, TrayIconBuilder};
 use tauri::{AppHandle, Manager as _, Wry};
 use tauri_plugin_autostart::ManagerExt as _;
@@ -18,7 +18,7 @@ use tauri_plugin_notification::NotificationExt as _;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::host::Host;
-use crate::menu::{self, Item, Overall, ProviderLine, TrayState};
+use crate::menu::{self, Item, Overall, ProviderLine, ToolLine, TrayState};
 
 /// Events closer together than this make one rebuild.
 const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -60,9 +60,20 @@ pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
             until_ms: v.state.until_ms,
         })
         .collect();
+    let tools = crate::tools::statuses(host)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| ToolLine {
+            id: t.id.to_string(),
+            name: t.name.to_string(),
+            installed: t.installed.is_some(),
+            connected: t.connected,
+        })
+        .collect();
     TrayState {
         status: host.status(),
         providers,
+        tools,
         autostart: app.autolaunch().is_enabled().unwrap_or(false),
         notify: prefs.notify.load(Ordering::Relaxed),
         now_ms: switchyard_core::history::record::now_ms(),
@@ -109,18 +120,28 @@ impl Tray {
 
 fn fill(app: &AppHandle, menu: &Menu<Wry>, model: &menu::Menu) -> tauri::Result<()> {
     for item in &model.items {
-        match item {
-            Item::Label { id, text } => menu.append(&MenuItem::with_id(app, id, text, false, None::<&str>)?)?,
-            Item::Action { id, text, enabled } => {
-                menu.append(&MenuItem::with_id(app, id, text, *enabled, None::<&str>)?)?
-            }
-            Item::Check { id, text, checked, enabled } => {
-                menu.append(&CheckMenuItem::with_id(app, id, text, *enabled, *checked, None::<&str>)?)?
-            }
-            Item::Separator => menu.append(&PredefinedMenuItem::separator(app)?)?,
-        }
+        menu.append(&*native(app, item)?)?;
     }
     Ok(())
+}
+
+/// One menu item as Tauri draws it.
+fn native(app: &AppHandle, item: &Item) -> tauri::Result<Box<dyn IsMenuItem<Wry>>> {
+    Ok(match item {
+        Item::Label { id, text } => Box::new(MenuItem::with_id(app, id, text, false, None::<&str>)?),
+        Item::Action { id, text, enabled } => Box::new(MenuItem::with_id(app, id, text, *enabled, None::<&str>)?),
+        Item::Check { id, text, checked, enabled } => {
+            Box::new(CheckMenuItem::with_id(app, id, text, *enabled, *checked, None::<&str>)?)
+        }
+        Item::Separator => Box::new(PredefinedMenuItem::separator(app)?),
+        Item::Submenu { id, text, items } => {
+            let submenu = Submenu::with_id(app, id, text, true)?;
+            for inner in items {
+                submenu.append(&*native(app, inner)?)?;
+            }
+            Box::new(submenu)
+        }
+    })
 }
 
 /// Follows the gateway's events: rebuilds the menu (debounced) and sends a

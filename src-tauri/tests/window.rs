@@ -1,13 +1,17 @@
 //! The desktop app for real: under Xvfb with a session D-Bus, the app
-//! starts on a config of simulated providers, the window shows the overview
+//! starts on a config of simulated providers and proxies a request to one,
+//! the window shows the overview
 //! (driven through WebKitWebDriver), the window holds a dashboard session and
 //! never the admin token, its policy lets it reach the gateway's address and
 //! no other local port, toggling a provider in the window disables it
 //! (checked through the admin API, the page's request carrying the session
-//! and no token), a screenshot is written and
-//! is not blank, and with `trayer` hosting the tray the icon appears, green;
-//! its menu's "Pause gateway" (keyboard-driven with xdotool) closes the port
-//! and turns the icon grey.
+//! and no token), the window's own screenshot (not the screen's) is not
+//! blank and its heading reads "Overview", the Tools view connects and
+//! disconnects Codex in the app's home, and with `trayer` hosting the tray
+//! the icon appears, green; its "Connect tools" submenu connects Claude Code,
+//! and its "Pause gateway" (keyboard-driven with
+//! xdotool) closes the port and turns the icon grey, and the window then says
+//! the gateway is paused and its Resume button serves again.
 //! `.ci/run` installs Xvfb, WebKitWebDriver, trayer and ImageMagick.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -137,6 +141,37 @@ fn xdotool(display: &str, args: &[&str]) {
     assert!(ok.success(), "xdotool {args:?}");
 }
 
+/// The app window's X id (its title is the app's name).
+fn window_id(display: &str) -> Option<String> {
+    let out = Command::new("xdotool")
+        .args(["search", "--onlyvisible", "--name", "^Switchyard$"])
+        .env("DISPLAY", display)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().next().map(str::to_string)
+}
+
+/// A screenshot of the app window alone, not the screen around it: the
+/// screen's black margin and the tray icon give contrast to a blank window.
+fn window_shot(display: &str, id: &str, path: &Path) {
+    let taken = Command::new("import").args(["-window", id]).arg(path).env("DISPLAY", display).status().unwrap();
+    assert!(taken.success(), "import -window {id} failed");
+    let geometry = Command::new("xdotool").args(["getwindowgeometry", id]).env("DISPLAY", display).output().unwrap();
+    println!("window screenshot: {} ({})", path.display(), String::from_utf8_lossy(&geometry.stdout).trim());
+}
+
+async fn text_of(driver: &Driver, session: &str, css: &str) -> Option<String> {
+    let element = driver.find(session, css).await?;
+    let text =
+        driver.call(reqwest::Method::GET, &format!("/session/{session}/element/{element}/text"), Value::Null).await;
+    text["value"].as_str().map(str::to_string)
+}
+
+async fn click(driver: &Driver, session: &str, css: &str) {
+    let element = driver.find(session, css).await.unwrap_or_else(|| panic!("no {css}"));
+    driver.call(reqwest::Method::POST, &format!("/session/{session}/element/{element}/click"), json!({})).await;
+}
+
 fn screenshot(display: &str, path: &Path) {
     let taken = Command::new("import").args(["-window", "root"]).arg(path).env("DISPLAY", display).status().unwrap();
     assert!(taken.success(), "import failed");
@@ -169,6 +204,8 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
     )
     .unwrap();
 
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
     let display_number = 40 + std::process::id() % 400;
     let display = format!(":{display_number}");
     let mut procs = Procs(Vec::new());
@@ -203,7 +240,11 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
             .unwrap(),
     );
     let driver_port = free_port();
-    let app = PathBuf::from(env!("CARGO_BIN_EXE_switchyard-desktop"));
+    // `.ci/run` runs this test again on the app the .deb installed.
+    let app = std::env::var_os("SWITCHYARD_DESKTOP_APP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_switchyard-desktop")));
+    println!("app: {}", app.display());
     procs.0.push(
         Command::new("WebKitWebDriver")
             .arg(format!("--port={driver_port}"))
@@ -214,6 +255,8 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
             .env("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("SWITCHYARD_KEY_DESK_A", "sk-desk-a")
             .env("SWITCHYARD_KEY_DESK_B", "sk-desk-b")
+            // The tools the app connects are this home's, not the user's running the test.
+            .env("HOME", &home)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -239,6 +282,20 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
     .await;
     let text = driver.call(reqwest::Method::GET, &format!("/session/{session}/element/{card}/text"), Value::Null).await;
     assert!(text["value"].as_str().unwrap_or("").contains("Healthy"), "{text}");
+
+    // The app's gateway proxies a request to a provider.
+    let answer = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+        .json(&json!({ "model": "m", "messages": [{ "role": "user", "content": "hi" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let answer: Value = answer.json().await.unwrap();
+    assert!(answer["choices"][0]["message"]["content"].as_str().unwrap_or("").starts_with("Hello from"), "{answer}");
 
     // The window's connection is a session at its gateway, not the admin token.
     let connect = driver
@@ -313,13 +370,41 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
         assert!(!headers.to_string().contains(ADMIN_TOKEN), "{headers}");
     }
 
-    // A screenshot of the screen with the window on it, not blank.
+    // The window shows text, and its own pixels are not blank.
+    assert_eq!(text_of(&driver, &session, "nav a[aria-current=\"page\"]").await.as_deref(), Some("Overview"));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/desktop-shots");
     std::fs::create_dir_all(&shots).unwrap();
+    let window = window_id(&display).expect("the app window is on screen");
     let shot = shots.join("window.png");
-    screenshot(&display, &shot);
-    assert!(spread(&shot) > 0.02, "the screenshot is blank (spread {})", spread(&shot));
+    window_shot(&display, &window, &shot);
+    assert!(spread(&shot) > 0.02, "the window is blank (spread {})", spread(&shot));
+
+    // The Tools view connects and disconnects a tool in this home.
+    driver.run(&session, "location.hash = '#/tools'; done(true);").await;
+    let row =
+        wait_until("the Tools view", Duration::from_secs(10), || text_of(&driver, &session, "tr[data-tool=\"codex\"]"))
+            .await;
+    assert!(row.contains("Codex") && row.contains("not on PATH") && row.contains("never"), "{row}");
+    let codex_config = home.join(".codex/config.toml");
+    click(&driver, &session, "tr[data-tool=\"codex\"] button").await;
+    wait_until("Codex connected", Duration::from_secs(10), || {
+        std::future::ready(
+            std::fs::read_to_string(&codex_config).ok().filter(|t| t.contains(&format!("http://127.0.0.1:{port}/v1"))),
+        )
+    })
+    .await;
+    let row = wait_until("the row to say connected", Duration::from_secs(10), || async {
+        text_of(&driver, &session, "tr[data-tool=\"codex\"]").await.filter(|t| t.contains("Disconnect"))
+    })
+    .await;
+    assert!(row.contains(&format!("http://127.0.0.1:{port}/v1")), "{row}");
+    click(&driver, &session, "tr[data-tool=\"codex\"] button").await;
+    wait_until("Codex disconnected", Duration::from_secs(10), || {
+        std::future::ready((!codex_config.exists()).then_some(()))
+    })
+    .await;
+    driver.run(&session, "location.hash = '#/overview'; done(true);").await;
 
     // trayer hosts the tray icon; its menu pauses the gateway.
     let (x, y) =
@@ -329,12 +414,30 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
     let swatch = (x - 8, y - 7);
     let healthy = pixel(&display, swatch.0, swatch.1).unwrap();
     assert!(healthy.1 > healthy.0 + 40 && healthy.1 > healthy.2 + 20, "the icon is green while healthy: {healthy:?}");
+    // "Connect tools" → its first tool, Claude Code, connects it in this home.
+    xdotool(&display, &["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for key in ["Down", "Down", "Down", "Right"] {
+        xdotool(&display, &["key", key]);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    screenshot(&display, &shots.join("tray-tools.png"));
+    xdotool(&display, &["key", "Return"]);
+    let claude_settings = home.join(".claude/settings.json");
+    wait_until("Claude Code connected from the tray", Duration::from_secs(10), || {
+        std::future::ready(
+            std::fs::read_to_string(&claude_settings).ok().filter(|t| t.contains(&format!("http://127.0.0.1:{port}"))),
+        )
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     xdotool(&display, &["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
     tokio::time::sleep(Duration::from_millis(800)).await;
     screenshot(&display, &shots.join("tray-menu.png"));
-    // Keys skip the status line and separators: two copy items, the two
-    // providers, then "Pause gateway" (menu::build's order).
-    for _ in 0..5 {
+    // Keys skip the status line and separators: two copy items, the
+    // "Connect tools" submenu, the two providers, then "Pause gateway"
+    // (menu::build's order).
+    for _ in 0..6 {
         xdotool(&display, &["key", "Down"]);
     }
     xdotool(&display, &["key", "Return"]);
@@ -349,7 +452,34 @@ async fn the_app_serves_shows_its_dashboard_toggles_a_provider_and_pauses_from_t
     })
     .await;
     println!("tray icon colour: healthy {healthy:?}, paused {grey:?}");
+
+    // The window says the gateway is paused, not gone, and resumes it.
+    let banner = wait_until("the paused banner", Duration::from_secs(20), || {
+        text_of(&driver, &session, "[data-state=\"paused\"]")
+    })
+    .await;
+    assert!(banner.contains("The gateway is paused") && !banner.contains("Is Switchyard running"), "{banner}");
     screenshot(&display, &shots.join("paused.png"));
+    click(&driver, &session, "[data-state=\"paused\"] button").await;
+    wait_until("the gateway listening again", Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok().map(|_| ())
+    })
+    .await;
+    wait_until("the paused banner gone", Duration::from_secs(20), || async {
+        driver.find(&session, "[data-state=\"paused\"]").await.is_none().then_some(())
+    })
+    .await;
+
+    // Why the window is measured on its own: blanked, the whole screen still
+    // has contrast enough for the old check; the window's own pixels do not.
+    driver.run(&session, "document.body.innerHTML = ''; document.documentElement.style.background = '#fff'; document.body.style.background = '#fff'; done(true);").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (blank_screen, blank_window) = (shots.join("blank-screen.png"), shots.join("blank-window.png"));
+    screenshot(&display, &blank_screen);
+    window_shot(&display, &window, &blank_window);
+    println!("blank window: screen spread {}, window spread {}", spread(&blank_screen), spread(&blank_window));
+    assert!(spread(&blank_screen) > 0.02, "the whole-screen measure passes a blank window");
+    assert!(spread(&blank_window) < 0.02, "the window's own measure fails a blank window");
 
     driver.call(reqwest::Method::DELETE, &format!("/session/{session}"), Value::Null).await;
 }

@@ -1,6 +1,7 @@
 //! `switchyard`: the gateway headless, the demo, and config checks. A
 //! library too, so the desktop app hosts the gateway the same way `serve` does.
 
+mod connect;
 mod demo;
 mod history;
 mod keys;
@@ -10,6 +11,7 @@ pub mod paths;
 pub mod remote;
 pub mod serve;
 mod status;
+pub mod tools;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -51,6 +53,14 @@ enum Command {
     Providers(status::ProvidersArgs),
     /// Provider keys in the OS keychain: set, list, rm.
     Keys(keys::KeysArgs),
+    /// Point a coding tool at the gateway by editing its own settings (claude, codex, gemini, aider, opencode).
+    Connect(connect::ConnectArgs),
+    /// Put a connected tool's settings back as they were before `connect`.
+    Disconnect(connect::DisconnectArgs),
+    /// The tools `connect` knows: installed, connected, the base URL they use.
+    Tools(connect::ToolsArgs),
+    /// `export` lines pointing any other tool at the gateway: `eval "$(switchyard env)"`.
+    Env(connect::EnvArgs),
     /// Configuration files.
     Config {
         #[command(subcommand)]
@@ -102,6 +112,10 @@ pub fn run() -> ExitCode {
             Command::Status(args) => status::status(args).await,
             Command::Providers(args) => status::providers(args).await,
             Command::Open(args) => open::run(args).await,
+            Command::Connect(args) => connect::connect(args),
+            Command::Disconnect(args) => connect::disconnect(args),
+            Command::Tools(args) => connect::list(args),
+            Command::Env(args) => connect::env(args),
             Command::Config { command: ConfigCommand::Check { file } } => serve::check(&file),
             Command::Config { command: ConfigCommand::Default } => {
                 print!("{}", switchyard_core::config::EMBEDDED_DEFAULT);

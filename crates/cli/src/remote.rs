@@ -30,6 +30,21 @@ pub struct RemoteArgs {
     pub data: DataDirArgs,
 }
 
+impl RemoteArgs {
+    /// The data dir and the gateway's config, its listen address overridden by `--listen`.
+    pub fn resolve(&self) -> Result<(PathBuf, Config)> {
+        let dir = self.data.resolve()?;
+        let mut config = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => paths::default_config(&dir)?,
+        };
+        if let Some(addr) = self.listen {
+            config.server.listen = addr;
+        }
+        Ok((dir, config))
+    }
+}
+
 #[derive(Debug)]
 pub struct Remote {
     pub base: String,
@@ -40,13 +55,8 @@ pub struct Remote {
 impl Remote {
     /// Finds the gateway and checks it is this user's before any secret is sent.
     pub async fn connect(args: &RemoteArgs) -> Result<Remote> {
-        let dir = args.data.resolve()?;
-        let listen = match (args.listen, &args.config) {
-            (Some(addr), _) => addr,
-            (None, Some(path)) => Config::load(path)?.server.listen,
-            (None, None) => paths::default_config(&dir)?.server.listen,
-        };
-        let addr = reachable(listen);
+        let (dir, config) = args.resolve()?;
+        let addr = reachable(config.server.listen);
         let token = paths::admin_token(&dir)?;
         let http = client()?;
         let remote = Remote { base: format!("http://{addr}"), token, http };

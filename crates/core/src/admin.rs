@@ -30,6 +30,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .route("/admin/session", axum::routing::post(crate::ui::new_ticket))
         .merge(crate::live_api::routes())
         .merge(crate::config_api::routes())
+        .merge(crate::tools_api::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 
@@ -127,7 +128,7 @@ async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) 
 }
 
 /// The history database, with every record queued so far written to it.
-async fn store(gw: &Gateway) -> Result<&crate::history::Store, AdminError> {
+pub(crate) async fn store(gw: &Gateway) -> Result<&crate::history::Store, AdminError> {
     let store = gw.store().ok_or_else(|| {
         AdminError::new(StatusCode::NOT_FOUND, "history_disabled", "history is not recorded on this gateway")
     })?;

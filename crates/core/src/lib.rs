@@ -48,6 +48,7 @@ pub mod session;
 pub mod sse;
 pub mod stats;
 pub mod telemetry;
+pub mod tools_api;
 pub mod ui;
 pub mod upstream;
 pub mod usage;

@@ -5,8 +5,13 @@
 
 import type { ApiOptions } from './api';
 
-interface TauriInternals {
+export interface TauriInternals {
   invoke<T>(command: string, args?: Record<string, unknown>): Promise<T>;
+}
+
+/** The desktop shell's command bridge; null in a browser. */
+export function shell(): TauriInternals | null {
+  return (window as unknown as { __TAURI_INTERNALS__?: TauriInternals }).__TAURI_INTERNALS__ ?? null;
 }
 
 /** The `connect` command's answer. */
@@ -16,7 +21,7 @@ interface Connection {
 }
 
 export async function connection(): Promise<ApiOptions> {
-  const tauri = (window as unknown as { __TAURI_INTERNALS__?: TauriInternals }).__TAURI_INTERNALS__;
+  const tauri = shell();
   if (tauri) {
     const c = await tauri.invoke<Connection>('connect');
     const renew = async () => (await tauri.invoke<Connection>('connect')).session;

@@ -1,7 +1,7 @@
 // Hash routes (`#/requests/<id>`), so the same build works under /ui/ and
 // from the desktop app's bundle without server-side routing.
 
-export const VIEWS = ['overview', 'live', 'requests', 'spend', 'providers', 'settings'] as const;
+export const VIEWS = ['overview', 'live', 'requests', 'spend', 'providers', 'tools', 'settings'] as const;
 export type View = (typeof VIEWS)[number] | 'login';
 
 export interface Route {
