@@ -75,7 +75,7 @@ pub fn router(gateway: Gateway) -> Router {
 /// `max_connections` at once (more are closed on accept), a first request
 /// head within `header_timeout` of accept (HTTP/1 and HTTP/2: a socket that
 /// stays silent, or sends only the HTTP/2 preface, is closed), each later
-/// head within `header_timeout` of its first byte (slow-loris), and a
+/// HTTP/1 head within hyper's `header_read_timeout` (slow-loris), and a
 /// bounded header buffer.
 ///
 /// After `shutdown`, open connections finish their requests; dropping the
