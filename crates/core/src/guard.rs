@@ -294,7 +294,7 @@ pub fn admit<B>(
             return Err(Box::new(r));
         }
     }
-    if path.starts_with("/v1/") {
+    if is_proxy_path(path) {
         if let Some(expected) = gw.access_token() {
             let ok = client_token(request.headers())
                 .is_some_and(|t| constant_time_eq(t.as_bytes(), expected.expose_secret().as_bytes()));

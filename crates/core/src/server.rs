@@ -171,18 +171,27 @@ const MAX_ADMIN_BODY: usize = 1024 * 1024;
 /// body slowly, or never finishes it, is answered 408 instead of holding
 /// the connection and a task forever.
 async fn bounded_body(State(gw): State<Gateway>, request: Request, next: Next) -> Response {
-    let proxied = request.method() == axum::http::Method::POST
-        && Endpoint::ALL.iter().any(|e| e.gateway_path() == request.uri().path());
+    let proxied = proxy_endpoint(&request).is_some();
     if proxied || hyper::body::Body::size_hint(request.body()).exact() == Some(0) {
         return next.run(request).await;
     }
-    let server = gw.live().config.server.clone();
+    let (limit, within) = {
+        let live = gw.live();
+        (MAX_ADMIN_BODY.min(live.config.server.max_body_bytes), live.config.server.body_timeout)
+    };
     let (head, body) = request.into_parts();
-    let limit = MAX_ADMIN_BODY.min(server.max_body_bytes);
-    match proxy::read_body(body, &head.headers, limit, server.body_timeout).await {
+    match proxy::read_body(body, &head.headers, limit, within).await {
         Ok(bytes) => next.run(Request::from_parts(head, Body::from(bytes))).await,
         Err(e) => e.in_protocol(crate::guard::protocol_of(head.uri.path())).into_response(),
     }
+}
+
+/// The proxy endpoint a request is for: a `POST` to one of their paths.
+fn proxy_endpoint<B>(request: &axum::http::Request<B>) -> Option<Endpoint> {
+    if request.method() != axum::http::Method::POST {
+        return None;
+    }
+    Endpoint::ALL.into_iter().find(|e| e.gateway_path() == request.uri().path())
 }
 
 /// Ids as router middleware: assigned on the way in, returned on the response.
@@ -272,12 +281,7 @@ impl hyper::service::Service<axum::http::Request<Incoming>> for Front {
 
 impl Front {
     async fn serve(self, mut request: axum::http::Request<Incoming>) -> Response {
-        let endpoint = if request.method() == axum::http::Method::POST {
-            Endpoint::ALL.into_iter().find(|e| e.gateway_path() == request.uri().path())
-        } else {
-            None
-        };
-        let Some(endpoint) = endpoint else {
+        let Some(endpoint) = proxy_endpoint(&request) else {
             request.extensions_mut().insert(ConnectInfo(self.peer));
             if let Some(local) = self.local {
                 request.extensions_mut().insert(crate::challenge::LocalAddr(local));
