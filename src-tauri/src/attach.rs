@@ -40,10 +40,7 @@ pub struct Verified {
 
 /// Asks whatever holds `addr` to prove it holds `token`, revealing nothing.
 pub async fn verify(addr: SocketAddr, token: &SecretString) -> Result<Verified, AttachError> {
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .tls_built_in_root_certs(false)
-        .pool_max_idle_per_host(1)
+    let http = switchyard_cli::remote::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(ANSWER_WITHIN)
         .build()?;

@@ -97,12 +97,17 @@ impl Remote {
 /// One connection is kept alive, so the requests after the check go to the
 /// process that passed it.
 pub fn client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
+    Ok(client_builder().build()?)
+}
+
+/// [`client`]'s settings, for a caller that adds its own (the desktop app's
+/// deadline and redirect policy).
+pub fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
         .no_proxy()
         .tls_built_in_root_certs(false)
         .pool_max_idle_per_host(1)
         .connect_timeout(std::time::Duration::from_secs(5))
-        .build()?)
 }
 
 /// Where to reach a gateway that listens on `listen`: an unspecified

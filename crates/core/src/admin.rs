@@ -59,6 +59,11 @@ impl AdminError {
         AdminError::new(StatusCode::UNAUTHORIZED, code, message)
     }
 
+    /// The gateway was started without an admin token.
+    pub fn admin_disabled() -> AdminError {
+        AdminError::not_found("admin_disabled", "the admin API is not enabled on this gateway")
+    }
+
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> AdminError {
         AdminError::new(StatusCode::BAD_REQUEST, code, message)
     }
@@ -105,17 +110,22 @@ pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 
 /// Whether the request carries the admin token as its bearer credential.
 pub(crate) fn admin_token_sent(gw: &Gateway, headers: &axum::http::HeaderMap) -> bool {
-    let (Some(expected), Some(given)) = (gw.admin_token(), bearer(headers)) else { return false };
+    bearer_is(gw.admin_token(), headers)
+}
+
+/// Whether `Authorization: Bearer` carries the local access token.
+pub(crate) fn access_token_sent(gw: &Gateway, headers: &axum::http::HeaderMap) -> bool {
+    bearer_is(gw.access_token(), headers)
+}
+
+fn bearer_is(expected: Option<&secrecy::SecretString>, headers: &axum::http::HeaderMap) -> bool {
+    let (Some(expected), Some(given)) = (expected, bearer(headers)) else { return false };
     constant_time_eq(given.trim().as_bytes(), expected.expose_secret().as_bytes())
 }
 
 async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) -> Result<Response, AdminError> {
     if gw.admin_token().is_none() {
-        return Err(AdminError::new(
-            StatusCode::NOT_FOUND,
-            "admin_disabled",
-            "the admin API is not enabled on this gateway",
-        ));
+        return Err(AdminError::admin_disabled());
     }
     if !admin_token_sent(&gw, request.headers()) && !crate::ui::has_session(&gw, request.headers()) {
         return Err(AdminError::new(

@@ -93,7 +93,7 @@ impl RequestHead {
     pub fn upstream_body(&self, body: &Bytes, upstream_model: &str, include_usage: bool) -> Bytes {
         const OPTIONS: &[u8] = br#"{"include_usage":true}"#;
         const MEMBER: &[u8] = br#","stream_options":{"include_usage":true}"#;
-        let mut splices: Vec<(Range<usize>, Cow<'_, [u8]>)> = Vec::with_capacity(2);
+        let mut splices: Vec<(Range<usize>, Cow<'_, [u8]>)> = Vec::new();
         if upstream_model != self.model {
             let encoded = serde_json::Value::String(upstream_model.to_string()).to_string();
             splices.push((self.model_span.clone(), Cow::Owned(encoded.into_bytes())));

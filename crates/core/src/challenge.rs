@@ -81,7 +81,7 @@ pub(crate) async fn whoami(
     Query(q): Query<Challenge>,
 ) -> Result<Response, AdminError> {
     let Some(token) = gw.admin_token() else {
-        return Err(AdminError::not_found("admin_disabled", "the admin API is not enabled on this gateway"));
+        return Err(AdminError::admin_disabled());
     };
     if !valid_nonce(&q.nonce) {
         return Err(AdminError::bad_request("bad_nonce", "nonce must be 32 to 128 hex digits"));

@@ -72,8 +72,7 @@ pub const CREDENTIAL_PARAMS: [&str; 3] = ["key", "api_key", "api-key"];
 /// [`CREDENTIAL_PARAMS`] (the provider gets its own key, in its header).
 pub fn forwarded_query(query: &str) -> std::borrow::Cow<'_, str> {
     let is_credential = |pair: &str| {
-        let name = pair.split_once('=').map_or(pair, |(n, _)| n);
-        CREDENTIAL_PARAMS.iter().any(|p| url::form_urlencoded::parse(name.as_bytes()).any(|(n, _)| n == *p))
+        url::form_urlencoded::parse(pair.as_bytes()).next().is_some_and(|(n, _)| CREDENTIAL_PARAMS.contains(&&*n))
     };
     if !query.split('&').any(is_credential) {
         return std::borrow::Cow::Borrowed(query);

@@ -178,7 +178,7 @@ async fn login(State(gw): State<Gateway>, request: Request) -> Response {
         if form {
             return signin::page(Notice::AdminDisabled);
         }
-        return AdminError::not_found("admin_disabled", "the admin API is not enabled on this gateway").into_response();
+        return AdminError::admin_disabled().into_response();
     };
     if !constant_time_eq(token.trim().as_bytes(), expected.expose_secret().as_bytes()) {
         if form {

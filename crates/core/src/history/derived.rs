@@ -61,7 +61,7 @@ pub struct Facts<'a> {
 
 impl<'a> Facts<'a> {
     pub fn of(r: &'a RequestRecord) -> Facts<'a> {
-        let tokens = |v: Option<u64>| v.and_then(|n| i64::try_from(n).ok());
+        let tokens = super::insert::tokens;
         Facts {
             id: &r.id,
             started_at: r.started_at_ms,

@@ -94,7 +94,7 @@ fn wait_a_millisecond(tries: i32) -> bool {
     tries < 5000
 }
 
-fn tokens(v: Option<u64>) -> Option<i64> {
+pub(super) fn tokens(v: Option<u64>) -> Option<i64> {
     v.and_then(|n| i64::try_from(n).ok())
 }
 

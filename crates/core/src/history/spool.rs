@@ -94,15 +94,18 @@ impl Spool {
     /// `None` when another process has it open. The caller replays the
     /// leftovers, then calls [`Spool::clear`].
     pub fn open(db_path: &Path) -> std::io::Result<Option<(Spool, Leftovers)>> {
-        let lock =
-            crate::private::options().create(true).truncate(false).write(true).open(sibling(db_path, "spool.lock"))?;
+        let lock = crate::private::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(super::with_suffix(db_path, ".spool.lock"))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
-        let current_path = sibling(db_path, "spool");
-        let retired_path = sibling(db_path, "spool.1");
+        let current_path = super::with_suffix(db_path, ".spool");
+        let retired_path = super::with_suffix(db_path, ".spool.1");
         let mut leftovers = Leftovers::default();
         for path in [&retired_path, &current_path] {
             read_into(path, &mut leftovers)?;
@@ -236,13 +239,6 @@ impl Extend<u8> for Tail<'_> {
     fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
         self.0.extend(bytes);
     }
-}
-
-fn sibling(db_path: &Path, suffix: &str) -> PathBuf {
-    let mut name = db_path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".");
-    name.push(suffix);
-    db_path.with_file_name(name)
 }
 
 fn read_into(path: &Path, leftovers: &mut Leftovers) -> std::io::Result<()> {

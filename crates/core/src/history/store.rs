@@ -207,7 +207,7 @@ impl Store {
         let open_err = |source| StoreError::Open { path: path.display().to_string(), source };
         // Created owner-only before SQLite sees it: its -wal and -shm files
         // take the database file's permissions.
-        for file in [path.to_path_buf(), with_suffix(path, "-wal"), with_suffix(path, "-shm")] {
+        for file in [path.to_path_buf(), super::with_suffix(path, "-wal"), super::with_suffix(path, "-shm")] {
             if file == path || file.exists() {
                 crate::private::file(&file)
                     .map_err(|source| StoreError::Private { path: file.display().to_string(), source })?;
@@ -236,12 +236,8 @@ impl Store {
 
     /// Writes a batch in one transaction, on a connection of its own.
     pub async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
-        let (path, batch) = (self.path.clone(), batch.to_vec());
-        let written = tokio::task::spawn_blocking(move || Inserter::open(&path)?.write(&batch)).await;
-        match written {
-            Ok(result) => Ok(result?),
-            Err(e) => Err(StoreError::WriteTask(e.to_string())),
-        }
+        let batch = batch.to_vec();
+        self.blocking(move |path| Inserter::open(path)?.write(&batch)).await
     }
 
     /// Requests, newest first, one page at a time.
@@ -594,13 +590,6 @@ fn attempt(r: &SqliteRow) -> Result<AttemptRow, StoreError> {
         error: r.try_get("error")?,
         usage: usage_row(r)?,
     })
-}
-
-/// `path` with `suffix` added to its file name (SQLite's `-wal`, `-shm`).
-fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(suffix);
-    path.with_file_name(name)
 }
 
 #[cfg(test)]
