@@ -79,3 +79,5 @@ impl fmt::Display for Endpoint {
         f.write_str(self.gateway_path())
     }
 }
+
+pub mod translate;
