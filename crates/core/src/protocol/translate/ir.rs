@@ -150,3 +150,18 @@ pub enum Delta {
     /// custom tool), to be concatenated.
     ToolArgs(String),
 }
+
+/// What translating a request learnt that translating its reply needs:
+/// the reply must speak of the client's model and the client's tool names,
+/// not the ones the provider was sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Context {
+    /// The model the client asked for, echoed in the reply.
+    pub client_model: String,
+    /// Tool names that had to change for the provider: sent name → the
+    /// client's name.
+    pub renamed_tools: std::collections::HashMap<String, String>,
+    /// The client's freeform (custom) tools, by the client's name; a call to
+    /// one is sent back as a custom tool call with raw input.
+    pub custom_tools: std::collections::HashSet<String>,
+}
