@@ -14,7 +14,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use switchyard_core::body::inspect;
+use switchyard_core::fuzzing::inspect;
 
 /// Upstream names as routes map them, with the characters JSON must escape.
 const NAMES: [&str; 6] = ["gpt-4o-mini", "provider/\"m\"", "a\\b", "line\nbreak\u{2028}", "é 模型 😀", "\u{0}\u{1f}"];

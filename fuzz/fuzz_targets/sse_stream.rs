@@ -15,7 +15,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use switchyard_core::protocol::Endpoint;
-use switchyard_core::sse::{classify, error_event, parse, Kind, Splitter};
+use switchyard_core::fuzzing::{classify, error_event, parse, Kind, Splitter};
 
 /// The events and the pending bytes of a stream fed in `chunks`.
 fn split<'a>(chunks: impl Iterator<Item = &'a [u8]>) -> (Vec<Bytes>, Bytes) {

@@ -24,7 +24,8 @@ use libfuzzer_sys::fuzz_target;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use switchyard_core::protocol::Endpoint;
-use switchyard_core::usage::{from_body, Tap, Usage};
+use switchyard_core::fuzzing::{from_body, Tap};
+use switchyard_core::protocol::Usage;
 
 /// A JSON object's top-level members in order, duplicates kept, each key
 /// borrowed when it was written without escapes.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 use switchyard_cli::remote::{verify_gateway, VerifyError};
-use switchyard_core::session::{cookie, cookie_name, SESSION_HEADER};
+use switchyard_core::http::{cookie, cookie_name, SESSION_HEADER};
 
 /// How long the gateway on the port has to answer each step.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);

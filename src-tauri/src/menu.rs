@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use switchyard_core::health::ProviderStateName::{self, Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
+use switchyard_core::telemetry::ProviderStateName::{self, Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
 
 /// Menu item ids, and the commands they stand for.
 pub mod ids {

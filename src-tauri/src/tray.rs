@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use switchyard_core::events::GatewayEvent;
-use switchyard_core::health;
-use switchyard_core::policy::breaker::BreakerState;
+use switchyard_core::policy::BreakerState;
+use switchyard_core::telemetry;
+use switchyard_core::telemetry::GatewayEvent;
 use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, IsMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu};
 use tauri::tray::{TrayIcon, TrayIconBuilder};
@@ -49,7 +49,7 @@ fn icon(overall: Overall) -> tauri::Result<Image<'static>> {
 
 /// The state the menu is drawn from.
 pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
-    let views = host.gateway().map(|g| health::views(&g)).unwrap_or_default();
+    let views = host.gateway().map(|g| telemetry::views(&g)).unwrap_or_default();
     let providers = views
         .into_iter()
         .map(|v| ProviderLine {
@@ -76,7 +76,7 @@ pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
         tools,
         autostart: app.autolaunch().is_enabled().unwrap_or(false),
         notify: prefs.notify.load(Ordering::Relaxed),
-        now_ms: switchyard_core::history::record::now_ms(),
+        now_ms: switchyard_core::history::now_ms(),
     }
 }
 

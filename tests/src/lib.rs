@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use switchyard_core::history::store::CountTable;
+use switchyard_core::history::CountTable;
 use switchyard_core::history::{History, Store};
 use switchyard_core::secrets::MemoryStore;
 use switchyard_core::{Config, Gateway};

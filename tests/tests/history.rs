@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
-use switchyard_core::history::store::CountTable;
+use switchyard_core::history::CountTable;
 use switchyard_sim::{Fault, Script, SimProvider};
 use switchyard_tests::{http, keys_for, request_id, ConfigText, TestGateway, ADMIN_TOKEN};
 

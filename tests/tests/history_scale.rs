@@ -11,10 +11,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use switchyard_core::history::record::{
-    now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord,
-};
-use switchyard_core::usage::Usage;
+use switchyard_core::history::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
+use switchyard_core::protocol::Usage;
 use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ADMIN_TOKEN};
 
 const PROVIDERS: [&str; 4] = ["openai", "anthropic", "groq", "local"];
@@ -159,7 +157,7 @@ async fn run(n: u64) -> Value {
     let gw = gateway().await;
     let now = now_ms();
     let per_second = fill(&gw, n, now).await;
-    assert_eq!(gw.store.count(switchyard_core::history::store::CountTable::Requests).await.unwrap(), n as i64);
+    assert_eq!(gw.store.count(switchyard_core::history::CountTable::Requests).await.unwrap(), n as i64);
 
     let mut spend = serde_json::Map::new();
     for (bucket, since, days) in [("day", "30d", 30), ("day", "365d", 365), ("hour", "7d", 7), ("minute", "1h", 0)] {

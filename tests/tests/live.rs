@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use switchyard_core::events::GatewayEvent;
+use switchyard_core::telemetry::GatewayEvent;
 use switchyard_sim::{Fault, Script, SimProvider};
 use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ADMIN_TOKEN};
 
@@ -66,7 +66,7 @@ async fn every_kind_of_event_is_published() {
     while let Ok(Ok(e)) = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
         kinds.insert(e.event.kind().as_str());
         if let GatewayEvent::Breaker { to, reason, .. } = &e.event {
-            assert_eq!(*to, switchyard_core::policy::breaker::BreakerState::Open);
+            assert_eq!(*to, switchyard_core::policy::BreakerState::Open);
             assert!(reason.contains("failures in a row"), "{reason}");
         }
     }

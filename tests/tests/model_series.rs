@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 
 use futures_util::stream::{self, StreamExt};
 use serde_json::json;
-use switchyard_core::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestOutcome, RequestRecord};
-use switchyard_core::stats::{MAX_MODELS, OTHER_MODEL};
+use switchyard_core::history::{AttemptOutcome, AttemptRecord, Reason, RequestOutcome, RequestRecord};
 use switchyard_core::telemetry::Telemetry;
+use switchyard_core::telemetry::{MAX_MODELS, OTHER_MODEL};
 use switchyard_sim::{Script, SimProvider};
 use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
 

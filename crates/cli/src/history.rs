@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use switchyard_core::admin::parse_time;
-use switchyard_core::events::GatewayEvent;
-use switchyard_core::history::store::{AttemptRow, RequestDetail, RequestFilter, RequestSummary};
+use switchyard_core::admin::StreamMessage;
 use switchyard_core::history::Store;
-use switchyard_core::live_api::StreamMessage;
+use switchyard_core::history::{AttemptRow, RequestDetail, RequestFilter, RequestSummary};
+use switchyard_core::telemetry::GatewayEvent;
 
 use crate::paths::{self, DataDirArgs};
 
@@ -292,7 +292,7 @@ fn event_line(message: &StreamMessage) -> Option<String> {
 /// Prints each request as it is recorded, from the database.
 async fn tail_database(args: TailArgs) -> Result<()> {
     let store = open(&args.remote.data).await?;
-    let mut seen_until = switchyard_core::history::record::now_ms();
+    let mut seen_until = switchyard_core::history::now_ms();
     let mut seen_ids: Vec<String> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {

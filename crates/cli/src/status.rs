@@ -1,7 +1,7 @@
 //! `switchyard status` and `switchyard providers enable|disable`.
 
 use anyhow::Result;
-use switchyard_core::health::ProviderView;
+use switchyard_core::telemetry::ProviderView;
 
 use crate::remote::{Remote, RemoteArgs};
 
@@ -36,7 +36,7 @@ fn ms(v: Option<u64>) -> String {
 
 fn state_text(p: &ProviderView) -> String {
     let until = p.state.until_ms.map(|t| {
-        let now = switchyard_core::history::record::now_ms();
+        let now = switchyard_core::history::now_ms();
         format!(" ({}s)", ((t - now).max(0) + 999) / 1000)
     });
     format!("{}{}", word(p.state.state), until.unwrap_or_default())
@@ -110,7 +110,7 @@ mod tests {
     use super::*;
 
     fn provider(name: &str) -> ProviderView {
-        let w = serde_json::to_value(switchyard_core::stats::Window::default()).unwrap();
+        let w = serde_json::to_value(switchyard_core::telemetry::Window::default()).unwrap();
         serde_json::from_value(serde_json::json!({
             "name": name, "kind": "openai", "base_url": "http://x/v1", "enabled": true,
             "state": "rate_limited", "until_ms": null, "detail": null, "breaker": "closed",

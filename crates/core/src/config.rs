@@ -11,11 +11,10 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::history::pricing::Price;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::Protocol;
 
-pub mod edit;
+pub(crate) mod edit;
 mod policy;
 use policy::{PolicyError, RawPolicy};
 
@@ -627,6 +626,22 @@ impl Validator<'_> {
         let policy = raw.policy.request(defaults).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
         Ok(RouteConfig { model, chain, policy })
     }
+}
+
+/// A `[[prices]]` entry: USD per million tokens.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// The provider it applies to; absent for any provider.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// The provider's model name, or `"*"` for every model of `provider`.
+    pub model: String,
+    pub input: f64,
+    pub output: f64,
+    /// Cached input; the input price when absent.
+    #[serde(default)]
+    pub cached: Option<f64>,
 }
 
 #[cfg(test)]

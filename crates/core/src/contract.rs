@@ -8,15 +8,15 @@ use std::path::PathBuf;
 
 use ts_rs::{Config, TS};
 
-use crate::events::{Envelope, EventKind, GatewayEvent, PassiveHealth, RequestBrief};
-use crate::health::{ModelView, ProbeResult, ProviderState, ProviderStateName, ProviderView, Windows};
+use crate::admin::live::{ProviderStats, Snapshot, SnapshotKind, StatsView, StreamMessage};
 use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
 use crate::history::store::{AttemptRow, Page, RequestDetail, RequestSummary, UsageRow};
-use crate::keys::{KeyStatus, KeySummary};
-use crate::live_api::{ProviderStats, Snapshot, SnapshotKind, StatsView, StreamMessage};
 use crate::policy::breaker::BreakerState;
-use crate::stats::{Today, Window};
-use crate::usage::Usage;
+use crate::protocol::usage::Usage;
+use crate::telemetry::events::{Envelope, EventKind, GatewayEvent, PassiveHealth, RequestBrief};
+use crate::telemetry::health::{ModelView, ProbeResult, ProviderState, ProviderStateName, ProviderView, Windows};
+use crate::telemetry::stats::{Today, Window};
+use crate::upstream::keys::{KeyStatus, KeySummary};
 
 const HEADER: &str = "\
 // The admin API's types, generated from the Rust types that serialize them

@@ -11,15 +11,15 @@ use arc_swap::ArcSwap;
 use secrecy::SecretString;
 
 use crate::config::Config;
-use crate::events::GatewayEvent;
-use crate::guard::ClientRates;
 use crate::history::pricing::Prices;
 use crate::history::{History, Store};
-use crate::journal::Sink;
-use crate::provider::Provider;
+use crate::http::session::Sessions;
+use crate::policy::clients::ClientRates;
+use crate::proxy::journal::Sink;
 use crate::secrets::SecretStore;
-use crate::session::Sessions;
+use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
+use crate::upstream::provider::Provider;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {

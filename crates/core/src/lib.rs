@@ -4,56 +4,73 @@
 //! [`Config`], picks a [`SecretStore`], binds a listener and calls [`serve`].
 //!
 //! # Layout
+//! Each folder has one public entry (its `mod.rs`); the modules inside are
+//! crate-private, and the entry re-exports what other crates use.
+//! - [`http`]: the listener, the one pipeline every request takes, the guard,
+//!   correlation ids, dashboard sessions, the gateway's proof of identity.
+//! - [`proxy`]: a proxied request from body to answer: attempts, relaying,
+//!   the journal that becomes its history row, headers, secret scrubbing.
+//! - [`protocol`]: everything that knows a wire format: endpoints, error
+//!   bodies, event streams, usage shapes, translation between formats.
+//! - [`upstream`]: the providers: HTTP client, per-provider state, key pool,
+//!   which providers may serve a model and in what order.
+//! - [`policy`]: retry, breaker, deadline, limits, fallback share; the judge
+//!   of an outcome ([`policy`]'s `classify`) and what to do next (`step`).
+//! - [`admin`]: the admin API, the live stream, the dashboard and its sign-in.
+//! - [`telemetry`]: events, statistics, metrics, provider health and probes.
+//! - [`history`]: the SQLite record of every request and attempt.
 //! - [`config`]: TOML parsing and validation with file/line/field errors.
 //! - [`secrets`]: the key-store trait and the environment and memory stores.
-//! - [`provider`], [`routing`]: which providers may serve a model, in order.
-//! - [`proxy`]: the request path; [`classify`] decides what an outcome means,
-//!   [`policy::step`] what the request does next.
-//! - [`headers`], [`body`]: what crosses the gateway, byte-for-byte where it can.
-//! - [`scrub`]: secrets taken out of upstream error text before anyone sees it.
-//! - [`server`]: routes, correlation ids, `serve`.
+//! - [`gateway`]: the shared state every handler reads, and its builder.
+//! - [`private`]: owner-only files and directories.
+//!
+//! # The path of one request
+//! From accept to history row, each step one call from the last:
+//! 1. `http::server::serve` accepts the connection and serves it with a `Front`.
+//! 2. `Front::serve` gives the request its ids (`Correlated::begin`) and
+//!    runs the guard (`http::guard::admit`).
+//! 3. `Front::dispatch` hands a proxy endpoint's `POST` to `proxy::handle`
+//!    (anything else to the admin and dashboard routes).
+//! 4. `proxy::handle` opens the request's `Journal`; `proxy::serve` reads
+//!    the body (`read_body`, `body::inspect`) and plans the providers
+//!    (`upstream::routing::plan`).
+//! 5. `Run::provider` asks the provider for capacity (`Provider::gate`) and
+//!    the policy for the next step (`policy::step::next`).
+//! 6. `proxy::attempt::run` sends the attempt and waits for its first content.
+//! 7. `policy::classify::decide` judges the outcome; `Journal::end` records
+//!    the attempt.
+//! 8. `proxy::relay::respond` relays the answer to the client and, when it
+//!    ends, calls `Journal::finish_delivery`.
+//! 9. `Journal::send` hands the record to `history::Recorder::complete`,
+//!    which spools it first: a request the client saw end is on record.
+//! 10. The writer thread (`history::writer::spawn`) inserts it
+//!     (`history::insert::Inserter::write`): the history row.
 
 pub mod admin;
-pub mod attempt;
-pub mod body;
-pub mod challenge;
-pub mod classify;
 pub mod config;
-pub mod config_api;
 #[cfg(test)]
 mod contract;
-pub mod correlation;
-pub mod error;
-pub mod events;
 pub mod gateway;
-pub mod guard;
-pub mod headers;
-pub mod health;
 pub mod history;
-pub mod journal;
-pub mod keys;
-pub mod live_api;
-pub mod metrics;
+pub mod http;
 pub mod policy;
 pub mod private;
 pub mod protocol;
-pub mod provider;
 pub mod proxy;
-pub mod relay;
-pub mod routing;
-pub mod scrub;
 pub mod secrets;
-pub mod server;
-pub mod session;
-pub mod sse;
-pub mod stats;
 pub mod telemetry;
-pub mod tools_api;
-pub mod ui;
 pub mod upstream;
-pub mod usage;
+
+/// What the fuzz targets drive: the parsers that read untrusted bytes. Not
+/// an API; it exists so the targets reach them without making them public.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::protocol::sse::{classify, error_event, parse, Kind, Splitter};
+    pub use crate::protocol::usage::{from_body, Tap};
+    pub use crate::proxy::body::inspect;
+}
 
 pub use config::Config;
 pub use gateway::{Gateway, InitError};
+pub use http::serve;
 pub use secrets::SecretStore;
-pub use server::{router, serve};

@@ -250,7 +250,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::history::record::{sample_request, AttemptOutcome, AttemptRecord, Reason, Record};
     use crate::history::store::{RequestFilter, Store};
-    use crate::usage::Usage;
+    use crate::protocol::usage::Usage;
     use sqlx::Row;
 
     #[test]

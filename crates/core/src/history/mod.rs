@@ -10,14 +10,14 @@
 //! - [`pricing`]: what tokens cost.
 //! - this file: [`History`], which owns the writer and prunes by age and size.
 
-pub mod derived;
-pub mod insert;
-pub mod pricing;
-pub mod record;
-pub mod retire;
-pub mod spool;
-pub mod store;
-pub mod writer;
+pub(crate) mod derived;
+pub(crate) mod insert;
+pub(crate) mod pricing;
+pub(crate) mod record;
+pub(crate) mod retire;
+pub(crate) mod spool;
+pub(crate) mod store;
+pub(crate) mod writer;
 
 use std::path::Path;
 use std::time::Duration;
@@ -25,8 +25,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-pub use record::{AttemptRecord, Record, RequestRecord};
-pub use store::{Store, StoreError};
+pub use record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
+pub use store::{AttemptRow, CountTable, RequestDetail, RequestFilter, RequestSummary, Store, StoreError};
 pub use writer::Recorder;
 
 use crate::config::HistoryConfig;

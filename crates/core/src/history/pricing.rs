@@ -3,26 +3,11 @@
 
 use serde::Deserialize;
 
-use crate::usage::Usage;
+use crate::config::Price;
+use crate::protocol::usage::Usage;
 
 /// The shipped price table.
 const EMBEDDED: &str = include_str!("prices.toml");
-
-/// USD per million tokens.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    /// The provider it applies to; absent for any provider.
-    #[serde(default)]
-    pub provider: Option<String>,
-    /// The provider's model name, or `"*"` for every model of `provider`.
-    pub model: String,
-    pub input: f64,
-    pub output: f64,
-    /// Cached input; the input price when absent.
-    #[serde(default)]
-    pub cached: Option<f64>,
-}
 
 #[derive(Debug, Deserialize)]
 struct Table {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::usage::Usage;
+use crate::protocol::usage::Usage;
 
 /// Why an attempt started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,6 +179,6 @@ pub(crate) fn sample_request(id: &str) -> RequestRecord {
         provider: Some("p".into()),
         provider_model: Some("m".into()),
         duration_ms: 1.0,
-        ..crate::journal::blank_record(id, id, "/v1/chat/completions", None)
+        ..crate::proxy::journal::blank_record(id, id, "/v1/chat/completions", None)
     }
 }

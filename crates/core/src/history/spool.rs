@@ -314,7 +314,7 @@ fn read_json_lines(bytes: &[u8], leftovers: &mut Leftovers) {
 mod tests {
     use super::*;
     use crate::history::record::sample_request;
-    use crate::usage::Usage;
+    use crate::protocol::usage::Usage;
 
     /// A directory for a database `h.db`: its path, and its spool file's.
     fn paths() -> (tempfile::TempDir, PathBuf, PathBuf) {

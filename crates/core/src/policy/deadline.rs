@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use tokio::time::Instant;
 
-use crate::headers::name;
+use crate::proxy::headers::name;
 
 /// Where a request's deadline came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

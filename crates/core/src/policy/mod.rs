@@ -13,12 +13,17 @@
 //! overridable per route) and [`ProviderPolicy`] to a provider (global,
 //! overridable per provider).
 
-pub mod backoff;
-pub mod breaker;
-pub mod deadline;
-pub mod limiter;
-pub mod share;
-pub mod step;
+pub(crate) mod classify;
+pub(crate) mod clients;
+
+pub(crate) mod backoff;
+pub(crate) mod breaker;
+pub(crate) mod deadline;
+pub(crate) mod limiter;
+pub(crate) mod share;
+pub(crate) mod step;
+
+pub use breaker::BreakerState;
 
 use std::time::Duration;
 

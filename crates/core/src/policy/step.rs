@@ -2,7 +2,7 @@
 //! says what the request does next: deliver the answer, retry after a wait,
 //! go on with another key, or give this provider up (and why). It is pure:
 //! the loop in [`crate::proxy`] gathers the facts, asks, and carries the
-//! answer out; [`crate::classify`] is what it asks about the outcome.
+//! answer out; [`crate::policy::classify`] is what it asks about the outcome.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::deadline::Deadline;
 use super::RequestPolicy;
-use crate::classify::{self, Decision, Outcome};
+use crate::policy::classify::{self, Decision, Outcome};
 
 /// What is known once an attempt has ended.
 #[derive(Debug, Clone, Copy)]

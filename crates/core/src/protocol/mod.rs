@@ -1,5 +1,11 @@
 //! The two wire protocols Switchyard speaks and the endpoints of each.
 
+pub(crate) mod error;
+pub(crate) mod sse;
+pub(crate) mod usage;
+
+pub use usage::Usage;
+
 use std::fmt;
 
 /// A wire protocol: what a client speaks, and what a provider speaks.
@@ -80,4 +86,7 @@ impl fmt::Display for Endpoint {
     }
 }
 
-pub mod translate;
+// Not yet on the request path: the proxy will call it for a provider that
+// does not speak the client's format.
+#[allow(dead_code)]
+pub(crate) mod translate;

@@ -13,6 +13,10 @@
 //! Redirects are not followed (they would resend the provider key to
 //! wherever they point) and proxies from the environment are not used.
 
+pub(crate) mod keys;
+pub(crate) mod provider;
+pub(crate) mod routing;
+
 mod pool;
 
 use std::sync::Arc;
@@ -554,7 +558,7 @@ mod tests {
             let client = Client::with_roots(rustls::RootCertStore::empty()).unwrap();
             let error = client.send(get(&base)).await.unwrap_err();
             assert!(error.is_connect(), "{error:?}");
-            assert!(crate::attempt::error_chain(&error).contains("certificate"), "{error:?}");
+            assert!(crate::proxy::attempt::error_chain(&error).contains("certificate"), "{error:?}");
         }
     }
 }

@@ -2,6 +2,13 @@
 //! chain, then try each candidate under one deadline, with retries, the
 //! breaker and the guardrails, and relay the first acceptable answer.
 
+pub(crate) mod attempt;
+pub(crate) mod body;
+pub(crate) mod headers;
+pub(crate) mod journal;
+pub(crate) mod relay;
+pub(crate) mod scrub;
+
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
@@ -13,26 +20,24 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::attempt;
-use crate::body::{self, BodyError, RequestHead};
-use crate::classify::{self, Outcome};
-use crate::correlation::RequestIds;
-use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
-use crate::headers;
 use crate::history::record::{AttemptOutcome, Reason};
-use crate::journal::{AttemptEnd, AttemptStart, Journal};
+use crate::http::correlation::RequestIds;
 use crate::policy::backoff;
 use crate::policy::breaker::Admission;
+use crate::policy::classify::{self, Outcome};
 use crate::policy::deadline::Deadline;
 use crate::policy::step::{self, Facts, GiveUp, Keys, Next};
 use crate::policy::RequestPolicy;
+use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::{Endpoint, Protocol};
-use crate::provider::{Gate, Pass, Provider};
-use crate::relay::{self, Answered, Delivery};
-use crate::routing::{self, Candidate, RouteError};
-use crate::scrub::OnDemand;
 use crate::secrets::ProviderKey;
+use crate::upstream::provider::{Gate, Pass, Provider};
+use crate::upstream::routing::{self, Candidate, RouteError};
+use body::{BodyError, RequestHead};
+use journal::{AttemptEnd, AttemptStart, Journal};
+use relay::{Answered, Delivery};
+use scrub::OnDemand;
 
 /// One proxied request, as the handler received it.
 #[derive(Debug)]

@@ -157,7 +157,7 @@ fn error_message(json: &Value) -> String {
 
 /// The protocol's own error event, to end a stream that failed after content.
 pub fn error_event(endpoint: Endpoint, message: &str) -> Bytes {
-    let code = crate::error::ErrorCode::UpstreamError.as_str();
+    let code = crate::protocol::error::ErrorCode::UpstreamError.as_str();
     let text = match endpoint {
         Endpoint::Messages | Endpoint::CountTokens => format!(
             "event: error\ndata: {}\n\n",

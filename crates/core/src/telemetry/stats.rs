@@ -6,7 +6,7 @@
 //! Model names come from clients (a wildcard provider takes any), so what
 //! is kept per model is bounded: [`ByModel`] keeps at most [`MAX_MODELS`]
 //! names per provider and counts the rest as [`OTHER_MODEL`]. The
-//! Prometheus series ([`crate::metrics`]) are bounded the same way.
+//! Prometheus series ([`crate::telemetry::metrics`]) are bounded the same way.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -91,14 +91,6 @@ impl<V> ByModel<V> {
     /// Every name kept, [`OTHER_MODEL`] among them once it is used.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.names.iter().map(|(name, (value, _))| (name.as_str(), value))
-    }
-
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
     }
 }
 
@@ -391,7 +383,7 @@ mod tests {
         assert_eq!(retired.len(), 1);
         assert_ne!(retired[0].0, "m1", "the one used since stays");
         assert!(kept.iter().any(|(m, _)| m == "late"));
-        assert_eq!(kept.len(), MAX_MODELS + 1);
+        assert_eq!(kept.iter().count(), MAX_MODELS + 1);
     }
 
     #[test]

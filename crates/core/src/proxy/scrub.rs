@@ -8,7 +8,7 @@
 //! Only failures are scrubbed: a successful answer streams through as it
 //! came, so the hot path pays nothing. A request's [`Scrubber`] is gathered
 //! the first time one of its attempts fails ([`OnDemand`]), and
-//! [`crate::attempt`] applies it where upstream text enters the gateway.
+//! [`crate::proxy::attempt`] applies it where upstream text enters the gateway.
 //!
 //! What counts as a match: a secret's exact bytes (case matters; JSON and
 //! URL encodings of a secret are matched too, where they differ), and at
@@ -25,9 +25,9 @@ use memchr::memmem;
 use secrecy::ExposeSecret;
 
 use crate::gateway::Gateway;
-use crate::headers;
+use crate::proxy::headers;
 
-use crate::provider::Provider;
+use crate::upstream::provider::Provider;
 
 /// What a secret is replaced by.
 pub const REDACTED: &str = "[redacted]";

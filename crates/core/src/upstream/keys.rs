@@ -243,7 +243,7 @@ impl KeyPool {
     }
 
     /// Shows `f` every key held, usable or not: for scrubbing them out of
-    /// upstream text ([`crate::scrub`]), never for showing.
+    /// upstream text ([`crate::proxy::scrub`]), never for showing.
     pub(crate) fn each_secret(&self, mut f: impl FnMut(&str)) {
         if let Source::Loaded(slots) = &self.state().source {
             for slot in slots {

@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::gateway::Gateway;
-use crate::headers;
 use crate::history::record::now_ms;
-use crate::keys::KeySummary;
 use crate::policy::breaker::{BreakerState, State};
-use crate::provider::Provider;
-use crate::stats::{Today, Window};
+use crate::proxy::headers;
+use crate::telemetry::stats::{Today, Window};
+use crate::upstream::keys::KeySummary;
+use crate::upstream::provider::Provider;
 
 /// Degraded when fewer than this share of recent attempts succeeded.
 const DEGRADED_SUCCESS_RATE: f64 = 0.9;
@@ -141,7 +141,7 @@ pub fn view(gw: &Gateway, p: &Arc<Provider>) -> ProviderView {
     let minute = minute_now();
     let day = now_ms().div_euclid(86_400_000);
     let (stats, models, today, passive) = gw.telemetry().stats.with(p.name(), |s| {
-        let windows = |r: &crate::stats::Rolling| Windows {
+        let windows = |r: &crate::telemetry::stats::Rolling| Windows {
             m1: r.window(minute, 1),
             m5: r.window(minute, 5),
             m60: r.window(minute, 60),
@@ -205,7 +205,7 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
             Some(r.status().as_u16()),
             (!r.status().is_success()).then(|| r.status().to_string()),
         ),
-        Ok(Err(e)) => (false, None, Some(crate::attempt::error_chain(&e))),
+        Ok(Err(e)) => (false, None, Some(crate::proxy::attempt::error_chain(&e))),
         Err(message) => (false, None, Some(message)),
     };
     p.record_probe(ok);

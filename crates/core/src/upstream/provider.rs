@@ -13,16 +13,16 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::config::ProviderConfig;
-use crate::events::GatewayEvent;
 use crate::history::record::now_ms;
-use crate::keys::{KeyPool, NoKey};
 use crate::policy::breaker::{Admission, Breaker, State};
 use crate::policy::deadline::Deadline;
 use crate::policy::limiter::{Concurrency, Rates};
 use crate::policy::share::{self, WindowCounter};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
+use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
+use crate::upstream::keys::{KeyPool, NoKey};
 
 /// Live policy state, behind one short-held lock.
 #[derive(Debug)]
@@ -193,7 +193,7 @@ impl Provider {
         // Every endpoint's URI parses: base_url is a valid URL and the paths are fixed.
         let uri = self.urls.iter().find(|(e, _)| *e == endpoint).map(|(_, u)| u.clone());
         let uri = uri.unwrap_or_else(|| Uri::try_from(self.config.base_url.as_str()).unwrap_or_default());
-        let query = query.map(crate::headers::forwarded_query);
+        let query = query.map(crate::proxy::headers::forwarded_query);
         match query.as_deref().filter(|q| !q.is_empty()) {
             // A query the client sent came in a valid URI, so it fits in this one too.
             Some(q) => format!("{uri}?{q}").parse().unwrap_or(uri),

@@ -2,7 +2,7 @@
 //! reason, latency and time-to-first-token histograms, tokens, cost,
 //! fallbacks and breaker state, with provider and model labels. Model
 //! labels are bounded per provider as the statistics are
-//! ([`crate::stats::ByModel`]): past [`crate::stats::MAX_MODELS`] names,
+//! ([`crate::telemetry::stats::ByModel`]): past [`crate::telemetry::stats::MAX_MODELS`] names,
 //! `model="other"`.
 
 use std::sync::atomic::AtomicU64;
@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::stats::ByModel;
+use crate::telemetry::stats::ByModel;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -224,7 +224,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{MAX_MODELS, OTHER_MODEL};
+    use crate::telemetry::stats::{MAX_MODELS, OTHER_MODEL};
 
     fn count(m: &Metrics, provider: &str, model: &str, minute: i64) {
         m.with_series(provider, model, minute, |s| {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::config::RouteConfig;
 use crate::protocol::Protocol;
-use crate::provider::Provider;
+use crate::upstream::provider::Provider;
 
 /// A provider to try and the model name to send it.
 #[derive(Debug, Clone, Copy)]

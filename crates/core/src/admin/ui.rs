@@ -19,8 +19,8 @@ use serde::Deserialize;
 
 use crate::admin::{admin_token_sent, AdminError};
 use crate::gateway::Gateway;
-use crate::guard::constant_time_eq;
-use crate::session::{cookie, cookie_name, SESSION_HEADER, SESSION_IDLE_SECS};
+use crate::http::guard::constant_time_eq;
+use crate::http::session::{cookie, cookie_name, SESSION_HEADER, SESSION_IDLE_SECS};
 use signin::Notice;
 
 mod assets {

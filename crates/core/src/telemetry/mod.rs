@@ -2,13 +2,22 @@
 //! finished request updates the rolling statistics, passive health and
 //! metrics, and is published on the event bus with its fallbacks.
 
-use crate::events::{EventBus, GatewayEvent, PassiveHealth, RequestBrief};
+pub(crate) mod events;
+pub(crate) mod health;
+pub(crate) mod metrics;
+pub(crate) mod stats;
+
+pub use events::GatewayEvent;
+pub use health::{views, ProviderStateName, ProviderView};
+pub use stats::{Window, MAX_MODELS, OTHER_MODEL};
+
 use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestRecord};
 use crate::history::Recorder;
-use crate::metrics::Metrics;
-use crate::metrics::{FallbackLabels, RequestLabels};
-use crate::provider::Verdict;
-use crate::stats::{Sample, Stats};
+use crate::upstream::provider::Verdict;
+use events::{EventBus, PassiveHealth, RequestBrief};
+use metrics::Metrics;
+use metrics::{FallbackLabels, RequestLabels};
+use stats::{Sample, Stats};
 
 #[derive(Debug)]
 pub struct Telemetry {
@@ -28,7 +37,7 @@ fn day_of(ms: i64) -> i64 {
 /// Whether an attempt says the provider is working (`None`: says nothing),
 /// by the verdict the breaker was given for it.
 fn healthy(a: &AttemptRecord) -> Option<bool> {
-    match crate::classify::recorded(a.outcome, a.status) {
+    match crate::policy::classify::recorded(a.outcome, a.status) {
         Verdict::Healthy => Some(true),
         Verdict::Failed => Some(false),
         Verdict::RateLimited(_) | Verdict::Neutral => None,

@@ -62,7 +62,7 @@ pub const CREDENTIALS: [HeaderName; 7] = [
     name::API_KEY,
     name::X_GOOG_API_KEY,
     header::COOKIE,
-    crate::session::SESSION_HEADER,
+    crate::http::session::SESSION_HEADER,
 ];
 
 /// Query parameters that carry a credential (Gemini clients send `?key=`).

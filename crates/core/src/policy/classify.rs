@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 
 use crate::history::record::AttemptOutcome;
-use crate::provider::Verdict;
+use crate::upstream::provider::Verdict;
 
 /// What happened when the gateway called a provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,16 +16,16 @@ use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt};
 use tracing::warn;
 
-use crate::attempt::{error_chain, Upstream};
-use crate::classify;
-use crate::headers;
-use crate::journal::Journal;
+use crate::policy::classify;
+use crate::protocol::sse;
+use crate::protocol::usage::Tap;
 use crate::protocol::Endpoint;
-use crate::provider::{Ticket, Verdict};
-use crate::scrub;
-use crate::sse;
+use crate::proxy::attempt::{error_chain, Upstream};
+use crate::proxy::headers;
+use crate::proxy::journal::Journal;
+use crate::proxy::scrub;
 use crate::upstream;
-use crate::usage::Tap;
+use crate::upstream::provider::{Ticket, Verdict};
 
 /// Who answered, for the response headers.
 #[derive(Debug, Clone, Copy)]
@@ -68,9 +68,9 @@ pub fn respond(
         ticket.record(verdict);
     }
     if let Ok(name) = HeaderValue::from_str(delivery.answered.provider) {
-        headers.insert(crate::headers::name::X_SWITCHYARD_PROVIDER, name);
+        headers.insert(crate::proxy::headers::name::X_SWITCHYARD_PROVIDER, name);
     }
-    headers.insert(crate::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
+    headers.insert(crate::proxy::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
     let status = upstream.status;
     let tap = Tap::new(delivery.endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
     let mut relay = Relay {

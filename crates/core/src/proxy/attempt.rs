@@ -3,7 +3,7 @@
 //! an outcome like any other, and the request can still fall back.
 //!
 //! This is where upstream text enters the gateway, and where it is scrubbed
-//! of secrets ([`crate::scrub`]) when the attempt failed: the failure's
+//! of secrets ([`crate::proxy::scrub`]) when the attempt failed: the failure's
 //! words, and the head of an answer that is not a success, leave here
 //! scrubbed, and its body carries the scrubber for whoever reads it.
 
@@ -15,10 +15,10 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::Full;
 use tokio::time::Instant;
 
-use crate::classify::{self, Outcome};
+use crate::policy::classify::{self, Outcome};
+use crate::protocol::sse::{self, Splitter};
 use crate::protocol::Endpoint;
-use crate::scrub::{OnDemand, Scrubber};
-use crate::sse::{self, Splitter};
+use crate::proxy::scrub::{OnDemand, Scrubber};
 use crate::upstream::{Body, Client};
 
 /// A provider's answer, ready to relay: head, the bytes already read while

@@ -11,8 +11,8 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::protocol::sse::{self, Splitter};
 use crate::protocol::Endpoint;
-use crate::sse::{self, Splitter};
 
 /// Tokens of one reply. `None` means the provider did not say.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,73 +8,19 @@
 //! required. Refusals are in the client's protocol and cost no upstream call.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 
-use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use foldhash::HashMap;
 use secrecy::ExposeSecret;
-use tokio::time::Instant;
 
 use crate::config::ServerConfig;
-use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
-use crate::headers::name;
-use crate::policy::limiter::Bucket;
+use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::Protocol;
+use crate::proxy::headers::name;
 
 /// Fetch Metadata: which site a browser request was made for.
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
-
-/// Client addresses tracked at most before the table is reset.
-const MAX_TRACKED_CLIENTS: usize = 10_000;
-
-/// A client as the rate limit tells them apart: its address and its user
-/// agent. Every local tool comes from 127.0.0.1, so the address alone would
-/// let one runaway script (or a web page's requests) starve the editor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct ClientKey {
-    ip: IpAddr,
-    agent: u64,
-}
-
-impl ClientKey {
-    fn of(ip: IpAddr, headers: &HeaderMap) -> ClientKey {
-        use std::hash::BuildHasher;
-        let agent = headers
-            .get(header::USER_AGENT)
-            .map_or(0, |ua| foldhash::fast::FixedState::with_seed(0x5157_6172_6431).hash_one(ua.as_bytes()));
-        ClientKey { ip, agent }
-    }
-}
-
-/// Per-client request buckets.
-#[derive(Debug, Default)]
-pub struct ClientRates {
-    /// Looked up on every request; bounded by [`MAX_TRACKED_CLIENTS`], so a
-    /// fast hash rather than a DoS-resistant one.
-    buckets: Mutex<HashMap<ClientKey, Bucket>>,
-}
-
-impl ClientRates {
-    /// Takes one request from the client's bucket; `false` when it is empty.
-    fn admit(&self, client: ClientKey, per_minute: u32) -> bool {
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if buckets.len() >= MAX_TRACKED_CLIENTS && !buckets.contains_key(&client) {
-            buckets.clear();
-        }
-        let bucket = buckets.entry(client).or_insert_with(|| Bucket::per_minute(per_minute, now));
-        if bucket.wait_for(1.0, now).is_zero() {
-            bucket.take(1.0, now);
-            true
-        } else {
-            false
-        }
-    }
-}
 
 /// The protocol a refusal speaks, from the path the client called.
 pub(crate) fn protocol_of(path: &str) -> Protocol {
@@ -204,15 +150,6 @@ fn preflight(headers: &HeaderMap, origin: &HeaderValue) -> Response {
     response
 }
 
-/// The guard as router middleware.
-pub async fn guard(State(gw): State<Gateway>, mut request: Request, next: Next) -> Response {
-    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
-    match admit(&gw, &mut request, peer) {
-        Ok(admitted) => admitted.finish(next.run(request).await),
-        Err(refusal) => *refusal,
-    }
-}
-
 /// A request the guard let through; its response still needs CORS headers
 /// when it came from an allowed browser origin.
 #[derive(Debug)]
@@ -238,7 +175,7 @@ pub fn admit<B>(
     peer: Option<SocketAddr>,
 ) -> Result<Admitted, Box<Response>> {
     // Credentials never reach a log or a trace.
-    for name in crate::headers::CREDENTIALS {
+    for name in crate::proxy::headers::CREDENTIALS {
         if let Some(v) = request.headers_mut().get_mut(name) {
             v.set_sensitive(true);
         }
@@ -280,8 +217,8 @@ pub fn admit<B>(
         )));
     }
     if let Some(peer) = peer {
-        let client = ClientKey::of(peer.ip(), request.headers());
-        if !gw.client_rates().admit(client, server.rate_limit_per_minute) {
+        let agent = request.headers().get(header::USER_AGENT).map(HeaderValue::as_bytes);
+        if !gw.client_rates().admit(peer.ip(), agent, server.rate_limit_per_minute) {
             let mut r = refuse(
                 ErrorCode::RateLimited,
                 format!(

@@ -22,12 +22,12 @@ use tokio::sync::broadcast::Receiver;
 
 use crate::admin::AdminError;
 use crate::config::Config;
-use crate::error::{ApiError, ErrorCode};
-use crate::events::Envelope;
 use crate::gateway::{Gateway, ToggleError};
-use crate::health::{self, ProviderStateName, ProviderView};
+use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::Protocol;
-use crate::stats::Today;
+use crate::telemetry::events::Envelope;
+use crate::telemetry::health::{self, ProviderStateName, ProviderView};
+use crate::telemetry::stats::Today;
 
 pub fn routes() -> Router<Gateway> {
     Router::new()
@@ -46,7 +46,7 @@ async fn providers(State(gw): State<Gateway>) -> Json<Vec<health::ProviderView>>
     Json(health::views(&gw))
 }
 
-fn provider(gw: &Gateway, name: &str) -> Result<Arc<crate::provider::Provider>, AdminError> {
+fn provider(gw: &Gateway, name: &str) -> Result<Arc<crate::upstream::provider::Provider>, AdminError> {
     gw.live().provider(name).cloned().ok_or_else(|| AdminError::provider_not_found(name))
 }
 
@@ -252,7 +252,7 @@ fn metrics_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
     gw.access_token().is_none()
         || crate::admin::access_token_sent(gw, headers)
         || crate::admin::admin_token_sent(gw, headers)
-        || crate::ui::has_session(gw, headers)
+        || crate::admin::ui::has_session(gw, headers)
 }
 
 /// `GET /metrics`: Prometheus text.
@@ -267,7 +267,7 @@ pub async fn metrics(State(gw): State<Gateway>, headers: HeaderMap) -> Response 
     }
     let m = &gw.telemetry().metrics;
     for p in &gw.live().providers {
-        let label = crate::metrics::ProviderLabel { provider: p.name().to_string() };
+        let label = crate::telemetry::metrics::ProviderLabel { provider: p.name().to_string() };
         let breaker = match p.breaker_state() {
             crate::policy::breaker::State::Closed => 0,
             crate::policy::breaker::State::HalfOpen => 1,

@@ -1,4 +1,5 @@
-//! The HTTP surface: routes, the correlation middleware, and `serve`.
+//! The HTTP surface: the listener, the one pipeline every request takes
+//! ([`Front`]), and the routes beside the proxy.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,8 +12,8 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::routing::{any, get};
+use axum::{Json, Router};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
@@ -24,47 +25,37 @@ use tokio_util::task::AbortOnDropHandle;
 use tower::ServiceExt;
 use tracing::{debug, debug_span, warn, Instrument};
 
-use crate::correlation::RequestIds;
-use crate::error::{ApiError, ErrorCode};
 use crate::gateway::Gateway;
-use crate::headers::name;
+use crate::http::correlation::RequestIds;
+use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::{Endpoint, Protocol};
+use crate::proxy::headers::name;
 use crate::proxy::{self, Inbound};
-use crate::routing;
+use crate::upstream::routing;
 
 /// How often providers with probing on are probed.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The gateway's router. Tests drive it directly or through [`serve`].
-pub fn router(gateway: Gateway) -> Router {
+/// Every route but the proxy endpoints' `POST`, which [`Front`] hands to the
+/// proxy itself. It has no guard or correlation of its own: [`Front`] applies
+/// both before a request reaches it, so there is one pipeline, not two.
+fn routes(gateway: Gateway) -> Router {
     let mut router = Router::new()
         .route("/", get(root))
         .route("/healthz", get(healthz))
-        .route("/metrics", get(crate::live_api::metrics))
-        .route(crate::challenge::PATH, get(crate::challenge::whoami))
+        .route("/metrics", get(crate::admin::live::metrics))
+        .route(crate::http::challenge::PATH, get(crate::http::challenge::whoami))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model));
     for endpoint in Endpoint::ALL {
-        let handler = move |State(gw): State<Gateway>,
-                            Extension(ids): Extension<RequestIds>,
-                            headers: HeaderMap,
-                            uri: Uri,
-                            body: Body| async move {
-            proxy::handle(&gw, Inbound { endpoint, ids, headers, uri }, body).await
-        };
         let protocol = endpoint.protocol();
-        router = router.route(
-            endpoint.gateway_path(),
-            post(handler).fallback(move || async move { method_not_allowed(protocol) }),
-        );
+        router = router.route(endpoint.gateway_path(), any(move || async move { method_not_allowed(protocol) }));
     }
     router
         .merge(crate::admin::router(gateway.clone()))
-        .merge(crate::ui::routes())
+        .merge(crate::admin::ui::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(gateway.clone(), bounded_body))
-        .layer(middleware::from_fn_with_state(gateway.clone(), crate::guard::guard))
-        .layer(middleware::from_fn(correlate))
         .with_state(gateway)
 }
 
@@ -88,8 +79,9 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let limits = gateway.live().config.server.clone();
     // Active probes for the providers that want them; ended with the server.
-    let _probes = AbortOnDropHandle::new(tokio::spawn(crate::health::probe_forever(gateway.clone(), PROBE_EVERY)));
-    let app = router(gateway.clone());
+    let _probes =
+        AbortOnDropHandle::new(tokio::spawn(crate::telemetry::health::probe_forever(gateway.clone(), PROBE_EVERY)));
+    let app = routes(gateway.clone());
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     // Connection tasks live in the set: dropped with it, they end.
@@ -171,8 +163,7 @@ const MAX_ADMIN_BODY: usize = 1024 * 1024;
 /// body slowly, or never finishes it, is answered 408 instead of holding
 /// the connection and a task forever.
 async fn bounded_body(State(gw): State<Gateway>, request: Request, next: Next) -> Response {
-    let proxied = proxy_endpoint(&request).is_some();
-    if proxied || hyper::body::Body::size_hint(request.body()).exact() == Some(0) {
+    if hyper::body::Body::size_hint(request.body()).exact() == Some(0) {
         return next.run(request).await;
     }
     let (limit, within) = {
@@ -182,7 +173,7 @@ async fn bounded_body(State(gw): State<Gateway>, request: Request, next: Next) -
     let (head, body) = request.into_parts();
     match proxy::read_body(body, &head.headers, limit, within).await {
         Ok(bytes) => next.run(Request::from_parts(head, Body::from(bytes))).await,
-        Err(e) => e.in_protocol(crate::guard::protocol_of(head.uri.path())).into_response(),
+        Err(e) => e.in_protocol(crate::http::guard::protocol_of(head.uri.path())).into_response(),
     }
 }
 
@@ -192,15 +183,6 @@ fn proxy_endpoint<B>(request: &axum::http::Request<B>) -> Option<Endpoint> {
         return None;
     }
     Endpoint::ALL.into_iter().find(|e| e.gateway_path() == request.uri().path())
-}
-
-/// Ids as router middleware: assigned on the way in, returned on the response.
-async fn correlate(mut request: Request, next: Next) -> Response {
-    let correlated = Correlated::begin(request.headers(), request.method(), request.uri());
-    request.extensions_mut().insert(correlated.ids.clone());
-    let span = correlated.span.clone();
-    let response = next.run(request).instrument(span).await;
-    correlated.end(response)
 }
 
 /// A request's ids, and a debug-level span that carries them onto every
@@ -250,11 +232,11 @@ impl Correlated {
     }
 }
 
-/// What each connection is served by. The proxy endpoints, the hot path, go
-/// straight to the proxy with the same ids and guard the router applies as
-/// middleware, as plain calls: no middleware layers boxing futures, no
-/// extractors cloning headers, no routing table. Everything else goes
-/// through the router.
+/// What each connection is served by, for every request: correlation ids
+/// and the guard as plain calls, then the proxy endpoints, the hot path,
+/// straight to the proxy (no middleware layers boxing futures, no
+/// extractors cloning headers, no routing table) and everything else to
+/// [`routes`].
 #[derive(Clone)]
 struct Front {
     gateway: Gateway,
@@ -280,31 +262,33 @@ impl hyper::service::Service<axum::http::Request<Incoming>> for Front {
 }
 
 impl Front {
+    /// The one pipeline: ids, then the guard, then the proxy or the routes.
     async fn serve(self, mut request: axum::http::Request<Incoming>) -> Response {
-        let Some(endpoint) = proxy_endpoint(&request) else {
-            request.extensions_mut().insert(ConnectInfo(self.peer));
-            if let Some(local) = self.local {
-                request.extensions_mut().insert(crate::challenge::LocalAddr(local));
-            }
-            return match self.app.oneshot(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-        };
         let correlated = Correlated::begin(request.headers(), request.method(), request.uri());
         let work = async {
-            match crate::guard::admit(&self.gateway, &mut request, Some(self.peer)) {
-                Ok(admitted) => {
-                    let (head, body) = request.into_parts();
-                    let inbound =
-                        Inbound { endpoint, ids: correlated.ids.clone(), headers: head.headers, uri: head.uri };
-                    admitted.finish(proxy::handle(&self.gateway, inbound, Body::new(body)).await)
-                }
+            match crate::http::guard::admit(&self.gateway, &mut request, Some(self.peer)) {
+                Ok(admitted) => admitted.finish(self.dispatch(request, &correlated.ids).await),
                 Err(refusal) => *refusal,
             }
         };
         let response = work.instrument(correlated.span.clone()).await;
         correlated.end(response)
+    }
+
+    async fn dispatch(&self, mut request: axum::http::Request<Incoming>, ids: &RequestIds) -> Response {
+        let Some(endpoint) = proxy_endpoint(&request) else {
+            request.extensions_mut().insert(ConnectInfo(self.peer));
+            if let Some(local) = self.local {
+                request.extensions_mut().insert(crate::http::challenge::LocalAddr(local));
+            }
+            return match self.app.clone().oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+        };
+        let (head, body) = request.into_parts();
+        let inbound = Inbound { endpoint, ids: ids.clone(), headers: head.headers, uri: head.uri };
+        proxy::handle(&self.gateway, inbound, Body::new(body)).await
     }
 }
 

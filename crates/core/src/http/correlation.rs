@@ -4,7 +4,7 @@
 
 use axum::http::HeaderMap;
 
-use crate::headers::name;
+use crate::proxy::headers::name;
 
 /// Longest client-supplied correlation id kept; longer ones are replaced.
 const MAX_CORRELATION_LEN: usize = 128;

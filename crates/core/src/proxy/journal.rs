@@ -9,12 +9,12 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use tokio::time::Instant;
 
-use crate::error::ApiError;
 use crate::history::pricing::Prices;
 use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
 use crate::history::Recorder;
+use crate::protocol::error::ApiError;
+use crate::protocol::usage::Usage;
 use crate::telemetry::Telemetry;
-use crate::usage::Usage;
 
 /// Where history goes, shared by every request.
 #[derive(Debug, Clone)]

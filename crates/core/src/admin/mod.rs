@@ -1,6 +1,13 @@
 //! The admin API: JSON over HTTP for the dashboard and the CLI, behind the
 //! admin token. Nothing here ever returns a key.
 
+pub(crate) mod config;
+pub(crate) mod live;
+pub(crate) mod tools;
+pub(crate) mod ui;
+
+pub use live::StreamMessage;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Path, Query, Request, State};
@@ -14,9 +21,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::gateway::Gateway;
-use crate::guard::constant_time_eq;
 use crate::history::record::now_ms;
 use crate::history::store::{Bucket, RequestFilter, StoreError};
+use crate::http::guard::constant_time_eq;
 
 /// The admin routes; the caller supplies the state.
 pub fn router(gateway: Gateway) -> Router<Gateway> {
@@ -27,10 +34,10 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .route("/admin/keys", get(list_keys))
         .route("/admin/keys/reload", axum::routing::post(reload_keys))
         .route("/admin/keys/{provider}/{label}", axum::routing::put(set_key).delete(remove_key))
-        .route("/admin/session", axum::routing::post(crate::ui::new_ticket))
-        .merge(crate::live_api::routes())
-        .merge(crate::config_api::routes())
-        .merge(crate::tools_api::routes())
+        .route("/admin/session", axum::routing::post(crate::admin::ui::new_ticket))
+        .merge(crate::admin::live::routes())
+        .merge(crate::admin::config::routes())
+        .merge(crate::admin::tools::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 
@@ -127,7 +134,7 @@ async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) 
     if gw.admin_token().is_none() {
         return Err(AdminError::admin_disabled());
     }
-    if !admin_token_sent(&gw, request.headers()) && !crate::ui::has_session(&gw, request.headers()) {
+    if !admin_token_sent(&gw, request.headers()) && !crate::admin::ui::has_session(&gw, request.headers()) {
         return Err(AdminError::new(
             StatusCode::UNAUTHORIZED,
             "admin_token_required",
@@ -249,7 +256,7 @@ struct ProviderKeys {
     provider: String,
     needs_key: bool,
     problem: Option<String>,
-    keys: Vec<crate::keys::KeySummary>,
+    keys: Vec<crate::upstream::keys::KeySummary>,
 }
 
 /// Labels, last four characters and status of every provider's keys.
