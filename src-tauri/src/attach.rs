@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
-use switchyard_cli::remote::{verify_gateway, VerifyError};
 use switchyard_core::http::{cookie, cookie_name, SESSION_HEADER};
+use switchyard_host::gateway_client::{verify_gateway, VerifyError};
 
 /// How long the gateway on the port has to answer each step.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);
@@ -40,7 +40,7 @@ pub struct Verified {
 
 /// Asks whatever holds `addr` to prove it holds `token`, revealing nothing.
 pub async fn verify(addr: SocketAddr, token: &SecretString) -> Result<Verified, AttachError> {
-    let http = switchyard_cli::remote::client_builder()
+    let http = switchyard_host::gateway_client::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(ANSWER_WITHIN)
         .build()?;

@@ -15,11 +15,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 use secrecy::SecretString;
-use switchyard_cli::paths::DataDirArgs;
-use switchyard_cli::remote::reachable;
-use switchyard_cli::serve::{self, Prepared, Setup};
-use switchyard_cli::tools;
 use switchyard_core::Gateway;
+use switchyard_host::assemble::{self as serve, Prepared, Setup};
+use switchyard_host::gateway_client::reachable;
+use switchyard_host::tools;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
@@ -110,8 +109,7 @@ impl Host {
     /// Reads the configuration (the listen override applied), before the
     /// window exists: its policy names the address.
     pub fn plan(options: &Options) -> Result<Setup> {
-        let data = DataDirArgs { data_dir: options.data_dir.clone() };
-        serve::setup(options.config.clone(), &data, options.listen)
+        serve::setup(options.config.clone(), options.data_dir.as_deref(), options.listen)
     }
 
     /// Assembles the gateway and starts serving (or reports why it cannot).
@@ -321,7 +319,7 @@ mod tests {
     /// The admin token the apps on `data_dir` share.
     fn admin_token(data_dir: &std::path::Path) -> String {
         use secrecy::ExposeSecret;
-        switchyard_cli::paths::admin_token(data_dir).unwrap().expose_secret().to_string()
+        switchyard_host::paths::admin_token(data_dir).unwrap().expose_secret().to_string()
     }
 
     /// A program holding a port that answers every HTTP request with 200

@@ -154,7 +154,7 @@ fn page_language() {
 
 fn main() {
     page_language();
-    switchyard_cli::logging::init(switchyard_cli::LogFormat::Human, "info");
+    switchyard_host::logging::init(switchyard_host::logging::LogFormat::Human, "info");
     // Started at login, the app waits in the tray; started by hand it shows its window.
     let hidden = std::env::args().any(|a| a == "--hidden");
     // The configuration first: the window's policy names the gateway's address.

@@ -1,10 +1,10 @@
 //! Connecting coding tools from the app: the window's Tools view and the
-//! tray's "Connect tools" submenu both call `switchyard_cli::tools`, which
+//! tray's "Connect tools" submenu both call `switchyard_host::tools`, which
 //! edits the tools' own settings files as `switchyard connect` does.
 
 use std::sync::Arc;
 
-use switchyard_cli::tools::{self, Env, ToolStatus};
+use switchyard_host::tools::{self, Env, ToolStatus};
 
 use crate::host::{CommandError, Host};
 
