@@ -226,6 +226,13 @@ async fn a_request_detail_shows_its_attempts_in_order() {
     assert_eq!(ids, [own_id.as_str()]);
     let listed = gw.admin(&format!("/admin/requests?correlation_id={id}")).await;
     assert!(listed["requests"].as_array().unwrap().is_empty(), "its correlation id is the caller's, not its id");
+    // An outcome history never records is refused, not answered with nothing.
+    let listed = gw.admin("/admin/requests?outcome=ok").await;
+    assert_eq!(listed["requests"].as_array().unwrap().len(), 2);
+    let bogus = http().get(gw.url("/admin/requests?outcome=cancelled")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    assert_eq!(bogus.status(), 400);
+    let body: Value = bogus.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "bad_outcome");
 }
 
 #[tokio::test]

@@ -8,9 +8,12 @@ use std::path::PathBuf;
 
 use ts_rs::{Config, TS};
 
+use crate::admin::config::{ConfigView, KeyNeed, ProviderEntry, RouteEntry, Setting, Settings};
 use crate::admin::live::{ProviderStats, Snapshot, SnapshotKind, StatsView, StreamMessage};
+use crate::admin::{Spend, SpendTotals};
+use crate::config::edit::{ModelAlias, ProviderForm};
 use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
-use crate::history::store::{AttemptRow, Page, RequestDetail, RequestSummary, UsageRow};
+use crate::history::store::{AttemptRow, Bucket, Page, RequestDetail, RequestSummary, SpendRow, UsageRow};
 use crate::policy::breaker::BreakerState;
 use crate::protocol::usage::Usage;
 use crate::telemetry::events::{Envelope, EventKind, GatewayEvent, PassiveHealth, RequestBrief};
@@ -55,6 +58,20 @@ fn declarations(cfg: &Config) -> Vec<String> {
         AttemptRow::decl(cfg),
         RequestDetail::decl(cfg),
         Page::decl(cfg),
+        // Spend.
+        Bucket::decl(cfg),
+        SpendRow::decl(cfg),
+        SpendTotals::decl(cfg),
+        Spend::decl(cfg),
+        // Configuration.
+        ModelAlias::decl(cfg),
+        ProviderForm::decl(cfg),
+        KeyNeed::decl(cfg),
+        ProviderEntry::decl(cfg),
+        RouteEntry::decl(cfg),
+        Setting::decl(cfg),
+        Settings::decl(cfg),
+        ConfigView::decl(cfg),
         // The live stream.
         RequestBrief::decl(cfg),
         GatewayEvent::decl(cfg),

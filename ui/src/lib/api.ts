@@ -10,6 +10,13 @@ import { SseParser } from './sse';
 
 export type {
   AttemptOutcome,
+  Bucket,
+  ConfigView,
+  ModelAlias,
+  ProviderEntry,
+  ProviderForm,
+  Spend,
+  SpendRow,
   BreakerState,
   Envelope,
   GatewayEvent,
@@ -27,6 +34,10 @@ export type {
 } from './contract';
 import type {
   AttemptRow,
+  Bucket,
+  ConfigView,
+  ProviderForm,
+  Spend,
   Envelope,
   Page,
   ProbeResult,
@@ -56,43 +67,6 @@ export interface RequestFilter {
   q?: string;
   cursor?: string;
   limit?: number;
-}
-
-export interface SpendRow {
-  bucket: string;
-  provider: string;
-  model: string;
-  requests: number;
-  input_tokens: number;
-  output_tokens: number;
-  cached_tokens: number;
-  cost_usd: number | null;
-}
-
-export interface Spend {
-  bucket: 'day' | 'hour' | 'minute';
-  rows: SpendRow[];
-  totals: { today_usd: number; last_7_days_usd: number; last_30_days_usd: number };
-}
-
-export interface ModelAlias {
-  client: string;
-  upstream: string;
-}
-
-export interface ProviderForm {
-  kind: string;
-  base_url: string;
-  models: ModelAlias[];
-  auth: 'key' | 'none';
-}
-
-export interface ConfigView {
-  path: string | null;
-  editable: boolean;
-  providers: (ProviderForm & { name: string })[];
-  routes: { model: string; chain: string[] }[];
-  settings: Record<'server' | 'policy' | 'history', Record<string, string | number | boolean>>;
 }
 
 /** What went wrong, in words a person can act on. */
@@ -219,7 +193,7 @@ export class Api {
   requests = (filter: RequestFilter) =>
     this.get<Page>(`/admin/requests${query(filter)}`);
   requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
-  spend = (bucket: Spend['bucket'], since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
+  spend = (bucket: Bucket, since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
 
   config = () => this.get<ConfigView>('/admin/config');
   putProvider = (name: string, form: ProviderForm) =>

@@ -83,6 +83,50 @@ attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number |
 
 export type Page = { requests: Array<RequestSummary>, next_cursor: string | null, };
 
+export type Bucket = "day" | "hour" | "minute";
+
+export type SpendRow = { bucket: string, provider: string, model: string, requests: number, 
+/**
+ * Requests that did not end ok.
+ */
+failed: number, fallbacks: number, input_tokens: number, output_tokens: number, cached_tokens: number, 
+/**
+ * Null when no request in the bucket had a known price.
+ */
+cost_usd: number | null, };
+
+export type SpendTotals = { today_usd: number, last_7_days_usd: number, last_30_days_usd: number, };
+
+export type Spend = { bucket: Bucket, rows: Array<SpendRow>, totals: SpendTotals, };
+
+export type ModelAlias = { client: string, upstream: string, };
+
+export type ProviderForm = { kind: string, base_url: string, 
+/**
+ * Client-facing name → the provider's own name (the same when not an alias).
+ */
+models: Array<ModelAlias>, 
+/**
+ * `"key"` (the default) or `"none"`.
+ */
+auth: string | null, };
+
+export type KeyNeed = "key" | "none";
+
+export type ProviderEntry = { name: string, kind: string, base_url: string, models: Array<ModelAlias>, auth: KeyNeed, };
+
+export type RouteEntry = { model: string, chain: Array<string>, };
+
+export type Setting = string | number | number | boolean;
+
+export type Settings = { server: { [key in string]: Setting }, policy: { [key in string]: Setting }, history: { [key in string]: Setting }, };
+
+export type ConfigView = { 
+/**
+ * The file edits go to; null on the embedded default.
+ */
+path: string | null, editable: boolean, providers: Array<ProviderEntry>, routes: Array<RouteEntry>, settings: Settings, };
+
 export type RequestBrief = { id: string, endpoint: string, model: string | null, provider: string | null, outcome: RequestOutcome, status: number | null, duration_ms: number, ttft_ms: number | null, input_tokens: number | null, output_tokens: number | null, cost_usd: number | null, 
 /**
  * `provider:status-or-outcome` per attempt, in order.

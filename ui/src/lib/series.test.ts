@@ -3,7 +3,7 @@ import type { SpendRow } from './api';
 import { bucketRange, bucketTime, byName, perMinute, stack, topModels } from './series';
 
 const row = (over: Partial<SpendRow>): SpendRow => ({
-  bucket: '2026-11-29', provider: 'a', model: 'm', requests: 1, input_tokens: 10, output_tokens: 5,
+  bucket: '2026-11-29', provider: 'a', model: 'm', requests: 1, failed: 0, fallbacks: 0, input_tokens: 10, output_tokens: 5,
   cached_tokens: 0, cost_usd: 0.01, ...over,
 });
 

@@ -3,6 +3,7 @@
 //! file. An edit is applied to the file's text, validated whole, written
 //! atomically and put in force; a refused edit changes nothing and says why.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -11,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, put};
 use axum::{Json, Router};
 use indexmap::IndexMap;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::admin::AdminError;
 use crate::config::edit::{ConfigEdit, ModelAlias, ProviderForm};
@@ -26,63 +28,164 @@ pub fn routes() -> Router<Gateway> {
         .route("/admin/config/settings", patch(patch_settings))
 }
 
-fn secs(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
+/// The configuration in force, with every default filled in: what
+/// `GET /admin/config` and every edit answer.
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub(crate) struct ConfigView {
+    /// The file edits go to; null on the embedded default.
+    path: Option<String>,
+    editable: bool,
+    providers: Vec<ProviderEntry>,
+    routes: Vec<RouteEntry>,
+    settings: Settings,
 }
 
-/// The configuration in force, with every default filled in.
-fn view(gw: &Gateway) -> Value {
+/// A provider as the dashboard's form shows it.
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub(crate) struct ProviderEntry {
+    name: String,
+    kind: String,
+    base_url: String,
+    models: Vec<ModelAlias>,
+    auth: KeyNeed,
+}
+
+/// Whether a provider is called with a key.
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum KeyNeed {
+    Key,
+    None,
+}
+
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub(crate) struct RouteEntry {
+    model: String,
+    chain: Vec<String>,
+}
+
+/// The settings the Settings view edits, by table and key; durations as
+/// text (`"60s"`), as the config file writes them.
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub(crate) struct Settings {
+    server: BTreeMap<&'static str, Setting>,
+    policy: BTreeMap<&'static str, Setting>,
+    history: BTreeMap<&'static str, Setting>,
+}
+
+/// One setting's value.
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(untagged)]
+pub(crate) enum Setting {
+    Text(String),
+    Count(u64),
+    Ratio(f64),
+    Flag(bool),
+}
+
+impl From<Duration> for Setting {
+    fn from(d: Duration) -> Setting {
+        Setting::Text(humantime::format_duration(d).to_string())
+    }
+}
+
+impl From<bool> for Setting {
+    fn from(b: bool) -> Setting {
+        Setting::Flag(b)
+    }
+}
+
+impl From<f64> for Setting {
+    fn from(r: f64) -> Setting {
+        Setting::Ratio(r)
+    }
+}
+
+impl From<u32> for Setting {
+    fn from(n: u32) -> Setting {
+        Setting::Count(n.into())
+    }
+}
+
+impl From<usize> for Setting {
+    fn from(n: usize) -> Setting {
+        Setting::Count(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+}
+
+fn table<const N: usize>(entries: [(&'static str, Setting); N]) -> BTreeMap<&'static str, Setting> {
+    entries.into_iter().collect()
+}
+
+fn provider_entry(p: &crate::config::ProviderConfig) -> ProviderEntry {
+    let models = p
+        .models
+        .client_names()
+        .map(|m| ModelAlias { client: m.into(), upstream: p.models.explicit(m).unwrap_or(m).into() })
+        .chain(p.models.has_wildcard().then(|| ModelAlias { client: "*".into(), upstream: "*".into() }))
+        .collect();
+    ProviderEntry {
+        name: p.name.clone(),
+        kind: p.kind.as_str().into(),
+        base_url: p.base_url.as_str().into(),
+        models,
+        auth: if p.auth == Auth::None { KeyNeed::None } else { KeyNeed::Key },
+    }
+}
+
+fn view(gw: &Gateway) -> ConfigView {
     let live = gw.live();
     let c = &live.config;
-    let providers: Vec<Value> = c
-        .providers
-        .iter()
-        .map(|p| {
-            let models: Vec<ModelAlias> = p
-                .models
-                .client_names()
-                .map(|m| ModelAlias { client: m.into(), upstream: p.models.explicit(m).unwrap_or(m).into() })
-                .chain(p.models.has_wildcard().then(|| ModelAlias { client: "*".into(), upstream: "*".into() }))
-                .collect();
-            json!({
-                "name": p.name, "kind": p.kind.as_str(), "base_url": p.base_url.as_str(), "models": models,
-                "auth": if p.auth == Auth::None { "none" } else { "key" },
-            })
-        })
-        .collect();
-    let routes: Vec<Value> = c.routes.iter().map(|r| json!({ "model": r.model, "chain": r.chain })).collect();
     let (p, b, s, h) = (&c.policy, &c.provider_policy.breaker, &c.server, &c.history);
-    json!({
-        "path": gw.config_path().map(|p| p.display().to_string()),
-        "editable": gw.config_path().is_some(),
-        "providers": providers,
-        "routes": routes,
-        "settings": {
-            "server": {
-                "listen": s.listen.to_string(), "access_token": s.access_token,
-                "rate_limit_per_minute": s.rate_limit_per_minute, "max_body_bytes": s.max_body_bytes,
-                "max_connections": s.max_connections,
-            },
-            "policy": {
-                "deadline": secs(p.deadline), "attempt_timeout": secs(p.attempt_timeout),
-                "max_retries": p.max_retries, "retry_timeouts": p.retry_timeouts,
-                "backoff_base": secs(p.backoff_base), "backoff_cap": secs(p.backoff_cap),
-                "max_retry_wait": secs(p.max_retry_wait), "min_fallback_budget": secs(p.min_fallback_budget),
-                "stream_idle_timeout": secs(p.stream_idle_timeout),
-                "breaker_failure_rate": b.failure_rate, "breaker_window": secs(b.window),
-                "breaker_min_calls": b.min_calls, "breaker_consecutive_failures": b.consecutive_failures,
-                "breaker_cooldown": secs(b.cooldown), "breaker_cooldown_max": secs(b.cooldown_max),
-                "fallback_share": c.provider_policy.fallback_share,
-            },
-            "history": {
-                "enabled": h.enabled, "retention": secs(h.retention),
-                "max_size_mb": h.max_size_bytes / (1024 * 1024), "store_bodies": h.store_bodies,
-            },
-        },
-    })
+    let settings = Settings {
+        server: table([
+            ("listen", Setting::Text(s.listen.to_string())),
+            ("access_token", s.access_token.into()),
+            ("rate_limit_per_minute", s.rate_limit_per_minute.into()),
+            ("max_body_bytes", s.max_body_bytes.into()),
+            ("max_connections", s.max_connections.into()),
+        ]),
+        policy: table([
+            ("deadline", p.deadline.into()),
+            ("attempt_timeout", p.attempt_timeout.into()),
+            ("max_retries", p.max_retries.into()),
+            ("retry_timeouts", p.retry_timeouts.into()),
+            ("backoff_base", p.backoff_base.into()),
+            ("backoff_cap", p.backoff_cap.into()),
+            ("max_retry_wait", p.max_retry_wait.into()),
+            ("min_fallback_budget", p.min_fallback_budget.into()),
+            ("stream_idle_timeout", p.stream_idle_timeout.into()),
+            ("breaker_failure_rate", b.failure_rate.into()),
+            ("breaker_window", b.window.into()),
+            ("breaker_min_calls", b.min_calls.into()),
+            ("breaker_consecutive_failures", b.consecutive_failures.into()),
+            ("breaker_cooldown", b.cooldown.into()),
+            ("breaker_cooldown_max", b.cooldown_max.into()),
+            ("fallback_share", c.provider_policy.fallback_share.into()),
+        ]),
+        history: table([
+            ("enabled", h.enabled.into()),
+            ("retention", h.retention.into()),
+            ("max_size_mb", Setting::Count(h.max_size_bytes / (1024 * 1024))),
+            ("store_bodies", h.store_bodies.into()),
+        ]),
+    };
+    ConfigView {
+        path: gw.config_path().map(|p| p.display().to_string()),
+        editable: gw.config_path().is_some(),
+        providers: c.providers.iter().map(provider_entry).collect(),
+        routes: c.routes.iter().map(|r| RouteEntry { model: r.model.clone(), chain: r.chain.clone() }).collect(),
+        settings,
+    }
 }
 
-async fn show(State(gw): State<Gateway>) -> Json<Value> {
+async fn show(State(gw): State<Gateway>) -> Json<ConfigView> {
     Json(view(&gw))
 }
 

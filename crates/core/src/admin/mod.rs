@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::gateway::Gateway;
-use crate::history::record::now_ms;
+use crate::history::record::{now_ms, RequestOutcome};
 use crate::history::store::{Bucket, RequestFilter, StoreError};
 use crate::http::guard::constant_time_eq;
 
@@ -197,13 +197,24 @@ fn time_param(name: &str, value: Option<&str>) -> Result<Option<i64>, AdminError
         .transpose()
 }
 
+/// `outcome=`, one of the outcomes history records.
+fn outcome_param(value: &str) -> Result<RequestOutcome, AdminError> {
+    serde_json::from_value(serde_json::Value::String(value.into())).map_err(|_| {
+        AdminError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_outcome",
+            format!("outcome={value:?} is not an outcome: ok, provider_error, error, rejected, failed or canceled"),
+        )
+    })
+}
+
 async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) -> Result<Response, AdminError> {
     let filter = RequestFilter {
         since: time_param("since", q.since.as_deref())?,
         until: time_param("until", q.until.as_deref())?,
         provider: q.provider,
         model: q.model,
-        outcome: q.outcome,
+        outcome: q.outcome.as_deref().map(outcome_param).transpose()?,
         failed: q.failed,
         fallback: q.fallback,
         correlation_id: q.correlation_id,
@@ -243,12 +254,30 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
         let from_day = &from_bucket[..10];
         month.iter().filter(|r| r.bucket.as_str() >= from_day).filter_map(|r| r.cost_usd).sum::<f64>()
     };
-    Ok(Json(json!({
-        "bucket": q.bucket,
-        "rows": rows,
-        "totals": { "today_usd": total(today_start), "last_7_days_usd": total(today_start - 6 * day), "last_30_days_usd": total(today_start - 29 * day) },
-    }))
-    .into_response())
+    let totals = SpendTotals {
+        today_usd: total(today_start),
+        last_7_days_usd: total(today_start - 6 * day),
+        last_30_days_usd: total(today_start - 29 * day),
+    };
+    Ok(Json(Spend { bucket: q.bucket, rows, totals }).into_response())
+}
+
+/// `GET /admin/spend`: tokens and cost per bucket, provider and model.
+#[derive(Debug, serde::Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub(crate) struct Spend {
+    bucket: Bucket,
+    rows: Vec<crate::history::store::SpendRow>,
+    totals: SpendTotals,
+}
+
+/// Spend over the last calendar days, today included.
+#[derive(Debug, serde::Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub(crate) struct SpendTotals {
+    today_usd: f64,
+    last_7_days_usd: f64,
+    last_30_days_usd: f64,
 }
 
 #[derive(Debug, serde::Serialize)]

@@ -7,6 +7,7 @@ use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Item, Tab
 
 /// A provider as the dashboard's form describes it.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct ProviderForm {
     pub kind: String,
     pub base_url: String,
@@ -19,6 +20,7 @@ pub struct ProviderForm {
 }
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct ModelAlias {
     pub client: String,
     pub upstream: String,

@@ -378,7 +378,7 @@ pub(crate) mod tests {
                 "provider" => RequestFilter { provider: Some("p2".into()), ..Default::default() },
                 "tried" => RequestFilter { provider: Some("down".into()), ..Default::default() },
                 "model" => RequestFilter { model: Some("alias".into()), ..Default::default() },
-                "outcome" => RequestFilter { outcome: Some("canceled".into()), ..Default::default() },
+                "outcome" => RequestFilter { outcome: Some(RequestOutcome::Canceled), ..Default::default() },
                 "failed" => RequestFilter { failed: true, ..Default::default() },
                 "fallback" => RequestFilter { fallback: true, ..Default::default() },
                 "failed+provider" => RequestFilter { failed: true, provider: Some("p1".into()), ..Default::default() },

@@ -13,7 +13,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::insert::Inserter;
-use super::record::Record;
+use super::record::{Record, RequestOutcome};
 use super::retire;
 
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,7 @@ pub struct Store {
 pub struct RequestFilter {
     pub provider: Option<String>,
     pub model: Option<String>,
-    pub outcome: Option<String>,
+    pub outcome: Option<RequestOutcome>,
     /// Only requests that did not end `ok`.
     #[serde(default)]
     pub failed: bool,
@@ -154,6 +154,7 @@ pub struct Page {
 
 /// Tokens and cost for one provider/model in one time bucket.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct SpendRow {
     pub bucket: String,
     pub provider: String,
@@ -170,6 +171,7 @@ pub struct SpendRow {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, Default)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum Bucket {
     #[default]
@@ -455,8 +457,8 @@ fn driving_facet(filter: &RequestFilter) -> Option<(Facet, &str)> {
     if filter.correlation_id.is_some() {
         return None;
     }
-    match &filter.outcome {
-        Some(o) if o != "ok" => return Some((Facet::Outcome, o)),
+    match filter.outcome {
+        Some(o) if o != RequestOutcome::Ok => return Some((Facet::Outcome, o.as_str())),
         _ => {}
     }
     if filter.fallback {
@@ -508,8 +510,8 @@ fn list_query(select: &str, filter: &RequestFilter) -> Result<QueryBuilder<Sqlit
     if let Some(m) = filter.model.as_deref().filter(|_| others(Facet::Model)) {
         has_facet(&mut q, Facet::Model, m);
     }
-    if let Some(o) = &filter.outcome {
-        q.push(" AND r.outcome = ").push_bind(o.clone());
+    if let Some(o) = filter.outcome {
+        q.push(" AND r.outcome = ").push_bind(o.as_str());
     }
     if filter.failed {
         q.push(" AND r.outcome <> 'ok'");
@@ -622,7 +624,7 @@ mod tests {
         let filters = [
             RequestFilter { failed: true, ..RequestFilter::default() },
             RequestFilter { fallback: true, ..RequestFilter::default() },
-            RequestFilter { outcome: Some("error".into()), ..RequestFilter::default() },
+            RequestFilter { outcome: Some(RequestOutcome::Error), ..RequestFilter::default() },
             RequestFilter { provider: Some("p".into()), ..RequestFilter::default() },
             RequestFilter { model: Some("m".into()), ..RequestFilter::default() },
             RequestFilter {
