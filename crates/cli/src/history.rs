@@ -7,7 +7,9 @@ use anyhow::{bail, Context, Result};
 use switchyard_core::admin::parse_time;
 use switchyard_core::admin::StreamMessage;
 use switchyard_core::history::Store;
-use switchyard_core::history::{AttemptRow, RequestDetail, RequestFilter, RequestSummary};
+use switchyard_core::history::{
+    AttemptRecord as AttemptRow, RequestDetail, RequestFilter, RequestOutcome, RequestSummary,
+};
 use switchyard_core::telemetry::GatewayEvent;
 
 use crate::paths::{self, DataDirArgs};
@@ -138,7 +140,7 @@ fn tokens(r: &RequestSummary) -> String {
 fn row(r: &RequestSummary) -> String {
     let status = r.status.map_or("-".into(), |s| s.to_string());
     let cost = r.cost_usd.map_or("-".into(), |c| format!("{c:.6}"));
-    let outcome = if r.outcome == "ok" { String::new() } else { format!("  {}", r.outcome) };
+    let outcome = if r.outcome == RequestOutcome::Ok { String::new() } else { format!("  {}", r.outcome) };
     format!(
         "{:<19}  {:<36}  {:<22} {:<20} {:<18} {:>6} {:>3} {:>8.0} {:>11} {:>10}{outcome}",
         clock(r.started_at),
@@ -191,7 +193,7 @@ fn timeline(d: &RequestDetail) -> String {
 }
 
 fn attempt_text(a: &AttemptRow) -> String {
-    let mut parts = vec![a.status.map_or(a.outcome.clone(), |s| format!("{s} {}", a.outcome))];
+    let mut parts = vec![a.status.map_or(a.outcome.to_string(), |s| format!("{s} {}", a.outcome))];
     parts.push(format!("{:.0} ms", a.duration_ms.unwrap_or(0.0)));
     if let Some(t) = a.ttft_ms {
         parts.push(format!("ttft {t:.0} ms"));
@@ -311,7 +313,9 @@ async fn tail_database(args: TailArgs) -> Result<()> {
                 .map(|d| {
                     d.attempt_list
                         .iter()
-                        .map(|a| format!("{}:{}", a.provider, a.status.map_or(a.outcome.clone(), |s| s.to_string())))
+                        .map(|a| {
+                            format!("{}:{}", a.provider, a.status.map_or(a.outcome.to_string(), |s| s.to_string()))
+                        })
                         .collect::<Vec<_>>()
                         .join(" → ")
                 })

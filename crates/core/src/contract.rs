@@ -12,8 +12,9 @@ use crate::admin::config::{ConfigView, KeyNeed, ProviderEntry, RouteEntry, Setti
 use crate::admin::live::{ProviderStats, Snapshot, SnapshotKind, StatsView, StreamMessage};
 use crate::admin::{Spend, SpendTotals};
 use crate::config::edit::{ModelAlias, ProviderForm};
+use crate::history::record::AttemptRecord;
 use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
-use crate::history::store::{AttemptRow, Bucket, Page, RequestDetail, RequestSummary, SpendRow, UsageRow};
+use crate::history::store::{Bucket, Page, RequestDetail, RequestSummary, SpendRow};
 use crate::policy::breaker::BreakerState;
 use crate::protocol::usage::Usage;
 use crate::telemetry::events::{Envelope, EventKind, GatewayEvent, PassiveHealth, RequestBrief};
@@ -53,9 +54,8 @@ fn declarations(cfg: &Config) -> Vec<String> {
         ProviderStats::decl(cfg),
         StatsView::decl(cfg),
         // History.
-        UsageRow::decl(cfg),
         RequestSummary::decl(cfg),
-        AttemptRow::decl(cfg),
+        AttemptRecord::decl(cfg),
         RequestDetail::decl(cfg),
         Page::decl(cfg),
         // Spend.

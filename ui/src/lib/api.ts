@@ -29,7 +29,7 @@ export type {
   RequestSummary,
   Snapshot,
   StreamMessage,
-  UsageRow as Usage,
+  Usage,
   Window as WindowStats,
 } from './contract';
 import type {

@@ -65,21 +65,27 @@ export type StatsView = { providers: Array<ProviderStats>, cost_today_usd: numbe
  */
 history_records_lost: number, };
 
-export type UsageRow = { input_tokens: number | null, output_tokens: number | null, cached_tokens: number | null, };
-
 export type RequestSummary = { id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
 /**
  * Attempts made (the detail view lists them as `attempts`).
  */
-attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: UsageRow, cost_usd: number | null, error_code: string | null, error: string | null, };
+attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: Usage, cost_usd: number | null, error_code: string | null, error: string | null, };
 
-export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, offset_ms: number, timeout_ms: number | null, backoff_ms: number, duration_ms: number | null, ttfb_ms: number | null, ttft_ms: number | null, status: number | null, outcome: AttemptOutcome, retry_after_ms: number | null, breaker_state: BreakerState | null, error: string | null, usage: UsageRow, };
+export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, 
+/**
+ * Start relative to the request's start.
+ */
+offset_ms: number, timeout_ms: number | null, 
+/**
+ * Backoff slept just before this attempt.
+ */
+backoff_ms: number, duration_ms: number | null, ttfb_ms: number | null, ttft_ms: number | null, status: number | null, outcome: AttemptOutcome, retry_after_ms: number | null, breaker_state: BreakerState | null, error: string | null, usage: Usage, };
 
 export type RequestDetail = { request_body: string | null, response_body: string | null, attempts: Array<AttemptRow>, id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
 /**
  * Attempts made (the detail view lists them as `attempts`).
  */
-attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: UsageRow, cost_usd: number | null, error_code: string | null, error: string | null, };
+attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: Usage, cost_usd: number | null, error_code: string | null, error: string | null, };
 
 export type Page = { requests: Array<RequestSummary>, next_cursor: string | null, };
 

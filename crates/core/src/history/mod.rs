@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 pub use record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
-pub use store::{AttemptRow, CountTable, RequestDetail, RequestFilter, RequestSummary, Store, StoreError};
+pub use store::{CountTable, RequestDetail, RequestFilter, RequestSummary, Store, StoreError};
 pub use writer::Recorder;
 
 use crate::config::HistoryConfig;

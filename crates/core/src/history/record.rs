@@ -65,7 +65,24 @@ impl AttemptOutcome {
     }
 }
 
+/// The names history stores and the admin API sends.
+macro_rules! display_as_str {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+display_as_str!(Reason, AttemptOutcome, RequestOutcome);
+
+/// One upstream attempt: what the journal records, the history stores and
+/// the admin API returns (as `AttemptRow`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "AttemptRow"))]
 pub struct AttemptRecord {
     pub seq: u32,
     pub provider: String,
@@ -73,6 +90,7 @@ pub struct AttemptRecord {
     pub model: String,
     pub reason: Reason,
     pub fallback_from: Option<String>,
+    #[serde(rename = "started_at")]
     pub started_at_ms: i64,
     /// Start relative to the request's start.
     pub offset_ms: f64,
@@ -85,6 +103,7 @@ pub struct AttemptRecord {
     pub status: Option<u16>,
     pub outcome: AttemptOutcome,
     pub retry_after_ms: Option<f64>,
+    #[cfg_attr(test, ts(as = "Option<crate::policy::breaker::BreakerState>"))]
     pub breaker_state: Option<String>,
     pub error: Option<String>,
     pub usage: Usage,

@@ -13,8 +13,9 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::insert::Inserter;
-use super::record::{Record, RequestOutcome};
+use super::record::{AttemptRecord, Record, RequestOutcome};
 use super::retire;
+use crate::protocol::usage::Usage;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -36,6 +37,8 @@ pub enum StoreError {
     Spool { path: String, source: std::io::Error },
     #[error("bad cursor {0:?}")]
     Cursor(String),
+    #[error("history row: {0}")]
+    Corrupt(String),
 }
 
 /// A handle on the history database; cheap to clone.
@@ -81,8 +84,7 @@ pub struct RequestSummary {
     pub endpoint: String,
     pub model: Option<String>,
     pub streamed: bool,
-    #[cfg_attr(test, ts(as = "crate::history::record::RequestOutcome"))]
-    pub outcome: String,
+    pub outcome: RequestOutcome,
     pub status: Option<i64>,
     pub provider: Option<String>,
     pub provider_model: Option<String>,
@@ -92,45 +94,10 @@ pub struct RequestSummary {
     pub fallback: bool,
     pub duration_ms: f64,
     pub ttft_ms: Option<f64>,
-    pub usage: UsageRow,
+    pub usage: Usage,
     pub cost_usd: Option<f64>,
     pub error_code: Option<String>,
     pub error: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-pub struct UsageRow {
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub cached_tokens: Option<i64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-pub struct AttemptRow {
-    pub seq: i64,
-    pub provider: String,
-    pub key_label: Option<String>,
-    pub model: String,
-    #[cfg_attr(test, ts(as = "crate::history::record::Reason"))]
-    pub reason: String,
-    pub fallback_from: Option<String>,
-    pub started_at: i64,
-    pub offset_ms: f64,
-    pub timeout_ms: Option<f64>,
-    pub backoff_ms: f64,
-    pub duration_ms: Option<f64>,
-    pub ttfb_ms: Option<f64>,
-    pub ttft_ms: Option<f64>,
-    pub status: Option<i64>,
-    #[cfg_attr(test, ts(as = "crate::history::record::AttemptOutcome"))]
-    pub outcome: String,
-    pub retry_after_ms: Option<f64>,
-    #[cfg_attr(test, ts(as = "Option<crate::policy::breaker::BreakerState>"))]
-    pub breaker_state: Option<String>,
-    pub error: Option<String>,
-    pub usage: UsageRow,
 }
 
 /// A request with its attempts in order.
@@ -142,7 +109,7 @@ pub struct RequestDetail {
     pub request_body: Option<String>,
     pub response_body: Option<String>,
     #[serde(rename = "attempts")]
-    pub attempt_list: Vec<AttemptRow>,
+    pub attempt_list: Vec<AttemptRecord>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -437,12 +404,22 @@ fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
     Ok((at.parse().map_err(|_| bad())?, id.to_string()))
 }
 
-fn usage_row(r: &SqliteRow) -> Result<UsageRow, sqlx::Error> {
-    Ok(UsageRow {
-        input_tokens: r.try_get("input_tokens")?,
-        output_tokens: r.try_get("output_tokens")?,
-        cached_tokens: r.try_get("cached_tokens")?,
+fn usage_row(r: &SqliteRow) -> Result<Usage, sqlx::Error> {
+    let count = |column: &str| -> Result<Option<u64>, sqlx::Error> {
+        Ok(r.try_get::<Option<i64>, _>(column)?.and_then(|n| u64::try_from(n).ok()))
+    };
+    Ok(Usage {
+        input_tokens: count("input_tokens")?,
+        output_tokens: count("output_tokens")?,
+        cached_tokens: count("cached_tokens")?,
     })
+}
+
+/// A column that holds one of the values of a serde enum (`outcome`, `reason`).
+fn named<T: serde::de::DeserializeOwned>(r: &SqliteRow, column: &str) -> Result<T, StoreError> {
+    let text: String = r.try_get(column)?;
+    serde_json::from_value(serde_json::Value::String(text.clone()))
+        .map_err(|_| StoreError::Corrupt(format!("{column} {text:?} is not one this version knows")))
 }
 
 fn page_size(filter: &RequestFilter) -> u32 {
@@ -555,7 +532,7 @@ fn summary(r: &SqliteRow) -> Result<RequestSummary, StoreError> {
         endpoint: r.try_get("endpoint")?,
         model: r.try_get("model")?,
         streamed: r.try_get("streamed")?,
-        outcome: r.try_get("outcome")?,
+        outcome: named(r, "outcome")?,
         status: r.try_get("status")?,
         provider: r.try_get("provider")?,
         provider_model: r.try_get("provider_model")?,
@@ -570,23 +547,26 @@ fn summary(r: &SqliteRow) -> Result<RequestSummary, StoreError> {
     })
 }
 
-fn attempt(r: &SqliteRow) -> Result<AttemptRow, StoreError> {
-    Ok(AttemptRow {
-        seq: r.try_get("seq")?,
+fn attempt(r: &SqliteRow) -> Result<AttemptRecord, StoreError> {
+    let small = |column: &str| -> Result<Option<u16>, StoreError> {
+        Ok(r.try_get::<Option<i64>, _>(column)?.and_then(|n| u16::try_from(n).ok()))
+    };
+    Ok(AttemptRecord {
+        seq: u32::try_from(r.try_get::<i64, _>("seq")?).unwrap_or(u32::MAX),
         provider: r.try_get("provider")?,
         key_label: r.try_get("key_label")?,
         model: r.try_get("model")?,
-        reason: r.try_get("reason")?,
+        reason: named(r, "reason")?,
         fallback_from: r.try_get("fallback_from")?,
-        started_at: r.try_get("started_at")?,
+        started_at_ms: r.try_get("started_at")?,
         offset_ms: r.try_get("offset_ms")?,
         timeout_ms: r.try_get("timeout_ms")?,
         backoff_ms: r.try_get("backoff_ms")?,
         duration_ms: r.try_get("duration_ms")?,
         ttfb_ms: r.try_get("ttfb_ms")?,
         ttft_ms: r.try_get("ttft_ms")?,
-        status: r.try_get("status")?,
-        outcome: r.try_get("outcome")?,
+        status: small("status")?,
+        outcome: named(r, "outcome")?,
         retry_after_ms: r.try_get("retry_after_ms")?,
         breaker_state: r.try_get("breaker_state")?,
         error: r.try_get("error")?,
