@@ -144,6 +144,24 @@ async fn the_local_access_token_goes_where_the_api_key_goes() {
         assert!(!sent.contains(ACCESS_TOKEN), "the access token was forwarded");
     }
     assert_eq!(http().get(gw.url("/healthz")).send().await.unwrap().status(), 200, "health needs no token");
+
+    // Gemini's paths are proxy paths too, and its clients put the key in
+    // x-goog-api-key or ?key=: no token, no entry, in Gemini's error shape.
+    let gemini = json!({ "contents": [{ "role": "user", "parts": [{ "text": "hi" }] }] });
+    let path = "/v1beta/models/m:generateContent";
+    let (status, body) = error_of(http().post(gw.url(path)).json(&gemini).send().await.unwrap()).await;
+    assert_eq!((status, body["error"]["status"].as_str()), (401, Some("UNAUTHENTICATED")), "{body}");
+    let (status, _) =
+        error_of(http().post(gw.url(&format!("{path}?key=sk-wrong"))).json(&gemini).send().await.unwrap()).await;
+    assert_eq!(status, 401);
+    for passed in [
+        http().post(gw.url(&format!("{path}?key={ACCESS_TOKEN}"))).json(&gemini),
+        http().post(gw.url(path)).header("x-goog-api-key", ACCESS_TOKEN).json(&gemini),
+    ] {
+        let (status, body) = error_of(passed.send().await.unwrap()).await;
+        assert_ne!(status, 401, "the token was accepted: {body}");
+    }
+    assert_eq!(http().get(gw.url("/v1beta/models")).send().await.unwrap().status(), 401);
 }
 
 #[tokio::test]

@@ -521,11 +521,12 @@ impl Validator<'_> {
         let kind = match raw.kind.get_ref().as_str() {
             "openai" => Protocol::OpenAi,
             "anthropic" => Protocol::Anthropic,
+            "gemini" => Protocol::Gemini,
             other => {
                 return self.error(
                     raw.kind.span(),
                     field("kind"),
-                    format!("{other:?} is not \"openai\" or \"anthropic\""),
+                    format!("{other:?} is not \"openai\", \"anthropic\" or \"gemini\""),
                 )
             }
         };
@@ -736,7 +737,7 @@ models = { "m1" = "other-m1" }
     #[test]
     fn validation_errors_point_at_the_value() {
         let (line, field, message) =
-            invalid("[[providers]]\nname = \"a\"\nkind = \"gemini\"\nbase_url = \"http://x/v1\"\n");
+            invalid("[[providers]]\nname = \"a\"\nkind = \"palm\"\nbase_url = \"http://x/v1\"\n");
         assert_eq!((line, field.as_str()), (3, "providers[0].kind"));
         assert!(message.contains("gemini"));
 

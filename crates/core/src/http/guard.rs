@@ -26,6 +26,8 @@ const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 pub(crate) fn protocol_of(path: &str) -> Protocol {
     if path.starts_with("/v1/messages") {
         Protocol::Anthropic
+    } else if path.starts_with("/v1beta/") {
+        Protocol::Gemini
     } else {
         Protocol::OpenAi
     }
@@ -90,7 +92,7 @@ fn checked_host<B>(server: &ServerConfig, request: &axum::http::Request<B>) -> R
 /// Whether a request goes to a proxy endpoint, the only ones
 /// `allowed_origins` opens to other browser origins.
 fn is_proxy_path(path: &str) -> bool {
-    path.starts_with("/v1/")
+    path.starts_with("/v1/") || path.starts_with("/v1beta/")
 }
 
 /// Whether a browser origin may call `path`: the gateway's own pages (same
@@ -117,11 +119,16 @@ fn header_bytes(headers: &HeaderMap) -> usize {
     headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum()
 }
 
-/// The token a client sent where it puts its API key.
-fn client_token(headers: &HeaderMap) -> Option<&str> {
-    let bearer =
-        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    bearer.or_else(|| headers.get(name::X_API_KEY).and_then(|v| v.to_str().ok())).map(str::trim)
+/// The token a client sent where it puts its API key: a bearer token,
+/// `x-api-key` (Anthropic), `x-goog-api-key` or `?key=` (Gemini).
+fn client_token<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Option<std::borrow::Cow<'a, str>> {
+    let header = |n: HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
+    let bearer = header(header::AUTHORIZATION).and_then(|v| v.strip_prefix("Bearer "));
+    let named = bearer.or_else(|| header(name::X_API_KEY)).or_else(|| header(name::X_GOOG_API_KEY));
+    if let Some(token) = named {
+        return Some(std::borrow::Cow::Borrowed(token.trim()));
+    }
+    url::form_urlencoded::parse(query?.as_bytes()).find(|(k, _)| k == "key").map(|(_, v)| v)
 }
 
 /// Compares without an early exit, so timing does not reveal a token.
@@ -233,12 +240,12 @@ pub fn admit<B>(
     }
     if is_proxy_path(path) {
         if let Some(expected) = gw.access_token() {
-            let ok = client_token(request.headers())
+            let ok = client_token(request.headers(), request.uri().query())
                 .is_some_and(|t| constant_time_eq(t.as_bytes(), expected.expose_secret().as_bytes()));
             if !ok {
                 return Err(Box::new(refuse(
                     ErrorCode::InvalidAccessToken,
-                    "this gateway requires its local access token as the API key (Authorization: Bearer or x-api-key)"
+                    "this gateway requires its local access token as the API key (Authorization: Bearer, x-api-key, x-goog-api-key or ?key=)"
                         .into(),
                 )));
             }
@@ -270,11 +277,15 @@ mod tests {
     }
 
     #[test]
-    fn tokens_from_either_header() {
+    fn tokens_from_every_place_a_client_puts_its_key() {
+        let token = |h: &HeaderMap, q: Option<&str>| client_token(h, q).map(|t| t.into_owned());
         let mut h = HeaderMap::new();
+        assert_eq!(token(&h, Some("alt=sse&key=sy-0")).as_deref(), Some("sy-0"));
+        h.insert("x-goog-api-key", HeaderValue::from_static("sy-g"));
+        assert_eq!(token(&h, Some("key=sy-0")).as_deref(), Some("sy-g"));
         h.insert("x-api-key", HeaderValue::from_static("sy-1"));
-        assert_eq!(client_token(&h), Some("sy-1"));
+        assert_eq!(token(&h, None).as_deref(), Some("sy-1"));
         h.insert("authorization", HeaderValue::from_static("Bearer sy-2"));
-        assert_eq!(client_token(&h), Some("sy-2"));
+        assert_eq!(token(&h, None).as_deref(), Some("sy-2"));
     }
 }

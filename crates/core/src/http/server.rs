@@ -46,8 +46,10 @@ fn routes(gateway: Gateway) -> Router {
         .route("/metrics", get(crate::admin::live::metrics))
         .route(crate::http::challenge::PATH, get(crate::http::challenge::whoami))
         .route("/v1/models", get(list_models))
-        .route("/v1/models/{*id}", get(get_model));
-    for endpoint in Endpoint::ALL {
+        .route("/v1/models/{*id}", get(get_model))
+        .route("/v1beta/models", get(list_gemini_models))
+        .route("/v1beta/models/{*id}", get(get_gemini_model));
+    for endpoint in Endpoint::FIXED {
         let protocol = endpoint.protocol();
         router = router.route(endpoint.gateway_path(), any(move || async move { method_not_allowed(protocol) }));
     }
@@ -177,12 +179,13 @@ async fn bounded_body(State(gw): State<Gateway>, request: Request, next: Next) -
     }
 }
 
-/// The proxy endpoint a request is for: a `POST` to one of their paths.
-fn proxy_endpoint<B>(request: &axum::http::Request<B>) -> Option<Endpoint> {
+/// The proxy endpoint a request is for (a `POST` to one of their paths),
+/// with the model a Gemini path names.
+fn proxy_endpoint<B>(request: &axum::http::Request<B>) -> Option<(Endpoint, Option<String>)> {
     if request.method() != axum::http::Method::POST {
         return None;
     }
-    Endpoint::ALL.into_iter().find(|e| e.gateway_path() == request.uri().path())
+    Endpoint::of_path(request.uri().path()).map(|(e, model)| (e, model.map(str::to_string)))
 }
 
 /// A request's ids, and a debug-level span that carries them onto every
@@ -276,7 +279,7 @@ impl Front {
     }
 
     async fn dispatch(&self, mut request: axum::http::Request<Incoming>, ids: &RequestIds) -> Response {
-        let Some(endpoint) = proxy_endpoint(&request) else {
+        let Some((endpoint, path_model)) = proxy_endpoint(&request) else {
             request.extensions_mut().insert(ConnectInfo(self.peer));
             if let Some(local) = self.local {
                 request.extensions_mut().insert(crate::http::challenge::LocalAddr(local));
@@ -287,7 +290,7 @@ impl Front {
             };
         };
         let (head, body) = request.into_parts();
-        let inbound = Inbound { endpoint, ids: ids.clone(), headers: head.headers, uri: head.uri };
+        let inbound = Inbound { endpoint, path_model, ids: ids.clone(), headers: head.headers, uri: head.uri };
         proxy::handle(&self.gateway, inbound, Body::new(body)).await
     }
 }
@@ -331,6 +334,7 @@ fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
 fn model_object(protocol: Protocol, id: &str, owner: &str) -> Value {
     match protocol {
         Protocol::OpenAi => json!({ "id": id, "object": "model", "created": 0, "owned_by": owner }),
+        Protocol::Gemini => gemini_model(id),
         Protocol::Anthropic => json!({
             "type": "model", "id": id, "display_name": id, "created_at": "1970-01-01T00:00:00Z"
         }),
@@ -343,6 +347,7 @@ async fn list_models(State(gw): State<Gateway>, headers: HeaderMap) -> Json<Valu
     let data: Vec<Value> = models.iter().map(|(id, owner)| model_object(protocol, id, owner)).collect();
     Json(match protocol {
         Protocol::OpenAi => json!({ "object": "list", "data": data }),
+        Protocol::Gemini => json!({ "models": data }),
         Protocol::Anthropic => json!({
             "data": data,
             "has_more": false,
@@ -360,6 +365,34 @@ async fn get_model(State(gw): State<Gateway>, Path(id): Path<String>, headers: H
             ApiError::new(protocol, ErrorCode::ModelNotFound, format!("the model `{id}` is not routed by this gateway"))
                 .into_response()
         }
+    }
+}
+
+/// Gemini's `models/{id}` resource for a routable model.
+fn gemini_model(id: &str) -> Value {
+    json!({
+        "name": format!("models/{id}"),
+        "baseModelId": id,
+        "displayName": id,
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+    })
+}
+
+async fn list_gemini_models(State(gw): State<Gateway>) -> Json<Value> {
+    let models = routable_models(&gw, Protocol::Gemini);
+    Json(json!({ "models": models.iter().map(|(id, _)| gemini_model(id)).collect::<Vec<_>>() }))
+}
+
+async fn get_gemini_model(State(gw): State<Gateway>, Path(id): Path<String>) -> Response {
+    let id = id.strip_prefix("models/").unwrap_or(&id);
+    match routable_models(&gw, Protocol::Gemini).into_iter().find(|(m, _)| m == id) {
+        Some((id, _)) => Json(gemini_model(&id)).into_response(),
+        None => ApiError::new(
+            Protocol::Gemini,
+            ErrorCode::ModelNotFound,
+            format!("the model `{id}` is not routed by this gateway"),
+        )
+        .into_response(),
     }
 }
 

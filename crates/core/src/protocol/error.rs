@@ -108,6 +108,22 @@ impl ErrorCode {
     }
 }
 
+impl ErrorCode {
+    /// Gemini's `error.status`: the google.rpc code name for the HTTP status.
+    fn gemini_status(self) -> &'static str {
+        match self.status().as_u16() {
+            400 | 405 | 408 | 413 | 431 => "INVALID_ARGUMENT",
+            401 => "UNAUTHENTICATED",
+            403 => "PERMISSION_DENIED",
+            404 => "NOT_FOUND",
+            429 => "RESOURCE_EXHAUSTED",
+            503 => "UNAVAILABLE",
+            504 => "DEADLINE_EXCEEDED",
+            _ => "INTERNAL",
+        }
+    }
+}
+
 /// An error produced by the gateway (not relayed from a provider).
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -144,6 +160,19 @@ impl ApiError {
                     "type": self.code.anthropic_type(),
                     "message": self.message,
                     "code": self.code.as_str(),
+                }
+            }),
+            // google.rpc.Status, as Gemini's own errors: the code is the HTTP status.
+            Protocol::Gemini => json!({
+                "error": {
+                    "code": self.code.status().as_u16(),
+                    "message": self.message,
+                    "status": self.code.gemini_status(),
+                    "details": [{
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": self.code.as_str(),
+                        "domain": "switchyard",
+                    }],
                 }
             }),
         }

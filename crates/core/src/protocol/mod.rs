@@ -1,4 +1,6 @@
-//! The two wire protocols Switchyard speaks and the endpoints of each.
+//! The wire protocols Switchyard speaks, the endpoints of each, and
+//! everything that knows a format: error bodies, event streams, usage
+//! shapes, and translation between formats.
 
 pub(crate) mod error;
 pub(crate) mod sse;
@@ -13,6 +15,7 @@ use std::fmt;
 pub enum Protocol {
     OpenAi,
     Anthropic,
+    Gemini,
 }
 
 impl Protocol {
@@ -20,6 +23,7 @@ impl Protocol {
         match self {
             Protocol::OpenAi => "openai",
             Protocol::Anthropic => "anthropic",
+            Protocol::Gemini => "gemini",
         }
     }
 }
@@ -31,7 +35,8 @@ impl fmt::Display for Protocol {
 }
 
 /// A proxied endpoint. Paths are relative to a provider's `base_url`, which
-/// ends in the API version (`.../v1`), so both protocols join the same way.
+/// ends in the API version (`.../v1`, `.../v1beta`), so every protocol
+/// joins the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     ChatCompletions,
@@ -40,10 +45,17 @@ pub enum Endpoint {
     Responses,
     Messages,
     CountTokens,
+    /// Gemini's `models/{model}:generateContent`.
+    GeminiGenerate,
+    /// Gemini's `models/{model}:streamGenerateContent` (with `alt=sse`).
+    GeminiStream,
+    /// Gemini's `models/{model}:countTokens`.
+    GeminiCountTokens,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 6] = [
+    /// The endpoints at a fixed path; Gemini's name the model in theirs.
+    pub const FIXED: [Endpoint; 6] = [
         Endpoint::ChatCompletions,
         Endpoint::Completions,
         Endpoint::Embeddings,
@@ -52,16 +64,20 @@ impl Endpoint {
         Endpoint::CountTokens,
     ];
 
+    pub const GEMINI: [Endpoint; 3] = [Endpoint::GeminiGenerate, Endpoint::GeminiStream, Endpoint::GeminiCountTokens];
+
     pub fn protocol(self) -> Protocol {
         match self {
             Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {
                 Protocol::OpenAi
             }
             Endpoint::Messages | Endpoint::CountTokens => Protocol::Anthropic,
+            Endpoint::GeminiGenerate | Endpoint::GeminiStream | Endpoint::GeminiCountTokens => Protocol::Gemini,
         }
     }
 
-    /// The path clients call on the gateway.
+    /// The path clients call on the gateway; for Gemini's, with `{model}`
+    /// standing for the model, as history records it.
     pub fn gateway_path(self) -> &'static str {
         match self {
             Endpoint::ChatCompletions => "/v1/chat/completions",
@@ -70,13 +86,46 @@ impl Endpoint {
             Endpoint::Responses => "/v1/responses",
             Endpoint::Messages => "/v1/messages",
             Endpoint::CountTokens => "/v1/messages/count_tokens",
+            Endpoint::GeminiGenerate => "/v1beta/models/{model}:generateContent",
+            Endpoint::GeminiStream => "/v1beta/models/{model}:streamGenerateContent",
+            Endpoint::GeminiCountTokens => "/v1beta/models/{model}:countTokens",
         }
     }
 
-    /// The path below a provider's base URL.
-    pub fn upstream_path(self) -> &'static str {
-        // Both protocols put their version segment in base_url.
-        self.gateway_path().trim_start_matches("/v1/")
+    /// Gemini's method name, after the model in its path.
+    fn gemini_method(self) -> Option<&'static str> {
+        match self {
+            Endpoint::GeminiGenerate => Some("generateContent"),
+            Endpoint::GeminiStream => Some("streamGenerateContent"),
+            Endpoint::GeminiCountTokens => Some("countTokens"),
+            _ => None,
+        }
+    }
+
+    /// The endpoint a gateway path names, and the model when the path
+    /// carries one (Gemini's `/v1beta/models/{model}:method`).
+    pub fn of_path(path: &str) -> Option<(Endpoint, Option<&str>)> {
+        if let Some(e) = Endpoint::FIXED.into_iter().find(|e| e.gateway_path() == path) {
+            return Some((e, None));
+        }
+        let (model, method) = path.strip_prefix("/v1beta/models/")?.rsplit_once(':')?;
+        let endpoint = Endpoint::GEMINI.into_iter().find(|e| e.gemini_method() == Some(method))?;
+        let plain = !model.is_empty() && !model.contains('/');
+        plain.then_some((endpoint, Some(model)))
+    }
+
+    /// The path below a provider's base URL. Every protocol puts its version
+    /// segment in `base_url`; Gemini's paths name the provider's model.
+    pub fn upstream_path(self, model: &str) -> std::borrow::Cow<'static, str> {
+        match self.gemini_method() {
+            Some(method) => format!("models/{model}:{method}").into(),
+            None => self.gateway_path().trim_start_matches("/v1/").into(),
+        }
+    }
+
+    /// Whether the client asked for a stream by the endpoint itself.
+    pub fn streams(self) -> bool {
+        self == Endpoint::GeminiStream
     }
 }
 
@@ -90,3 +139,23 @@ impl fmt::Display for Endpoint {
 // does not speak the client's format.
 #[allow(dead_code)]
 pub(crate) mod translate;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemini_paths_name_their_model_and_method() {
+        assert_eq!(
+            Endpoint::of_path("/v1beta/models/gemini-2.5-pro:streamGenerateContent"),
+            Some((Endpoint::GeminiStream, Some("gemini-2.5-pro")))
+        );
+        assert_eq!(Endpoint::of_path("/v1beta/models/m:countTokens"), Some((Endpoint::GeminiCountTokens, Some("m"))));
+        assert_eq!(Endpoint::of_path("/v1/messages"), Some((Endpoint::Messages, None)));
+        for odd in ["/v1beta/models/:generateContent", "/v1beta/models/a/b:generateContent", "/v1beta/models/m:embed"] {
+            assert_eq!(Endpoint::of_path(odd), None, "{odd}");
+        }
+        assert_eq!(Endpoint::GeminiGenerate.upstream_path("m"), "models/m:generateContent");
+        assert_eq!(Endpoint::ChatCompletions.upstream_path("m"), "chat/completions");
+    }
+}

@@ -114,7 +114,8 @@ pub fn classify(endpoint: Endpoint, event: &[u8]) -> Kind {
                 | "response.content_part.added"
         ),
         Endpoint::ChatCompletions | Endpoint::Completions => !chat_has_content(&json),
-        Endpoint::Embeddings | Endpoint::CountTokens => false,
+        Endpoint::GeminiGenerate | Endpoint::GeminiStream => !gemini_has_content(&json),
+        Endpoint::Embeddings | Endpoint::CountTokens | Endpoint::GeminiCountTokens => false,
     };
     if preamble {
         Kind::Preamble
@@ -146,6 +147,19 @@ fn chat_has_content(chunk: &Value) -> bool {
     any_choice || choices.is_some_and(Vec::is_empty) && non_empty(chunk.get("usage"))
 }
 
+/// A Gemini chunk carries content when a candidate has a part or a finish
+/// reason, or when the prompt was blocked (the reply is over).
+fn gemini_has_content(chunk: &Value) -> bool {
+    let candidates = chunk.get("candidates").and_then(Value::as_array);
+    let any = candidates.is_some_and(|cs| {
+        cs.iter().any(|c| {
+            c.pointer("/content/parts").and_then(Value::as_array).is_some_and(|p| !p.is_empty())
+                || c.get("finishReason").is_some_and(|r| !r.is_null())
+        })
+    });
+    any || chunk.pointer("/promptFeedback/blockReason").is_some()
+}
+
 fn error_message(json: &Value) -> String {
     let pick = |v: &Value| v.get("message").and_then(Value::as_str).map(str::to_string);
     json.get("error")
@@ -170,6 +184,10 @@ pub fn error_event(endpoint: Endpoint, message: &str) -> Bytes {
         Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => format!(
             "data: {}\n\n",
             serde_json::json!({ "error": { "message": message, "type": "server_error", "param": null, "code": code } })
+        ),
+        Endpoint::GeminiGenerate | Endpoint::GeminiStream | Endpoint::GeminiCountTokens => format!(
+            "data: {}\n\n",
+            serde_json::json!({ "error": { "code": 502, "message": message, "status": "UNAVAILABLE" } })
         ),
     };
     Bytes::from(text)

@@ -51,6 +51,16 @@ struct Raw {
     input_tokens_details: Details,
     cache_read_input_tokens: Count,
     cache_creation_input_tokens: Count,
+    #[serde(rename = "promptTokenCount")]
+    prompt_token_count: Count,
+    #[serde(rename = "toolUsePromptTokenCount")]
+    tool_use_prompt_token_count: Count,
+    #[serde(rename = "candidatesTokenCount")]
+    candidates_token_count: Count,
+    #[serde(rename = "thoughtsTokenCount")]
+    thoughts_token_count: Count,
+    #[serde(rename = "cachedContentTokenCount")]
+    cached_content_token_count: Count,
 }
 
 /// `*_tokens_details`: only its cached count is read. Like [`Count`],
@@ -190,13 +200,28 @@ impl Raw {
         }
     }
 
+    /// Gemini `usageMetadata`: the prompt includes cached and tool-use
+    /// prompt tokens; the output is the candidates' tokens plus thoughts.
+    fn gemini(&self) -> Usage {
+        let prompt = self.prompt_token_count.0;
+        let input = prompt.map(|p| p.saturating_add(self.tool_use_prompt_token_count.0.unwrap_or(0)));
+        let candidates = self.candidates_token_count.0;
+        let thoughts = self.thoughts_token_count.0;
+        let output = match (candidates, thoughts) {
+            (None, None) => input.map(|_| 0),
+            (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
+        };
+        Usage { input_tokens: input, output_tokens: output, cached_tokens: self.cached_content_token_count.0 }
+    }
+
     fn of(&self, endpoint: Endpoint) -> Usage {
         match endpoint {
             Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => self.openai(),
             Endpoint::Responses => self.responses(),
             Endpoint::Messages => self.anthropic(),
+            Endpoint::GeminiGenerate | Endpoint::GeminiStream => self.gemini(),
             // Counting tokens is free and uses no tokens.
-            Endpoint::CountTokens => Usage::default(),
+            Endpoint::CountTokens | Endpoint::GeminiCountTokens => Usage::default(),
         }
     }
 }
@@ -206,7 +231,11 @@ impl Raw {
 /// is stepped over by [`member`], which is a few times cheaper than having
 /// a parser validate what it then ignores.
 pub fn from_body(endpoint: Endpoint, body: &[u8]) -> Usage {
-    let Some(value) = member(body, b"usage") else { return Usage::default() };
+    let key: &[u8] = match endpoint.protocol() {
+        crate::protocol::Protocol::Gemini => b"usageMetadata",
+        _ => b"usage",
+    };
+    let Some(value) = member(body, key) else { return Usage::default() };
     match Option::<Raw>::deserialize(&mut serde_json::Deserializer::from_slice(value)) {
         Ok(Some(raw)) => raw.of(endpoint),
         _ => Usage::default(),
@@ -273,7 +302,9 @@ fn from_event(endpoint: Endpoint, data: &Value) -> Option<Usage> {
         Endpoint::ChatCompletions | Endpoint::Completions => data.get("usage"),
         Endpoint::Responses => data.pointer("/response/usage"),
         Endpoint::Messages => data.pointer("/message/usage").or_else(|| data.get("usage")),
-        Endpoint::Embeddings | Endpoint::CountTokens => None,
+        // Cumulative on each chunk: the last one seen wins.
+        Endpoint::GeminiGenerate | Endpoint::GeminiStream => data.get("usageMetadata"),
+        Endpoint::Embeddings | Endpoint::CountTokens | Endpoint::GeminiCountTokens => None,
     };
     read(usage.filter(|u| u.is_object())?, endpoint)
 }
@@ -330,7 +361,7 @@ impl Tap {
             Mode::Events { splitter, strip_usage, out } => {
                 for event in splitter.push(&chunk) {
                     // Most events carry no usage: skip parsing those.
-                    let json = if mentions_usage(&event) {
+                    let json = if mentions_usage(self.endpoint, &event) {
                         let (_, data) = sse::parse(&event);
                         serde_json::from_str(&data).unwrap_or(Value::Null)
                     } else {
@@ -378,8 +409,12 @@ impl Tap {
     }
 }
 
-fn mentions_usage(event: &[u8]) -> bool {
-    event.windows(7).any(|w| w == b"\"usage\"")
+fn mentions_usage(endpoint: Endpoint, event: &[u8]) -> bool {
+    let key: &[u8] = match endpoint.protocol() {
+        crate::protocol::Protocol::Gemini => b"\"usageMetadata\"",
+        _ => b"\"usage\"",
+    };
+    event.windows(key.len()).any(|w| w == key)
 }
 
 /// The event as the client would have seen it without `include_usage`:
@@ -405,6 +440,22 @@ fn strip(event: &Bytes, json: &Value) -> Option<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gemini_usage_counts_thoughts_as_output_and_the_last_chunk_wins() {
+        let body = br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"thoughtsTokenCount":5,"cachedContentTokenCount":4,"totalTokenCount":20}}"#;
+        let u = from_body(Endpoint::GeminiGenerate, body);
+        assert_eq!((u.input_tokens, u.output_tokens, u.cached_tokens), (Some(12), Some(8), Some(4)));
+        let stream = concat!(
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],\"usageMetadata\":{\"promptTokenCount\":12,\"candidatesTokenCount\":1}}\r\n\r\n",
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":12,\"candidatesTokenCount\":2}}\r\n\r\n",
+        );
+        let mut tap = Tap::new(Endpoint::GeminiStream, true, false, None);
+        let out = tap.observe(Bytes::from_static(stream.as_bytes()));
+        let out = [out, tap.flush()].concat();
+        assert_eq!(out, stream.as_bytes(), "relayed unchanged");
+        assert_eq!((tap.usage().input_tokens, tap.usage().output_tokens), (Some(12), Some(2)));
+    }
 
     #[test]
     fn bodies_of_each_protocol() {

@@ -14,8 +14,9 @@ use serde_json::value::RawValue;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
     pub model: String,
-    /// Byte range of the `model` value (quotes included) in the body.
-    model_span: Range<usize>,
+    /// Byte range of the `model` value (quotes included) in the body; none
+    /// when the model is in the path (Gemini's), not the body.
+    model_span: Option<Range<usize>>,
     pub stream: bool,
     /// The client set `stream_options` itself (to anything but `null`).
     pub has_stream_options: bool,
@@ -76,11 +77,32 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
     let stream_options = head.stream_options.0;
     Ok(RequestHead {
         model,
-        model_span: span(raw_model),
+        model_span: Some(span(raw_model)),
         stream,
         has_stream_options: stream_options.is_some_and(|v| v.get() != "null"),
         null_stream_options: stream_options.filter(|v| v.get() == "null").map(span),
         // A parsed object ends with its brace, then JSON whitespace only.
+        object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
+    })
+}
+
+/// Validates the body as a JSON object, for an endpoint whose path names
+/// the model and whether it streams (Gemini's).
+pub fn inspect_with_model(body: &[u8], model: &str, stream: bool) -> Result<RequestHead, BodyError> {
+    let text = std::str::from_utf8(body).map_err(|e| BodyError::Malformed(e.to_string()))?;
+    if !text.trim_start().starts_with('{') {
+        return Err(BodyError::Malformed("expected a JSON object".into()));
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| BodyError::Malformed(e.to_string()))?;
+    if model.is_empty() {
+        return Err(BodyError::MissingModel);
+    }
+    Ok(RequestHead {
+        model: model.to_string(),
+        model_span: None,
+        stream,
+        has_stream_options: false,
+        null_stream_options: None,
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
     })
 }
@@ -94,9 +116,9 @@ impl RequestHead {
         const OPTIONS: &[u8] = br#"{"include_usage":true}"#;
         const MEMBER: &[u8] = br#","stream_options":{"include_usage":true}"#;
         let mut splices: Vec<(Range<usize>, Cow<'_, [u8]>)> = Vec::new();
-        if upstream_model != self.model {
+        if let Some(span) = self.model_span.clone().filter(|_| upstream_model != self.model) {
             let encoded = serde_json::Value::String(upstream_model.to_string()).to_string();
-            splices.push((self.model_span.clone(), Cow::Owned(encoded.into_bytes())));
+            splices.push((span, Cow::Owned(encoded.into_bytes())));
         }
         if include_usage && !self.has_stream_options {
             splices.push(match &self.null_stream_options {

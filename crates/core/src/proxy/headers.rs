@@ -175,6 +175,7 @@ fn inject_key(out: &mut HeaderMap, kind: Protocol, key: &ProviderKey) {
     let (name, value) = match kind {
         Protocol::OpenAi => (header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {secret}"))),
         Protocol::Anthropic => (name::X_API_KEY, HeaderValue::from_str(secret)),
+        Protocol::Gemini => (name::X_GOOG_API_KEY, HeaderValue::from_str(secret)),
     };
     // A key with bytes a header cannot carry is sent as nothing at all; the
     // provider's 401 then says so, without the key appearing in any message.

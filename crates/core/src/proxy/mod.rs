@@ -43,6 +43,8 @@ use scrub::OnDemand;
 #[derive(Debug)]
 pub struct Inbound {
     pub endpoint: Endpoint,
+    /// The model, for an endpoint whose path names it (Gemini's).
+    pub path_model: Option<String>,
     pub ids: RequestIds,
     pub headers: HeaderMap,
     pub uri: Uri,
@@ -80,7 +82,11 @@ async fn serve(
     let bytes = read_body(body, &inbound.headers, server.max_body_bytes, server.body_timeout)
         .await
         .map_err(|e| e.in_protocol(protocol))?;
-    let head = body::inspect(&bytes).map_err(|e| {
+    let inspected = match &inbound.path_model {
+        Some(model) => body::inspect_with_model(&bytes, model, inbound.endpoint.streams()),
+        None => body::inspect(&bytes),
+    };
+    let head = inspected.map_err(|e| {
         let code = match e {
             BodyError::Malformed(_) => ErrorCode::InvalidJson,
             BodyError::MissingModel => ErrorCode::InvalidRequest,
@@ -363,7 +369,7 @@ impl Run<'_> {
     /// gateway asked for stream usage the client did not.
     fn request(&self, candidate: &Candidate<'_>, key: Option<&ProviderKey>) -> (Request<Full<Bytes>>, bool) {
         let provider = candidate.provider;
-        let url = provider.url(self.inbound.endpoint, self.inbound.uri.query());
+        let url = provider.url(self.inbound.endpoint, candidate.upstream_model, self.inbound.uri.query());
         let headers = headers::upstream_request(
             &self.inbound.headers,
             provider.config.kind,

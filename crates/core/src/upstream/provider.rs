@@ -165,10 +165,10 @@ impl Provider {
             seen: WindowCounter::new(p.fallback_window, now),
             fallbacks: WindowCounter::new(p.fallback_window, now),
         };
-        let urls = Endpoint::ALL
+        let urls = Endpoint::FIXED
             .iter()
             .filter_map(|e| {
-                let url = format!("{}/{}", config.base_url.as_str().trim_end_matches('/'), e.upstream_path());
+                let url = format!("{}/{}", config.base_url.as_str().trim_end_matches('/'), e.upstream_path(""));
                 url.parse::<Uri>().ok().map(|u| (*e, u))
             })
             .collect();
@@ -187,11 +187,17 @@ impl Provider {
         &self.config.name
     }
 
-    /// The upstream URI for `endpoint`, with the client's query string less
-    /// any credential in it.
-    pub fn url(&self, endpoint: Endpoint, query: Option<&str>) -> Uri {
-        // Every endpoint's URI parses: base_url is a valid URL and the paths are fixed.
-        let uri = self.urls.iter().find(|(e, _)| *e == endpoint).map(|(_, u)| u.clone());
+    /// The upstream URI for `endpoint` (naming `model` in the path, for
+    /// Gemini's), with the client's query string less any credential in it.
+    pub fn url(&self, endpoint: Endpoint, model: &str, query: Option<&str>) -> Uri {
+        // Every fixed endpoint's URI parses: base_url is a valid URL and the paths are fixed.
+        let uri = match self.urls.iter().find(|(e, _)| *e == endpoint) {
+            Some((_, u)) => Some(u.clone()),
+            None => {
+                let base = self.config.base_url.as_str().trim_end_matches('/');
+                format!("{base}/{}", endpoint.upstream_path(model)).parse::<Uri>().ok()
+            }
+        };
         let uri = uri.unwrap_or_else(|| Uri::try_from(self.config.base_url.as_str()).unwrap_or_default());
         let query = query.map(crate::proxy::headers::forwarded_query);
         match query.as_deref().filter(|q| !q.is_empty()) {

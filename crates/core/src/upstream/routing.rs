@@ -209,18 +209,26 @@ models = ["*"]
     fn upstream_urls_join_base_path_and_query() {
         let (providers, _) = setup(PROVIDERS);
         let a = &providers[0];
-        assert_eq!(a.url(Endpoint::ChatCompletions, None).to_string(), "http://127.0.0.1:1/v1/chat/completions");
+        assert_eq!(a.url(Endpoint::ChatCompletions, "m", None).to_string(), "http://127.0.0.1:1/v1/chat/completions");
         assert_eq!(
-            a.url(Endpoint::Messages, Some("beta=true")).to_string(),
+            a.url(Endpoint::Messages, "m", Some("beta=true")).to_string(),
             "http://127.0.0.1:1/v1/messages?beta=true"
         );
-        assert_eq!(a.url(Endpoint::CountTokens, Some("")).to_string(), "http://127.0.0.1:1/v1/messages/count_tokens");
         assert_eq!(
-            a.url(Endpoint::Messages, Some("beta=true&key=sy-1&api%5Fkey=sy-2&api-key=sy-3&keys=k")).to_string(),
+            a.url(Endpoint::CountTokens, "m", Some("")).to_string(),
+            "http://127.0.0.1:1/v1/messages/count_tokens"
+        );
+        assert_eq!(
+            a.url(Endpoint::Messages, "m", Some("beta=true&key=sy-1&api%5Fkey=sy-2&api-key=sy-3&keys=k")).to_string(),
             "http://127.0.0.1:1/v1/messages?beta=true&keys=k",
             "no credential in the query goes upstream"
         );
-        assert_eq!(a.url(Endpoint::Messages, Some("key=sy-1")).to_string(), "http://127.0.0.1:1/v1/messages");
+        assert_eq!(a.url(Endpoint::Messages, "m", Some("key=sy-1")).to_string(), "http://127.0.0.1:1/v1/messages");
+        assert_eq!(
+            a.url(Endpoint::GeminiStream, "gemini-2.5-pro", Some("alt=sse&key=sy-1")).to_string(),
+            "http://127.0.0.1:1/v1/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+            "a Gemini path names the provider's model; its key goes in a header, not the query"
+        );
     }
 
     #[test]
