@@ -1,0 +1,1 @@
+//! Golden and property tests of translation across formats.
