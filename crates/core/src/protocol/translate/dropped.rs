@@ -84,6 +84,8 @@ pub const TABLE: &[Row] = &[
     e(Chat, "reasoning.budget", "Chat takes an effort, not a budget; the budget became an effort"),
     e(Chat, "reasoning.summary", NOT_IN_FORMAT),
     e(Chat, "tools[hosted]", HOSTED),
+    e(Chat, "prompt_cache_key", "this provider's profile takes no prompt_cache_key"),
+    e(Responses, "prompt_cache_key", "this provider's profile takes no prompt_cache_key"),
     e(Chat, "reasoning_effort", "this provider's profile does not accept reasoning_effort"),
     e(Chat, "stop[4..]", "Chat takes at most four stop sequences"),
     e(Chat, "previous_response_id", NO_STATE),

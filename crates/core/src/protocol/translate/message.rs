@@ -156,6 +156,7 @@ pub enum Part {
         content: Vec<Part>,
         is_error: bool,
         kind: CallKind,
+        cache: Option<CacheMark>,
     },
 }
 
@@ -167,7 +168,10 @@ impl Part {
     /// The cache mark of a part that can carry one.
     pub fn cache_mut(&mut self) -> Option<&mut Option<CacheMark>> {
         match self {
-            Part::Text { cache, .. } | Part::Image { cache, .. } | Part::Document { cache, .. } => Some(cache),
+            Part::Text { cache, .. }
+            | Part::Image { cache, .. }
+            | Part::Document { cache, .. }
+            | Part::ToolResult { cache, .. } => Some(cache),
             _ => None,
         }
     }

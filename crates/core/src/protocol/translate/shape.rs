@@ -337,8 +337,8 @@ fn pair_results(turns: &mut Vec<Turn>, enc: &mut Enc<'_>) {
         let mut parts: Vec<Part> = calls
             .into_iter()
             .map(|(id, name, kind)| match results.remove(&id) {
-                Some(Part::ToolResult { call_id, content, is_error, kind, .. }) => {
-                    Part::ToolResult { call_id, name: Some(name), content, is_error, kind }
+                Some(Part::ToolResult { call_id, content, is_error, kind, cache, .. }) => {
+                    Part::ToolResult { call_id, name: Some(name), content, is_error, kind, cache }
                 }
                 _ => Part::ToolResult {
                     call_id: id,
@@ -346,6 +346,7 @@ fn pair_results(turns: &mut Vec<Turn>, enc: &mut Enc<'_>) {
                     content: vec![Part::text(INTERRUPTED)],
                     is_error: true,
                     kind,
+                    cache: None,
                 },
             })
             .collect();
@@ -398,6 +399,7 @@ mod tests {
             content: vec![Part::text(id)],
             is_error: false,
             kind: CallKind::Function,
+            cache: None,
         }
     }
 

@@ -126,7 +126,8 @@ fn messages(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
                 .to_owned();
                 let name = (role == "function").then(|| call_id.clone());
                 let content = content(get(msg, "content"), &at(&path, "content"))?;
-                let result = Part::ToolResult { call_id, name, content, is_error: false, kind: CallKind::Function };
+                let result =
+                    Part::ToolResult { call_id, name, content, is_error: false, kind: CallKind::Function, cache: None };
                 req.turns.push(Turn::new(Role::User, vec![result]));
             }
             other => return Err(bad(at(&path, "role"), format!("unknown role `{other}`"))),

@@ -71,6 +71,9 @@ pub(crate) fn extras(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value
 
 pub(crate) fn cache_key(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     if !enc.profile.prompt_cache_key {
+        if req.prompt_cache_key.is_some() {
+            enc.drop("prompt_cache_key");
+        }
         return;
     }
     if let Some(key) = req.prompt_cache_key.clone().or_else(|| req.user.as_deref().map(session_key)) {
@@ -111,7 +114,7 @@ fn messages(req: &Request, enc: &mut Enc<'_>) -> Vec<Value> {
 fn has_cache(p: &Part) -> bool {
     match p {
         Part::Text { cache, .. } | Part::Image { cache, .. } | Part::Document { cache, .. } => cache.is_some(),
-        Part::ToolResult { content, .. } => content.iter().any(has_cache),
+        Part::ToolResult { content, cache, .. } => cache.is_some() || content.iter().any(has_cache),
         _ => false,
     }
 }

@@ -243,7 +243,7 @@ fn function_response(fr: &Obj, path: &str, open: &mut Vec<(String, String)>) -> 
             content.push(media_part(Media::Base64 { media_type: mime.to_owned(), data }, mime));
         }
     }
-    Ok(Part::ToolResult { call_id, name: Some(name), content, is_error, kind: CallKind::Function })
+    Ok(Part::ToolResult { call_id, name: Some(name), content, is_error, kind: CallKind::Function, cache: None })
 }
 
 /// A function response's text: the string of a lone `output`, `content` or

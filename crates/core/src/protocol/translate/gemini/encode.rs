@@ -44,6 +44,7 @@ pub(crate) fn encode(req: &Request, enc: &mut Enc<'_>) -> Value {
             Part::Text { cache: Some(_), .. }
                 | Part::Image { cache: Some(_), .. }
                 | Part::Document { cache: Some(_), .. }
+                | Part::ToolResult { cache: Some(_), .. }
         )
     }) || req.tools.iter().any(|t| t.cache.is_some());
     if has_cache {

@@ -162,6 +162,7 @@ fn block(b: &Obj, path: &str, req: &mut Request) -> Result<Option<Part>, Untrans
                 content,
                 is_error: opt_bool(b, "is_error", path)?.unwrap_or(false),
                 kind: CallKind::Function,
+                cache: cache(b),
             }
         }
         k if SERVER_BLOCKS.contains(&k) => {

@@ -151,7 +151,8 @@ fn breakpoints(req: &mut Request, enc: &mut Enc<'_>) {
     marks.extend(req.system.iter_mut().filter_map(Part::cache_mut));
     for turn in req.turns.iter_mut() {
         for part in turn.parts.iter_mut() {
-            if let Part::ToolResult { content, .. } = part {
+            if let Part::ToolResult { content, cache, .. } = part {
+                marks.push(cache);
                 marks.extend(content.iter_mut().filter_map(Part::cache_mut));
             } else if let Some(c) = part.cache_mut() {
                 marks.push(c);
@@ -251,7 +252,7 @@ fn block(p: &Part) -> Option<Value> {
         Part::ToolCall { id, name, args, .. } => {
             (json!({"type": "tool_use", "id": id, "name": name, "input": args_object(args)}), &None)
         }
-        Part::ToolResult { call_id, content, is_error, .. } => {
+        Part::ToolResult { call_id, content, is_error, cache, .. } => {
             let inner: Vec<Value> = content.iter().filter_map(block).collect();
             let all_text = content.iter().all(|p| matches!(p, Part::Text { cache: None, .. }));
             let content = if all_text {
@@ -269,7 +270,7 @@ fn block(p: &Part) -> Option<Value> {
             if *is_error {
                 r["is_error"] = json!(true);
             }
-            (r, &None)
+            (r, cache)
         }
         Part::Reasoning { opaque: None, .. } | Part::Audio { .. } => return None,
     };

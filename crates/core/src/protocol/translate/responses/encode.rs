@@ -97,7 +97,7 @@ fn text_of(p: &Part) -> Option<&str> {
 fn has_cache(p: &Part) -> bool {
     match p {
         Part::Text { cache, .. } | Part::Image { cache, .. } | Part::Document { cache, .. } => cache.is_some(),
-        Part::ToolResult { content, .. } => content.iter().any(has_cache),
+        Part::ToolResult { content, cache, .. } => cache.is_some() || content.iter().any(has_cache),
         _ => false,
     }
 }
@@ -110,7 +110,7 @@ fn turn_items(turn: &Turn, req: &Request, enc: &mut Enc<'_>, items: &mut Vec<Val
             let mut content = Vec::new();
             for part in &turn.parts {
                 match part {
-                    Part::ToolResult { call_id, content: c, is_error, kind, name } => {
+                    Part::ToolResult { call_id, content: c, is_error, kind, name, .. } => {
                         let custom =
                             *kind == CallKind::Custom || name.as_deref().is_some_and(|n| is_custom(&req.tools, n));
                         let kind = if custom { "custom_tool_call_output" } else { "function_call_output" };

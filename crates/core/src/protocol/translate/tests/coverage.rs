@@ -1,0 +1,1 @@
+//! Every row of the drop table is exercised.
