@@ -24,6 +24,9 @@ use super::profile::Profile;
 /// prefix caching anywhere but Anthropic (farion1231/cc-switch#2350).
 const BILLING_HEADER: &str = "x-anthropic-billing-header:";
 
+/// The image types Anthropic accepts.
+const ANTHROPIC_IMAGES: &[&str] = &["image/jpeg", "image/png", "image/gif", "image/webp"];
+
 /// What interrupted calls are answered with, so no call is left orphaned.
 pub(crate) const INTERRUPTED: &str = "[tool call interrupted]";
 
@@ -128,6 +131,16 @@ fn refuse_part(part: &Part, target: Format, source: Option<Format>, path: &str) 
         }
         Part::Document { source: Media::Url(_), .. } if target == Format::Chat => {
             Err(Untranslatable::new(path, "Chat cannot take a document by URL, and the gateway does not fetch it"))
+        }
+        Part::Document { source: Media::Base64 { media_type, .. }, .. }
+            if target != Format::Gemini && media_type != "application/pdf" =>
+        {
+            Err(Untranslatable::new(path, format!("{target} takes no {media_type} documents, only PDF")))
+        }
+        Part::Image { source: Media::Base64 { media_type, .. }, .. }
+            if target == Format::Messages && !ANTHROPIC_IMAGES.contains(&media_type.as_str()) =>
+        {
+            Err(Untranslatable::new(path, format!("Anthropic takes no {media_type} images")))
         }
         _ => Ok(()),
     }

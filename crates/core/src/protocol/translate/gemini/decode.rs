@@ -162,6 +162,9 @@ fn part(
         parts.push(Part::text(text));
         return Ok(());
     }
+    if gf(p, "videoMetadata").is_some() {
+        return Err(bad(at(path, "videoMetadata"), "video clips translate to no other format"));
+    }
     let signed = signature.is_some();
     push_signature(signature, parts);
     if let Some(d) = gf(p, "inlineData") {
@@ -188,8 +191,6 @@ fn part(
         parts.push(function_response(as_obj(fr, path)?, path, open)?);
     } else if gf(p, "executableCode").is_some() || gf(p, "codeExecutionResult").is_some() {
         req.drops.note(Stage::Decode, Format::Gemini, "contents[].parts[].executableCode");
-    } else if gf(p, "videoMetadata").is_some() {
-        req.drops.note(Stage::Decode, Format::Gemini, "contents[].parts[].videoMetadata");
     } else if !signed {
         return Err(bad(path, "a part of this kind cannot be translated"));
     }

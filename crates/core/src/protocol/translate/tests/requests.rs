@@ -413,6 +413,14 @@ fn stateful_and_unanswerable_requests_are_refused() {
     let cached = json!({"contents": [{"role": "user", "parts": [{"text": "x"}]}], "cachedContent": "cachedContents/abc"});
     let err = translate_request(Gemini, Chat, cached.to_string().as_bytes(), &Profile::default(), "m").unwrap_err();
     assert_eq!(err.field, "cachedContent");
+    let video = json!({"contents": [{"role": "user", "parts": [
+        {"inlineData": {"mimeType": "video/mp4", "data": "AAAA"}}]}]});
+    let err = translate_request(Gemini, Chat, video.to_string().as_bytes(), &Profile::default(), "m").unwrap_err();
+    assert!(err.reason.contains("video/mp4"), "{}", err.reason);
+    let clip = json!({"contents": [{"role": "user", "parts": [
+        {"fileData": {"fileUri": "files/abc", "mimeType": "video/mp4"}, "videoMetadata": {"startOffset": "1s"}}]}]});
+    let err = translate_request(Gemini, Responses, clip.to_string().as_bytes(), &Profile::default(), "m").unwrap_err();
+    assert_eq!(err.field, "contents[0].parts[0].videoMetadata");
     let bad = translate_request(Chat, Messages, b"{not json", &Profile::default(), "m").unwrap_err();
     assert!(bad.reason.contains("not valid JSON"));
 }
