@@ -137,7 +137,7 @@ fn user(turn: &Turn, out: &mut Vec<Value>) {
             own.push(part);
             continue;
         };
-        let texts: Vec<String> = content.iter().filter_map(|p| result_text(p)).collect();
+        let texts: Vec<String> = content.iter().filter_map(result_text).collect();
         let mut text = joined(&texts, "\n");
         if *is_error {
             text = format!("Error: {text}");

@@ -177,8 +177,14 @@ fn item_into(item: &Obj, path: &str, req: &mut Request) -> Result<(), Untranslat
             let kind = if kind == "function_call_output" { CallKind::Function } else { CallKind::Custom };
             let call_id = opt_str(item, "call_id", path)?.ok_or_else(|| bad(at(path, "call_id"), "required"))?;
             let content = content(get(item, "output"), &at(path, "output"))?;
-            let result =
-                Part::ToolResult { call_id: call_id.to_owned(), name: None, content, is_error: false, kind, cache: None };
+            let result = Part::ToolResult {
+                call_id: call_id.to_owned(),
+                name: None,
+                content,
+                is_error: false,
+                kind,
+                cache: None,
+            };
             push(req, Role::User, result);
         }
         "local_shell_call" | "local_shell_call_output" => {

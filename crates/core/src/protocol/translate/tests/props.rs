@@ -242,8 +242,11 @@ fn tool() -> impl Strategy<Value = (Option<String>, Value)> {
     })
 }
 
-/// One exchange: the user's text, then the assistant's text and calls.
-fn exchange() -> impl Strategy<Value = (String, Option<String>, Vec<(usize, String)>, Vec<(String, bool)>)> {
+/// One exchange: the user's text, the assistant's text and calls (tool
+/// index, arguments), and the outcomes (text, is_error) of those calls.
+type Exchange = (String, Option<String>, Vec<(usize, String)>, Vec<(String, bool)>);
+
+fn exchange() -> impl Strategy<Value = Exchange> {
     (
         text(),
         proptest::option::of(text()),
@@ -470,18 +473,49 @@ prop_compose! {
 
 fn odd_json() -> impl Strategy<Value = Value> {
     let keys = prop_oneof![
-        Just("messages"), Just("input"), Just("contents"), Just("parts"), Just("content"), Just("role"),
-        Just("type"), Just("text"), Just("tools"), Just("tool_calls"), Just("functionCall"), Just("candidates"),
-        Just("choices"), Just("message"), Just("output"), Just("system"), Just("thinking"), Just("usage"),
-        Just("tool_choice"), Just("generationConfig"), Just("name"), Just("id"), Just("arguments"), Just("args"),
+        Just("messages"),
+        Just("input"),
+        Just("contents"),
+        Just("parts"),
+        Just("content"),
+        Just("role"),
+        Just("type"),
+        Just("text"),
+        Just("tools"),
+        Just("tool_calls"),
+        Just("functionCall"),
+        Just("candidates"),
+        Just("choices"),
+        Just("message"),
+        Just("output"),
+        Just("system"),
+        Just("thinking"),
+        Just("usage"),
+        Just("tool_choice"),
+        Just("generationConfig"),
+        Just("name"),
+        Just("id"),
+        Just("arguments"),
+        Just("args"),
     ];
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         (-5i64..5).prop_map(Value::from),
-        prop_oneof![Just("user"), Just("assistant"), Just("model"), Just("tool"), Just("text"), Just("tool_use"),
-                    Just("function_call"), Just("stop"), Just(""), Just("{}"), Just("data:image/png;base64,AA")]
-            .prop_map(Value::from),
+        prop_oneof![
+            Just("user"),
+            Just("assistant"),
+            Just("model"),
+            Just("tool"),
+            Just("text"),
+            Just("tool_use"),
+            Just("function_call"),
+            Just("stop"),
+            Just(""),
+            Just("{}"),
+            Just("data:image/png;base64,AA")
+        ]
+        .prop_map(Value::from),
     ];
     leaf.prop_recursive(5, 64, 6, move |inner| {
         prop_oneof![

@@ -111,7 +111,11 @@ fn client_shape(from: Format, to: Format, v: &Value) {
             assert_eq!(v["candidates"][0]["finishReason"], "STOP");
             let parts = v["candidates"][0]["content"]["parts"].as_array().unwrap();
             assert_eq!(parts[0]["thought"], true, "{what}");
-            assert_eq!(v["usageMetadata"]["candidatesTokenCount"].as_u64().unwrap() + v["usageMetadata"]["thoughtsTokenCount"].as_u64().unwrap_or(0), 80);
+            assert_eq!(
+                v["usageMetadata"]["candidatesTokenCount"].as_u64().unwrap()
+                    + v["usageMetadata"]["thoughtsTokenCount"].as_u64().unwrap_or(0),
+                80
+            );
             if from == Messages {
                 assert!(parts[0]["thoughtSignature"].as_str().unwrap().starts_with("sy1.anth."), "{what}");
             }
@@ -134,7 +138,8 @@ fn anthropic_reasoning_round_trips_through_a_responses_client() {
         ],
         "reasoning": {"effort": "medium"}
     });
-    let (body, _) = translate_request(Responses, Messages, next.to_string().as_bytes(), &Profile::default(), "claude").unwrap();
+    let (body, _) =
+        translate_request(Responses, Messages, next.to_string().as_bytes(), &Profile::default(), "claude").unwrap();
     let body = json(&body);
     assert_eq!(
         body["messages"][1]["content"][0],
@@ -142,7 +147,8 @@ fn anthropic_reasoning_round_trips_through_a_responses_client() {
     );
     assert_eq!(body["thinking"]["type"], "enabled");
     // The same envelope sent to OpenAI is dropped: it is not OpenAI's.
-    let (body, _) = translate_request(Responses, Chat, next.to_string().as_bytes(), &Profile::default(), "gpt").unwrap();
+    let (body, _) =
+        translate_request(Responses, Chat, next.to_string().as_bytes(), &Profile::default(), "gpt").unwrap();
     assert!(json(&body).to_string().find("EqQBCkgIAnthropicSig").is_none());
 }
 
@@ -172,7 +178,8 @@ fn gemini_signatures_round_trip_through_a_messages_client() {
 fn chat_reply(finish: Value, calls: bool, extra: Value) -> Value {
     let mut message = json!({"role": "assistant", "content": "hi"});
     if calls {
-        message["tool_calls"] = json!([{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]);
+        message["tool_calls"] =
+            json!([{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]);
     }
     let mut choice = json!({"index": 0, "message": message, "finish_reason": finish});
     if let (Value::Object(c), Value::Object(e)) = (&mut choice, extra) {
@@ -192,7 +199,8 @@ fn messages_reply(stop: &str, calls: bool) -> Value {
 }
 
 fn responses_reply(status: &str, reason: Option<&str>, calls: bool) -> Value {
-    let mut output = vec![json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]})];
+    let mut output =
+        vec![json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]})];
     if calls {
         output.push(json!({"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}));
     }
@@ -219,7 +227,14 @@ struct Row {
     gem: &'static str,
 }
 
-fn row(from: Format, body: Value, msgs: &'static str, chat: &'static str, resp: (&'static str, Option<&'static str>), gem: &'static str) -> Row {
+fn row(
+    from: Format,
+    body: Value,
+    msgs: &'static str,
+    chat: &'static str,
+    resp: (&'static str, Option<&'static str>),
+    gem: &'static str,
+) -> Row {
     Row { from, body, msgs, chat, resp, gem }
 }
 
@@ -236,19 +251,54 @@ fn stop_reasons_map_per_table() {
         row(Messages, messages_reply("tool_use", true), "tool_use", "tool_calls", DONE, "STOP"),
         row(Messages, messages_reply("pause_turn", false), "pause_turn", "stop", DONE, "STOP"),
         row(Messages, messages_reply("refusal", false), "refusal", "content_filter", FILTERED, "SAFETY"),
-        row(Messages, messages_reply("model_context_window_exceeded", false), "max_tokens", "length", LONG, "MAX_TOKENS"),
+        row(
+            Messages,
+            messages_reply("model_context_window_exceeded", false),
+            "max_tokens",
+            "length",
+            LONG,
+            "MAX_TOKENS",
+        ),
         row(Chat, chat_reply(json!("stop"), false, json!({})), "end_turn", "stop", DONE, "STOP"),
-        row(Chat, chat_reply(json!("stop"), false, json!({"stop_reason": "END"})), "stop_sequence", "stop", DONE, "STOP"),
+        row(
+            Chat,
+            chat_reply(json!("stop"), false, json!({"stop_reason": "END"})),
+            "stop_sequence",
+            "stop",
+            DONE,
+            "STOP",
+        ),
         row(Chat, chat_reply(json!("length"), false, json!({})), "max_tokens", "length", LONG, "MAX_TOKENS"),
         row(Chat, chat_reply(json!("tool_calls"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
         row(Chat, chat_reply(json!("function_call"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
         // Some compat servers say `stop` with calls present.
         row(Chat, chat_reply(json!("stop"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
-        row(Chat, chat_reply(json!("content_filter"), false, json!({})), "refusal", "content_filter", FILTERED, "SAFETY"),
+        row(
+            Chat,
+            chat_reply(json!("content_filter"), false, json!({})),
+            "refusal",
+            "content_filter",
+            FILTERED,
+            "SAFETY",
+        ),
         row(Responses, responses_reply("completed", None, true), "tool_use", "tool_calls", DONE, "STOP"),
         row(Responses, responses_reply("completed", None, false), "end_turn", "stop", DONE, "STOP"),
-        row(Responses, responses_reply("incomplete", Some("max_output_tokens"), false), "max_tokens", "length", LONG, "MAX_TOKENS"),
-        row(Responses, responses_reply("incomplete", Some("content_filter"), false), "refusal", "content_filter", FILTERED, "SAFETY"),
+        row(
+            Responses,
+            responses_reply("incomplete", Some("max_output_tokens"), false),
+            "max_tokens",
+            "length",
+            LONG,
+            "MAX_TOKENS",
+        ),
+        row(
+            Responses,
+            responses_reply("incomplete", Some("content_filter"), false),
+            "refusal",
+            "content_filter",
+            FILTERED,
+            "SAFETY",
+        ),
         row(Gemini, gemini_reply("STOP", true), "tool_use", "tool_calls", DONE, "STOP"),
         row(Gemini, gemini_reply("STOP", false), "end_turn", "stop", DONE, "STOP"),
         row(Gemini, gemini_reply("OTHER", false), "end_turn", "stop", DONE, "STOP"),
@@ -267,7 +317,12 @@ fn stop_reasons_map_per_table() {
 fn check(r: &Row) {
     let body = r.body.to_string();
     let what = format!("{} {}", r.from, body);
-    let via = |to| json(&translate_reply(r.from, to, body.as_bytes(), &Context::default()).unwrap_or_else(|e| panic!("{what}: {e}")));
+    let via = |to| {
+        json(
+            &translate_reply(r.from, to, body.as_bytes(), &Context::default())
+                .unwrap_or_else(|e| panic!("{what}: {e}")),
+        )
+    };
     assert_eq!(via(Messages)["stop_reason"], r.msgs, "{what}");
     if r.msgs == "stop_sequence" {
         assert_eq!(via(Messages)["stop_sequence"], "END");
@@ -292,11 +347,15 @@ fn failures_in_a_success_body_are_errors() {
         let err = decode_reply(Gemini, gemini_reply(bad, false).to_string().as_bytes()).unwrap_err();
         assert_eq!(err.class, ErrorClass::Server, "{bad}");
     }
-    let blocked = json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": {"promptTokenCount": 9}});
+    let blocked =
+        json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": {"promptTokenCount": 9}});
     let out = json(&translate_reply(Gemini, Messages, blocked.to_string().as_bytes(), &Context::default()).unwrap());
     assert_eq!(out["stop_reason"], "refusal");
     assert!(out["content"][0]["text"].as_str().unwrap().contains("PROHIBITED_CONTENT"));
-    let safety = json(&translate_reply(Gemini, Chat, gemini_reply("SAFETY", false).to_string().as_bytes(), &Context::default()).unwrap());
+    let safety = json(
+        &translate_reply(Gemini, Chat, gemini_reply("SAFETY", false).to_string().as_bytes(), &Context::default())
+            .unwrap(),
+    );
     assert_eq!(safety["choices"][0]["message"]["content"], "hi");
     let empty = json!({"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "SAFETY"}]});
     let safety = json(&translate_reply(Gemini, Chat, empty.to_string().as_bytes(), &Context::default()).unwrap());
@@ -325,7 +384,8 @@ fn nameless_tool_calls() {
 #[test]
 fn tool_names_and_custom_tools_are_restored() {
     let patch = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n";
-    let (_, ctx) = translate_request(Responses, Chat, &data("requests/codex.json"), &Profile::default(), "deepseek").unwrap();
+    let (_, ctx) =
+        translate_request(Responses, Chat, &data("requests/codex.json"), &Profile::default(), "deepseek").unwrap();
     let mut reply = chat_reply(json!("tool_calls"), true, json!({}));
     reply["choices"][0]["message"]["tool_calls"][0]["function"] =
         json!({"name": "apply_patch", "arguments": json!({"input": patch}).to_string()});
@@ -346,7 +406,8 @@ fn tool_names_and_custom_tools_are_restored() {
     assert_eq!(body["messages"][1]["tool_calls"][0]["function"]["arguments"], json!({"input": patch}).to_string());
     assert_eq!(body["messages"][2], json!({"role": "tool", "tool_call_id": "call_1", "content": "Success."}));
 
-    let (_, ctx) = translate_request(Messages, Chat, &data("requests/claude_code.json"), &Profile::default(), "gpt").unwrap();
+    let (_, ctx) =
+        translate_request(Messages, Chat, &data("requests/claude_code.json"), &Profile::default(), "gpt").unwrap();
     let (sent, original) = ctx.renamed_tools.iter().next().unwrap();
     let mut reply = chat_reply(json!("tool_calls"), true, json!({}));
     reply["choices"][0]["message"]["tool_calls"][0]["function"]["name"] = json!(sent);
@@ -359,7 +420,10 @@ fn usage_keeps_cache_apart_where_messages_does() {
     let chat = json!({"id": "c", "model": "m", "choices": [{"message": {"content": "x"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 1200, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 1000, "cache_write_tokens": 150}}});
     let out = json(&translate_reply(Chat, Messages, chat.to_string().as_bytes(), &Context::default()).unwrap());
-    assert_eq!(out["usage"], json!({"input_tokens": 50, "output_tokens": 5, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 150}));
+    assert_eq!(
+        out["usage"],
+        json!({"input_tokens": 50, "output_tokens": 5, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 150})
+    );
     let deepseek = json!({"id": "c", "model": "m", "choices": [{"message": {"content": "x"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 5, "prompt_cache_hit_tokens": 60}});
     let out = json(&translate_reply(Chat, Messages, deepseek.to_string().as_bytes(), &Context::default()).unwrap());
@@ -367,8 +431,14 @@ fn usage_keeps_cache_apart_where_messages_does() {
     let gem = json!({"candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": "STOP"}],
         "usageMetadata": {"promptTokenCount": 500, "cachedContentTokenCount": 300, "candidatesTokenCount": 20, "thoughtsTokenCount": 10, "totalTokenCount": 530}});
     let out = json(&translate_reply(Gemini, Messages, gem.to_string().as_bytes(), &Context::default()).unwrap());
-    assert_eq!(out["usage"], json!({"input_tokens": 200, "output_tokens": 30, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 0}));
+    assert_eq!(
+        out["usage"],
+        json!({"input_tokens": 200, "output_tokens": 30, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 0})
+    );
     let out = json(&translate_reply(Gemini, Responses, gem.to_string().as_bytes(), &Context::default()).unwrap());
-    assert_eq!(out["usage"], json!({"input_tokens": 500, "input_tokens_details": {"cached_tokens": 300}, "output_tokens": 30,
-        "output_tokens_details": {"reasoning_tokens": 10}, "total_tokens": 530}));
+    assert_eq!(
+        out["usage"],
+        json!({"input_tokens": 500, "input_tokens_details": {"cached_tokens": 300}, "output_tokens": 30,
+        "output_tokens_details": {"reasoning_tokens": 10}, "total_tokens": 530})
+    );
 }

@@ -12,11 +12,7 @@ fn openai() -> Profile {
 }
 
 fn deepseek() -> Profile {
-    Profile {
-        reasoning_field: ReasoningField::ReasoningContent,
-        reasoning_replay_required: true,
-        ..Profile::default()
-    }
+    Profile { reasoning_field: ReasoningField::ReasoningContent, reasoning_replay_required: true, ..Profile::default() }
 }
 
 fn anthropic() -> Profile {
@@ -101,7 +97,10 @@ fn codex_to_messages() {
     assert_eq!(msgs[1]["content"][0]["type"], "tool_use");
     assert_eq!(out["thinking"], json!({"type": "disabled"}));
     assert!(dropped(&drops, "reasoning"));
-    assert_eq!(msgs[1]["content"][0]["input"]["input"], "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n");
+    assert_eq!(
+        msgs[1]["content"][0]["input"]["input"],
+        "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n"
+    );
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
     assert_eq!(msgs[2]["content"][0]["tool_use_id"], "call_patch1");
     let last = msgs.last().unwrap()["content"].as_array().unwrap();
@@ -158,7 +157,10 @@ fn claude_code_to_responses() {
     // The Anthropic thinking block is not OpenAI's to replay.
     assert!(input.iter().all(|i| i["type"] != "reasoning"));
     assert!(dropped(&drops, "reasoning"));
-    assert_eq!(input[1], json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me look."}]}));
+    assert_eq!(
+        input[1],
+        json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me look."}]})
+    );
     assert_eq!(
         input[2],
         json!({"type": "function_call", "call_id": "toolu_01Abc", "name": "Bash", "arguments": "{\"command\":\"ls\"}"})
@@ -180,7 +182,10 @@ fn claude_code_to_gemini() {
     assert!(out.get("model").is_none() && out.get("stream").is_none());
     assert_eq!(out["systemInstruction"]["parts"].as_array().unwrap().len(), 2);
     let contents = out["contents"].as_array().unwrap();
-    assert_eq!(contents[0]["parts"][2]["inlineData"], json!({"mimeType": "image/png", "data": "iVBORw0KGgoAAAANSUhEUg=="}));
+    assert_eq!(
+        contents[0]["parts"][2]["inlineData"],
+        json!({"mimeType": "image/png", "data": "iVBORw0KGgoAAAANSUhEUg=="})
+    );
     assert_eq!(contents[1]["role"], "model");
     assert_eq!(contents[1]["parts"][0], json!({"text": "Let me look."}));
     // No Gemini signature in history: the documented sentinel.
@@ -320,8 +325,12 @@ fn tool_call_ids_are_sanitised_in_pairs() {
     });
     let (out, _) = translate_request(Chat, Messages, body.to_string().as_bytes(), &anthropic(), "claude").unwrap();
     let out = json(&out);
-    let calls: Vec<String> =
-        out["messages"][1]["content"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect();
+    let calls: Vec<String> = out["messages"][1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
     let results: Vec<String> = out["messages"][2]["content"]
         .as_array()
         .unwrap()
@@ -383,14 +392,18 @@ fn structured_output_reaches_every_format() {
     let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
                       "output_config": {"format": {"type": "json_schema", "schema": schema}}});
     let (out, _) = translate_request(Messages, Chat, body.to_string().as_bytes(), &Profile::default(), "m").unwrap();
-    assert_eq!(json(&out)["response_format"], json!({"type": "json_schema", "json_schema": {"name": "response", "schema": schema}}));
+    assert_eq!(
+        json(&out)["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "response", "schema": schema}})
+    );
 }
 
 #[test]
 fn stateful_and_unanswerable_requests_are_refused() {
     let chained = json!({"model": "gpt-5", "input": "and then?", "previous_response_id": "resp_123"});
     for to in [Chat, Messages, Gemini] {
-        let err = translate_request(Responses, to, chained.to_string().as_bytes(), &Profile::default(), "m").unwrap_err();
+        let err =
+            translate_request(Responses, to, chained.to_string().as_bytes(), &Profile::default(), "m").unwrap_err();
         assert_eq!(err.field, "previous_response_id");
         assert!(err.reason.contains("keep no state"), "{}", err.reason);
     }
@@ -410,7 +423,8 @@ fn stateful_and_unanswerable_requests_are_refused() {
     assert_eq!(err.field, "messages[0].content[0]");
     let (out, _) = translate_request(Chat, Gemini, audio.to_string().as_bytes(), &Profile::default(), "m").unwrap();
     assert_eq!(json(&out)["contents"][0]["parts"][0]["inlineData"]["mimeType"], "audio/wav");
-    let cached = json!({"contents": [{"role": "user", "parts": [{"text": "x"}]}], "cachedContent": "cachedContents/abc"});
+    let cached =
+        json!({"contents": [{"role": "user", "parts": [{"text": "x"}]}], "cachedContent": "cachedContents/abc"});
     let err = translate_request(Gemini, Chat, cached.to_string().as_bytes(), &Profile::default(), "m").unwrap_err();
     assert_eq!(err.field, "cachedContent");
     let video = json!({"contents": [{"role": "user", "parts": [
