@@ -57,6 +57,17 @@ impl UpstreamError {
         self
     }
 
+    /// Whether the provider rejected a reasoning signature ("Invalid
+    /// `signature` in `thinking` block"): worth one retry with every
+    /// reasoning block stripped ([`super::passthrough::Scrub::AllReasoning`]
+    /// or [`super::message::Request::strip_reasoning`]).
+    pub fn is_invalid_signature(&self) -> bool {
+        let m = self.message.to_ascii_lowercase();
+        self.class == ErrorClass::InvalidRequest
+            && (m.contains("signature") && (m.contains("thinking") || m.contains("invalid"))
+                || m.contains("thought_signature"))
+    }
+
     /// The `retry-after` header value to send the client, in whole seconds.
     pub fn retry_after_header(&self) -> Option<String> {
         self.retry_after.map(|d| whole_secs(d).to_string())
@@ -387,6 +398,16 @@ mod tests {
         assert_eq!(body(&out)["error"]["code"], "rate_limit_exceeded");
         let (_, out) = encode_error(Format::Gemini, &err);
         assert_eq!(body(&out)["error"]["details"][0]["retryDelay"], "30s");
+    }
+
+    #[test]
+    fn a_rejected_signature_is_recognised() {
+        let src = br#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0: Invalid `signature` in `thinking` block"}}"#;
+        assert!(decode_error(Format::Messages, StatusCode::BAD_REQUEST, src).is_invalid_signature());
+        let gem = br#"{"error":{"code":400,"message":"Function call is missing a thought_signature in functionCall parts.","status":"INVALID_ARGUMENT"}}"#;
+        assert!(decode_error(Format::Gemini, StatusCode::BAD_REQUEST, gem).is_invalid_signature());
+        let other = br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too large"}}"#;
+        assert!(!decode_error(Format::Messages, StatusCode::BAD_REQUEST, other).is_invalid_signature());
     }
 
     #[test]

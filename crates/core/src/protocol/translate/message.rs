@@ -57,6 +57,17 @@ pub struct Request {
     pub source: Option<Format>,
 }
 
+impl Request {
+    /// Removes every reasoning part: the retry after a provider rejected a
+    /// signature. Encoders then switch thinking off where it is required.
+    pub fn strip_reasoning(&mut self) {
+        for turn in &mut self.turns {
+            turn.parts.retain(|p| !matches!(p, Part::Reasoning { .. }));
+        }
+        self.turns.retain(|t| !t.parts.is_empty());
+    }
+}
+
 /// One message of the conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Turn {

@@ -34,6 +34,8 @@
 //! - [`dropped`]: the drop table.
 //! - [`envelope`]: opaque reasoning state across families.
 //! - [`names`], [`schema`]: tool names/ids and schemas made acceptable.
+//! - [`passthrough`]: envelopes scrubbed from a body that is otherwise
+//!   forwarded as it is, and the retry after a rejected signature.
 //! - [`error`]: errors across formats.
 //! - [`estimate`], [`models`]: token estimates, model lists.
 
@@ -48,6 +50,7 @@ pub mod message;
 mod messages;
 mod models;
 pub mod names;
+pub mod passthrough;
 pub mod profile;
 mod reply;
 mod responses;

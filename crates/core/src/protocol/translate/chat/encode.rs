@@ -32,7 +32,7 @@ pub(crate) fn encode(req: &Request, model: &str, enc: &mut Enc<'_>) -> Value {
         b.insert("verbosity".into(), json!(v));
     }
     if let Some(u) = &req.user {
-        b.insert("user".into(), json!(u));
+        b.insert("user".into(), json!(openai_user(u)));
     }
     if let Some(m) = &req.metadata {
         b.insert("metadata".into(), Value::Object(m.clone()));
@@ -69,6 +69,18 @@ pub(crate) fn extras(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value
     }
 }
 
+/// OpenAI takes end-user ids of at most 64 characters; Claude Code's are
+/// longer, so a longer one is sent as a stable hash of itself.
+pub(crate) fn openai_user(user: &str) -> String {
+    if user.len() <= OPENAI_USER_MAX {
+        user.to_owned()
+    } else {
+        format!("u_{}", crate::protocol::translate::wire::short_hash(&[user]))
+    }
+}
+
+const OPENAI_USER_MAX: usize = 64;
+
 pub(crate) fn cache_key(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     if !enc.profile.prompt_cache_key {
         if req.prompt_cache_key.is_some() {
@@ -77,7 +89,7 @@ pub(crate) fn cache_key(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Va
         return;
     }
     if let Some(key) = req.prompt_cache_key.clone().or_else(|| req.user.as_deref().map(session_key)) {
-        b.insert("prompt_cache_key".into(), json!(key));
+        b.insert("prompt_cache_key".into(), json!(openai_user(&key)));
     }
 }
 

@@ -11,5 +11,7 @@ mod encode;
 mod reply;
 
 pub(crate) use decode::{decode as decode_request, response_format, set_effort};
-pub(crate) use encode::{cache_key, encode as encode_request, extras, response_format as encode_response_format};
+pub(crate) use encode::{
+    cache_key, encode as encode_request, extras, openai_user, response_format as encode_response_format,
+};
 pub(crate) use reply::{decode as decode_reply, encode as encode_reply};

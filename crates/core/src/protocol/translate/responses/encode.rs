@@ -56,7 +56,7 @@ pub(crate) fn encode(req: &Request, model: &str, enc: &mut Enc<'_>) -> Value {
         b.insert("text".into(), Value::Object(text));
     }
     if let Some(u) = &req.user {
-        b.insert("user".into(), json!(u));
+        b.insert("user".into(), json!(chat::openai_user(u)));
     }
     if let Some(m) = &req.metadata {
         b.insert("metadata".into(), Value::Object(m.clone()));

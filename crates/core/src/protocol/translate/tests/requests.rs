@@ -491,3 +491,18 @@ fn unknown_fields_pass_only_within_a_family() {
     assert!(json(&encoded.body).get("chat_template_kwargs").is_none());
     assert!(dropped(&encoded.drops, "extras"));
 }
+
+#[test]
+fn long_end_user_ids_are_hashed_for_openai() {
+    let user = format!("user_{}_account_{}_session_{}", "a".repeat(64), "b".repeat(36), "c".repeat(36));
+    let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}], "metadata": {"user_id": user}});
+    let (out, _) =
+        translate_request(Messages, Responses, body.to_string().as_bytes(), &Profile::default(), "m").unwrap();
+    let sent = json(&out)["user"].as_str().unwrap().to_owned();
+    assert!(sent.len() <= 64 && sent.starts_with("u_"), "{sent}");
+    let (again, _) = translate_request(Messages, Chat, body.to_string().as_bytes(), &openai(), "m").unwrap();
+    let again = json(&again);
+    assert_eq!(again["user"], json!(sent), "the same user hashes the same way");
+    // The cache key is the session, not the user.
+    assert_eq!(again["prompt_cache_key"], json!("c".repeat(36)));
+}
