@@ -9,7 +9,7 @@
 //! A request goes [`decode_request`] → [`encode_request`] (or both at once,
 //! [`translate_request`]), which also fills the [`Context`] its reply needs;
 //! the reply goes [`translate_reply`] with that context; a provider's error
-//! goes [`decode_error`] → [`encode_error`]. What the target cannot express
+//! goes [`error::decode_error`] → [`error::encode_error`]. What the target cannot express
 //! is dropped only through the table in [`dropped`]; what would change the
 //! request's meaning is refused with [`Untranslatable`] (the provider is then
 //! skipped for this request).
@@ -43,12 +43,12 @@ mod chat;
 pub mod dropped;
 pub mod envelope;
 pub mod error;
-mod estimate;
+pub mod estimate;
 mod gemini;
 pub mod ir;
 pub mod message;
 mod messages;
-mod models;
+pub mod models;
 pub mod names;
 pub mod passthrough;
 pub mod profile;
@@ -61,12 +61,10 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use dropped::{Drops, Stage};
-pub use error::{decode_error, encode_error, Untranslatable, UpstreamError};
-pub use estimate::{estimate_input_tokens, text_tokens};
+pub use dropped::Drops;
+pub use error::{Untranslatable, UpstreamError};
 pub use ir::{Context, Format};
 pub use message::{Reply, Request};
-pub use models::{encode_model, encode_model_list, encode_token_count, ModelEntry};
 pub use profile::Profile;
 
 /// A translated request body and what was dropped to make it.

@@ -5,13 +5,12 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
+use crate::protocol::translate::estimate::estimate_input_tokens;
 use crate::protocol::translate::ir::Format::{self, Chat, Gemini, Messages, Responses};
 use crate::protocol::translate::ir::{Context, Family, StopReason, Tokens};
 use crate::protocol::translate::message::{CallKind, Part, Reply, Request, Role, Tool, ToolChoice, ToolKind, Turn};
 use crate::protocol::translate::profile::Profile;
-use crate::protocol::translate::{
-    decode_reply, decode_request, encode_reply, encode_request_report, estimate_input_tokens, schema,
-};
+use crate::protocol::translate::{decode_reply, decode_request, encode_reply, encode_request_report, schema};
 
 /// What a format can carry of the fields the generator produces.
 #[derive(Debug, Clone, Copy)]

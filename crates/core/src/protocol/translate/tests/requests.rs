@@ -3,9 +3,10 @@
 use serde_json::{json, Value};
 
 use super::{data, dropped, go, go_model, json};
+use crate::protocol::translate::estimate::estimate_input_tokens;
 use crate::protocol::translate::ir::Format::{self, Chat, Gemini, Messages, Responses};
 use crate::protocol::translate::profile::{MaxTokensField, Profile, ReasoningField, SchemaDialect};
-use crate::protocol::translate::{decode_request, estimate_input_tokens, translate_request};
+use crate::protocol::translate::{decode_request, translate_request};
 
 fn openai() -> Profile {
     Profile { max_tokens_field: MaxTokensField::MaxCompletionTokens, prompt_cache_key: true, ..Profile::default() }
