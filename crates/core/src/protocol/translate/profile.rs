@@ -1,0 +1,195 @@
+//! What a provider accepts beyond its wire format: the quirks the encoders
+//! consult instead of checking vendor names.
+//!
+//! A profile is data, so the embedded config can describe each well-known
+//! provider and a user can correct one in TOML. Every field has a default;
+//! [`Profile::default`] fits a generic OpenAI-compatible server (vLLM,
+//! llama.cpp, LM Studio, most hosted compat APIs): it sends nothing a strict
+//! server could reject and asks for streamed usage.
+
+use serde::{Deserialize, Serialize};
+
+/// The capability profile of one provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct Profile {
+    /// An OpenAI-kind provider that also speaks the Responses API.
+    pub responses: bool,
+    /// Chat: accepts `stream_options: {include_usage: true}` (old Ollama and
+    /// some gateways reject it; without it a stream carries no usage).
+    pub stream_options: bool,
+    /// Chat: the assistant-message field that carries reasoning, when the
+    /// provider reads one back.
+    pub reasoning_field: ReasoningField,
+    /// Chat: assistant turns with tool calls must carry reasoning (DeepSeek
+    /// thinking mode); a placeholder is sent when the history has none.
+    pub reasoning_replay_required: bool,
+    /// Chat: system content as one string rather than an array of parts
+    /// (Groq rejects arrays).
+    pub system_as_string: bool,
+    /// Chat: send the system message with role `developer` (OpenAI's
+    /// reasoning models prefer it; most compat servers do not know it).
+    pub developer_role: bool,
+    /// Chat: the name of the output-token limit.
+    pub max_tokens_field: MaxTokensField,
+    /// Accepts tool definitions at all (some local models do not).
+    pub tools: bool,
+    /// Accepts `parallel_tool_calls` / `disable_parallel_tool_use`.
+    pub parallel_tools: bool,
+    /// Chat: accepts `custom` (freeform) tools; otherwise they are emulated
+    /// as a function with one string argument `input`.
+    pub custom_tools: bool,
+    /// Chat: accepts `reasoning_effort` (Groq rejects it for most models).
+    pub reasoning_effort: bool,
+    /// Accepts `temperature` and `top_p` (OpenAI reasoning models reject
+    /// values other than the default).
+    pub sampling: bool,
+    /// Messages: how thinking is switched on.
+    pub thinking_style: ThinkingStyle,
+    /// Gemini: the schema dialect of tool parameters and output schemas.
+    pub schema_dialect: SchemaDialect,
+    /// Longest tool name the provider takes; longer names are shortened with
+    /// a hash and restored in the reply.
+    pub tool_name_max: usize,
+    /// Longest tool-call id the provider takes.
+    pub tool_id_max: usize,
+    /// Messages: `anthropic-beta` values (by prefix) the provider accepts;
+    /// empty means none are forwarded.
+    pub anthropic_beta: Vec<String>,
+    /// Messages: `max_tokens` when the client sent no limit (it is required).
+    pub default_max_tokens: u32,
+    /// Messages: add prompt-cache breakpoints (system, last tool, last two
+    /// user turns) to a request that came from a format without them.
+    pub cache_breakpoints: bool,
+    /// Chat/Responses: forward `prompt_cache_key` (derived from Claude
+    /// Code's `metadata.user_id` when the client sent none).
+    pub prompt_cache_key: bool,
+    /// Gemini: mark tool calls in history without a thought signature with
+    /// Google's documented `skip_thought_signature_validator` (Gemini 3
+    /// rejects them otherwise).
+    pub thought_signature_sentinel: bool,
+}
+
+impl Default for Profile {
+    fn default() -> Profile {
+        Profile {
+            responses: false,
+            stream_options: true,
+            reasoning_field: ReasoningField::None,
+            reasoning_replay_required: false,
+            system_as_string: true,
+            developer_role: false,
+            max_tokens_field: MaxTokensField::MaxTokens,
+            tools: true,
+            parallel_tools: true,
+            custom_tools: false,
+            reasoning_effort: true,
+            sampling: true,
+            thinking_style: ThinkingStyle::Enabled,
+            schema_dialect: SchemaDialect::OpenApi,
+            tool_name_max: 64,
+            tool_id_max: 64,
+            anthropic_beta: Vec::new(),
+            default_max_tokens: 8192,
+            cache_breakpoints: true,
+            prompt_cache_key: false,
+            thought_signature_sentinel: true,
+        }
+    }
+}
+
+impl Profile {
+    /// Whether an `anthropic-beta` value may be forwarded to this provider.
+    pub fn beta_allowed(&self, value: &str) -> bool {
+        self.anthropic_beta.iter().any(|prefix| !prefix.is_empty() && value.starts_with(prefix.as_str()))
+    }
+
+    /// The allowed part of an `anthropic-beta` header (comma-separated), or
+    /// `None` when nothing is left to send.
+    pub fn filter_anthropic_beta(&self, header: &str) -> Option<String> {
+        let kept: Vec<&str> = header.split(',').map(str::trim).filter(|v| self.beta_allowed(v)).collect();
+        (!kept.is_empty()).then(|| kept.join(","))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningField {
+    /// Reasoning is not sent back.
+    #[default]
+    None,
+    /// `reasoning_content` (DeepSeek, Kimi, Qwen).
+    ReasoningContent,
+    /// `reasoning` (OpenRouter, vLLM's newer servers).
+    Reasoning,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// `max_tokens`, understood by nearly every compat server.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`, which OpenAI's reasoning models require.
+    MaxCompletionTokens,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkingStyle {
+    /// `thinking: {type: enabled, budget_tokens}`.
+    #[default]
+    Enabled,
+    /// `thinking: {type: adaptive}` plus `output_config.effort` (newer
+    /// Claude models reject `enabled`).
+    Adaptive,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaDialect {
+    /// Gemini's OpenAPI-3 subset (`parameters`, `responseSchema`): schemas
+    /// are sanitised to it. Every Gemini model takes it.
+    #[default]
+    OpenApi,
+    /// Full JSON Schema (`parametersJsonSchema`, `responseJsonSchema`),
+    /// Gemini 2.5 and later; a schema already inside the subset is still
+    /// sent as `parameters`.
+    JsonSchema,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_empty_table_is_the_default_and_fields_are_snake_case() {
+        let p: Profile = toml::from_str("").unwrap();
+        assert_eq!(p, Profile::default());
+        let p: Profile = toml::from_str(
+            "reasoning_field = \"reasoning_content\"\nreasoning_replay_required = true\n\
+             max_tokens_field = \"max_completion_tokens\"\nschema_dialect = \"json_schema\"\n\
+             thinking_style = \"adaptive\"\nanthropic_beta = [\"interleaved-thinking-\"]\n",
+        )
+        .unwrap();
+        assert_eq!(p.reasoning_field, ReasoningField::ReasoningContent);
+        assert!(p.reasoning_replay_required);
+        assert_eq!(p.max_tokens_field, MaxTokensField::MaxCompletionTokens);
+        assert_eq!(p.schema_dialect, SchemaDialect::JsonSchema);
+        assert_eq!(p.thinking_style, ThinkingStyle::Adaptive);
+        assert!(toml::from_str::<Profile>("no_such_field = 1").is_err());
+    }
+
+    #[test]
+    fn betas_are_allowed_by_prefix() {
+        let p = Profile { anthropic_beta: vec!["interleaved-thinking-".into()], ..Profile::default() };
+        assert!(p.beta_allowed("interleaved-thinking-2025-05-14"));
+        assert!(!p.beta_allowed("context-1m-2025-08-07"));
+        assert_eq!(
+            p.filter_anthropic_beta("context-1m-2025-08-07, interleaved-thinking-2025-05-14").as_deref(),
+            Some("interleaved-thinking-2025-05-14")
+        );
+        assert_eq!(Profile::default().filter_anthropic_beta("interleaved-thinking-2025-05-14"), None);
+    }
+}
