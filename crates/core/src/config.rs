@@ -12,7 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::policy::{ProviderPolicy, RequestPolicy};
-use crate::protocol::Protocol;
+use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
 pub(crate) mod edit;
 mod policy;
@@ -110,6 +110,34 @@ pub struct ProviderConfig {
     /// Probe the provider (`GET /models`) in the background. On by default
     /// for local servers, off for remote ones that may bill for it.
     pub probe: bool,
+    /// What the provider accepts beyond its wire format, for requests
+    /// translated to it (`responses = true` is `profile.responses`).
+    pub profile: Profile,
+}
+
+impl ProviderConfig {
+    /// Whether the provider takes requests to `endpoint` as they are.
+    pub fn speaks(&self, endpoint: Endpoint) -> bool {
+        match endpoint {
+            Endpoint::Responses => self.kind == Protocol::OpenAi && self.profile.responses,
+            e => self.kind == e.protocol(),
+        }
+    }
+
+    /// The format requests are translated to for this provider.
+    pub fn translated_format(&self) -> Format {
+        match self.kind {
+            Protocol::OpenAi => Format::Chat,
+            Protocol::Anthropic => Format::Messages,
+            Protocol::Gemini => Format::Gemini,
+        }
+    }
+
+    /// Whether the provider can serve a request to `endpoint`, as it is or
+    /// translated.
+    pub fn reaches(&self, endpoint: Endpoint) -> bool {
+        self.speaks(endpoint) || endpoint.format().is_some()
+    }
 }
 
 /// The models a provider serves: the name clients ask for, mapped to the
@@ -308,6 +336,10 @@ struct RawProvider {
     #[serde(default = "yes")]
     stream_usage: bool,
     probe: Option<bool>,
+    /// An OpenAI-kind provider that speaks the Responses API too.
+    responses: Option<Spanned<bool>>,
+    #[serde(default)]
+    profile: Profile,
 }
 
 fn yes() -> bool {
@@ -571,6 +603,13 @@ impl Validator<'_> {
         }
         let policy = raw.policy.provider(defaults).or_else(|e| self.policy_error(&field("policy"), e))?;
         let local = is_local(&base_url);
+        let mut profile = raw.profile;
+        if let Some(responses) = &raw.responses {
+            if kind != Protocol::OpenAi && *responses.get_ref() {
+                return self.error(responses.span(), field("responses"), "only an openai-kind provider speaks Responses");
+            }
+            profile.responses = *responses.get_ref();
+        }
         Ok(ProviderConfig {
             name,
             kind,
@@ -581,6 +620,7 @@ impl Validator<'_> {
             policy,
             stream_usage: raw.stream_usage,
             probe: raw.probe.unwrap_or(local),
+            profile,
         })
     }
 

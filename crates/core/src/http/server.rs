@@ -311,8 +311,14 @@ fn caller_protocol(headers: &HeaderMap) -> Protocol {
     }
 }
 
-/// Client-facing model names the gateway can serve right now for `protocol`.
+/// Client-facing model names the gateway can serve right now to a client
+/// of `protocol`, natively or translated.
 fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
+    let endpoint = match protocol {
+        Protocol::OpenAi => Endpoint::ChatCompletions,
+        Protocol::Anthropic => Endpoint::Messages,
+        Protocol::Gemini => Endpoint::GeminiGenerate,
+    };
     let live = gw.live();
     let config = &live.config;
     let names = config
@@ -324,7 +330,7 @@ fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
     names
         .filter(|m| seen.insert(*m))
         .filter_map(|m| {
-            let plan = routing::plan(&live.providers, &config.routes, protocol, m).ok()?;
+            let plan = routing::plan(&live.providers, &config.routes, endpoint, m).ok()?;
             let owner = plan.candidates.first()?.provider.name().to_string();
             Some((m.to_string(), owner))
         })

@@ -6,6 +6,7 @@ pub(crate) mod error;
 pub(crate) mod sse;
 pub(crate) mod usage;
 
+pub use translate::{Format, Profile};
 pub use usage::Usage;
 
 use std::fmt;
@@ -120,6 +121,20 @@ impl Endpoint {
         match self.gemini_method() {
             Some(method) => format!("models/{model}:{method}").into(),
             None => self.gateway_path().trim_start_matches("/v1/").into(),
+        }
+    }
+
+    /// The request's wire format, when the gateway can translate it to
+    /// another (the side endpoints are served only by their own kind).
+    pub fn format(self) -> Option<Format> {
+        match self {
+            Endpoint::ChatCompletions => Some(Format::Chat),
+            Endpoint::Responses => Some(Format::Responses),
+            Endpoint::Messages => Some(Format::Messages),
+            Endpoint::GeminiGenerate | Endpoint::GeminiStream => Some(Format::Gemini),
+            Endpoint::Completions | Endpoint::Embeddings | Endpoint::CountTokens | Endpoint::GeminiCountTokens => {
+                None
+            }
         }
     }
 

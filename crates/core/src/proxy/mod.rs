@@ -8,6 +8,7 @@ pub(crate) mod headers;
 pub(crate) mod journal;
 pub(crate) mod relay;
 pub(crate) mod scrub;
+pub(crate) mod wire;
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
@@ -94,7 +95,7 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
-    let plan = routing::plan(&live.providers, &live.config.routes, protocol, &head.model).map_err(|e| {
+    let plan = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
             RouteError::NoneAvailable { .. } => ErrorCode::NoProviderAvailable,

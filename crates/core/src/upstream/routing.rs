@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::config::RouteConfig;
-use crate::protocol::Protocol;
+use crate::protocol::{Endpoint, Protocol};
 use crate::upstream::provider::Provider;
 
 /// A provider to try and the model name to send it.
@@ -28,7 +28,8 @@ pub struct Skip {
 #[derive(Debug, Clone)]
 pub enum SkipReason {
     Disabled,
-    WrongProtocol { speaks: Protocol },
+    /// The provider's kind cannot serve this endpoint, even translated.
+    WrongProtocol { speaks: Protocol, endpoint: Endpoint },
     Key(String),
 }
 
@@ -36,8 +37,8 @@ impl fmt::Display for Skip {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.reason {
             SkipReason::Disabled => write!(f, "{} is disabled", self.provider),
-            SkipReason::WrongProtocol { speaks } => {
-                write!(f, "{} speaks the {speaks} protocol", self.provider)
+            SkipReason::WrongProtocol { speaks, endpoint } => {
+                write!(f, "{} speaks the {speaks} protocol, and {endpoint} is served only in its own", self.provider)
             }
             SkipReason::Key(reason) => f.write_str(reason),
         }
@@ -62,11 +63,13 @@ fn join(skipped: &[Skip]) -> String {
     skipped.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
-/// Builds the ordered plan for `model` requested in `protocol`.
+/// Builds the ordered plan for `model` requested at `endpoint`. A provider
+/// of another kind stays in the plan when the request can be translated
+/// for it.
 pub fn plan<'a>(
     providers: &'a [Arc<Provider>],
     routes: &'a [RouteConfig],
-    protocol: Protocol,
+    endpoint: Endpoint,
     model: &'a str,
 ) -> Result<Plan<'a>, RouteError> {
     let listed = chain_for(providers, routes, model);
@@ -78,8 +81,8 @@ pub fn plan<'a>(
         let provider = candidate.provider;
         let reason = if !provider.is_enabled() {
             Some(SkipReason::Disabled)
-        } else if provider.config.kind != protocol {
-            Some(SkipReason::WrongProtocol { speaks: provider.config.kind })
+        } else if !provider.config.reaches(endpoint) {
+            Some(SkipReason::WrongProtocol { speaks: provider.config.kind, endpoint })
         } else {
             provider.keys.problem().map(SkipReason::Key)
         };
@@ -178,7 +181,7 @@ models = ["*"]
     #[test]
     fn implicit_chain_follows_config_order_then_wildcards() {
         let (providers, config) = setup(PROVIDERS);
-        let plan = plan(&providers, &config.routes, Protocol::OpenAi, "m").unwrap();
+        let plan = plan(&providers, &config.routes, Endpoint::ChatCompletions, "m").unwrap();
         assert_eq!(names(&plan), [("a".into(), "m".into()), ("b".into(), "b-m".into()), ("any".into(), "m".into())]);
         assert_eq!(plan.skipped.len(), 1);
         assert!(plan.skipped[0].to_string().contains("no key for nokey"));
@@ -188,18 +191,24 @@ models = ["*"]
     fn explicit_route_sets_the_order() {
         let text = format!("{PROVIDERS}\n[[routes]]\nmodel = \"m\"\nchain = [\"b\", \"a\"]\n");
         let (providers, config) = setup(&text);
-        let plan = plan(&providers, &config.routes, Protocol::OpenAi, "m").unwrap();
+        let plan = plan(&providers, &config.routes, Endpoint::ChatCompletions, "m").unwrap();
         assert_eq!(names(&plan), [("b".into(), "b-m".into()), ("a".into(), "m".into())]);
     }
 
     #[test]
-    fn protocol_mismatch_and_disabled_are_skipped() {
+    fn another_kind_is_planned_when_translated_and_skipped_when_not() {
         let text = PROVIDERS.replace("name = \"any\"", "name = \"any\"\nenabled = false");
         let (providers, config) = setup(&text);
-        match plan(&providers, &config.routes, Protocol::OpenAi, "claude") {
+        let plan_for = |endpoint| plan(&providers, &config.routes, endpoint, "claude");
+        let translated = plan_for(Endpoint::ChatCompletions).unwrap();
+        assert_eq!(names(&translated), [("c".into(), "claude".into())], "chat is translated for anthropic-kind c");
+        match plan_for(Endpoint::Embeddings) {
             Err(RouteError::NoneAvailable { skipped, .. }) => {
                 let text: Vec<String> = skipped.iter().map(ToString::to_string).collect();
-                assert_eq!(text, ["c speaks the anthropic protocol", "any is disabled"]);
+                assert_eq!(
+                    text,
+                    ["c speaks the anthropic protocol, and /v1/embeddings is served only in its own", "any is disabled"]
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -236,7 +245,7 @@ models = ["*"]
         let text = PROVIDERS.replace("models = [\"*\"]", "models = [\"z\"]");
         let (providers, config) = setup(&text);
         assert!(matches!(
-            plan(&providers, &config.routes, Protocol::OpenAi, "nope"),
+            plan(&providers, &config.routes, Endpoint::ChatCompletions, "nope"),
             Err(RouteError::UnknownModel(m)) if m == "nope"
         ));
     }
