@@ -6,5 +6,7 @@
 //! format the body crosses byte for byte and none of this runs.
 //!
 //! - [`ir`]: the intermediate form of requests, replies and stream events.
+//! - [`stream`]: reply streams, decoded and encoded event by event.
 
 pub mod ir;
+pub mod stream;
