@@ -106,7 +106,7 @@ fn class_of_name(name: &str) -> Option<ErrorClass> {
             ErrorClass::InvalidRequest
         }
         "authentication_error" | "invalid_api_key" | "UNAUTHENTICATED" | "401" => ErrorClass::Authentication,
-        "permission_error" | "PERMISSION_DENIED" | "403" => ErrorClass::PermissionDenied,
+        "permission_error" | "permission_denied" | "PERMISSION_DENIED" | "403" => ErrorClass::PermissionDenied,
         "not_found_error" | "model_not_found" | "NOT_FOUND" | "404" => ErrorClass::NotFound,
         "request_too_large" | "413" => ErrorClass::RequestTooLarge,
         "rate_limit_error"
@@ -119,7 +119,7 @@ fn class_of_name(name: &str) -> Option<ErrorClass> {
         "overloaded_error" | "server_is_overloaded" | "overloaded" | "UNAVAILABLE" | "503" | "529" => {
             ErrorClass::Overloaded
         }
-        "timeout_error" | "DEADLINE_EXCEEDED" | "504" => ErrorClass::Timeout,
+        "timeout_error" | "timeout" | "DEADLINE_EXCEEDED" | "504" => ErrorClass::Timeout,
         "api_error" | "server_error" | "INTERNAL" | "500" => ErrorClass::Server,
         _ => return None,
     })

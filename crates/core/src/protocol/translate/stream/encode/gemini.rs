@@ -61,6 +61,8 @@ impl Gemini {
             StreamEvent::BlockStop { index } => self.stop(*index, out),
             StreamEvent::Finish { reason, tokens } => self.finish(*reason, tokens, out),
             StreamEvent::Error { class, message } => {
+                // State waiting for a part still reaches the client.
+                self.flush_signature(out);
                 let (code, status) = maps::gemini_error(*class);
                 frames::write(out, None, &json!({"error": {"code": code, "message": message, "status": status}}));
             }
@@ -92,10 +94,10 @@ impl Gemini {
         match self.blocks.remove(&index) {
             Some(Block::Reasoning { text, opaques }) => {
                 if let Some(signature) = envelope::slot(&opaques, &text, Family::Gemini) {
-                    self.signature = Some(signature);
+                    self.hold_signature(signature, out);
                 }
             }
-            Some(Block::Redacted(opaque)) => self.signature = Some(envelope::redacted_slot(&opaque, Family::Gemini)),
+            Some(Block::Redacted(opaque)) => self.hold_signature(envelope::redacted_slot(&opaque, Family::Gemini), out),
             Some(Block::Tool { id, name, mut args, wrap }) => {
                 if let Some(mut w) = wrap {
                     args.push_str(&w.finish());
@@ -108,6 +110,19 @@ impl Gemini {
                 self.part(json!({"functionCall": call}), out);
             }
             Some(Block::Text) | None => {}
+        }
+    }
+
+    /// Holds a signature for the next part; one already held, with no part
+    /// between, goes out first on an empty part of its own.
+    fn hold_signature(&mut self, signature: String, out: &mut BytesMut) {
+        self.flush_signature(out);
+        self.signature = Some(signature);
+    }
+
+    fn flush_signature(&mut self, out: &mut BytesMut) {
+        if self.signature.is_some() {
+            self.part(json!({"text": ""}), out);
         }
     }
 
@@ -163,11 +178,9 @@ fn usage(tokens: &Tokens) -> Value {
     let mut usage = json!({
         "promptTokenCount": input,
         "candidatesTokenCount": output.saturating_sub(thoughts),
+        "thoughtsTokenCount": thoughts,
         "totalTokenCount": input.saturating_add(output),
     });
-    if thoughts > 0 {
-        usage["thoughtsTokenCount"] = thoughts.into();
-    }
     if let Some(cached) = tokens.cache_read {
         usage["cachedContentTokenCount"] = cached.into();
     }
