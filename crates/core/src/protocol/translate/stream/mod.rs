@@ -20,7 +20,7 @@ mod decode;
 mod encode;
 pub mod envelope;
 mod frames;
-mod maps;
+pub(crate) mod maps;
 mod translator;
 
 #[cfg(test)]

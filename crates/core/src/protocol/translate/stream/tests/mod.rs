@@ -8,6 +8,7 @@
 mod golden;
 mod matrix;
 mod props;
+mod stops;
 mod validate;
 
 use serde_json::Value;
