@@ -11,7 +11,8 @@ use crate::protocol::translate::ir::{
 use crate::protocol::translate::stream::{envelope, Encoder};
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // No regression files: a failure prints its minimal input to keep as a test.
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Pieces of 0 to 7 bytes split characters, `\r\n` pairs and `data:`
     /// prefixes anywhere; the events are those of the whole stream.
