@@ -51,6 +51,12 @@ pub enum Family {
 }
 
 /// Provider state the gateway cannot interpret but must hand back verbatim.
+///
+/// What `value` holds depends on the family: an Anthropic thinking block's
+/// `signature` (or a `redacted_thinking` block's `data`); a Gemini
+/// `thoughtSignature`; for OpenAI, the reasoning item's identity and state
+/// as the JSON object `{"id":…,"encrypted_content":…}`, since the item must
+/// go back with both.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Opaque {
     pub origin: Family,
@@ -109,6 +115,17 @@ pub enum ErrorClass {
 
 /// One event of a reply stream, in the intermediate form. Blocks are
 /// numbered in the order they open, whatever the source format numbered.
+///
+/// Every decoder's output keeps these rules, and every encoder relies on them:
+/// - `Start` comes first and once (only an `Error` may come before it);
+/// - blocks are numbered 0, 1, 2… as they open; a `Delta` or `BlockStop`
+///   names an open block; several blocks may be open at once (parallel tool
+///   calls whose arguments interleave);
+/// - a delta matches its block: `Text` in text, `Reasoning` and `Opaque` in
+///   reasoning (opaque state never rides on a text or tool block), `ToolArgs`
+///   in a tool call;
+/// - exactly one terminal, `Finish` or `Error`, and nothing after it; every
+///   block is stopped before `Finish`, while `Error` may leave blocks open.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum StreamEvent {
     /// The reply began.
@@ -130,6 +147,11 @@ pub enum StreamEvent {
 pub enum BlockKind {
     Text,
     Reasoning,
+    /// Reasoning the provider sent only in encrypted form (an Anthropic
+    /// `redacted_thinking` block): no text, the opaque state whole.
+    RedactedReasoning {
+        opaque: Opaque,
+    },
     /// A tool call; `custom` marks a freeform (grammar) tool such as Codex's
     /// `apply_patch`, whose input is raw text, not JSON.
     ToolCall {

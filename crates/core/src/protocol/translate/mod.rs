@@ -38,6 +38,7 @@
 //!   forwarded as it is, and the retry after a rejected signature.
 //! - [`error`]: errors across formats.
 //! - [`estimate`], [`models`]: token estimates, model lists.
+//! - [`stream`]: reply streams, decoded and encoded event by event.
 
 mod chat;
 pub mod dropped;
@@ -56,6 +57,7 @@ mod reply;
 mod responses;
 pub mod schema;
 mod shape;
+pub mod stream;
 mod wire;
 
 #[cfg(test)]

@@ -1,0 +1,217 @@
+//! Google Gemini `streamGenerateContent?alt=sse` chunks (translation.md §D.5).
+//!
+//! Every chunk is a whole `GenerateContentResponse`; its parts are
+//! increments. `thought: true` text is reasoning. A `functionCall` arrives
+//! whole, so it becomes a tool block with its arguments in one delta; a
+//! call without an id gets one made up here, `call_sygem_…`, which the
+//! request side knows never to send back to Gemini. A `thoughtSignature`
+//! is opaque Gemini state and rides on a reasoning block: the open one, or
+//! one opened for it just before the part that carried it, so the state
+//! reaches a client of another format ahead of the call it belongs to. The
+//! last `usageMetadata` counts (it is cumulative). The finish reason comes
+//! on the last chunk, but the end is the end of the stream.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{upstream_error, Emitter};
+use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, Family, Opaque, StopReason, StreamEvent, Tokens};
+use crate::protocol::translate::stream::maps::{self, count};
+
+/// The prefix of the tool-call ids made up for Gemini calls that had none.
+pub const SYNTHETIC_ID_PREFIX: &str = "call_sygem_";
+
+#[derive(Debug, Default)]
+pub(crate) struct Gemini {
+    open: Option<(Open, usize)>,
+    /// The response id, for made-up call ids unique across turns.
+    response_id: String,
+    reason: Option<Result<StopReason, String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    Reasoning,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Chunk {
+    #[serde(default)]
+    candidates: Vec<Candidate>,
+    usage_metadata: Option<Value>,
+    #[serde(default)]
+    model_version: String,
+    #[serde(default)]
+    response_id: String,
+    prompt_feedback: Option<Value>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate {
+    #[serde(default)]
+    index: u32,
+    content: Option<Content>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Content {
+    #[serde(default)]
+    parts: Vec<Part>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Part {
+    text: Option<String>,
+    #[serde(default)]
+    thought: bool,
+    thought_signature: Option<String>,
+    function_call: Option<FunctionCall>,
+}
+
+#[derive(Deserialize)]
+struct FunctionCall {
+    id: Option<String>,
+    #[serde(default)]
+    name: String,
+    args: Option<Value>,
+}
+
+impl Gemini {
+    pub(crate) fn event(&mut self, data: &str, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
+        let Ok(chunk) = serde_json::from_str::<Chunk>(data) else { return };
+        if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
+            let (class, message) = upstream_error(&error);
+            return emit.error(class, &message, out);
+        }
+        if self.response_id.is_empty() {
+            self.response_id = chunk.response_id.clone();
+        }
+        let usage = chunk.usage_metadata.as_ref().map(tokens).unwrap_or_default();
+        emit.start(&chunk.response_id, &chunk.model_version, Tokens { output: None, ..usage }, out);
+        emit.add_tokens(usage);
+        for candidate in chunk.candidates.into_iter().filter(|c| c.index == 0) {
+            for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+                self.part(part, emit, out);
+            }
+            if let Some(reason) = candidate.finish_reason {
+                self.reason = Some(maps::gemini_reason(&reason).map_err(|()| reason));
+            }
+        }
+        if let Some(blocked) = chunk.prompt_feedback.as_ref().and_then(|f| f.get("blockReason")) {
+            if blocked.is_string() {
+                self.reason = Some(Ok(StopReason::Refusal));
+            }
+        }
+    }
+
+    /// The end of the stream is the end of the reply, if it said why it ended.
+    pub(crate) fn eof(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
+        match self.reason.take() {
+            Some(Ok(reason)) => emit.finish(reason, out),
+            Some(Err(reason)) => {
+                emit.error(ErrorClass::Server, &format!("the model's output was unusable ({reason})"), out)
+            }
+            None => {}
+        }
+    }
+
+    fn part(&mut self, part: Part, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
+        let signature =
+            part.thought_signature.filter(|s| !s.is_empty()).map(|value| Opaque { origin: Family::Gemini, value });
+        if let Some(call) = part.function_call {
+            self.signature_before(signature, emit, out);
+            let ordinal = emit.tool_calls();
+            let id = call.id.filter(|i| !i.is_empty()).unwrap_or_else(|| self.synthetic_id(ordinal));
+            let args = call.args.filter(|a| !a.is_null()).map_or_else(|| "{}".to_string(), |a| a.to_string());
+            let index = emit.open(BlockKind::ToolCall { id, name: call.name, custom: false }, out);
+            emit.delta(index, Delta::ToolArgs(args), out);
+            emit.stop(index, out);
+            return;
+        }
+        let text = part.text.unwrap_or_default();
+        if part.thought {
+            let index = self.ensure(Open::Reasoning, emit, out);
+            emit.delta(index, Delta::Reasoning(text), out);
+            if let Some(signature) = signature {
+                emit.delta(index, Delta::Opaque(signature), out);
+            }
+            return;
+        }
+        self.signature_before(signature, emit, out);
+        if !text.is_empty() {
+            let index = self.ensure(Open::Text, emit, out);
+            emit.delta(index, Delta::Text(text), out);
+        }
+    }
+
+    /// Puts a signature carried by a text or call part on the reasoning block
+    /// before it, and closes that block.
+    fn signature_before(&mut self, signature: Option<Opaque>, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
+        if let Some(signature) = signature {
+            let index = self.ensure(Open::Reasoning, emit, out);
+            emit.delta(index, Delta::Opaque(signature), out);
+        }
+        self.close(emit, out);
+    }
+
+    fn ensure(&mut self, kind: Open, emit: &mut Emitter, out: &mut Vec<StreamEvent>) -> usize {
+        match self.open {
+            Some((k, index)) if k == kind => index,
+            _ => {
+                self.close(emit, out);
+                let block = if kind == Open::Text { BlockKind::Text } else { BlockKind::Reasoning };
+                let index = emit.open(block, out);
+                self.open = Some((kind, index));
+                index
+            }
+        }
+    }
+
+    fn close(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
+        if let Some((_, index)) = self.open.take() {
+            emit.stop(index, out);
+        }
+    }
+
+    fn synthetic_id(&self, ordinal: usize) -> String {
+        let base: String =
+            self.response_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').take(24).collect();
+        if base.is_empty() {
+            format!("{SYNTHETIC_ID_PREFIX}{ordinal}")
+        } else {
+            format!("{SYNTHETIC_ID_PREFIX}{base}_{ordinal}")
+        }
+    }
+}
+
+/// Whether a tool-call id was made up by the Gemini decoder.
+pub fn is_synthetic_id(id: &str) -> bool {
+    id.starts_with(SYNTHETIC_ID_PREFIX)
+}
+
+/// Gemini usage: the prompt count includes cached and tool-use prompt
+/// tokens; output is candidates plus thoughts.
+fn tokens(usage: &Value) -> Tokens {
+    let prompt = count(usage, "promptTokenCount");
+    let tool_prompt = count(usage, "toolUsePromptTokenCount");
+    let candidates = count(usage, "candidatesTokenCount");
+    let thoughts = count(usage, "thoughtsTokenCount");
+    let input = prompt.map(|p| p.saturating_add(tool_prompt.unwrap_or(0)));
+    let output = match (candidates, thoughts) {
+        (None, None) => None,
+        (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
+    };
+    Tokens {
+        input,
+        output,
+        cache_read: count(usage, "cachedContentTokenCount"),
+        cache_write: None,
+        reasoning: thoughts,
+    }
+}

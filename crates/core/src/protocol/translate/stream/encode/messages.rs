@@ -1,0 +1,244 @@
+//! Anthropic Messages events for the client (translation.md §D.1, output).
+//!
+//! `message_start` then `ping`; blocks numbered in the order the client
+//! sees them open (a text block opens at its first text, so an empty one
+//! never exists: Claude Code would replay it and get a 400); a thinking
+//! block always closes with a `signature_delta` (the provider's own
+//! signature when it is Anthropic's, an envelope otherwise, and a
+//! placeholder when there was no state, since Claude Code requires one);
+//! exactly one `message_delta` and one `message_stop`; an error is an
+//! `error` event and no `message_stop` follows it.
+
+use std::collections::HashMap;
+
+use bytes::BytesMut;
+use serde_json::{json, Value};
+
+use super::{prefixed, ToJson, Tools};
+use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
+use crate::protocol::translate::stream::{envelope, frames, maps};
+
+#[derive(Debug)]
+pub(crate) struct Messages {
+    tools: Tools,
+    started: bool,
+    next: usize,
+    blocks: HashMap<usize, Block>,
+    tool_calls: usize,
+}
+
+#[derive(Debug)]
+struct Block {
+    /// The client's index, once the block has opened.
+    index: Option<usize>,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Text,
+    Thinking { text: String, opaques: Vec<Opaque> },
+    Redacted(Opaque),
+    Tool { args: ToJson, sent_any: bool },
+}
+
+impl Messages {
+    pub(crate) fn new(tools: Tools) -> Messages {
+        Messages { tools, started: false, next: 0, blocks: HashMap::new(), tool_calls: 0 }
+    }
+
+    pub(crate) fn event(&mut self, event: &StreamEvent, out: &mut BytesMut) {
+        match event {
+            StreamEvent::Start { id, tokens, .. } => self.start(id, tokens, out),
+            StreamEvent::BlockStart { index, block } => self.block_start(*index, block, out),
+            StreamEvent::Delta { index, delta } => self.delta(*index, delta, out),
+            StreamEvent::BlockStop { index } => self.stop(*index, out),
+            StreamEvent::Finish { reason, tokens } => self.finish(*reason, tokens, out),
+            StreamEvent::Error { class, message } => {
+                let error = json!({"type": maps::messages_error_type(*class), "message": maps::messages_error_message(*class, message)});
+                frames::write(out, Some("error"), &json!({"type": "error", "error": error}));
+            }
+        }
+    }
+
+    fn start(&mut self, id: &str, tokens: &Tokens, out: &mut BytesMut) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let message = json!({
+            "id": prefixed("msg_", id),
+            "type": "message",
+            "role": "assistant",
+            "model": self.tools.model(),
+            "content": [],
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": usage(tokens),
+        });
+        frames::write(out, Some("message_start"), &json!({"type": "message_start", "message": message}));
+        frames::write(out, Some("ping"), &json!({"type": "ping"}));
+    }
+
+    fn block_start(&mut self, index: usize, block: &BlockKind, out: &mut BytesMut) {
+        self.start("", &Tokens::default(), out);
+        let kind = match block {
+            BlockKind::Text => Kind::Text,
+            BlockKind::Reasoning => Kind::Thinking { text: String::new(), opaques: Vec::new() },
+            BlockKind::RedactedReasoning { opaque } => Kind::Redacted(opaque.clone()),
+            BlockKind::ToolCall { id, name, custom } => {
+                let (name, input) = self.tools.client(name, *custom);
+                self.tool_calls += 1;
+                let ours = self.open(json!({"type": "tool_use", "id": tool_id(id), "name": name, "input": {}}), out);
+                let block = Block { index: Some(ours), kind: Kind::Tool { args: ToJson::new(input), sent_any: false } };
+                self.blocks.insert(index, block);
+                return;
+            }
+        };
+        let ours = match kind {
+            Kind::Thinking { .. } => Some(self.open(json!({"type": "thinking", "thinking": "", "signature": ""}), out)),
+            _ => None, // text opens at its first text; redacted at its stop
+        };
+        self.blocks.insert(index, Block { index: ours, kind });
+    }
+
+    fn open(&mut self, content_block: Value, out: &mut BytesMut) -> usize {
+        let index = self.next;
+        self.next += 1;
+        let event = json!({"type": "content_block_start", "index": index, "content_block": content_block});
+        frames::write(out, Some("content_block_start"), &event);
+        index
+    }
+
+    fn delta(&mut self, index: usize, delta: &Delta, out: &mut BytesMut) {
+        let Some(block) = self.blocks.get_mut(&index) else { return };
+        let payload = match (&mut block.kind, delta) {
+            (Kind::Text, Delta::Text(t)) => json!({"type": "text_delta", "text": t}),
+            (Kind::Thinking { text, .. }, Delta::Reasoning(t)) => {
+                text.push_str(t);
+                json!({"type": "thinking_delta", "thinking": t})
+            }
+            (Kind::Thinking { opaques, .. }, Delta::Opaque(o)) => {
+                opaques.push(o.clone());
+                return;
+            }
+            (Kind::Tool { args, sent_any }, Delta::ToolArgs(a)) => {
+                let partial = args.push(a);
+                if partial.is_empty() {
+                    return;
+                }
+                *sent_any = true;
+                json!({"type": "input_json_delta", "partial_json": partial})
+            }
+            _ => return,
+        };
+        let ours = match block.index {
+            Some(ours) => ours,
+            None => {
+                let ours = self.next;
+                self.next += 1;
+                let start = json!({"type": "content_block_start", "index": ours, "content_block": {"type": "text", "text": ""}});
+                frames::write(out, Some("content_block_start"), &start);
+                block.index = Some(ours);
+                ours
+            }
+        };
+        block_delta(out, ours, payload);
+    }
+
+    fn stop(&mut self, index: usize, out: &mut BytesMut) {
+        let Some(block) = self.blocks.remove(&index) else { return };
+        let ours = match block.kind {
+            Kind::Text => block.index,
+            Kind::Thinking { text, opaques } => {
+                let signature = envelope::slot(&opaques, &text, Family::Anthropic);
+                let signature = signature.filter(|s| !s.is_empty()).unwrap_or_else(|| envelope::NONE.to_string());
+                if let Some(ours) = block.index {
+                    block_delta(out, ours, json!({"type": "signature_delta", "signature": signature}));
+                }
+                block.index
+            }
+            Kind::Redacted(opaque) => {
+                let data = envelope::redacted_slot(&opaque, Family::Anthropic);
+                let ours = if opaque.origin == Family::Anthropic {
+                    self.open(json!({"type": "redacted_thinking", "data": data}), out)
+                } else {
+                    let ours = self.open(json!({"type": "thinking", "thinking": "", "signature": ""}), out);
+                    block_delta(out, ours, json!({"type": "signature_delta", "signature": data}));
+                    ours
+                };
+                Some(ours)
+            }
+            Kind::Tool { mut args, sent_any } => {
+                let end = args.finish(sent_any);
+                if let (Some(ours), false) = (block.index, end.is_empty() || end == "{}") {
+                    block_delta(out, ours, json!({"type": "input_json_delta", "partial_json": end}));
+                }
+                block.index
+            }
+        };
+        if let Some(ours) = ours {
+            frames::write(out, Some("content_block_stop"), &json!({"type": "content_block_stop", "index": ours}));
+        }
+    }
+
+    fn finish(&mut self, reason: StopReason, tokens: &Tokens, out: &mut BytesMut) {
+        self.start("", &Tokens::default(), out);
+        let mut open: Vec<usize> = self.blocks.keys().copied().collect();
+        open.sort_unstable();
+        for index in open {
+            self.stop(index, out);
+        }
+        let reason = match reason {
+            StopReason::EndTurn | StopReason::StopSequence if self.tool_calls > 0 => StopReason::ToolUse,
+            r => r,
+        };
+        let delta = json!({"stop_reason": maps::messages_reason_name(reason), "stop_sequence": null});
+        frames::write(
+            out,
+            Some("message_delta"),
+            &json!({"type": "message_delta", "delta": delta, "usage": usage(tokens)}),
+        );
+        frames::write(out, Some("message_stop"), &json!({"type": "message_stop"}));
+    }
+}
+
+fn block_delta(out: &mut BytesMut, index: usize, delta: Value) {
+    frames::write(
+        out,
+        Some("content_block_delta"),
+        &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+    );
+}
+
+/// Anthropic usage: `input_tokens` without the cache. At the start an
+/// OpenAI-kind provider has not said yet: 0 then, the truth at the end.
+fn usage(tokens: &Tokens) -> Value {
+    let mut usage = json!({"input_tokens": maps::uncached_input(tokens), "output_tokens": tokens.output.unwrap_or(0)});
+    if let Some(read) = tokens.cache_read {
+        usage["cache_read_input_tokens"] = read.into();
+    }
+    if let Some(write) = tokens.cache_write {
+        usage["cache_creation_input_tokens"] = write.into();
+    }
+    usage
+}
+
+/// A tool-call id Anthropic accepts (`^[a-zA-Z0-9_-]+$`, at most 64):
+/// others' ids (`functions.Bash:0`, long `fc_…|…` ones) made valid the same
+/// way every time, so a call and its result still pair (§B.6 rule 5).
+pub fn tool_id(id: &str) -> String {
+    let clean: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    match clean.len() {
+        0 => return "toolu_".to_string(),
+        1..=64 => return clean,
+        _ => {}
+    }
+    format!("{}_{:016x}", &clean[..47], fnv1a(id.as_bytes()))
+}
+
+/// FNV-1a, 64 bits: stable across runs and builds, unlike the std hasher.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
