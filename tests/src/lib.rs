@@ -146,6 +146,18 @@ impl ConfigText {
             "\n[[providers]]\nname = {name:?}\nkind = {kind:?}\nbase_url = {base_url:?}\nmodels = {{ {} }}\n",
             entries.join(", ")
         ));
+        // A simulated OpenAI provider speaks Responses too, as OpenAI does.
+        if kind == "openai" {
+            self.text.push_str("responses = true\n");
+        }
+        self
+    }
+
+    /// An OpenAI-kind provider that speaks Chat Completions only (most
+    /// OpenAI-compatible servers): Responses requests are translated for it.
+    pub fn chat_only(mut self, sim: &SimProvider, models: &[&str]) -> ConfigText {
+        self = self.provider(sim, "openai", models);
+        self.text.truncate(self.text.len() - "responses = true\n".len());
         self
     }
 

@@ -153,6 +153,7 @@ pub fn upstream_request(
             || is_hop_by_hop(name, &connection)
             || CLIENT_ONLY.contains(&n)
             || n.starts_with("x-switchyard-")
+            || foreign(n, kind)
         {
             continue;
         }
@@ -168,6 +169,22 @@ pub fn upstream_request(
         out.insert(name::X_CORRELATION_ID, v);
     }
     out
+}
+
+/// A header of another provider family's API (`anthropic-version`,
+/// `anthropic-beta`, `openai-beta`, `x-goog-*`): a provider of `kind` did not
+/// define it, and some reject what they do not know ("invalid beta flag").
+fn foreign(name: &str, kind: Protocol) -> bool {
+    let family = if name.starts_with("anthropic-") {
+        Protocol::Anthropic
+    } else if name.starts_with("openai-") {
+        Protocol::OpenAi
+    } else if name.starts_with("x-goog-") {
+        Protocol::Gemini
+    } else {
+        return false;
+    };
+    family != kind
 }
 
 fn inject_key(out: &mut HeaderMap, kind: Protocol, key: &ProviderKey) {
@@ -237,6 +254,22 @@ mod tests {
         assert_eq!(out["x-stainless-lang"], "python");
         assert_eq!(out["x-correlation-id"], "cid");
         assert!(!out.contains_key("anthropic-version"));
+        assert!(!out.contains_key("anthropic-beta"), "no anthropic-* header reaches another kind");
+    }
+
+    #[test]
+    fn each_family_s_headers_reach_only_its_own_kind() {
+        let mut client = client_headers();
+        client.insert("openai-beta", HeaderValue::from_static("assistants=v2"));
+        client.insert("x-goog-api-client", HeaderValue::from_static("genai-js"));
+        let gemini = upstream_request(&client, Protocol::Gemini, Some(&key()), "cid");
+        assert_eq!(gemini["x-goog-api-key"], "sk-provider");
+        assert_eq!(gemini["x-goog-api-client"], "genai-js");
+        for gone in ["anthropic-beta", "openai-beta", "authorization", "x-api-key"] {
+            assert!(!gemini.contains_key(gone), "{gone} reached gemini");
+        }
+        let anthropic = upstream_request(&client, Protocol::Anthropic, None, "cid");
+        assert!(!anthropic.contains_key("openai-beta") && !anthropic.contains_key("x-goog-api-client"));
     }
 
     #[test]

@@ -206,6 +206,17 @@ impl Run<'_> {
     /// fails for good, or the budget says to move on.
     async fn provider(&mut self, candidate: &Candidate<'_>) -> Tried {
         let provider = candidate.provider;
+        // Translated once per provider, not per attempt: retries send the same body.
+        let translated =
+            match wire::translate(self.inbound.endpoint, self.head, self.body, &provider.config, candidate.upstream_model)
+            {
+                Ok(translated) => translated,
+                Err(untranslatable) => {
+                    self.note(provider.name(), &format!("not tried: {untranslatable}"));
+                    return Tried::Passed;
+                }
+            };
+        let translated = translated.as_ref();
         let mut retry = 0u32;
         loop {
             let gate =
@@ -240,7 +251,7 @@ impl Run<'_> {
                 _ => Reason::Retry,
             };
             self.attempts += 1;
-            let (request, strip_usage) = self.request(candidate, ticket.key.as_ref());
+            let (request, strip_usage) = self.request(candidate, ticket.key.as_ref(), translated);
             let key_label = ticket.key.as_ref().map(|k| k.label.clone());
             let index = self.journal.begin(AttemptStart {
                 provider: provider.name().to_string(),
@@ -252,8 +263,17 @@ impl Run<'_> {
                 backoff: std::mem::take(&mut self.backoff),
                 breaker_state: provider.breaker_state().name(),
             });
-            let attempted =
-                attempt::run(self.gateway.client(), request, self.inbound.endpoint, timeout, &self.scrub).await;
+            let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
+            let attempted = attempt::run(self.gateway.client(), request, endpoint, timeout, &self.scrub).await;
+            // What the provider said, before a translated answer is rewritten for the client.
+            let provider_status = attempted.upstream.as_ref().map(|u| u.status);
+            let attempted = match translated {
+                Some(t) => {
+                    let left = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
+                    wire::answer(attempted, t, left).await
+                }
+                None => attempted,
+            };
             // A wait is asked for by a refusal. On a success, reset headers
             // tell when a quota window starts over, not that anyone should wait.
             let wait = attempted
@@ -267,7 +287,7 @@ impl Run<'_> {
             }
             let verdict = classify::verdict(attempted.outcome, wait);
             let end = AttemptEnd {
-                status: attempted.upstream.as_ref().map(|u| u.status),
+                status: provider_status,
                 ttfb: attempted.ttfb,
                 ttft: attempted.ttft,
                 retry_after: wait,
@@ -289,6 +309,8 @@ impl Run<'_> {
                     let delivery = Delivery {
                         answered: Answered { provider: provider.name(), attempts: self.attempts },
                         endpoint: self.inbound.endpoint,
+                        upstream_endpoint: endpoint,
+                        translator: translated.and_then(|t| t.stream(upstream.sse && upstream.status.is_success(), self.head)),
                         idle: self.policy.stream_idle_timeout,
                         strip_usage,
                         journal: self.journal.take(),
@@ -368,15 +390,25 @@ impl Run<'_> {
 
     /// The upstream request, the label of the key it carries, and whether the
     /// gateway asked for stream usage the client did not.
-    fn request(&self, candidate: &Candidate<'_>, key: Option<&ProviderKey>) -> (Request<Full<Bytes>>, bool) {
+    fn request(
+        &self,
+        candidate: &Candidate<'_>,
+        key: Option<&ProviderKey>,
+        translated: Option<&wire::Translated>,
+    ) -> (Request<Full<Bytes>>, bool) {
         let provider = candidate.provider;
-        let url = provider.url(self.inbound.endpoint, candidate.upstream_model, self.inbound.uri.query());
         let headers = headers::upstream_request(
             &self.inbound.headers,
             provider.config.kind,
             key,
             &self.inbound.ids.correlation_id,
         );
+        if let Some(t) = translated {
+            let url = provider.url(t.endpoint, candidate.upstream_model, t.query());
+            debug!(provider = provider.name(), model = candidate.upstream_model, wire = %t.label(), "attempt");
+            return (crate::upstream::request(Method::POST, url, headers, t.body.clone()), false);
+        }
+        let url = provider.url(self.inbound.endpoint, candidate.upstream_model, self.inbound.uri.query());
         let strip_usage = self.inbound.endpoint == Endpoint::ChatCompletions
             && self.head.stream
             && !self.head.has_stream_options

@@ -18,6 +18,8 @@ use tracing::warn;
 
 use crate::policy::classify;
 use crate::protocol::sse;
+use crate::protocol::translate::ir::ErrorClass;
+use crate::protocol::translate::stream::StreamTranslator;
 use crate::protocol::usage::Tap;
 use crate::protocol::Endpoint;
 use crate::proxy::attempt::{error_chain, Upstream};
@@ -38,7 +40,13 @@ pub struct Answered<'a> {
 #[derive(Debug)]
 pub struct Delivery<'a> {
     pub answered: Answered<'a>,
+    /// The client's endpoint.
     pub endpoint: Endpoint,
+    /// The endpoint the provider was called on: the client's, or the one
+    /// a translated request went to.
+    pub upstream_endpoint: Endpoint,
+    /// For a translated stream: the provider's events in the client's format.
+    pub translator: Option<Box<StreamTranslator>>,
     pub idle: Duration,
     /// The gateway asked for usage chunks the client did not ask for.
     pub strip_usage: bool,
@@ -72,7 +80,8 @@ pub fn respond(
     }
     headers.insert(crate::proxy::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
     let status = upstream.status;
-    let tap = Tap::new(delivery.endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
+    // Usage is read from what the provider sent, in its own format.
+    let tap = Tap::new(delivery.upstream_endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
     let mut relay = Relay {
         held: Some(upstream.held),
         rest: upstream.rest,
@@ -82,6 +91,7 @@ pub fn respond(
         endpoint: delivery.endpoint,
         idle: delivery.idle,
         tap,
+        translator: delivery.translator,
         scrub: upstream.scrub.map(|s| Box::new(scrub::Stream::new(s))),
         journal: Some(delivery.journal),
     };
@@ -112,6 +122,8 @@ struct Relay {
     endpoint: Endpoint,
     idle: Duration,
     tap: Tap,
+    /// Rewrites a translated stream for the client, after the tap.
+    translator: Option<Box<StreamTranslator>>,
     /// For an answer that is not a success: its body is scrubbed before
     /// anything (the tap, the client) sees it. Boxed: most answers are
     /// successes, and every relay would carry it inline.
@@ -156,6 +168,7 @@ impl Relay {
         }
         let out = self.scrubbed(held);
         let out = self.tap.observe(out);
+        let out = self.translated(out);
         Some(self.end(out).await)
     }
 
@@ -173,6 +186,7 @@ impl Relay {
             };
             let chunk = self.scrubbed(chunk);
             let out = self.tap.observe(chunk);
+            let out = self.translated(out);
             if self.ended_already() {
                 return last(self.end(out).await);
             }
@@ -188,6 +202,14 @@ impl Relay {
         match &mut self.scrub {
             Some(scrub) => scrub.push(chunk),
             None => chunk,
+        }
+    }
+
+    /// `chunk` in the client's format, for a translated stream.
+    fn translated(&mut self, chunk: Bytes) -> Bytes {
+        match &mut self.translator {
+            Some(t) if !chunk.is_empty() => t.push(&chunk),
+            _ => chunk,
         }
     }
 
@@ -232,11 +254,20 @@ impl Relay {
     async fn end(&mut self, out: Bytes) -> Bytes {
         self.ticket.record(classify::at_end(false));
         let out = match self.scrub.as_mut().map(|s| s.finish()).filter(|b| !b.is_empty()) {
-            Some(held_back) => join(out, self.tap.observe(held_back)),
+            Some(held_back) => {
+                let more = self.tap.observe(held_back);
+                join(out, self.translated(more))
+            }
             None => out,
         };
         let tail = self.tap.flush();
-        self.finish(None).await;
+        let mut tail = self.translated(tail);
+        if let Some(t) = &mut self.translator {
+            // The provider's stream is over: the client's terminal events.
+            tail = join(tail, t.finish());
+        }
+        let failure = self.translator.as_ref().and_then(|t| t.error()).map(|(_, message)| message.to_string());
+        self.finish(failure).await;
         join(out, tail)
     }
 
@@ -246,7 +277,9 @@ impl Relay {
         let request_id = self.journal.as_ref().map(|j| j.request_id());
         warn!(request_id, "mid-stream failure: {failure}");
         self.ticket.record(classify::at_end(true));
-        let last = if self.sse {
+        let last = if let Some(t) = &mut self.translator {
+            Ok(t.fail(ErrorClass::Server, &failure))
+        } else if self.sse {
             Ok(sse::error_event(self.endpoint, &failure))
         } else {
             Err(std::io::Error::other(failure.clone()))

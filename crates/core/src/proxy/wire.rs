@@ -15,6 +15,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::config::ProviderConfig;
 use crate::policy::classify::Outcome;
+use crate::protocol::translate::stream::{Options, StreamTranslator};
 use crate::protocol::translate::{self, error as terror, Context, Format, Untranslatable};
 use crate::protocol::Endpoint;
 use crate::proxy::attempt::{error_chain, Attempted, Upstream};
@@ -39,6 +40,13 @@ impl Translated {
     /// `client → upstream`, as history and the dashboard show it.
     pub fn label(&self) -> String {
         format!("{} → {}", self.client, self.upstream)
+    }
+
+    /// The stream translator for the answer, when it is a successful stream.
+    pub fn stream(&self, sse_success: bool, head: &RequestHead) -> Option<Box<StreamTranslator>> {
+        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let options = Options { include_usage: head.has_stream_options, created };
+        sse_success.then(|| Box::new(StreamTranslator::new(self.upstream, self.client, self.ctx.clone(), options)))
     }
 
     /// The query string sent upstream: the client's belongs to its own

@@ -1,0 +1,194 @@
+//! A client of one wire format served by a provider of another: the request
+//! translated on the way out, the answer (whole, streamed, or an error) on
+//! the way back, on real sockets against simulated providers that speak
+//! only their own format.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use switchyard_core::history::CountTable;
+use switchyard_sim::{Fault, Script, SimProvider};
+use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
+
+fn messages(model: &str, stream: bool) -> Value {
+    json!({
+        "model": model, "max_tokens": 64, "stream": stream,
+        "system": [{ "type": "text", "text": "Be brief." }],
+        "messages": [{ "role": "user", "content": [{ "type": "text", "text": "hi" }] }],
+    })
+}
+
+fn chat(model: &str, stream: bool) -> Value {
+    json!({ "model": model, "stream": stream, "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+/// The `data:` payloads of an event stream, with their event names.
+fn events(text: &str) -> Vec<(Option<String>, String)> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let name = e.lines().find_map(|l| l.strip_prefix("event: ")).map(str::to_string);
+            let data = e.lines().filter_map(|l| l.strip_prefix("data: ")).collect::<Vec<_>>().join("\n");
+            (name, data)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_anthropic_client_is_answered_by_an_openai_kind_provider() {
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["claude-sonnet-4-5=gpt-4.1"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+
+    let r = http()
+        .post(gw.url("/v1/messages"))
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "interleaved-thinking-2025-05-14")
+        .json(&messages("claude-sonnet-4-5", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "message", "{body}");
+    assert_eq!(body["role"], "assistant");
+    assert_eq!(body["model"], "claude-sonnet-4-5", "the client's model, not the provider's");
+    assert!(body["content"][0]["text"].as_str().unwrap().contains("Hello from oa"), "{body}");
+    assert_eq!(body["stop_reason"], "end_turn");
+    assert!(body["usage"]["output_tokens"].as_u64().unwrap() > 0, "{body}");
+
+    let seen = oa.requests();
+    assert_eq!(seen[0].path, "/v1/chat/completions");
+    let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    assert_eq!(sent["model"], "gpt-4.1");
+    assert_eq!(sent["messages"][0]["role"], "system");
+    for header in ["anthropic-version", "anthropic-beta", "x-api-key"] {
+        assert!(!seen[0].headers.contains_key(header), "{header} reached an openai-kind provider");
+    }
+
+    gw.recorded(1).await;
+    let listed = gw.admin("/admin/requests").await;
+    let request = &listed["requests"][0];
+    assert_eq!(request["outcome"], "ok");
+    assert!(request["usage"]["output_tokens"].as_u64().unwrap() > 0, "usage from the provider's own numbers");
+}
+
+#[tokio::test]
+async fn a_translated_stream_is_the_client_s_own_event_sequence() {
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let an = SimProvider::start("an", Script::ok()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["claude-x"]).provider(&an, "anthropic", &["gpt-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa", "an"])).await;
+
+    let r = gw.post("/v1/messages", &messages("claude-x", true)).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let text = r.text().await.unwrap();
+    let names: Vec<String> = events(&text).into_iter().filter_map(|(n, _)| n).collect();
+    assert_eq!(names.first().map(String::as_str), Some("message_start"), "{text}");
+    assert_eq!(names.last().map(String::as_str), Some("message_stop"), "{text}");
+    assert_eq!(names.iter().filter(|n| *n == "message_delta").count(), 1, "one terminal delta: {text}");
+    let said: String = events(&text)
+        .iter()
+        .filter_map(|(_, d)| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|e| e["delta"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(said.contains("Hello from oa"), "{said:?}");
+
+    let r = gw.post("/v1/chat/completions", &chat("gpt-x", true)).await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let data: Vec<String> = events(&text).into_iter().map(|(_, d)| d).collect();
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{text}");
+    let chunks: Vec<Value> = data.iter().filter_map(|d| serde_json::from_str(d).ok()).collect();
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"), "{text}");
+    let said: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert!(said.contains("Hello from an"), "{said:?}");
+    assert_eq!(chunks.iter().filter(|c| !c["choices"][0]["finish_reason"].is_null()).count(), 1, "{text}");
+    assert_eq!(an.requests()[0].path, "/v1/messages");
+
+    gw.recorded(2).await;
+    assert_eq!(gw.store.count(CountTable::Attempts).await.unwrap(), 2);
+}
+
+#[tokio::test]
+async fn a_chain_may_mix_formats_and_falls_back_across_them() {
+    let an = SimProvider::start("an", Script::always(Fault::status(529))).await.unwrap();
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let config = ConfigText::new()
+        .provider(&an, "anthropic", &["claude-sonnet-4-5"])
+        .chat_only(&oa, &["claude-sonnet-4-5=gpt-4.1"])
+        .route("claude-sonnet-4-5", &["an", "oa"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an", "oa"])).await;
+
+    for stream in [false, true] {
+        let r = gw.post("/v1/messages", &messages("claude-sonnet-4-5", stream)).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-switchyard-provider"], "oa");
+        let text = r.text().await.unwrap();
+        assert!(text.contains("Hello from oa"), "{text}");
+    }
+    gw.recorded(2).await;
+    let listed = gw.admin("/admin/requests").await;
+    let id = listed["requests"][0]["id"].as_str().unwrap();
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let attempts = detail["attempts"].as_array().unwrap();
+    let path: Vec<(&str, i64)> =
+        attempts.iter().map(|a| (a["provider"].as_str().unwrap(), a["status"].as_i64().unwrap_or(0))).collect();
+    assert_eq!(path.first(), Some(&("an", 529)));
+    assert_eq!(path.last(), Some(&("oa", 200)), "{path:?}");
+    assert_eq!(detail["fallback"], true);
+}
+
+#[tokio::test]
+async fn a_provider_error_comes_back_in_the_client_s_error_shape() {
+    let oa = SimProvider::start("oa", Script::always(Fault::status(400))).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let r = gw.post("/v1/messages", &messages("claude-x", false)).await;
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "error", "an Anthropic error body: {body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+}
+
+#[tokio::test]
+async fn codex_s_responses_reach_a_chat_only_provider_and_come_back_as_responses() {
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["gpt-5=deepseek-chat"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let body = json!({
+        "model": "gpt-5", "instructions": "Be brief.", "store": false,
+        "input": [{ "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "hi" }] }],
+    });
+    let r = gw.post("/v1/responses", &body).await;
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(answer["object"], "response", "{answer}");
+    assert_eq!(answer["status"], "completed");
+    assert_eq!(answer["model"], "gpt-5");
+    let text = answer["output"].as_array().unwrap().iter().find(|o| o["type"] == "message").unwrap();
+    assert!(text["content"][0]["text"].as_str().unwrap().contains("Hello from oa"), "{answer}");
+    assert_eq!(oa.requests()[0].path, "/v1/chat/completions");
+
+    let mut stream = body.clone();
+    stream["stream"] = json!(true);
+    let text = gw.post("/v1/responses", &stream).await.text().await.unwrap();
+    let names: Vec<String> = events(&text).into_iter().filter_map(|(n, _)| n).collect();
+    assert_eq!(names.first().map(String::as_str), Some("response.created"), "{text}");
+    assert_eq!(names.last().map(String::as_str), Some("response.completed"), "{text}");
+}
+
+#[tokio::test]
+async fn a_request_that_cannot_be_translated_skips_that_provider_and_says_why() {
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["gpt-5"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let body = json!({ "model": "gpt-5", "previous_response_id": "resp_1", "input": "and then?" });
+    let r = gw.post("/v1/responses", &body).await;
+    assert_eq!(r.status(), 503);
+    let error: Value = r.json().await.unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("previous_response_id"), "names the field: {message}");
+    assert_eq!(oa.calls(), 0, "nothing half-translated was sent");
+}
