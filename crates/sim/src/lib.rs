@@ -1,16 +1,31 @@
 //! Simulated LLM providers for tests and `switchyard demo`.
 //!
-//! A [`SimProvider`] speaks the OpenAI and Anthropic wire formats on a real
-//! socket, with realistic bodies (usage blocks, the real SSE event sequences
-//! for Chat Completions, Responses and Messages), and follows a [`Script`] of
-//! faults: error statuses with rate-limit headers, fail-first-N, latency, a
-//! slow first event, stalls, mid-stream drops, `event: error` before any
-//! content, and an error that echoes the request's headers. It counts calls, keeps each request it saw, and records when the
-//! caller went away before the reply was complete.
+//! A [`SimProvider`] speaks four wire formats on a real socket: OpenAI Chat
+//! Completions (and Completions, Embeddings), OpenAI Responses, Anthropic
+//! Messages (and `count_tokens`; `?beta=true` as Claude Code sends it) and
+//! Google Gemini (`/v1beta/models/{model}:generateContent`,
+//! `:streamGenerateContent` with or without `alt=sse`, `:countTokens`, and
+//! the model list). Bodies are realistic (usage blocks, the real SSE event
+//! sequences of each format, errors in each format's own shape), and follow
+//! a [`Script`] of faults: error statuses with rate-limit headers,
+//! fail-first-N, latency, a slow first event, stalls, mid-stream drops,
+//! `event: error` before any content, and an error that echoes the request's
+//! headers. It counts calls, keeps each request it saw (with its credential,
+//! however the format sends it), and records when the caller went away
+//! before the reply was complete.
+//!
+//! By default every successful reply is the same short text. Under an agent
+//! script ([`Script::agent`], [`Script::tool_plan`] with a [`ToolPlan`]) the
+//! provider plays its part of a tool-call round trip, reading each request
+//! in its own format: it calls a tool the request offers, and once the
+//! request carries the tool's result it answers with text quoting it. So a
+//! test can drive a real client (an SDK, Claude Code, Codex, Gemini CLI)
+//! through a whole agent turn, translated or not, with no model behind it.
 //!
 //! # Layout
 //! - [`script`]: what the provider does on each call.
-//! - [`wire`]: response bodies and event sequences per endpoint.
+//! - [`agent`]: the tool-call round trip: reading tools and results, choosing arguments.
+//! - [`wire`]: response bodies and event sequences, one module per format.
 //! - this file: the server, its bookkeeping and the streaming machinery.
 
 pub mod agent;

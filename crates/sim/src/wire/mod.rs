@@ -128,7 +128,7 @@ fn event(name: &str, value: &Value) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {value}\n\n"))
 }
 
-/// The text pieces of a reply: "Hello from <name>." and then numbered words.
+/// The text pieces of a reply: `"Hello from <name>."` and then numbered words.
 pub fn pieces(name: &str, chunks: usize) -> Vec<String> {
     (0..chunks)
         .map(|i| match i {
