@@ -49,7 +49,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 
-pub use agent::{ToolPlan, Turn};
+pub use agent::ToolPlan;
+use agent::Turn;
 pub use script::{Fault, Script};
 use wire::{Endpoint, Framing, Reply};
 
