@@ -144,8 +144,13 @@ impl SimProvider {
         format!("http://{}/v1", self.addr)
     }
 
-    /// The base URL for a Gemini-kind provider (`http://127.0.0.1:N`; the
-    /// paths carry their own `/v1beta`).
+    /// The base URL for a `kind = "gemini"` provider (`http://127.0.0.1:N/v1beta`).
+    pub fn gemini_base_url(&self) -> String {
+        format!("http://{}/v1beta", self.addr)
+    }
+
+    /// The server's root (`http://127.0.0.1:N`), as clients that add the
+    /// version themselves take it: `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL`.
     pub fn root_url(&self) -> String {
         format!("http://{}", self.addr)
     }

@@ -223,10 +223,11 @@ fn request(
                 contents.push(json!({ "role": "user", "parts": responses }));
             }
             let body = json!({ "contents": contents, "tools": [{ "functionDeclarations": declarations }] });
+            let base = sim.gemini_base_url();
             let url = if stream {
-                format!("{root}/v1beta/models/gemini-test:streamGenerateContent?alt=sse")
+                format!("{base}/models/gemini-test:streamGenerateContent?alt=sse")
             } else {
-                format!("{root}/v1beta/models/gemini-test:generateContent")
+                format!("{base}/models/gemini-test:generateContent")
             };
             (url, body)
         }
