@@ -1,18 +1,34 @@
 //! Simulated LLM providers for tests and `switchyard demo`.
 //!
-//! A [`SimProvider`] speaks the OpenAI and Anthropic wire formats on a real
-//! socket, with realistic bodies (usage blocks, the real SSE event sequences
-//! for Chat Completions, Responses and Messages), and follows a [`Script`] of
-//! faults: error statuses with rate-limit headers, fail-first-N, latency, a
-//! slow first event, stalls, mid-stream drops, `event: error` before any
-//! content, and an error that echoes the request's headers. It counts calls, keeps each request it saw, and records when the
-//! caller went away before the reply was complete.
+//! A [`SimProvider`] speaks four wire formats on a real socket: OpenAI Chat
+//! Completions (and Completions, Embeddings), OpenAI Responses, Anthropic
+//! Messages (and `count_tokens`; `?beta=true` as Claude Code sends it) and
+//! Google Gemini (`/v1beta/models/{model}:generateContent`,
+//! `:streamGenerateContent` with or without `alt=sse`, `:countTokens`, and
+//! the model list). Bodies are realistic (usage blocks, the real SSE event
+//! sequences of each format, errors in each format's own shape), and follow
+//! a [`Script`] of faults: error statuses with rate-limit headers,
+//! fail-first-N, latency, a slow first event, stalls, mid-stream drops,
+//! `event: error` before any content, and an error that echoes the request's
+//! headers. It counts calls, keeps each request it saw (with its credential,
+//! however the format sends it), and records when the caller went away
+//! before the reply was complete.
+//!
+//! By default every successful reply is the same short text. Under an agent
+//! script ([`Script::agent`], [`Script::tool_plan`] with a [`ToolPlan`]) the
+//! provider plays its part of a tool-call round trip, reading each request
+//! in its own format: it calls a tool the request offers, and once the
+//! request carries the tool's result it answers with text quoting it. So a
+//! test can drive a real client (an SDK, Claude Code, Codex, Gemini CLI)
+//! through a whole agent turn, translated or not, with no model behind it.
 //!
 //! # Layout
 //! - [`script`]: what the provider does on each call.
-//! - [`wire`]: response bodies and event sequences per endpoint.
+//! - [`agent`]: the tool-call round trip: reading tools and results, choosing arguments.
+//! - [`wire`]: response bodies and event sequences, one module per format.
 //! - this file: the server, its bookkeeping and the streaming machinery.
 
+pub mod agent;
 pub mod script;
 pub mod wire;
 
@@ -23,7 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -33,8 +49,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 
+pub use agent::ToolPlan;
+use agent::Turn;
 pub use script::{Fault, Script};
-use wire::{Endpoint, Reply};
+use wire::{Endpoint, Framing, Reply};
 
 /// A request as the simulated provider received it.
 #[derive(Debug, Clone)]
@@ -44,6 +62,22 @@ pub struct Recorded {
     pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
+}
+
+impl Recorded {
+    /// The body as JSON (`Null` when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_default()
+    }
+
+    /// The credential the request carried, however its format sends it:
+    /// `authorization: Bearer`, `x-api-key`, `x-goog-api-key` or `?key=`.
+    pub fn credential(&self) -> Option<String> {
+        let header = |name: &str| self.headers.get(name).and_then(|v| v.to_str().ok());
+        let bearer = header("authorization").map(|v| v.strip_prefix("Bearer ").unwrap_or(v));
+        let query = self.query.as_deref().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("key=")));
+        bearer.or_else(|| header("x-api-key")).or_else(|| header("x-goog-api-key")).or(query).map(str::to_string)
+    }
 }
 
 #[derive(Debug)]
@@ -87,8 +121,12 @@ impl SimProvider {
             disconnects: watch::Sender::new(0),
             in_flight: watch::Sender::new(0),
         });
-        let app =
-            Router::new().route("/v1/models", get(models)).route("/v1/{*path}", post(reply)).with_state(shared.clone());
+        let app = Router::new()
+            .route("/v1/models", get(models))
+            .route("/v1/{*path}", post(reply))
+            .route("/v1beta/models", get(gemini_models))
+            .route("/v1beta/models/{*path}", get(gemini_model).post(reply))
+            .with_state(shared.clone());
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::warn!("simulated provider stopped: {e}");
@@ -104,6 +142,17 @@ impl SimProvider {
     /// The base URL to put in a provider's config (`http://127.0.0.1:N/v1`).
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// The base URL for a `kind = "gemini"` provider (`http://127.0.0.1:N/v1beta`).
+    pub fn gemini_base_url(&self) -> String {
+        format!("http://{}/v1beta", self.addr)
+    }
+
+    /// The server's root (`http://127.0.0.1:N`), as clients that add the
+    /// version themselves take it: `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL`.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     pub fn name(&self) -> &str {
@@ -184,6 +233,19 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(wire::models_list(&shared.name, &models)).into_response()
 }
 
+async fn gemini_models(State(shared): State<Arc<Shared>>) -> Response {
+    let models = lock(&shared.script).models.clone();
+    axum::Json(wire::gemini::models_list(&models)).into_response()
+}
+
+async fn gemini_model(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let models = lock(&shared.script).models.clone();
+    match wire::gemini::model_get(&models, &id) {
+        Some(model) => axum::Json(model).into_response(),
+        None => error_response(Endpoint::GeminiGenerate, 404, &[]),
+    }
+}
+
 async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let call = shared.calls.fetch_add(1, Ordering::SeqCst);
     let echo = wire::echo(&headers, uri.query());
@@ -197,16 +259,22 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
     let Some(endpoint) = Endpoint::from_path(uri.path()) else {
         return (StatusCode::NOT_FOUND, "unknown simulated endpoint").into_response();
     };
-    let (fault, latency, pacing, extra) = {
+    let (fault, latency, pacing, extra, agent) = {
         let mut script = lock(&shared.script);
-        (script.next_fault(), script.latency, script.pacing(), script.headers.clone())
+        (script.next_fault(), script.latency, script.pacing(), script.headers.clone(), script.agent.clone())
     };
     let guard = ReplyGuard::new(shared.clone());
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-    let plan = wire::plan(&shared.name, call, endpoint, &request, pacing.chunks);
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let request = wire::Request { endpoint, path: uri.path(), query: uri.query(), body: &body };
+    let text = wire::pieces(&shared.name, pacing.chunks);
+    let turn = match &agent {
+        Some(plan) => agent::turn(plan, endpoint, &body, pacing.chunks, text),
+        None => Turn::Text(text),
+    };
+    let plan = wire::plan(&shared.name, call, request, turn, pacing.chunks);
     let mut response = match fault {
         Fault::Status { status, headers } => {
             guard.finish();
@@ -234,7 +302,7 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
             Reply::Events(mut events) => {
                 let fault = match fault {
                     Fault::EchoErrorEvent => {
-                        events.error = wire::echo_event(endpoint, &echo);
+                        events.error = wire::echo_event(request, &echo);
                         Fault::ErrorEvent
                     }
                     other => other,
@@ -259,13 +327,17 @@ fn add_headers(response: &mut Response, headers: &[(String, String)]) {
 
 fn error_response(endpoint: Endpoint, status: u16, headers: &[(String, String)]) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = axum::Json(wire::error_body(endpoint, status)).into_response();
+    let mut response = axum::Json(wire::error_body_with(endpoint, status, headers)).into_response();
     *response.status_mut() = status;
     add_headers(&mut response, headers);
     response
 }
 
 fn stream_response(events: wire::Events, fault: Fault, interval: Duration, guard: ReplyGuard) -> Response {
+    let content_type = match events.framing {
+        Framing::Sse => "text/event-stream; charset=utf-8",
+        Framing::JsonArray => "application/json; charset=utf-8",
+    };
     let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(4);
     tokio::spawn(async move {
         tokio::select! {
@@ -275,7 +347,7 @@ fn stream_response(events: wire::Events, fault: Fault, interval: Duration, guard
         }
     });
     Response::builder()
-        .header("content-type", "text/event-stream; charset=utf-8")
+        .header("content-type", content_type)
         .header("cache-control", "no-cache")
         .body(Body::from_stream(ReceiverStream::new(rx)))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())

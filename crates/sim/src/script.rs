@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use crate::agent::ToolPlan;
+
 /// One call's deviation from a normal, successful reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
@@ -66,6 +68,9 @@ pub struct Script {
     pub models: Vec<String>,
     /// Extra headers on every successful reply (rate-limit quotas, say).
     pub headers: Vec<(String, String)>,
+    /// When set, successful replies play an agent's turn: tool calls, then
+    /// an answer that quotes their results (see [`crate::agent`]).
+    pub(crate) agent: Option<ToolPlan>,
 }
 
 impl Default for Script {
@@ -86,7 +91,21 @@ impl Script {
             interval: Duration::ZERO,
             models: vec!["sim-model".to_string()],
             headers: Vec::new(),
+            agent: None,
         }
+    }
+
+    /// Every call succeeds, as an agent: it calls the first tool a request
+    /// offers, and answers with the tool's result once the request carries it.
+    pub fn agent() -> Script {
+        Script::ok().tool_plan(ToolPlan::first())
+    }
+
+    /// Successful replies follow `plan`: `Script::agent().tool_plan(ToolPlan::call("Bash", json!({...})))`.
+    /// Faults still come first, as scripted.
+    pub fn tool_plan(mut self, plan: ToolPlan) -> Script {
+        self.agent = Some(plan);
+        self
     }
 
     /// Every call gets `fault`.
