@@ -22,6 +22,18 @@ fn chat(model: &str, stream: bool) -> Value {
     json!({ "model": model, "stream": stream, "messages": [{ "role": "user", "content": "hi" }] })
 }
 
+/// The text of a Messages answer, whole or streamed.
+fn anthropic_text(answer: &str) -> String {
+    if let Ok(body) = serde_json::from_str::<Value>(answer) {
+        return body["content"].as_array().into_iter().flatten().filter_map(|b| b["text"].as_str()).collect();
+    }
+    events(answer)
+        .iter()
+        .filter_map(|(_, d)| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|e| e["delta"]["text"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// The `data:` payloads of an event stream, with their event names.
 fn events(text: &str) -> Vec<(Option<String>, String)> {
     text.split("\n\n")
@@ -109,6 +121,90 @@ async fn a_translated_stream_is_the_client_s_own_event_sequence() {
 
     gw.recorded(2).await;
     assert_eq!(gw.store.count(CountTable::Attempts).await.unwrap(), 2);
+    for request in gw.admin("/admin/requests").await["requests"].as_array().unwrap() {
+        let output = request["usage"]["output_tokens"].as_u64().unwrap_or(0);
+        assert!(output > 0, "a translated stream's usage is read from the provider's own events: {request}");
+    }
+}
+
+#[tokio::test]
+async fn a_tool_call_round_trip_crosses_formats_streamed_and_not() {
+    let oa = SimProvider::start("oa", Script::agent()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let tools = json!([{ "name": "Bash", "description": "Run a command",
+        "input_schema": { "type": "object", "properties": { "command": { "type": "string" } }, "required": ["command"] } }]);
+    for stream in [false, true] {
+        let mut ask = messages("claude-x", stream);
+        ask["tools"] = tools.clone();
+        let text = gw.post("/v1/messages", &ask).await.text().await.unwrap();
+        let (id, name, input) = if stream {
+            let evs: Vec<Value> = events(&text).iter().filter_map(|(_, d)| serde_json::from_str(d).ok()).collect();
+            let start = evs.iter().find(|e| e["content_block"]["type"] == "tool_use").expect(&text);
+            let args: String = evs.iter().filter_map(|e| e["delta"]["partial_json"].as_str()).collect();
+            let stop = evs.iter().find(|e| e["type"] == "message_delta").unwrap();
+            assert_eq!(stop["delta"]["stop_reason"], "tool_use", "{text}");
+            let input: Value = serde_json::from_str(&args).expect("the argument deltas join into JSON");
+            (start["content_block"]["id"].clone(), start["content_block"]["name"].clone(), input)
+        } else {
+            let body: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(body["stop_reason"], "tool_use", "{body}");
+            let call = body["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use").unwrap().clone();
+            (call["id"].clone(), call["name"].clone(), call["input"].clone())
+        };
+        assert_eq!(name, "Bash");
+        assert!(input["command"].is_string(), "{input}");
+        let id = id.as_str().unwrap().to_string();
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "a valid Anthropic id: {id}");
+        // The client runs the tool and sends its result back.
+        let mut next = ask.clone();
+        next["messages"] = json!([
+            { "role": "user", "content": "list files" },
+            { "role": "assistant", "content": [{ "type": "tool_use", "id": id, "name": "Bash", "input": input }] },
+            { "role": "user", "content": [{ "type": "tool_result", "tool_use_id": id, "content": "README.md" }] },
+        ]);
+        let text = gw.post("/v1/messages", &next).await.text().await.unwrap();
+        assert!(anthropic_text(&text).contains("README.md"), "the provider answered from the tool's result: {text}");
+        let sent: Value = oa.requests().last().unwrap().json();
+        let tool = sent["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").expect("a tool message");
+        assert_eq!(tool["content"], "README.md");
+    }
+}
+
+#[tokio::test]
+async fn a_gemini_client_is_served_by_an_openai_kind_provider() {
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["gemini-2.5-pro=gpt-4.1"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let ask = json!({ "contents": [{ "role": "user", "parts": [{ "text": "hi" }] }],
+        "systemInstruction": { "parts": [{ "text": "Be brief." }] } });
+    let r = http()
+        .post(gw.url("/v1beta/models/gemini-2.5-pro:generateContent"))
+        .header("x-goog-api-key", "client-key")
+        .json(&ask)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    let said = body["candidates"][0]["content"]["parts"][0]["text"].as_str().unwrap();
+    assert!(said.contains("Hello from oa"), "{body}");
+    assert_eq!(body["candidates"][0]["finishReason"], "STOP");
+    assert!(body["usageMetadata"]["totalTokenCount"].as_u64().unwrap() > 0, "{body}");
+    let sent: Value = oa.requests()[0].json();
+    assert_eq!((sent["model"].as_str(), sent["stream"].as_bool()), (Some("gpt-4.1"), None));
+
+    let r = gw.post("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", &ask).await;
+    let text = r.text().await.unwrap();
+    let chunks: Vec<Value> = events(&text).iter().filter_map(|(_, d)| serde_json::from_str(d).ok()).collect();
+    let said: String = chunks
+        .iter()
+        .filter_map(|c| c["candidates"][0]["content"]["parts"][0]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(said.contains("Hello from oa"), "{text}");
+    assert_eq!(chunks.last().unwrap()["candidates"][0]["finishReason"], "STOP", "{text}");
+    let sent: Value = oa.requests()[1].json();
+    assert_eq!(sent["stream"], true);
 }
 
 #[tokio::test]
@@ -126,7 +222,7 @@ async fn a_chain_may_mix_formats_and_falls_back_across_them() {
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()["x-switchyard-provider"], "oa");
         let text = r.text().await.unwrap();
-        assert!(text.contains("Hello from oa"), "{text}");
+        assert!(anthropic_text(&text).contains("Hello from oa"), "{text}");
     }
     gw.recorded(2).await;
     let listed = gw.admin("/admin/requests").await;

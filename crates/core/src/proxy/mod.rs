@@ -306,11 +306,15 @@ impl Run<'_> {
                     );
                     self.journal.end(index, attempt_outcome(attempted.outcome), end);
                     self.journal.deliver(index, upstream.status);
+                    let translator =
+                        translated.and_then(|t| t.stream(upstream.sse && upstream.status.is_success(), self.head));
                     let delivery = Delivery {
                         answered: Answered { provider: provider.name(), attempts: self.attempts },
                         endpoint: self.inbound.endpoint,
-                        upstream_endpoint: endpoint,
-                        translator: translated.and_then(|t| t.stream(upstream.sse && upstream.status.is_success(), self.head)),
+                        // A stream is tapped as the provider sent it; a whole
+                        // translated answer is already in the client's format.
+                        upstream_endpoint: if translator.is_some() { endpoint } else { self.inbound.endpoint },
+                        translator,
                         idle: self.policy.stream_idle_timeout,
                         strip_usage,
                         journal: self.journal.take(),
