@@ -76,7 +76,11 @@ pub(crate) fn gf<'a>(m: &'a Obj, name: &str) -> Option<&'a Value> {
 }
 
 pub(crate) fn decode(body: &[u8]) -> Result<Request, Untranslatable> {
-    let m = parse_body(body)?;
+    let mut m = parse_body(body)?;
+    // `:countTokens` may wrap a whole request.
+    if let Some(Value::Object(inner)) = gf(&m, "generateContentRequest") {
+        m = inner.clone();
+    }
     let mut req = Request { source: Some(Format::Gemini), ..Request::default() };
     for (k, v) in &m {
         let key = camel(k);

@@ -471,6 +471,11 @@ fn estimate_counts_system_tools_and_images() {
     let chars = data("requests/claude_code.json").len() as u64;
     // One image is 1600; the rest is about a quarter of the body's text.
     assert!(n > 1600 + chars / 8 && n < 1600 + chars / 2, "{n} for {chars} bytes");
+    // Gemini's countTokens body may wrap a whole request.
+    let wrapped =
+        format!("{{\"generateContentRequest\": {}}}", String::from_utf8(data("requests/gemini_cli.json")).unwrap());
+    let inner = decode_request(Gemini, &data("requests/gemini_cli.json")).unwrap();
+    assert_eq!(decode_request(Gemini, wrapped.as_bytes()).unwrap(), inner);
     let mut without_tools = req.clone();
     without_tools.tools.clear();
     assert!(estimate_input_tokens(&without_tools) + 50 < n, "tool schemas count");
