@@ -288,3 +288,52 @@ async fn a_request_that_cannot_be_translated_skips_that_provider_and_says_why() 
     assert!(message.contains("previous_response_id"), "names the field: {message}");
     assert_eq!(oa.calls(), 0, "nothing half-translated was sent");
 }
+
+#[tokio::test]
+async fn reasoning_another_family_signed_never_reaches_anthropic() {
+    let an = SimProvider::start("an", Script::ok()).await.unwrap();
+    let config = ConfigText::new().provider(&an, "anthropic", &["claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an"])).await;
+    // A history an OpenAI-kind provider once answered: its thinking block
+    // carries the gateway's envelope of another family's state.
+    let mut ask = messages("claude-x", false);
+    ask["messages"] = json!([
+        { "role": "user", "content": "hi" },
+        { "role": "assistant", "content": [
+            { "type": "thinking", "thinking": "hm", "signature": "sy1.oai.e30" },
+            { "type": "text", "text": "hello" },
+        ] },
+        { "role": "user", "content": "and?" },
+    ]);
+    let r = gw.post("/v1/messages", &ask).await;
+    assert_eq!(r.status(), 200);
+    let sent = String::from_utf8(an.requests()[0].body.to_vec()).unwrap();
+    assert!(!sent.contains("sy1."), "no envelope reaches Anthropic: {sent}");
+    assert!(sent.contains("\"hello\""), "the rest of the history is kept: {sent}");
+    // A body without envelopes crosses byte for byte.
+    let plain = messages("claude-x", false);
+    gw.post("/v1/messages", &plain).await.bytes().await.unwrap();
+    assert_eq!(an.requests()[1].body, serde_json::to_vec(&plain).unwrap());
+}
+
+#[tokio::test]
+async fn count_tokens_without_an_anthropic_provider_is_a_labelled_local_estimate() {
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let mut ask = messages("claude-x", false);
+    ask.as_object_mut().unwrap().remove("max_tokens");
+    ask["messages"][0]["content"][0]["text"] = json!("word ".repeat(400));
+    let r = http().post(gw.url("/v1/messages/count_tokens?beta=true")).json(&ask).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-switchyard-token-count"], "estimate");
+    let counted: Value = r.json().await.unwrap();
+    let n = counted["input_tokens"].as_u64().unwrap();
+    assert!((300..3000).contains(&n), "about 400 words: {n}");
+    assert_eq!(oa.calls(), 0, "no provider was asked");
+    let gemini = json!({ "contents": [{ "role": "user", "parts": [{ "text": "word ".repeat(400) }] }] });
+    let r = gw.post("/v1beta/models/claude-x:countTokens", &gemini).await;
+    assert_eq!(r.status(), 200);
+    let counted: Value = r.json().await.unwrap();
+    assert!(counted["totalTokens"].as_u64().unwrap() > 300, "{counted}");
+}

@@ -606,7 +606,11 @@ impl Validator<'_> {
         let mut profile = raw.profile;
         if let Some(responses) = &raw.responses {
             if kind != Protocol::OpenAi && *responses.get_ref() {
-                return self.error(responses.span(), field("responses"), "only an openai-kind provider speaks Responses");
+                return self.error(
+                    responses.span(),
+                    field("responses"),
+                    "only an openai-kind provider speaks Responses",
+                );
             }
             profile.responses = *responses.get_ref();
         }

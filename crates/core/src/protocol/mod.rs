@@ -132,9 +132,7 @@ impl Endpoint {
             Endpoint::Responses => Some(Format::Responses),
             Endpoint::Messages => Some(Format::Messages),
             Endpoint::GeminiGenerate | Endpoint::GeminiStream => Some(Format::Gemini),
-            Endpoint::Completions | Endpoint::Embeddings | Endpoint::CountTokens | Endpoint::GeminiCountTokens => {
-                None
-            }
+            Endpoint::Completions | Endpoint::Embeddings | Endpoint::CountTokens | Endpoint::GeminiCountTokens => None,
         }
     }
 

@@ -232,6 +232,15 @@ impl Journal {
         self.send().await;
     }
 
+    /// The gateway answered by itself (a local token count): no provider,
+    /// no usage.
+    pub async fn finish_local(mut self, status: StatusCode) {
+        let Some(record) = self.record.as_deref_mut() else { return };
+        record.status = Some(status.as_u16());
+        record.outcome = RequestOutcome::Ok;
+        self.send().await;
+    }
+
     /// The gateway answered with its own error.
     pub async fn finish_error(mut self, error: &ApiError) {
         let Some(record) = self.record.as_deref_mut() else { return };

@@ -31,6 +31,7 @@ use crate::policy::deadline::Deadline;
 use crate::policy::step::{self, Facts, GiveUp, Keys, Next};
 use crate::policy::RequestPolicy;
 use crate::protocol::error::{ApiError, ErrorCode};
+use crate::protocol::translate::error as translate_error;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
 use crate::upstream::provider::{Gate, Pass, Provider};
@@ -95,6 +96,11 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
+    if let Some(response) = count_locally(gateway, inbound, &bytes, &head) {
+        let response = response.map_err(|e| ApiError::new(protocol, ErrorCode::InvalidRequest, e.to_string()))?;
+        journal.take().finish_local(response.status()).await;
+        return Ok(response);
+    }
     let plan = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
@@ -143,6 +149,26 @@ async fn serve(
         }
     }
     Err(run.exhausted(protocol))
+}
+
+/// A token count for a model no provider of the counting API's own kind
+/// serves, answered from a local estimate; `None` when one does (it then
+/// counts, as any request is served).
+fn count_locally(
+    gateway: &Gateway,
+    inbound: &Inbound,
+    body: &[u8],
+    head: &RequestHead,
+) -> Option<Result<Response<Body>, translate_error::Untranslatable>> {
+    if !matches!(inbound.endpoint, Endpoint::CountTokens | Endpoint::GeminiCountTokens) {
+        return None;
+    }
+    let live = gateway.live();
+    if routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).is_ok() {
+        return None;
+    }
+    let any = routing::plan(&live.providers, &live.config.routes, Endpoint::Messages, &head.model).is_ok();
+    any.then(|| wire::estimated_count(inbound.endpoint, body, head))
 }
 
 /// How one provider's turn ended.
@@ -207,16 +233,25 @@ impl Run<'_> {
     async fn provider(&mut self, candidate: &Candidate<'_>) -> Tried {
         let provider = candidate.provider;
         // Translated once per provider, not per attempt: retries send the same body.
-        let translated =
-            match wire::translate(self.inbound.endpoint, self.head, self.body, &provider.config, candidate.upstream_model)
-            {
-                Ok(translated) => translated,
-                Err(untranslatable) => {
-                    self.note(provider.name(), &format!("not tried: {untranslatable}"));
-                    return Tried::Passed;
-                }
-            };
+        let translated = match wire::translate(
+            self.inbound.endpoint,
+            self.head,
+            self.body,
+            &provider.config,
+            candidate.upstream_model,
+        ) {
+            Ok(translated) => translated,
+            Err(untranslatable) => {
+                self.note(provider.name(), &format!("not tried: {untranslatable}"));
+                return Tried::Passed;
+            }
+        };
         let translated = translated.as_ref();
+        let scrubbed = match translated {
+            None => wire::scrubbed(self.inbound.endpoint, self.inbound.path_model.as_deref(), self.body),
+            Some(_) => None,
+        };
+        let native = scrubbed.as_ref().map(|(body, head)| (body, head));
         let mut retry = 0u32;
         loop {
             let gate =
@@ -251,7 +286,7 @@ impl Run<'_> {
                 _ => Reason::Retry,
             };
             self.attempts += 1;
-            let (request, strip_usage) = self.request(candidate, ticket.key.as_ref(), translated);
+            let (request, strip_usage) = self.request(candidate, ticket.key.as_ref(), translated, native);
             let key_label = ticket.key.as_ref().map(|k| k.label.clone());
             let index = self.journal.begin(AttemptStart {
                 provider: provider.name().to_string(),
@@ -399,6 +434,7 @@ impl Run<'_> {
         candidate: &Candidate<'_>,
         key: Option<&ProviderKey>,
         translated: Option<&wire::Translated>,
+        native: Option<(&Bytes, &RequestHead)>,
     ) -> (Request<Full<Bytes>>, bool) {
         let provider = candidate.provider;
         let headers = headers::upstream_request(
@@ -413,12 +449,13 @@ impl Run<'_> {
             return (crate::upstream::request(Method::POST, url, headers, t.body.clone()), false);
         }
         let url = provider.url(self.inbound.endpoint, candidate.upstream_model, self.inbound.uri.query());
+        let (body, head) = native.unwrap_or((self.body, self.head));
         let strip_usage = self.inbound.endpoint == Endpoint::ChatCompletions
-            && self.head.stream
-            && !self.head.has_stream_options
+            && head.stream
+            && !head.has_stream_options
             && provider.config.stream_usage
             && self.gateway.sink().is_some();
-        let body = self.head.upstream_body(self.body, candidate.upstream_model, strip_usage);
+        let body = head.upstream_body(body, candidate.upstream_model, strip_usage);
         debug!(provider = provider.name(), model = candidate.upstream_model, "attempt");
         (crate::upstream::request(Method::POST, url, headers, body), strip_usage)
     }

@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use bytes::{Bytes, BytesMut};
 
 use crate::config::ProviderConfig;
@@ -91,6 +92,21 @@ pub fn translate(
     Ok(Some(Translated { client, upstream: to, endpoint: upstream_endpoint, body: Bytes::from(encoded), ctx }))
 }
 
+/// A body going to a provider of the client's own format, with the
+/// reasoning envelopes an earlier translated answer left in the client's
+/// history opened for it (its own family's) or taken out (another's): the
+/// provider would reject them. `None` when the body has none, which is
+/// found without parsing it.
+pub fn scrubbed(endpoint: Endpoint, path_model: Option<&str>, body: &[u8]) -> Option<(Bytes, RequestHead)> {
+    let format = endpoint.format()?;
+    let clean = translate::passthrough::scrub(format, body, translate::passthrough::Scrub::Envelopes)?;
+    let head = match path_model {
+        Some(model) => crate::proxy::body::inspect_with_model(&clean, model, endpoint.streams()),
+        None => crate::proxy::body::inspect(&clean),
+    };
+    Some((Bytes::from(clean), head.ok()?))
+}
+
 /// A translated answer, made ready to relay: a whole body read and written
 /// in the client's format; an error in the client's error shape. A stream
 /// is left as it is: the relay translates it event by event.
@@ -119,7 +135,8 @@ pub async fn answer(mut attempted: Attempted, translated: &Translated, within: D
         }
     } else {
         let retry_after = upstream.headers.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok());
-        let error = terror::decode_error(translated.upstream, upstream.status, &body).with_retry_after_header(retry_after);
+        let error =
+            terror::decode_error(translated.upstream, upstream.status, &body).with_retry_after_header(retry_after);
         let (status, out) = terror::encode_error(translated.client, &error);
         (if status.is_success() { upstream.status } else { status }, out)
     };
@@ -156,4 +173,22 @@ async fn read_whole(upstream: &mut Upstream) -> Result<Vec<u8>, String> {
         Some(scrub) => scrub.bytes(&body).into_owned(),
         None => body.to_vec(),
     })
+}
+
+/// A token count no provider in the chain can give (only Anthropic's and
+/// Gemini's APIs count tokens): a local estimate, in the client's shape,
+/// labelled as one with `x-switchyard-token-count: estimate`.
+pub fn estimated_count(endpoint: Endpoint, body: &[u8], head: &RequestHead) -> Result<Response<Body>, Untranslatable> {
+    let format = match endpoint {
+        Endpoint::GeminiCountTokens => Format::Gemini,
+        _ => Format::Messages,
+    };
+    let mut request = translate::decode_request(format, body)?;
+    request.model.clone_from(&head.model);
+    let tokens = translate::estimate::estimate_input_tokens(&request);
+    let mut response = Response::new(Body::from(translate::models::encode_token_count(format, tokens)));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert("x-switchyard-token-count", HeaderValue::from_static("estimate"));
+    Ok(response)
 }

@@ -29,7 +29,10 @@ pub struct Skip {
 pub enum SkipReason {
     Disabled,
     /// The provider's kind cannot serve this endpoint, even translated.
-    WrongProtocol { speaks: Protocol, endpoint: Endpoint },
+    WrongProtocol {
+        speaks: Protocol,
+        endpoint: Endpoint,
+    },
     Key(String),
 }
 
@@ -207,7 +210,10 @@ models = ["*"]
                 let text: Vec<String> = skipped.iter().map(ToString::to_string).collect();
                 assert_eq!(
                     text,
-                    ["c speaks the anthropic protocol, and /v1/embeddings is served only in its own", "any is disabled"]
+                    [
+                        "c speaks the anthropic protocol, and /v1/embeddings is served only in its own",
+                        "any is disabled"
+                    ]
                 );
             }
             other => panic!("{other:?}"),
