@@ -293,7 +293,9 @@ async fn models_health_and_root() {
     let v: Value = http().get(gw.url("/v1/models")).send().await.unwrap().json().await.unwrap();
     assert_eq!(v["object"], "list");
     let ids: Vec<&str> = v["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["gpt-test", "embed-test", "alias"]);
+    // Every model of every enabled provider: the Anthropic one is served to
+    // an OpenAI client too, translated.
+    assert_eq!(ids, ["gpt-test", "embed-test", "alias", "claude-test"]);
 
     let v: Value = http()
         .get(gw.url("/v1/models"))
@@ -304,9 +306,10 @@ async fn models_health_and_root() {
         .json()
         .await
         .unwrap();
-    assert_eq!(v["data"][0]["id"], "claude-test");
+    let ids: Vec<&str> = v["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["gpt-test", "embed-test", "alias", "claude-test"]);
     assert_eq!(v["data"][0]["type"], "model");
-    assert_eq!(v["has_more"], false);
+    assert_eq!((v["has_more"].as_bool(), v["first_id"].as_str()), (Some(false), Some("gpt-test")));
 
     let r = http().get(gw.url("/v1/models/gpt-test")).send().await.unwrap();
     assert_eq!(r.json::<Value>().await.unwrap()["owned_by"], "oa");
