@@ -234,6 +234,12 @@ async fn a_chain_may_mix_formats_and_falls_back_across_them() {
     assert_eq!(path.first(), Some(&("an", 529)));
     assert_eq!(path.last(), Some(&("oa", 200)), "{path:?}");
     assert_eq!(detail["fallback"], true);
+    let last = attempts.last().unwrap()["seq"].clone();
+    assert_eq!(
+        detail["translations"],
+        json!([{ "seq": last, "client": "messages", "provider": "chat" }]),
+        "history says which attempt was translated, and how: {detail}"
+    );
 }
 
 #[tokio::test]

@@ -12,8 +12,8 @@ use crate::admin::config::{ConfigView, KeyNeed, ProviderEntry, RouteEntry, Setti
 use crate::admin::live::{ProviderStats, Snapshot, SnapshotKind, StatsView, StreamMessage};
 use crate::admin::{Spend, SpendTotals};
 use crate::config::edit::{ModelAlias, ProviderForm};
-use crate::history::record::AttemptRecord;
 use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
+use crate::history::record::{AttemptRecord, AttemptTranslation};
 use crate::history::store::{Bucket, Page, RequestDetail, RequestSummary, SpendRow};
 use crate::policy::breaker::BreakerState;
 use crate::protocol::usage::Usage;
@@ -56,6 +56,8 @@ fn declarations(cfg: &Config) -> Vec<String> {
         // History.
         RequestSummary::decl(cfg),
         AttemptRecord::decl(cfg),
+        crate::protocol::Format::decl(cfg),
+        AttemptTranslation::decl(cfg),
         RequestDetail::decl(cfg),
         Page::decl(cfg),
         // Spend.

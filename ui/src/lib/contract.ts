@@ -81,7 +81,15 @@ offset_ms: number, timeout_ms: number | null,
  */
 backoff_ms: number, duration_ms: number | null, ttfb_ms: number | null, ttft_ms: number | null, status: number | null, outcome: AttemptOutcome, retry_after_ms: number | null, breaker_state: BreakerState | null, error: string | null, usage: Usage, };
 
-export type RequestDetail = { request_body: string | null, response_body: string | null, attempts: Array<AttemptRow>, id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
+export type Format = "chat" | "responses" | "messages" | "gemini";
+
+export type AttemptTranslation = { seq: number, client: Format, provider: Format, };
+
+export type RequestDetail = { request_body: string | null, response_body: string | null, attempts: Array<AttemptRow>, 
+/**
+ * The attempts sent in another format than the client's.
+ */
+translations: Array<AttemptTranslation>, id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
 /**
  * Attempts made (the detail view lists them as `attempts`).
  */

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
 use super::derived::{Derived, Facts};
-use super::record::{AttemptRecord, EventRecord, Record, RequestRecord};
+use super::record::{AttemptRecord, AttemptTranslation, EventRecord, Record, RequestRecord};
 
 const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
     user_agent, endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback,
@@ -22,8 +22,8 @@ const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id
 
 const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, provider, key_label, model,
     reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status,
-    outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
+    outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens, translated)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
 
 const INSERT_EVENT: &str = "INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?1, ?2, ?3, ?4, ?5)";
 
@@ -58,7 +58,8 @@ impl Inserter {
                             derived.add(&Facts::of(r));
                         }
                         for a in &r.attempts {
-                            insert_attempt(&mut attempts, &r.id, a)?;
+                            let translation = r.translations.iter().find(|t| t.seq == a.seq);
+                            insert_attempt(&mut attempts, &r.id, a, translation)?;
                         }
                     }
                     Record::Event(e) => insert_event(&mut events, e)?,
@@ -133,6 +134,7 @@ fn insert_attempt(
     statement: &mut rusqlite::CachedStatement<'_>,
     request_id: &str,
     a: &AttemptRecord,
+    translation: Option<&AttemptTranslation>,
 ) -> rusqlite::Result<()> {
     statement.execute(params![
         request_id,
@@ -157,6 +159,7 @@ fn insert_attempt(
         tokens(a.usage.input_tokens),
         tokens(a.usage.output_tokens),
         tokens(a.usage.cached_tokens),
+        translation.map(AttemptTranslation::column),
     ])?;
     Ok(())
 }

@@ -164,6 +164,33 @@ pub struct RequestRecord {
     pub request_body: Option<String>,
     pub response_body: Option<String>,
     pub attempts: Vec<AttemptRecord>,
+    /// The attempts sent in a format other than the client's. Last, so a
+    /// spool frame written before it existed reads with none (see spool.rs).
+    pub translations: Vec<AttemptTranslation>,
+}
+
+/// An attempt translated for its provider: the client's format and the one
+/// the provider was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct AttemptTranslation {
+    pub seq: u32,
+    pub client: crate::protocol::Format,
+    pub provider: crate::protocol::Format,
+}
+
+impl AttemptTranslation {
+    /// How history stores it: `messages>chat`.
+    pub fn column(&self) -> String {
+        format!("{}>{}", self.client, self.provider)
+    }
+
+    /// Read back from [`AttemptTranslation::column`].
+    pub fn from_column(seq: u32, text: &str) -> Option<AttemptTranslation> {
+        let (client, provider) = text.split_once('>')?;
+        let format = |t: &str| crate::protocol::Format::ALL.into_iter().find(|f| f.as_str() == t);
+        Some(AttemptTranslation { seq, client: format(client)?, provider: format(provider)? })
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -47,6 +47,11 @@ const ROTATE_BYTES: u64 = 4 * 1024 * 1024;
 /// replayed by whatever version starts next. `the_frame_format_is_pinned`
 /// fails when the shape changes.
 const FRAME_V1: u8 = 1;
+/// Version 2 added [`RequestRecord::translations`], as its last field: a
+/// version 1 payload reads as version 2 with an empty list appended.
+const FRAME_V2: u8 = 2;
+/// postcard's encoding of an empty sequence.
+const EMPTY_SEQ: u8 = 0;
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -213,7 +218,7 @@ impl Spool {
 fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
     let start = frames.len();
     // The format byte, then room for the length and checksum, filled in below.
-    frames.push(FRAME_V1);
+    frames.push(FRAME_V2);
     frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
     if let Err(e) = postcard::to_extend(record, Tail(frames)) {
         warn!("history spool: cannot encode a record: {e}");
@@ -288,7 +293,8 @@ fn next_frame(bytes: &[u8]) -> &[u8] {
 /// `None` if the frame is cut short or damaged.
 fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
     let (header, rest) = bytes.split_at_checked(FRAME_HEADER)?;
-    if header[0] != FRAME_V1 {
+    let version = header[0];
+    if version != FRAME_V1 && version != FRAME_V2 {
         return None;
     }
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -297,7 +303,14 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
     if crc32fast::hash(payload) != crc {
         return None;
     }
-    Some((postcard::from_bytes(payload).ok(), after))
+    let record = if version == FRAME_V1 {
+        let mut upgraded = payload.to_vec();
+        upgraded.push(EMPTY_SEQ);
+        postcard::from_bytes(&upgraded).ok()
+    } else {
+        postcard::from_bytes(payload).ok()
+    };
+    Some((record, after))
 }
 
 /// A spool written before frames: one JSON record per line.
@@ -346,7 +359,7 @@ mod tests {
 
     /// Every field spelled out, so that a field added to a record stops this
     /// from compiling, and the bytes, so that a reordered or retyped one fails
-    /// it: either way the frame format needs a new byte (see [`FRAME_V1`]).
+    /// it: either way the frame format needs a new byte (see [`FRAME_V2`]).
     #[test]
     fn the_frame_format_is_pinned() {
         use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestOutcome};
@@ -394,14 +407,45 @@ mod tests {
             request_body: None,
             response_body: Some("b".into()),
             attempts: vec![attempt],
+            translations: vec![crate::history::record::AttemptTranslation {
+                seq: 0,
+                client: crate::protocol::Format::Messages,
+                provider: crate::protocol::Format::Chat,
+            }],
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, PINNED, "the record's shape changed: give frames a new format byte and keep reading the old");
+        assert_eq!(
+            hex,
+            format!("{PINNED_V1}{PINNED_V2_TAIL}"),
+            "the record's shape changed: give frames a new format byte and keep reading the old"
+        );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
     }
 
-    /// Version 1 of the frame payload, the sample record above.
-    const PINNED: &str = concat!(
+    /// A frame version 1 wrote, before `translations`, still reads: as the
+    /// same record with none.
+    #[test]
+    fn a_version_1_frame_reads_with_no_translations() {
+        let payload: Vec<u8> =
+            (0..PINNED_V1.len()).step_by(2).map(|i| u8::from_str_radix(&PINNED_V1[i..i + 2], 16).unwrap()).collect();
+        let mut frame = vec![FRAME_V1];
+        frame.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_le_bytes());
+        frame.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        frame.extend_from_slice(&payload);
+        let (record, rest) = read_frame(&frame).unwrap();
+        let record = record.expect("a version 1 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.id.as_str(), record.attempts.len(), record.translations.len()), ("i", 1, 0));
+        assert_eq!(record.attempts[0].breaker_state.as_deref(), Some("closed"));
+    }
+
+    /// What version 2 appends to the sample: one translation (`01`), seq 0,
+    /// messages (`02`) to chat (`00`).
+    const PINNED_V2_TAIL: &str = "01000200";
+
+    /// Version 1 of the frame payload: the sample record above, without
+    /// its `translations`.
+    const PINNED_V1: &str = concat!(
         "016901630204010175022f6501016d010001c80101017001016d010000000000001c4000010501060101010000000000",
         "00d03f0000000101620100017001016b016d0201017102000000000000e03f0100000000000000400000000000000000",
         "0100000000000008400001000000000000104001c80100000106636c6f736564000105010600",

@@ -13,7 +13,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::insert::Inserter;
-use super::record::{AttemptRecord, Record, RequestOutcome};
+use super::record::{AttemptRecord, AttemptTranslation, Record, RequestOutcome};
 use super::retire;
 use crate::protocol::usage::Usage;
 
@@ -110,6 +110,8 @@ pub struct RequestDetail {
     pub response_body: Option<String>,
     #[serde(rename = "attempts")]
     pub attempt_list: Vec<AttemptRecord>,
+    /// The attempts sent in another format than the client's.
+    pub translations: Vec<AttemptTranslation>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -233,7 +235,7 @@ impl Store {
         let attempts = sqlx::query(
             "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
                     duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
-                    input_tokens, output_tokens, cached_tokens
+                    input_tokens, output_tokens, cached_tokens, translated
              FROM attempts WHERE request_id = ? ORDER BY seq",
         )
         .bind(id)
@@ -244,6 +246,7 @@ impl Store {
             request_body: row.try_get("request_body")?,
             response_body: row.try_get("response_body")?,
             attempt_list: attempts.iter().map(attempt).collect::<Result<_, _>>()?,
+            translations: attempts.iter().filter_map(translation).collect(),
         }))
     }
 
@@ -545,6 +548,12 @@ fn summary(r: &SqliteRow) -> Result<RequestSummary, StoreError> {
         error_code: r.try_get("error_code")?,
         error: r.try_get("error")?,
     })
+}
+
+fn translation(r: &SqliteRow) -> Option<AttemptTranslation> {
+    let text: String = r.try_get::<Option<String>, _>("translated").ok()??;
+    let seq = u32::try_from(r.try_get::<i64, _>("seq").ok()?).ok()?;
+    AttemptTranslation::from_column(seq, &text)
 }
 
 fn attempt(r: &SqliteRow) -> Result<AttemptRecord, StoreError> {

@@ -40,6 +40,8 @@ pub struct AttemptStart {
     pub timeout: Duration,
     pub backoff: Duration,
     pub breaker_state: &'static str,
+    /// The client's format and the provider's, when they differ.
+    pub translation: Option<(crate::protocol::Format, crate::protocol::Format)>,
 }
 
 /// How an attempt ended.
@@ -92,6 +94,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         request_body: None,
         response_body: None,
         attempts: Vec::new(),
+        translations: Vec::new(),
     }
 }
 
@@ -153,8 +156,12 @@ impl Journal {
         if start.reason == Reason::Fallback {
             record.fallback = true;
         }
+        let seq = record.attempts.len() as u32 + 1;
+        if let Some((client, provider)) = start.translation {
+            record.translations.push(crate::history::record::AttemptTranslation { seq, client, provider });
+        }
         record.attempts.push(AttemptRecord {
-            seq: record.attempts.len() as u32 + 1,
+            seq,
             provider: start.provider,
             key_label: start.key_label,
             model: start.model,

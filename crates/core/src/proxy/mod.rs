@@ -297,6 +297,7 @@ impl Run<'_> {
                 timeout,
                 backoff: std::mem::take(&mut self.backoff),
                 breaker_state: provider.breaker_state().name(),
+                translation: translated.map(|t| (t.client, t.upstream)),
             });
             let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
             let attempted = attempt::run(self.gateway.client(), request, endpoint, timeout, &self.scrub).await;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// A wire format a client speaks or a provider accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     /// OpenAI Chat Completions, `POST /v1/chat/completions`.
