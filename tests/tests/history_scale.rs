@@ -96,6 +96,7 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
         request_body: None,
         response_body: None,
         attempts,
+        translations: Vec::new(),
     }
 }
 

@@ -113,6 +113,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
             error: None,
             usage,
         }],
+        translations: Vec::new(),
     }
 }
 

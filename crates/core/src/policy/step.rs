@@ -46,12 +46,12 @@ pub enum Next {
     /// The same provider again after this wait; a retry is spent.
     Retry(Duration),
     /// The same provider at once with another key (only the key was rate-limited); no retry is spent.
-    NextKey,
+    AnotherKey,
     /// The provider refused the key: revoke it, then go on with another
     /// key at once if `another`, else give the provider up.
     RevokeKey { another: bool },
     /// Done with this provider: the chain's next one may go.
-    NextProvider(GiveUp),
+    AnotherProvider(GiveUp),
 }
 
 /// Why a provider is given up.
@@ -74,25 +74,25 @@ pub fn next(facts: &Facts<'_>, policy: &RequestPolicy) -> Next {
     match decision {
         Decision::Deliver | Decision::Fail => return Next::Deliver,
         Decision::RevokeKey if facts.keys.used => return Next::RevokeKey { another: facts.keys.another_usable },
-        Decision::RevokeKey => return Next::NextProvider(GiveUp::KeyRefused),
+        Decision::RevokeKey => return Next::AnotherProvider(GiveUp::KeyRefused),
         Decision::Retry | Decision::Fallback => {}
     }
     if facts.outcome == Outcome::Timeout && facts.deadline.expired(facts.now) {
-        return Next::NextProvider(GiveUp::OutOfTime);
+        return Next::AnotherProvider(GiveUp::OutOfTime);
     }
     if classify::is_rate_limit(facts.outcome) && facts.keys.used && facts.keys.another_ready {
         // Only this key is limited: the pool's next key goes at once.
-        return Next::NextKey;
+        return Next::AnotherKey;
     }
     if decision != Decision::Retry {
-        return Next::NextProvider(GiveUp::NotRetryable);
+        return Next::AnotherProvider(GiveUp::NotRetryable);
     }
     if facts.retries >= policy.max_retries {
-        return Next::NextProvider(GiveUp::RetriesSpent);
+        return Next::AnotherProvider(GiveUp::RetriesSpent);
     }
     let pause = facts.requested_wait.unwrap_or(facts.backoff);
     if !may_wait(pause, facts.deadline, policy.max_retry_wait, policy.min_fallback_budget, facts.now) {
-        return Next::NextProvider(GiveUp::WaitTooLong);
+        return Next::AnotherProvider(GiveUp::WaitTooLong);
     }
     Next::Retry(pause)
 }
@@ -154,9 +154,9 @@ mod tests {
         let first = after(status(503), &d);
         assert_eq!(next(&first, &policy()), Next::Retry(Duration::from_millis(250)));
         assert_eq!(next(&Facts { retries: 1, ..first }, &policy()), Next::Retry(Duration::from_millis(250)));
-        assert_eq!(next(&Facts { retries: 2, ..first }, &policy()), Next::NextProvider(GiveUp::RetriesSpent));
+        assert_eq!(next(&Facts { retries: 2, ..first }, &policy()), Next::AnotherProvider(GiveUp::RetriesSpent));
         let none = RequestPolicy { max_retries: 0, ..policy() };
-        assert_eq!(next(&first, &none), Next::NextProvider(GiveUp::RetriesSpent));
+        assert_eq!(next(&first, &none), Next::AnotherProvider(GiveUp::RetriesSpent));
     }
 
     #[tokio::test(start_paused = true)]
@@ -164,7 +164,7 @@ mod tests {
         let d = deadline(60);
         let asked = |secs| Facts { requested_wait: Some(Duration::from_secs(secs)), ..after(status(429), &d) };
         assert_eq!(next(&asked(3), &policy()), Next::Retry(Duration::from_secs(3)));
-        assert_eq!(next(&asked(11), &policy()), Next::NextProvider(GiveUp::WaitTooLong), "past max_retry_wait");
+        assert_eq!(next(&asked(11), &policy()), Next::AnotherProvider(GiveUp::WaitTooLong), "past max_retry_wait");
     }
 
     #[tokio::test(start_paused = true)]
@@ -174,26 +174,30 @@ mod tests {
         assert_eq!(next(&wait, &policy()), Next::Retry(Duration::from_secs(5)));
         tokio::time::advance(Duration::from_secs(4)).await;
         let later = Facts { now: Instant::now(), ..wait };
-        assert_eq!(next(&later, &policy()), Next::NextProvider(GiveUp::WaitTooLong), "5 s + 2 s left for 6 s");
+        assert_eq!(next(&later, &policy()), Next::AnotherProvider(GiveUp::WaitTooLong), "5 s + 2 s left for 6 s");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_timeout_falls_back_unless_the_route_retries_them_and_ends_all_when_time_is_up() {
         let d = deadline(60);
         let timed_out = after(Outcome::Timeout, &d);
-        assert_eq!(next(&timed_out, &policy()), Next::NextProvider(GiveUp::NotRetryable));
+        assert_eq!(next(&timed_out, &policy()), Next::AnotherProvider(GiveUp::NotRetryable));
         let retrying = RequestPolicy { retry_timeouts: true, ..policy() };
         assert_eq!(next(&timed_out, &retrying), Next::Retry(Duration::from_millis(250)));
         tokio::time::advance(Duration::from_secs(60)).await;
         let expired = Facts { now: Instant::now(), ..timed_out };
-        assert_eq!(next(&expired, &retrying), Next::NextProvider(GiveUp::OutOfTime));
+        assert_eq!(next(&expired, &retrying), Next::AnotherProvider(GiveUp::OutOfTime));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_broken_connection_or_stream_is_not_sent_again() {
         let d = deadline(60);
         for outcome in [Outcome::Transport, Outcome::StreamDropped, status(501)] {
-            assert_eq!(next(&after(outcome, &d), &policy()), Next::NextProvider(GiveUp::NotRetryable), "{outcome:?}");
+            assert_eq!(
+                next(&after(outcome, &d), &policy()),
+                Next::AnotherProvider(GiveUp::NotRetryable),
+                "{outcome:?}"
+            );
         }
         for outcome in [Outcome::Connect, Outcome::StreamError] {
             assert!(matches!(next(&after(outcome, &d), &policy()), Next::Retry(_)), "{outcome:?}");
@@ -210,7 +214,7 @@ mod tests {
         assert_eq!(next(&refused(last), &policy()), Next::RevokeKey { another: false });
         assert_eq!(
             next(&refused(Keys::default()), &policy()),
-            Next::NextProvider(GiveUp::KeyRefused),
+            Next::AnotherProvider(GiveUp::KeyRefused),
             "no key to revoke"
         );
     }
@@ -220,9 +224,9 @@ mod tests {
         let d = deadline(60);
         let limited = |keys| Facts { keys, retries: 2, ..after(status(429), &d) };
         let pool = Keys { used: true, another_ready: true, another_usable: true };
-        assert_eq!(next(&limited(pool), &policy()), Next::NextKey);
+        assert_eq!(next(&limited(pool), &policy()), Next::AnotherKey);
         let all_cooling = Keys { another_ready: false, ..pool };
-        assert_eq!(next(&limited(all_cooling), &policy()), Next::NextProvider(GiveUp::RetriesSpent));
+        assert_eq!(next(&limited(all_cooling), &policy()), Next::AnotherProvider(GiveUp::RetriesSpent));
     }
 
     #[tokio::test(start_paused = true)]

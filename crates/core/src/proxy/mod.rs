@@ -378,7 +378,7 @@ impl Run<'_> {
                     let facts = self.facts(provider, attempted.outcome, wait, retry, key_label.as_deref());
                     match step::next(&facts, self.policy) {
                         // The pool's next key goes at once; no retry is spent.
-                        Next::NextKey => {}
+                        Next::AnotherKey => {}
                         Next::Retry(pause) => {
                             self.pause(pause).await;
                             retry += 1;
@@ -391,7 +391,7 @@ impl Run<'_> {
                                 return Tried::Failed;
                             }
                         }
-                        Next::NextProvider(why) => {
+                        Next::AnotherProvider(why) => {
                             self.out_of_time |= why == GiveUp::OutOfTime;
                             return Tried::Failed;
                         }

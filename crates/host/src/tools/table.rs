@@ -112,10 +112,7 @@ pub const TOOLS: &[Tool] = &[
             },
         ],
         base_url_at: (1, &["GOOGLE_GEMINI_BASE_URL"]),
-        note: Some(
-            "the gateway does not speak Gemini's own API yet (`/v1beta/models/…:generateContent`): \
-             Gemini CLI's requests will fail until it does",
-        ),
+        note: None,
     },
     Tool {
         id: "aider",
