@@ -3,7 +3,13 @@
 //! chain's last resort when every provider has failed.
 //!
 //! - [`key`]: the canonical request and its SHA-256, and whether a request may be cached.
+//! - [`store`]: the entries in SQLite, their size cap and their lifetimes.
+//! - [`metrics`]: counters for the metrics endpoint and the dashboard.
 
 pub mod key;
+pub mod metrics;
+pub mod store;
 
 pub use key::{CacheKey, Facts, Keyed, Wire};
+pub use metrics::{CacheCounters, CacheStats, CacheStatus};
+pub use store::{Entry, Form, Freshness, Hit, Lifetime, Store};
