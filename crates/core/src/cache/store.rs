@@ -291,7 +291,15 @@ impl Store {
         let read = tokio::task::spawn_blocking(move || this.read(&k)).await;
         let entry = match read {
             Ok(Ok(Some(entry))) => entry,
-            Ok(Ok(None)) => return None,
+            Ok(Ok(None)) => {
+                // Gone from SQLite (purged from outside, or its write was
+                // dropped): forget it, unless its write may still be queued.
+                let mut index = self.index();
+                if index.get(&key.prefix()).is_some_and(|t| *t < now_ms.saturating_sub(60_000)) {
+                    index.remove(&key.prefix());
+                }
+                return None;
+            }
             Ok(Err(e)) => {
                 warn!("response cache read failed: {e}");
                 return None;
@@ -339,6 +347,11 @@ impl Store {
         if self.inner.jobs.send(Job::Flush(tx)).await.is_ok() {
             let _ = rx.await;
         }
+    }
+
+    /// Waits for queued writes; the writer ends once every handle is gone.
+    pub async fn close(self) {
+        self.flush().await;
     }
 
     fn send(&self, job: Job) {
