@@ -14,23 +14,28 @@
 //! - this file: the settings, the client's `x-switchyard-cache` header, and
 //!   [`plan`], which says what the cache does for one request.
 
-pub mod capture;
-pub mod fallback;
-pub mod fold;
-pub mod key;
-pub mod metrics;
-pub mod reframe;
-pub mod replay;
-pub mod store;
+pub(crate) mod capture;
+pub(crate) mod fallback;
+pub(crate) mod fold;
+pub(crate) mod key;
+pub(crate) mod metrics;
+pub(crate) mod reframe;
+pub(crate) mod replay;
+pub(crate) mod store;
+
+pub use capture::Capture;
+pub use fallback::{problem, problem_body, FallbackResponse, PROBLEM_JSON, X_FALLBACK_RESPONSE};
+pub use fold::{is_whole, FoldError};
+pub use key::{CacheKey, Facts, Hasher, KeyError, Keyed, Refusal, Wire};
+pub use metrics::{CacheCounters, CacheStats, CacheStatus};
+pub use reframe::ReframeError;
+pub use replay::{set_headers, Ask, Replay, ReplayError, X_SWITCHYARD_CACHE};
+pub use store::{path_beside, purge_file, CacheError, Entry, Form, Freshness, Hit, Lifetime, Limits, Store};
 
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Response};
-
-pub use key::{CacheKey, Facts, Keyed, Refusal, Wire};
-pub use metrics::{CacheCounters, CacheStats, CacheStatus};
-pub use store::{Entry, Form, Freshness, Hit, Lifetime, Store};
 
 /// `cache = { ttl = "10m", stale = "1h", tools = false, sampled = false }`,
 /// in `[policy]` or a route's policy.

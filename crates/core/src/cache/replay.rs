@@ -26,8 +26,8 @@ use super::key::Wire;
 use super::metrics::CacheStatus;
 use super::reframe::{self, ReframeError};
 use super::store::{Entry, Form};
-use crate::protocol::Endpoint;
 use crate::protocol::usage::Tap;
+use crate::protocol::Endpoint;
 
 pub const X_SWITCHYARD_CACHE: &str = "x-switchyard-cache";
 const STALE_WARNING: &str = "110 - \"Response is Stale\"";

@@ -223,7 +223,11 @@ fn a_stored_response_streams_numbered_events_and_folds_back_whole() {
     let numbers: Vec<u64> = s
         .push(&stream)
         .iter()
-        .map(|e| serde_json::from_str::<Value>(&crate::protocol::sse::parse(e).1).unwrap()["sequence_number"].as_u64().unwrap())
+        .map(|e| {
+            serde_json::from_str::<Value>(&crate::protocol::sse::parse(e).1).unwrap()["sequence_number"]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
     assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>());
 }
