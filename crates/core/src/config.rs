@@ -11,6 +11,9 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::cache::fallback::FallbackResponse;
+use crate::cache::CachePolicy;
+use crate::policy::queue::QueuePolicy;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
@@ -33,6 +36,8 @@ pub struct Config {
     pub policy: RequestPolicy,
     /// Provider policy from `[policy]`, before each provider's overrides.
     pub provider_policy: ProviderPolicy,
+    /// The response cache for models without a route of their own (`[policy] cache`); off when `None`.
+    pub cache: Option<CachePolicy>,
     pub providers: Vec<ProviderConfig>,
     pub routes: Vec<RouteConfig>,
     pub history: HistoryConfig,
@@ -51,6 +56,8 @@ pub struct HistoryConfig {
     /// Store request and response bodies (truncated), for debugging.
     pub store_bodies: bool,
     pub body_limit: usize,
+    /// The response cache's file is kept under this size (`cache_max_size_mb`).
+    pub cache_max_bytes: u64,
 }
 
 impl Default for HistoryConfig {
@@ -61,6 +68,7 @@ impl Default for HistoryConfig {
             max_size_bytes: 512 * 1024 * 1024,
             store_bodies: false,
             body_limit: 16 * 1024,
+            cache_max_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -113,6 +121,10 @@ pub struct ProviderConfig {
     /// What the provider accepts beyond its wire format, for requests
     /// translated to it (`responses = true` is `profile.responses`).
     pub profile: Profile,
+    /// Waiting for capacity (`max_queue`, `max_queue_wait`); off by default.
+    pub queue: QueuePolicy,
+    /// Requests at once per key (`keys = { max_concurrency = N }`); no cap by default.
+    pub key_max_concurrency: Option<u32>,
 }
 
 impl ProviderConfig {
@@ -171,6 +183,10 @@ pub struct RouteConfig {
     pub model: String,
     pub chain: Vec<String>,
     pub policy: RequestPolicy,
+    /// The route's cache: its own `cache`, else `[policy]`'s.
+    pub cache: Option<CachePolicy>,
+    /// What the client gets when the chain fails and nothing stale can stand in.
+    pub fallback_response: Option<FallbackResponse>,
 }
 
 impl Config {
@@ -217,6 +233,19 @@ impl Config {
     pub fn request_policy(&self, model: &str) -> &RequestPolicy {
         // Routes are few; a linear scan beats hashing here.
         self.routes.iter().find(|r| r.model == model).map_or(&self.policy, |r| &r.policy)
+    }
+
+    /// The cache settings for a model: its route's, else the global ones.
+    pub fn cache_policy(&self, model: &str) -> Option<&CachePolicy> {
+        match self.routes.iter().find(|r| r.model == model) {
+            Some(route) => route.cache.as_ref(),
+            None => self.cache.as_ref(),
+        }
+    }
+
+    /// The static answer a model's route names for when its chain fails.
+    pub fn fallback_response(&self, model: &str) -> Option<&FallbackResponse> {
+        self.routes.iter().find(|r| r.model == model).and_then(|r| r.fallback_response.as_ref())
     }
 }
 
@@ -301,6 +330,7 @@ struct RawHistory {
     max_size_mb: Option<Spanned<i64>>,
     store_bodies: Option<bool>,
     body_limit: Option<Spanned<i64>>,
+    cache_max_size_mb: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -340,6 +370,14 @@ struct RawProvider {
     responses: Option<Spanned<bool>>,
     #[serde(default)]
     profile: Profile,
+    keys: Option<RawKeys>,
+}
+
+/// `keys = { max_concurrency = N }` in a `[[providers]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKeys {
+    max_concurrency: Option<Spanned<i64>>,
 }
 
 fn yes() -> bool {
@@ -360,6 +398,16 @@ struct RawRoute {
     chain: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
     policy: RawPolicy,
+    fallback_response: Option<Spanned<RawFallback>>,
+}
+
+/// `fallback_response = { status = 503, body = "...", content_type = "application/json" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFallback {
+    status: i64,
+    body: String,
+    content_type: Option<String>,
 }
 
 /// A provider on this machine (probing it costs nothing).
@@ -395,14 +443,17 @@ impl Validator<'_> {
         let policy = raw.policy.request(&RequestPolicy::default()).or_else(|e| self.policy_error("policy", e))?;
         let provider_policy =
             raw.policy.provider(&ProviderPolicy::default()).or_else(|e| self.policy_error("policy", e))?;
+        let cache = raw.policy.cache(None).or_else(|e| self.policy_error("policy", e))?;
+        let queue = raw.policy.queue(&QueuePolicy::default()).or_else(|e| self.policy_error("policy", e))?;
+        let defaults = Defaults { provider: &provider_policy, queue, request: &policy, cache: cache.as_ref() };
         let mut providers: Vec<ProviderConfig> = Vec::with_capacity(raw.providers.len());
         for (i, p) in raw.providers.into_iter().enumerate() {
-            let provider = self.provider(i, p, &providers, &provider_policy)?;
+            let provider = self.provider(i, p, &providers, &defaults)?;
             providers.push(provider);
         }
         let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.routes.len());
         for (i, r) in raw.routes.into_iter().enumerate() {
-            let route = self.route(i, r, &providers, &routes, &policy)?;
+            let route = self.route(i, r, &providers, &routes, &defaults)?;
             routes.push(route);
         }
         let history = self.history(raw.history)?;
@@ -419,7 +470,7 @@ impl Validator<'_> {
             }
             prices.push(price);
         }
-        Ok(Config { server, policy, provider_policy, providers, routes, history, prices })
+        Ok(Config { server, policy, provider_policy, cache, providers, routes, history, prices })
     }
 
     fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {
@@ -455,6 +506,14 @@ impl Validator<'_> {
             match usize::try_from(*l.get_ref()) {
                 Ok(n) if n >= 1 => h.body_limit = n,
                 _ => return self.error(l.span(), "history.body_limit", "must be at least 1 byte"),
+            }
+        }
+        if let Some(m) = raw.cache_max_size_mb {
+            match u64::try_from(*m.get_ref()).ok().filter(|mb| *mb >= 1).and_then(|mb| mb.checked_mul(1024 * 1024)) {
+                Some(bytes) => h.cache_max_bytes = bytes,
+                None => {
+                    return self.error(m.span(), "history.cache_max_size_mb", "must be at least 1 and less than 2^44")
+                }
             }
         }
         Ok(h)
@@ -538,7 +597,7 @@ impl Validator<'_> {
         i: usize,
         raw: RawProvider,
         earlier: &[ProviderConfig],
-        defaults: &ProviderPolicy,
+        defaults: &Defaults<'_>,
     ) -> Result<ProviderConfig, ConfigError> {
         let field = |f: &str| format!("providers[{i}].{f}");
         let name = raw.name.get_ref().clone();
@@ -601,7 +660,17 @@ impl Validator<'_> {
                 "is a request setting: set it in [policy] or in a route's policy",
             );
         }
-        let policy = raw.policy.provider(defaults).or_else(|e| self.policy_error(&field("policy"), e))?;
+        let policy = raw.policy.provider(defaults.provider).or_else(|e| self.policy_error(&field("policy"), e))?;
+        let queue = raw.policy.queue(&defaults.queue).or_else(|e| self.policy_error(&field("policy"), e))?;
+        let key_max_concurrency = match raw.keys.and_then(|k| k.max_concurrency) {
+            None => None,
+            Some(n) => match u32::try_from(*n.get_ref()) {
+                Ok(c) if c >= 1 => Some(c),
+                _ => {
+                    return self.error(n.span(), field("keys.max_concurrency"), "must be a whole number of at least 1")
+                }
+            },
+        };
         let local = is_local(&base_url);
         let mut profile = raw.profile;
         if let Some(responses) = &raw.responses {
@@ -625,6 +694,8 @@ impl Validator<'_> {
             stream_usage: raw.stream_usage,
             probe: raw.probe.unwrap_or(local),
             profile,
+            queue,
+            key_max_concurrency,
         })
     }
 
@@ -634,7 +705,7 @@ impl Validator<'_> {
         raw: RawRoute,
         providers: &[ProviderConfig],
         earlier: &[RouteConfig],
-        defaults: &RequestPolicy,
+        defaults: &Defaults<'_>,
     ) -> Result<RouteConfig, ConfigError> {
         let model = raw.model.get_ref().clone();
         if model.is_empty() || model == ModelMap::WILDCARD {
@@ -668,8 +739,32 @@ impl Validator<'_> {
                 "is a provider setting: set it in [policy] or in a provider's policy",
             );
         }
-        let policy = raw.policy.request(defaults).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
-        Ok(RouteConfig { model, chain, policy })
+        let policy =
+            raw.policy.request(defaults.request).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
+        let cache =
+            raw.policy.cache(defaults.cache).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
+        let fallback_response = match raw.fallback_response {
+            Some(f) => Some(self.fallback(&format!("routes[{i}].fallback_response"), f)?),
+            None => None,
+        };
+        Ok(RouteConfig { model, chain, policy, cache, fallback_response })
+    }
+
+    fn fallback(&self, field: &str, raw: Spanned<RawFallback>) -> Result<FallbackResponse, ConfigError> {
+        let span = raw.span();
+        let raw = raw.into_inner();
+        let status = match u16::try_from(raw.status).ok().and_then(|s| axum::http::StatusCode::from_u16(s).ok()) {
+            Some(s) if (200..600).contains(&s.as_u16()) => s,
+            _ => return self.error(span, format!("{field}.status"), "must be an HTTP status from 200 to 599"),
+        };
+        let content_type = raw.content_type.unwrap_or_else(|| "application/json".into());
+        let Ok(header) = axum::http::HeaderValue::from_str(&content_type) else {
+            return self.error(span, format!("{field}.content_type"), format!("{content_type:?} is not a media type"));
+        };
+        if content_type.contains("json") && serde_json::from_str::<serde::de::IgnoredAny>(&raw.body).is_err() {
+            return self.error(span, format!("{field}.body"), format!("is not JSON, as {content_type:?} says it is"));
+        }
+        Ok(FallbackResponse { status, body: bytes::Bytes::from(raw.body), content_type: header })
     }
 }
 
@@ -688,6 +783,18 @@ pub struct Price {
     #[serde(default)]
     pub cached: Option<f64>,
 }
+
+/// What `[policy]` sets for every provider and route that does not say otherwise.
+struct Defaults<'a> {
+    provider: &'a ProviderPolicy,
+    queue: QueuePolicy,
+    request: &'a RequestPolicy,
+    cache: Option<&'a CachePolicy>,
+}
+
+#[cfg(test)]
+#[path = "config/cache_tests.rs"]
+mod cache_tests;
 
 #[cfg(test)]
 mod tests {

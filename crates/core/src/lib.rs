@@ -18,6 +18,8 @@
 //!   of an outcome ([`policy`]'s `classify`) and what to do next (`step`).
 //! - [`admin`]: the admin API, the live stream, the dashboard and its sign-in.
 //! - [`telemetry`]: events, statistics, metrics, provider health and probes.
+//! - [`cache`]: the exact response cache (canonical key, store, replay),
+//!   and the static and problem-document fallbacks.
 //! - [`history`]: the SQLite record of every request and attempt.
 //! - [`config`]: TOML parsing and validation with file/line/field errors.
 //! - [`secrets`]: the key-store trait and the environment and memory stores.
@@ -47,6 +49,7 @@
 //!     (`history::insert::Inserter::write`): the history row.
 
 pub mod admin;
+pub mod cache;
 pub mod config;
 #[cfg(test)]
 mod contract;

@@ -4,9 +4,12 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use crate::cache::CachePolicy;
+use crate::policy::queue::QueuePolicy;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 
 /// Every policy knob, each optional so a table sets only what it changes.
@@ -23,6 +26,8 @@ pub(super) struct RawPolicy {
     max_retry_wait: Option<Spanned<String>>,
     min_fallback_budget: Option<Spanned<String>>,
     stream_idle_timeout: Option<Spanned<String>>,
+    /// `cache = { ttl = "10m", stale = "1h" }`, `true` (the defaults) or `false` (off).
+    cache: Option<Spanned<RawCache>>,
     // Provider settings: [policy] and providers.
     breaker_failure_rate: Option<Spanned<f64>>,
     breaker_window: Option<Spanned<String>>,
@@ -38,6 +43,45 @@ pub(super) struct RawPolicy {
     fallback_window: Option<Spanned<String>>,
     requests_per_minute: Option<Spanned<i64>>,
     tokens_per_minute: Option<Spanned<i64>>,
+    max_queue: Option<Spanned<i64>>,
+    max_queue_wait: Option<Spanned<String>>,
+}
+
+/// A `cache` value: a switch, or a table of settings.
+#[derive(Debug)]
+pub(super) enum RawCache {
+    Switch(bool),
+    Table(RawCacheTable),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCacheTable {
+    ttl: Option<String>,
+    stale: Option<String>,
+    tools: Option<bool>,
+    sampled: Option<bool>,
+}
+
+/// By hand rather than untagged, so that a misspelt setting is named in the
+/// error instead of "did not match any variant".
+impl<'de> Deserialize<'de> for RawCache {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<RawCache, D::Error> {
+        struct Either;
+        impl<'de> Visitor<'de> for Either {
+            type Value = RawCache;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a table such as { ttl = \"10m\", stale = \"1h\" }, or true or false")
+            }
+            fn visit_bool<E: de::Error>(self, on: bool) -> std::result::Result<RawCache, E> {
+                Ok(RawCache::Switch(on))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<RawCache, A::Error> {
+                RawCacheTable::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawCache::Table)
+            }
+        }
+        d.deserialize_any(Either)
+    }
 }
 
 /// A policy value that could not be accepted: where, which field, why.
@@ -148,6 +192,41 @@ impl RawPolicy {
         Ok(p)
     }
 
+    /// The cache settings: this table's over `base` (a route's over
+    /// `[policy]`'s); `None` when off.
+    pub fn cache(&self, base: Option<&CachePolicy>) -> Result<Option<CachePolicy>> {
+        let Some(raw) = &self.cache else { return Ok(base.copied()) };
+        let table = match raw.get_ref() {
+            RawCache::Switch(false) => return Ok(None),
+            RawCache::Switch(true) => return Ok(Some(base.copied().unwrap_or_default())),
+            RawCache::Table(table) => table,
+        };
+        let mut p = base.copied().unwrap_or_default();
+        let read = |text: &str, field: &'static str, zero_ok: bool| match humantime::parse_duration(text) {
+            Ok(d) if zero_ok || !d.is_zero() => Ok(d),
+            _ => err(raw.span(), field, format!("{text:?} is not a duration such as \"10m\" or \"1h\"")),
+        };
+        if let Some(ttl) = &table.ttl {
+            p.ttl = read(ttl, "cache.ttl", false)?;
+        }
+        if let Some(stale) = &table.stale {
+            p.stale = read(stale, "cache.stale", true)?;
+        }
+        p.tools = table.tools.unwrap_or(p.tools);
+        p.sampled = table.sampled.unwrap_or(p.sampled);
+        Ok(Some(p))
+    }
+
+    /// `base` with this table's queue settings applied.
+    pub fn queue(&self, base: &QueuePolicy) -> Result<QueuePolicy> {
+        let mut q = *base;
+        if let Some(n) = count(&self.max_queue, "max_queue", 0)? {
+            q.max_queue = n;
+        }
+        duration(&self.max_queue_wait, "max_queue_wait", &mut q.max_wait)?;
+        Ok(q)
+    }
+
     /// The first request setting present (a provider table may not set one).
     pub fn first_request_setting(&self) -> Option<(&'static str, Range<usize>)> {
         let durations = [
@@ -164,6 +243,7 @@ impl RawPolicy {
             .find_map(|(n, v)| v.as_ref().map(|v| (n, v.span())))
             .or_else(|| self.max_retries.as_ref().map(|v| ("max_retries", v.span())))
             .or_else(|| self.retry_timeouts.as_ref().map(|v| ("retry_timeouts", v.span())))
+            .or_else(|| self.cache.as_ref().map(|v| ("cache", v.span())))
     }
 
     /// The first provider setting present (a route table may not set one).
@@ -173,6 +253,7 @@ impl RawPolicy {
             ("breaker_cooldown", &self.breaker_cooldown),
             ("breaker_cooldown_max", &self.breaker_cooldown_max),
             ("fallback_window", &self.fallback_window),
+            ("max_queue_wait", &self.max_queue_wait),
         ];
         let counts = [
             ("breaker_min_calls", &self.breaker_min_calls),
@@ -183,6 +264,7 @@ impl RawPolicy {
             ("fallback_min", &self.fallback_min),
             ("requests_per_minute", &self.requests_per_minute),
             ("tokens_per_minute", &self.tokens_per_minute),
+            ("max_queue", &self.max_queue),
         ];
         let fractions =
             [("breaker_failure_rate", &self.breaker_failure_rate), ("fallback_share", &self.fallback_share)];

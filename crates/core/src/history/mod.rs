@@ -8,7 +8,9 @@
 //! - [`retire`]: retention's deletes, in small batches.
 //! - [`spool`]: the append-only file that keeps completed requests across a crash.
 //! - [`pricing`]: what tokens cost.
-//! - this file: [`History`], which owns the writer and prunes by age and size.
+//! - this file: [`History`], which owns the writer and prunes by age and
+//!   size, and [`purge`], which deletes everything on record and every
+//!   cached answer beside it.
 
 pub(crate) mod derived;
 pub(crate) mod insert;
@@ -125,6 +127,28 @@ pub async fn prune(store: &Store, config: &HistoryConfig) -> Result<u64, StoreEr
     Ok(removed)
 }
 
+/// What [`purge`] deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Purged {
+    pub requests: u64,
+    /// Answers deleted from the response cache beside the database.
+    pub cached_answers: u64,
+}
+
+/// Deletes every request (with its attempts) and event on record, and every
+/// answer in the response cache beside the database, whose stored answers
+/// are as sensitive as the record: `switchyard history purge`. Safe while a
+/// gateway runs on the same files: it finds nothing of what was deleted.
+pub async fn purge(store: &Store) -> Result<Purged, StoreError> {
+    let requests = store.prune_older_than(i64::MAX).await?;
+    store.vacuum().await?;
+    let cache = crate::cache::store::path_beside(store.path());
+    let cached_answers = tokio::task::spawn_blocking(move || crate::cache::store::purge_file(&cache))
+        .await
+        .map_err(|e| StoreError::WriteTask(e.to_string()))??;
+    Ok(Purged { requests, cached_answers })
+}
+
 async fn prune_forever(store: Store, config: HistoryConfig) {
     let mut tick = tokio::time::interval(PRUNE_EVERY);
     loop {
@@ -171,6 +195,41 @@ mod tests {
         assert!(store.request("old").await.unwrap().is_none());
         assert!(store.request("recent").await.unwrap().is_some());
         assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    }
+
+    #[tokio::test]
+    async fn a_purge_deletes_the_record_and_the_cached_answers_beside_it() {
+        use crate::cache::store::{self as cache, Entry, Form, Lifetime};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("switchyard.db");
+        let store = Store::open(&path).await.unwrap();
+        let now = now_ms();
+        store.write(&[request("a", now - 1000, None), request("b", now, None)]).await.unwrap();
+        let answers =
+            cache::Store::open(&cache::path_beside(&path), cache::Limits::default(), Default::default()).await.unwrap();
+        let key = crate::cache::CacheKey([7; 32]);
+        let entry = Entry {
+            endpoint: "/v1/messages".into(),
+            model: "m".into(),
+            provider: None,
+            status: 200,
+            content_type: "application/json".into(),
+            form: Form::Json,
+            body: bytes::Bytes::from_static(b"{\"content\":\"private\"}"),
+            usage: crate::protocol::Usage::default(),
+            cost_usd: None,
+            created_at_ms: now,
+        };
+        answers.put(key, entry);
+        answers.flush().await;
+        assert_eq!(purge(&store).await.unwrap(), Purged { requests: 2, cached_answers: 1 });
+        assert_eq!(store.count(store::CountTable::Requests).await.unwrap(), 0);
+        assert_eq!(store.requests_on_record().await.unwrap(), 0, "the rollups went with the rows");
+        let forever = Lifetime { ttl: Duration::from_secs(3600), stale: Duration::ZERO };
+        assert!(answers.get(&key, now, forever).await.is_none(), "the running cache misses it");
+        // Without a cache file beside it, a purge still purges.
+        let alone = Store::open(&dir.path().join("other.db")).await.unwrap();
+        assert_eq!(purge(&alone).await.unwrap(), Purged { requests: 0, cached_answers: 0 });
     }
 
     #[tokio::test]

@@ -39,6 +39,8 @@ pub enum StoreError {
     Cursor(String),
     #[error("history row: {0}")]
     Corrupt(String),
+    #[error(transparent)]
+    Cache(#[from] crate::cache::store::CacheError),
 }
 
 /// A handle on the history database; cheap to clone.

@@ -6,6 +6,7 @@
 //!   providers ask for in their rate-limit headers.
 //! - [`breaker`]: a circuit breaker per provider.
 //! - [`limiter`]: per-provider concurrency cap and request/token buckets.
+//! - [`queue`]: waiting in line for a provider's capacity, and key leases.
 //! - [`share`]: the cap on traffic a provider may take as a fallback.
 //! - [`step`]: after an attempt, what the request does next.
 //!
@@ -20,10 +21,12 @@ pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub(crate) mod deadline;
 pub(crate) mod limiter;
+pub(crate) mod queue;
 pub(crate) mod share;
 pub(crate) mod step;
 
 pub use breaker::BreakerState;
+pub use queue::{earliest, Busy, Capacity, KeyLease, Permit, QueueCounters, QueuePolicy, QueueStats, Ready, Refusal};
 
 use std::time::Duration;
 

@@ -1,0 +1,762 @@
+//! Cached answers in SQLite: a file of their own beside the history
+//! (`switchyard.cache.db` next to `switchyard.db`), owner-only like it.
+//!
+//! Why not a table in the history database: history's retention keeps that
+//! file under its size cap by deleting the oldest requests, so cached
+//! answers there would push the record out (and the cache's own cap could
+//! not be told apart from it); SQLite has one writer per file, so cache
+//! writes (an answer stored, a hit's last-use time) would queue behind the
+//! history writer's batches and retention's deletes; and a cache can be
+//! thrown away whole: a damaged file, or one of another schema version, is
+//! deleted and made again without touching the record, so the cache needs
+//! no migrations. The file is created owner-only before SQLite opens it
+//! (its `-wal` and `-shm` take its mode), as [`crate::private`] does for
+//! the history, and `secure_delete` is on, so an evicted or purged answer
+//! is overwritten, not left in free pages.
+//!
+//! Reads run on the blocking pool, on a few pooled connections (WAL lets
+//! them read while the writer writes). Writes go to one thread of their own
+//! over a bounded queue, batched into a transaction per wake-up: bodies are
+//! compressed there (zlib, whose checksum catches a damaged body), the size
+//! cap is kept there by evicting the least recently used entries, and hits'
+//! last-use times are applied there. A full queue drops the write (it is
+//! counted): unlike the history, a cache entry not written costs only a
+//! later miss. An in-memory index of key prefixes and creation times
+//! answers most misses without touching SQLite at all.
+//!
+//! A row that cannot be read back (its body does not inflate, or not to
+//! its recorded size, or its form is unknown) is skipped and deleted; it is
+//! a miss, never an error.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, warn};
+
+use super::key::CacheKey;
+use super::metrics::CacheCounters;
+use crate::protocol::Usage;
+
+/// The schema this code reads and writes; a file of another is made again.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE entries (
+    key           BLOB NOT NULL UNIQUE,
+    created_at    INTEGER NOT NULL,
+    last_used_at  INTEGER NOT NULL,
+    endpoint      TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    provider      TEXT,
+    status        INTEGER NOT NULL,
+    content_type  TEXT NOT NULL,
+    form          TEXT NOT NULL,
+    body          BLOB NOT NULL,
+    raw_size      INTEGER NOT NULL,
+    size          INTEGER NOT NULL,
+    input_tokens  INTEGER,
+    output_tokens INTEGER,
+    cached_tokens INTEGER,
+    cost_usd      REAL
+);
+CREATE INDEX entries_by_use ON entries (last_used_at);
+";
+
+/// Bytes a row costs besides its compressed body (key, columns, index entries).
+const ROW_OVERHEAD: u64 = 160;
+/// Jobs queued for the writer before writes are dropped.
+const QUEUE: usize = 1024;
+/// Jobs written in one transaction at most.
+const MAX_BATCH: usize = 256;
+/// Idle read connections kept.
+const READERS: usize = 4;
+/// Evicting stops this far under the cap, so that a full cache does not
+/// evict on every store.
+const EVICT_TO: f64 = 0.9;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("response cache {path}: {source}")]
+    Open { path: String, source: rusqlite::Error },
+    #[error("cannot make the response cache file {path} owner-only: {source}")]
+    Private { path: String, source: std::io::Error },
+    #[error("response cache: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("cannot start the response cache writer: {0}")]
+    Writer(std::io::Error),
+    #[error("the response cache has stopped")]
+    Stopped,
+}
+
+/// How an answer was stored: as the provider sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// A whole JSON body.
+    Json,
+    /// An event stream, byte for byte.
+    Sse,
+}
+
+impl Form {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Form::Json => "json",
+            Form::Sse => "sse",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Form> {
+        match s {
+            "json" => Some(Form::Json),
+            "sse" => Some(Form::Sse),
+            _ => None,
+        }
+    }
+}
+
+/// A stored answer. Its `Debug` shows the body's length, never the body:
+/// the answer is as sensitive as the prompt.
+#[derive(Clone, PartialEq)]
+pub struct Entry {
+    /// The gateway path it answered (`/v1/chat/completions`...).
+    pub endpoint: String,
+    /// The model the client asked for.
+    pub model: String,
+    /// The provider that answered it first.
+    pub provider: Option<String>,
+    pub status: u16,
+    pub content_type: String,
+    pub form: Form,
+    /// Uncompressed.
+    pub body: Bytes,
+    pub usage: Usage,
+    /// What the first answer cost: what each hit saves.
+    pub cost_usd: Option<f64>,
+    /// Unix milliseconds.
+    pub created_at_ms: i64,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("endpoint", &self.endpoint)
+            .field("model", &self.model)
+            .field("provider", &self.provider)
+            .field("status", &self.status)
+            .field("form", &self.form)
+            .field("body_bytes", &self.body.len())
+            .field("usage", &self.usage)
+            .field("created_at_ms", &self.created_at_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long entries are served: fresh for `ttl`, then as a last resort
+/// (stale) for `stale` more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime {
+    pub ttl: Duration,
+    pub stale: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    /// Past its `ttl`, within `ttl + stale`: served only when the chain fails.
+    Stale,
+}
+
+/// An entry found, with how old it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub entry: Entry,
+    pub age: Duration,
+    pub freshness: Freshness,
+}
+
+/// The store's size settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Stored bytes (compressed bodies and a per-row overhead) kept under this.
+    pub max_bytes: u64,
+    /// A larger answer (uncompressed) is not stored.
+    pub max_entry_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { max_bytes: 64 * 1024 * 1024, max_entry_bytes: 4 * 1024 * 1024 }
+    }
+}
+
+/// The cache file that goes with the history database at `history`.
+pub fn path_beside(history: &Path) -> PathBuf {
+    history.with_extension("cache.db")
+}
+
+enum Job {
+    Put(CacheKey, Box<Entry>),
+    Touch(CacheKey, i64),
+    Delete(CacheKey),
+    Purge(oneshot::Sender<Result<u64, CacheError>>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// The response cache's database; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    limits: Limits,
+    /// Key prefix to the newest creation time among the keys that share it.
+    index: Mutex<HashMap<u64, i64>>,
+    readers: Mutex<Vec<Connection>>,
+    jobs: mpsc::Sender<Job>,
+    counters: Arc<CacheCounters>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).field("limits", &self.limits).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating, or making again if unreadable or of another
+    /// version) the cache at `path` and starts its writer.
+    pub async fn open(path: &Path, limits: Limits, counters: Arc<CacheCounters>) -> Result<Store, CacheError> {
+        let owned = path.to_path_buf();
+        let (conn, index, stored) = tokio::task::spawn_blocking(move || prepare(&owned))
+            .await
+            .map_err(|e| CacheError::Writer(std::io::Error::other(e.to_string())))??;
+        counters.entries.store(index.len() as u64, Ordering::Relaxed);
+        counters.bytes.store(stored, Ordering::Relaxed);
+        let (jobs, queue) = mpsc::channel(QUEUE);
+        let inner = Arc::new(Inner {
+            path: path.to_path_buf(),
+            limits,
+            index: Mutex::new(index),
+            readers: Mutex::new(Vec::new()),
+            jobs,
+            counters: counters.clone(),
+        });
+        let writer = Writer { conn, stored, limits, counters, inner: Arc::downgrade(&inner) };
+        std::thread::Builder::new()
+            .name("switchyard-cache".into())
+            .spawn(move || writer.run(queue))
+            .map_err(CacheError::Writer)?;
+        Ok(Store { inner })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    pub fn counters(&self) -> &Arc<CacheCounters> {
+        &self.inner.counters
+    }
+
+    fn index(&self) -> MutexGuard<'_, HashMap<u64, i64>> {
+        self.inner.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The entry for `key` if it is younger than `ttl + stale` at `now_ms`
+    /// (Unix milliseconds). A hit's last-use time is updated, later.
+    /// Counts nothing: what a lookup means (hit, stale, miss) is the
+    /// caller's to say, since a stale entry is served only if the chain fails.
+    pub async fn get(&self, key: &CacheKey, now_ms: i64, lifetime: Lifetime) -> Option<Hit> {
+        let oldest = now_ms.saturating_sub(millis(lifetime.ttl.saturating_add(lifetime.stale)));
+        // The index holds the newest creation time of any key with this
+        // prefix: absent or too old here is absent or too old in SQLite.
+        match self.index().get(&key.prefix()) {
+            Some(created) if *created >= oldest => {}
+            _ => return None,
+        }
+        let this = self.clone();
+        let k = *key;
+        let read = tokio::task::spawn_blocking(move || this.read(&k)).await;
+        let entry = match read {
+            Ok(Ok(Some(entry))) => entry,
+            Ok(Ok(None)) => {
+                // Gone from SQLite (purged from outside, or its write was
+                // dropped): forget it, unless its write may still be queued.
+                let mut index = self.index();
+                if index.get(&key.prefix()).is_some_and(|t| *t < now_ms.saturating_sub(60_000)) {
+                    index.remove(&key.prefix());
+                }
+                return None;
+            }
+            Ok(Err(e)) => {
+                warn!("response cache read failed: {e}");
+                return None;
+            }
+            Err(e) => {
+                warn!("response cache read stopped: {e}");
+                return None;
+            }
+        };
+        if entry.created_at_ms < oldest {
+            return None;
+        }
+        let age_ms = now_ms.saturating_sub(entry.created_at_ms).max(0);
+        let freshness = if age_ms <= millis(lifetime.ttl) { Freshness::Fresh } else { Freshness::Stale };
+        self.send(Job::Touch(*key, now_ms));
+        Some(Hit { entry, age: Duration::from_millis(age_ms as u64), freshness })
+    }
+
+    /// Stores an answer (replacing any under the same key), later and off
+    /// the runtime. One larger than [`Limits::max_entry_bytes`] is not stored.
+    pub fn put(&self, key: CacheKey, entry: Entry) {
+        if entry.body.len() > self.inner.limits.max_entry_bytes {
+            debug!(size = entry.body.len(), "answer too large to cache");
+            return;
+        }
+        self.index()
+            .entry(key.prefix())
+            .and_modify(|t| *t = (*t).max(entry.created_at_ms))
+            .or_insert(entry.created_at_ms);
+        self.send(Job::Put(key, Box::new(entry)));
+    }
+
+    /// Deletes every entry, overwriting their pages. Returns how many.
+    pub async fn purge(&self) -> Result<u64, CacheError> {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.jobs.send(Job::Purge(tx)).await.is_err() {
+            return Err(CacheError::Stopped);
+        }
+        rx.await.map_err(|_| CacheError::Stopped)?
+    }
+
+    /// Waits until every write queued so far is done.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.jobs.send(Job::Flush(tx)).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Waits for queued writes; the writer ends once every handle is gone.
+    pub async fn close(self) {
+        self.flush().await;
+    }
+
+    fn send(&self, job: Job) {
+        if self.inner.jobs.try_send(job).is_err() {
+            self.inner.counters.dropped_writes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads and inflates one entry; a damaged one is deleted and missed.
+    fn read(&self, key: &CacheKey) -> Result<Option<Entry>, CacheError> {
+        let conn = self.reader()?;
+        let row = select(&conn, key);
+        self.give_back(conn);
+        let Some(row) = row? else {
+            return Ok(None);
+        };
+        match row.inflate() {
+            Ok(entry) => Ok(Some(entry)),
+            Err(why) => {
+                warn!(key = ?key, "response cache entry unreadable ({why}): deleted");
+                self.inner.counters.corrupt.fetch_add(1, Ordering::Relaxed);
+                self.index().remove(&key.prefix());
+                self.send(Job::Delete(*key));
+                Ok(None)
+            }
+        }
+    }
+
+    fn reader(&self) -> Result<Connection, CacheError> {
+        let pooled = self.inner.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match pooled {
+            Some(conn) => Ok(conn),
+            None => Ok(connect(&self.inner.path)?),
+        }
+    }
+
+    fn give_back(&self, conn: Connection) {
+        let mut readers = self.inner.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if readers.len() < READERS {
+            readers.push(conn);
+        }
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Deletes every entry of the cache file at `path`, if there is one, from
+/// outside the gateway (`switchyard history purge`). A gateway running on
+/// the same file misses what was deleted from then on.
+pub fn purge_file(path: &Path) -> Result<u64, CacheError> {
+    if !path.exists() {
+        return Ok(0);
+    }
+    let conn = connect(path)?;
+    let has_table: bool = conn
+        .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'", [], |_| Ok(true))
+        .optional()?
+        .unwrap_or(false);
+    if !has_table {
+        return Ok(0);
+    }
+    purge_all(&conn)
+}
+
+fn purge_all(conn: &Connection) -> Result<u64, CacheError> {
+    let n = conn.execute("DELETE FROM entries", [])? as u64;
+    // The deleted pages are zeroed (secure_delete); a checkpoint takes the
+    // log's copies out too, and the free pages go back to the file system.
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    conn.execute_batch("PRAGMA incremental_vacuum")?;
+    Ok(n)
+}
+
+/// A connection with the cache's settings. The file must exist.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    Ok(conn)
+}
+
+/// Opens the file (making it again if it cannot be used), and reads the
+/// index and the bytes stored.
+fn prepare(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheError> {
+    match open_file(path) {
+        Ok(opened) => Ok(opened),
+        Err(e) => {
+            warn!("response cache {} cannot be used ({e}); starting it afresh", path.display());
+            for file in companions(path) {
+                let _ = std::fs::remove_file(file);
+            }
+            open_file(path)
+        }
+    }
+}
+
+/// The database file and SQLite's `-wal` and `-shm` beside it.
+fn companions(path: &Path) -> [PathBuf; 3] {
+    let with = |suffix: &str| {
+        let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        name.push(suffix);
+        path.with_file_name(name)
+    };
+    [path.to_path_buf(), with("-wal"), with("-shm")]
+}
+
+fn open_file(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheError> {
+    let open_err = |source| CacheError::Open { path: path.display().to_string(), source };
+    for file in companions(path) {
+        if file == path || file.exists() {
+            crate::private::file(&file)
+                .map_err(|source| CacheError::Private { path: file.display().to_string(), source })?;
+        }
+    }
+    let conn = connect(path).map_err(open_err)?;
+    // Before any table exists, or it has no effect.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL").map_err(open_err)?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(open_err)?;
+    if version != SCHEMA_VERSION {
+        conn.execute_batch("DROP TABLE IF EXISTS entries").map_err(open_err)?;
+        conn.execute_batch(SCHEMA).map_err(open_err)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(open_err)?;
+    }
+    let mut index = HashMap::new();
+    let mut stored = 0u64;
+    {
+        let mut rows = conn.prepare("SELECT key, created_at, size FROM entries").map_err(open_err)?;
+        let mut rows = rows.query([]).map_err(open_err)?;
+        while let Some(row) = rows.next().map_err(open_err)? {
+            let key: Vec<u8> = row.get(0).map_err(open_err)?;
+            let created: i64 = row.get(1).map_err(open_err)?;
+            let size: i64 = row.get(2).map_err(open_err)?;
+            if let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) {
+                let t = index.entry(CacheKey(k).prefix()).or_insert(created);
+                *t = (*t).max(created);
+            }
+            stored += size.max(0) as u64;
+        }
+    }
+    Ok((conn, index, stored))
+}
+
+/// A row as stored, body still compressed.
+struct Row {
+    endpoint: String,
+    model: String,
+    provider: Option<String>,
+    status: i64,
+    content_type: String,
+    form: String,
+    body: Vec<u8>,
+    raw_size: i64,
+    usage: [Option<i64>; 3],
+    cost_usd: Option<f64>,
+    created_at: i64,
+}
+
+fn select(conn: &Connection, key: &CacheKey) -> rusqlite::Result<Option<Row>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT endpoint, model, provider, status, content_type, form, body, raw_size,
+                input_tokens, output_tokens, cached_tokens, cost_usd, created_at
+         FROM entries WHERE key = ?1",
+    )?;
+    statement
+        .query_row([&key.0[..]], |r| {
+            Ok(Row {
+                endpoint: r.get(0)?,
+                model: r.get(1)?,
+                provider: r.get(2)?,
+                status: r.get(3)?,
+                content_type: r.get(4)?,
+                form: r.get(5)?,
+                body: r.get(6)?,
+                raw_size: r.get(7)?,
+                usage: [r.get(8)?, r.get(9)?, r.get(10)?],
+                cost_usd: r.get(11)?,
+                created_at: r.get(12)?,
+            })
+        })
+        .optional()
+}
+
+impl Row {
+    fn inflate(self) -> Result<Entry, &'static str> {
+        let form = Form::parse(&self.form).ok_or("unknown form")?;
+        let status = u16::try_from(self.status).map_err(|_| "bad status")?;
+        let raw_size = usize::try_from(self.raw_size).map_err(|_| "bad size")?;
+        let mut body = Vec::with_capacity(raw_size.min(64 * 1024 * 1024));
+        // One byte more than recorded: a longer body is damage too.
+        let read =
+            flate2::read::ZlibDecoder::new(self.body.as_slice()).take(raw_size as u64 + 1).read_to_end(&mut body);
+        match read {
+            Ok(n) if n == raw_size => {}
+            Ok(_) => return Err("body of the wrong size"),
+            Err(_) => return Err("body does not inflate"),
+        }
+        let count = |v: Option<i64>| v.and_then(|n| u64::try_from(n).ok());
+        Ok(Entry {
+            endpoint: self.endpoint,
+            model: self.model,
+            provider: self.provider,
+            status,
+            content_type: self.content_type,
+            form,
+            body: Bytes::from(body),
+            usage: Usage {
+                input_tokens: count(self.usage[0]),
+                output_tokens: count(self.usage[1]),
+                cached_tokens: count(self.usage[2]),
+            },
+            cost_usd: self.cost_usd,
+            created_at_ms: self.created_at,
+        })
+    }
+}
+
+/// The thread that writes.
+struct Writer {
+    conn: Connection,
+    /// Bytes stored, as the size column sums them.
+    stored: u64,
+    limits: Limits,
+    counters: Arc<CacheCounters>,
+    /// To take evicted keys out of the index; gone once every store is.
+    inner: std::sync::Weak<Inner>,
+}
+
+impl Writer {
+    fn run(mut self, mut queue: mpsc::Receiver<Job>) {
+        let mut jobs = Vec::with_capacity(MAX_BATCH);
+        while let Some(first) = queue.blocking_recv() {
+            jobs.push(first);
+            while jobs.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+            self.batch(&mut jobs);
+        }
+    }
+
+    fn batch(&mut self, jobs: &mut Vec<Job>) {
+        let mut acks = Vec::new();
+        let mut writes = Vec::new();
+        for job in jobs.drain(..) {
+            match job {
+                Job::Flush(ack) => acks.push(ack),
+                Job::Purge(reply) => {
+                    // Writes queued before the purge are written, then deleted with the rest.
+                    self.write(std::mem::take(&mut writes));
+                    let _ = reply.send(self.purge());
+                }
+                other => writes.push(other),
+            }
+        }
+        self.write(writes);
+        for ack in acks {
+            let _ = ack.send(());
+        }
+    }
+
+    fn purge(&mut self) -> Result<u64, CacheError> {
+        let n = purge_all(&self.conn)?;
+        self.stored = 0;
+        if let Some(inner) = self.inner.upgrade() {
+            inner.index.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+        self.counters.entries.store(0, Ordering::Relaxed);
+        self.counters.bytes.store(0, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn write(&mut self, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        if let Err(e) = self.try_write(jobs) {
+            warn!("response cache write failed: {e}");
+        }
+        if self.stored > self.limits.max_bytes {
+            if let Err(e) = self.evict() {
+                warn!("response cache eviction failed: {e}");
+            }
+        }
+    }
+
+    fn try_write(&mut self, jobs: Vec<Job>) -> Result<(), CacheError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut delta: i64 = 0;
+        {
+            let mut size_of = tx.prepare_cached("SELECT size FROM entries WHERE key = ?1")?;
+            let mut insert = tx.prepare_cached(
+                "INSERT OR REPLACE INTO entries (key, created_at, last_used_at, endpoint, model, provider, status,
+                    content_type, form, body, raw_size, size, input_tokens, output_tokens, cached_tokens, cost_usd)
+                 VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            )?;
+            let mut touch =
+                tx.prepare_cached("UPDATE entries SET last_used_at = max(last_used_at, ?2) WHERE key = ?1")?;
+            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE key = ?1")?;
+            for job in jobs {
+                match job {
+                    Job::Put(key, entry) => {
+                        let Ok(body) = compress(&entry.body) else { continue };
+                        let size = body.len() as i64 + ROW_OVERHEAD as i64;
+                        let old: Option<i64> = size_of.query_row([&key.0[..]], |r| r.get(0)).optional()?;
+                        let tokens = |v: Option<u64>| v.and_then(|n| i64::try_from(n).ok());
+                        insert.execute(params![
+                            &key.0[..],
+                            entry.created_at_ms,
+                            entry.endpoint,
+                            entry.model,
+                            entry.provider,
+                            i64::from(entry.status),
+                            entry.content_type,
+                            entry.form.as_str(),
+                            body,
+                            entry.body.len() as i64,
+                            size,
+                            tokens(entry.usage.input_tokens),
+                            tokens(entry.usage.output_tokens),
+                            tokens(entry.usage.cached_tokens),
+                            entry.cost_usd,
+                        ])?;
+                        delta += size - old.unwrap_or(0);
+                        if old.is_none() {
+                            self.counters.entries.fetch_add(1, Ordering::Relaxed);
+                        }
+                        self.counters.stores.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Job::Touch(key, at) => {
+                        touch.execute(params![&key.0[..], at])?;
+                    }
+                    Job::Delete(key) => {
+                        if let Some(old) = size_of.query_row([&key.0[..]], |r| r.get::<_, i64>(0)).optional()? {
+                            delete.execute([&key.0[..]])?;
+                            delta -= old;
+                            self.counters.entries.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    }
+                    Job::Purge(_) | Job::Flush(_) => {}
+                }
+            }
+        }
+        tx.commit()?;
+        self.stored = (self.stored as i64 + delta).max(0) as u64;
+        self.counters.bytes.store(self.stored, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Deletes the least recently used entries until the store is under
+    /// [`EVICT_TO`] of its cap.
+    fn evict(&mut self) -> Result<(), CacheError> {
+        let target = (self.limits.max_bytes as f64 * EVICT_TO) as u64;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut evicted = Vec::new();
+        {
+            let mut oldest = tx.prepare_cached("SELECT key, size FROM entries ORDER BY last_used_at, created_at")?;
+            let mut rows = oldest.query([])?;
+            let mut left = self.stored;
+            while left > target {
+                let Some(row) = rows.next()? else { break };
+                let key: Vec<u8> = row.get(0)?;
+                let size: i64 = row.get(1)?;
+                left = left.saturating_sub(size.max(0) as u64);
+                evicted.push(key);
+            }
+            self.stored = left;
+        }
+        {
+            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE key = ?1")?;
+            for key in &evicted {
+                delete.execute([key])?;
+            }
+        }
+        tx.commit()?;
+        self.conn.execute_batch("PRAGMA incremental_vacuum")?;
+        if let Some(inner) = self.inner.upgrade() {
+            let mut index = inner.index.lock().unwrap_or_else(|p| p.into_inner());
+            for key in &evicted {
+                if let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) {
+                    index.remove(&CacheKey(k).prefix());
+                }
+            }
+        }
+        let n = evicted.len() as u64;
+        self.counters.evictions.fetch_add(n, Ordering::Relaxed);
+        self.counters.entries.fetch_sub(n.min(self.counters.entries.load(Ordering::Relaxed)), Ordering::Relaxed);
+        self.counters.bytes.store(self.stored, Ordering::Relaxed);
+        debug!(evicted = n, "response cache kept under its cap");
+        Ok(())
+    }
+}
+
+fn compress(body: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut encoder =
+        flate2::write::ZlibEncoder::new(Vec::with_capacity(body.len() / 3), flate2::Compression::default());
+    encoder.write_all(body)?;
+    encoder.finish()
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -1,0 +1,215 @@
+use super::*;
+
+const MINUTE: i64 = 60_000;
+const NOW: i64 = 1_750_000_000_000;
+
+fn lifetime(ttl_min: u64, stale_min: u64) -> Lifetime {
+    Lifetime { ttl: Duration::from_secs(ttl_min * 60), stale: Duration::from_secs(stale_min * 60) }
+}
+
+fn key(n: u8) -> CacheKey {
+    let mut k = [n; 32];
+    k[31] = n.wrapping_mul(7);
+    CacheKey(k)
+}
+
+fn entry(body: impl Into<Bytes>, created_at_ms: i64) -> Entry {
+    Entry {
+        endpoint: "/v1/chat/completions".into(),
+        model: "gpt-4o-mini".into(),
+        provider: Some("openai".into()),
+        status: 200,
+        content_type: "application/json".into(),
+        form: Form::Json,
+        body: body.into(),
+        usage: Usage { input_tokens: Some(12), output_tokens: Some(3), cached_tokens: None },
+        cost_usd: Some(0.0002),
+        created_at_ms,
+    }
+}
+
+/// Bytes that do not compress, so an entry's stored size is about its length.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+async fn open(dir: &Path, limits: Limits) -> Store {
+    Store::open(&dir.join("switchyard.cache.db"), limits, Arc::default()).await.unwrap()
+}
+
+fn rows(dir: &Path) -> i64 {
+    let conn = Connection::open(dir.join("switchyard.cache.db")).unwrap();
+    conn.query_row("SELECT COUNT(*) FROM entries", [], |r| r.get(0)).unwrap()
+}
+
+#[tokio::test]
+async fn an_answer_stored_is_found_again_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    let body = br#"{"id":"chatcmpl-1","choices":[{"message":{"role":"assistant","content":"4"}}]}"#;
+    assert_eq!(store.get(&key(1), NOW, lifetime(10, 60)).await, None);
+    store.put(key(1), entry(&body[..], NOW));
+    store.flush().await;
+    let hit = store.get(&key(1), NOW + MINUTE, lifetime(10, 60)).await.unwrap();
+    assert_eq!(hit.freshness, Freshness::Fresh);
+    assert_eq!(hit.age, Duration::from_secs(60));
+    assert_eq!(hit.entry, entry(&body[..], NOW));
+    drop(store);
+
+    let store = open(dir.path(), Limits::default()).await;
+    let hit = store.get(&key(1), NOW + 2 * MINUTE, lifetime(10, 60)).await.unwrap();
+    assert_eq!(&hit.entry.body[..], &body[..], "kept across the restart");
+    assert_eq!(store.counters().snapshot().entries, 1);
+    assert_eq!(store.get(&key(2), NOW, lifetime(10, 60)).await, None);
+}
+
+#[tokio::test]
+async fn an_entry_is_fresh_for_its_ttl_then_stale_then_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(key(1), entry(&b"{}"[..], NOW));
+    store.flush().await;
+    let at = |minutes: i64| NOW + minutes * MINUTE;
+    let fresh = store.get(&key(1), at(10), lifetime(10, 60)).await.unwrap();
+    assert_eq!(fresh.freshness, Freshness::Fresh, "the ttl's last moment");
+    let stale = store.get(&key(1), at(11), lifetime(10, 60)).await.unwrap();
+    assert_eq!((stale.freshness, stale.age), (Freshness::Stale, Duration::from_secs(11 * 60)));
+    assert!(store.get(&key(1), at(70), lifetime(10, 60)).await.is_some(), "ttl + stale");
+    assert_eq!(store.get(&key(1), at(71), lifetime(10, 60)).await, None);
+    assert_eq!(store.get(&key(1), at(11), lifetime(10, 0)).await, None, "no stale window");
+}
+
+#[tokio::test]
+async fn a_damaged_row_is_skipped_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    let body = noise(4000, 1);
+    store.put(key(1), entry(body.clone(), NOW));
+    store.put(key(2), entry(body.clone(), NOW));
+    store.put(key(3), entry(body, NOW));
+    store.put(key(4), entry(&b"{}"[..], NOW));
+    store.flush().await;
+    {
+        let conn = Connection::open(dir.path().join("switchyard.cache.db")).unwrap();
+        // Not zlib at all; cut short; a form this code does not know.
+        conn.execute("UPDATE entries SET body = x'00ff00ff' WHERE key = ?1", [&key(1).0[..]]).unwrap();
+        conn.execute("UPDATE entries SET body = substr(body, 1, length(body) / 2) WHERE key = ?1", [&key(2).0[..]])
+            .unwrap();
+        conn.execute("UPDATE entries SET form = 'xml' WHERE key = ?1", [&key(3).0[..]]).unwrap();
+    }
+    for n in 1..=3 {
+        assert_eq!(store.get(&key(n), NOW, lifetime(10, 0)).await, None, "entry {n}");
+    }
+    assert!(store.get(&key(4), NOW, lifetime(10, 0)).await.is_some(), "the others still answer");
+    store.flush().await;
+    assert_eq!(rows(dir.path()), 1);
+    let stats = store.counters().snapshot();
+    assert_eq!((stats.corrupt, stats.entries), (3, 1));
+}
+
+#[tokio::test]
+async fn the_least_recently_used_entries_go_first_at_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    // Three 10 KB entries fit; a fourth does not.
+    let limits = Limits { max_bytes: 35_000, max_entry_bytes: 20_000 };
+    let store = open(dir.path(), limits).await;
+    for n in 1..=3u8 {
+        store.put(key(n), entry(noise(10_000, n.into()), NOW + i64::from(n)));
+    }
+    store.flush().await;
+    // Entry 1 is the oldest but was just used: 2 is the least recently used.
+    assert!(store.get(&key(1), NOW + 10, lifetime(10, 0)).await.is_some());
+    store.flush().await;
+    store.put(key(4), entry(noise(10_000, 4), NOW + 20));
+    store.flush().await;
+    assert_eq!(store.get(&key(2), NOW + 30, lifetime(10, 0)).await, None, "evicted");
+    for n in [1, 3, 4] {
+        assert!(store.get(&key(n), NOW + 30, lifetime(10, 0)).await.is_some(), "entry {n} kept");
+    }
+    let stats = store.counters().snapshot();
+    assert_eq!((stats.evictions, stats.entries), (1, 3));
+    assert!(stats.bytes <= 35_000 && stats.bytes > 30_000, "{}", stats.bytes);
+    // Too large for one entry: not stored at all.
+    store.put(key(5), entry(noise(20_001, 5), NOW));
+    store.flush().await;
+    assert_eq!(store.get(&key(5), NOW, lifetime(10, 0)).await, None);
+    assert_eq!(rows(dir.path()), 3);
+}
+
+/// Whether the cache's files hold `needle` anywhere, free pages included.
+fn files_hold(dir: &Path, needle: &[u8]) -> bool {
+    ["switchyard.cache.db", "switchyard.cache.db-wal"].iter().any(|name| {
+        let bytes = std::fs::read(dir.join(name)).unwrap_or_default();
+        bytes.windows(needle.len()).any(|w| w == needle)
+    })
+}
+
+#[tokio::test]
+async fn a_purge_deletes_every_answer_in_the_gateway_or_from_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchyard.cache.db");
+    let store = open(dir.path(), Limits::default()).await;
+    let secret = b"{\"content\":\"the launch code is 0000-SECRET-1234\"}";
+    let stored = compress(secret).unwrap();
+    store.put(key(1), entry(&secret[..], NOW));
+    store.put(key(2), entry(&b"{}"[..], NOW));
+    store.flush().await;
+    assert!(files_hold(dir.path(), &stored), "the check can see a stored body");
+    assert_eq!(store.purge().await.unwrap(), 2);
+    assert_eq!(store.get(&key(1), NOW, lifetime(10, 60)).await, None);
+    assert_eq!(store.counters().snapshot().entries, 0);
+    assert!(!files_hold(dir.path(), &stored), "overwritten, not left in a free page");
+
+    store.put(key(3), entry(&secret[..], NOW));
+    store.flush().await;
+    // `switchyard history purge` while the gateway runs: it misses from then on.
+    assert_eq!(purge_file(&path).unwrap(), 1);
+    assert_eq!(store.get(&key(3), NOW, lifetime(10, 60)).await, None);
+    assert!(!files_hold(dir.path(), &stored));
+    assert_eq!(purge_file(&dir.path().join("none.cache.db")).unwrap(), 0, "no cache yet");
+    assert_eq!(rows(dir.path()), 0);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_cache_files_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(key(1), entry(&b"{}"[..], NOW));
+    store.flush().await;
+    for name in ["switchyard.cache.db", "switchyard.cache.db-wal", "switchyard.cache.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_a_cache_is_made_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchyard.cache.db");
+    std::fs::write(&path, b"this is not a database, whatever its name says").unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(key(1), entry(&b"{}"[..], NOW));
+    store.flush().await;
+    assert!(store.get(&key(1), NOW, lifetime(1, 0)).await.is_some());
+    drop(store);
+    // Another schema version: dropped and made again.
+    Connection::open(&path).unwrap().pragma_update(None, "user_version", 99).unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    assert_eq!(store.get(&key(1), NOW, lifetime(1, 0)).await, None);
+    assert_eq!(rows(dir.path()), 0);
+}
+
+#[test]
+fn the_cache_file_sits_beside_the_history() {
+    assert_eq!(path_beside(Path::new("/d/switchyard.db")), Path::new("/d/switchyard.cache.db"));
+}
