@@ -53,11 +53,10 @@ pub enum Family {
 
 /// Provider state the gateway cannot interpret but must hand back verbatim.
 ///
-/// What `value` holds depends on the family: an Anthropic thinking block's
-/// `signature` (or a `redacted_thinking` block's `data`); a Gemini
-/// `thoughtSignature`; for OpenAI, the reasoning item's identity and state
-/// as the JSON object `{"id":…,"encrypted_content":…}`, since the item must
-/// go back with both.
+/// `value` is the provider's own: an Anthropic thinking block's `signature`
+/// (or a `redacted_thinking` block's `data`), a Responses reasoning item's
+/// `encrypted_content` (its item id travels beside it), a Gemini
+/// `thoughtSignature`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Opaque {
     pub origin: Family,
@@ -129,8 +128,9 @@ pub enum ErrorClass {
 ///   block is stopped before `Finish`, while `Error` may leave blocks open.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum StreamEvent {
-    /// The reply began.
-    Start { id: String, model: String, tokens: Tokens },
+    /// The reply began. `origin` is the family of the provider producing
+    /// it, named in the envelope of reasoning that comes without state.
+    Start { id: String, model: String, tokens: Tokens, origin: Family },
     /// A content block opened.
     BlockStart { index: usize, block: BlockKind },
     /// More of an open block.
@@ -147,7 +147,11 @@ pub enum StreamEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum BlockKind {
     Text,
-    Reasoning,
+    /// Reasoning; `id` is the provider's id for it, when it has one (a
+    /// Responses `rs_…` item), which must go back with its state.
+    Reasoning {
+        id: Option<String>,
+    },
     /// Reasoning the provider sent only in encrypted form (an Anthropic
     /// `redacted_thinking` block): no text, the opaque state whole.
     RedactedReasoning {

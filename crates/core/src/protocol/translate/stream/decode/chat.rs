@@ -153,7 +153,7 @@ impl Chat {
                 self.close_open(emit, out);
                 let block = match kind {
                     Open::Text => BlockKind::Text,
-                    Open::Reasoning => BlockKind::Reasoning,
+                    Open::Reasoning => BlockKind::Reasoning { id: None },
                 };
                 let index = emit.open(block, out);
                 self.open = Some((kind, index));

@@ -165,7 +165,7 @@ impl Gemini {
             Some((k, index)) if k == kind => index,
             _ => {
                 self.close(emit, out);
-                let block = if kind == Open::Text { BlockKind::Text } else { BlockKind::Reasoning };
+                let block = if kind == Open::Text { BlockKind::Text } else { BlockKind::Reasoning { id: None } };
                 let index = emit.open(block, out);
                 self.open = Some((kind, index));
                 index

@@ -97,7 +97,7 @@ impl Messages {
         let text = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let (kind, first, input) = match block.get("type").and_then(Value::as_str) {
             Some("text") => (BlockKind::Text, Some(Delta::Text(text("text"))), None),
-            Some("thinking") => (BlockKind::Reasoning, Some(Delta::Reasoning(text("thinking"))), None),
+            Some("thinking") => (BlockKind::Reasoning { id: None }, Some(Delta::Reasoning(text("thinking"))), None),
             Some("redacted_thinking") => {
                 let opaque = Opaque { origin: Family::Anthropic, value: text("data") };
                 (BlockKind::RedactedReasoning { opaque }, None, None)

@@ -16,7 +16,7 @@ pub(crate) use gemini::is_synthetic_id as is_synthetic_gemini_id;
 
 use super::frames::Reader;
 use super::maps;
-use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, Format, StopReason, StreamEvent, Tokens};
+use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, Family, Format, StopReason, StreamEvent, Tokens};
 
 /// A stateful decoder of one provider stream.
 #[derive(Debug)]
@@ -36,13 +36,18 @@ enum Inner {
 
 impl Decoder {
     pub fn new(format: Format) -> Decoder {
+        let family = match format {
+            Format::Chat | Format::Responses => Family::OpenAi,
+            Format::Messages => Family::Anthropic,
+            Format::Gemini => Family::Gemini,
+        };
         let format = match format {
             Format::Chat => Inner::Chat(chat::Chat::default()),
             Format::Responses => Inner::Responses(responses::Responses::default()),
             Format::Messages => Inner::Messages(messages::Messages::default()),
             Format::Gemini => Inner::Gemini(gemini::Gemini::default()),
         };
-        Decoder { reader: Reader::default(), format, emit: Emitter::default() }
+        Decoder { reader: Reader::default(), format, emit: Emitter::new(family) }
     }
 
     /// Feeds upstream bytes; appends the events they complete to `out`.
@@ -96,8 +101,9 @@ impl Inner {
 }
 
 /// Writes the intermediate stream and keeps its rules.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Emitter {
+    family: Family,
     started: bool,
     done: bool,
     next: usize,
@@ -115,11 +121,23 @@ enum Kind {
 }
 
 impl Emitter {
+    fn new(family: Family) -> Emitter {
+        Emitter {
+            family,
+            started: false,
+            done: false,
+            next: 0,
+            open: Vec::new(),
+            tool_calls: 0,
+            tokens: Tokens::default(),
+        }
+    }
+
     pub(crate) fn start(&mut self, id: &str, model: &str, tokens: Tokens, out: &mut Vec<StreamEvent>) {
         self.tokens = maps::merge(self.tokens, tokens);
         if !self.started && !self.done {
             self.started = true;
-            out.push(StreamEvent::Start { id: id.to_string(), model: model.to_string(), tokens });
+            out.push(StreamEvent::Start { id: id.to_string(), model: model.to_string(), tokens, origin: self.family });
         }
     }
 
@@ -130,7 +148,7 @@ impl Emitter {
         self.next += 1;
         let kind = match block {
             BlockKind::Text => Kind::Text,
-            BlockKind::Reasoning | BlockKind::RedactedReasoning { .. } => Kind::Reasoning,
+            BlockKind::Reasoning { .. } | BlockKind::RedactedReasoning { .. } => Kind::Reasoning,
             BlockKind::ToolCall { .. } => Kind::Tool,
         };
         if kind == Kind::Tool {

@@ -1,7 +1,7 @@
 //! OpenAI Responses events (translation.md §D.4).
 //!
 //! Output items map to blocks by `output_index`: a reasoning item to a
-//! reasoning block (its `encrypted_content`, with the item id, becomes
+//! reasoning block with the item's id (its `encrypted_content` becomes
 //! opaque OpenAI state at `output_item.done`), a message to a text block
 //! (opened at its first text, so an empty message makes no block), a
 //! `function_call` or `custom_tool_call` to a tool call. A done item whose
@@ -14,7 +14,6 @@ use serde_json::Value;
 
 use super::{upstream_error, Emitter};
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StreamEvent, Tokens};
-use crate::protocol::translate::stream::envelope;
 use crate::protocol::translate::stream::maps::{self, count, count_in};
 
 #[derive(Debug, Default)]
@@ -127,7 +126,10 @@ impl Responses {
         let text = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let (kind, block) = match item.get("type").and_then(Value::as_str) {
             Some("message") => (ItemKind::Message, None),
-            Some("reasoning") => (ItemKind::Reasoning, Some(emit.open(BlockKind::Reasoning, out))),
+            Some("reasoning") => {
+                let id = Some(text("id")).filter(|i| !i.is_empty());
+                (ItemKind::Reasoning, Some(emit.open(BlockKind::Reasoning { id }, out)))
+            }
             Some(t @ ("function_call" | "custom_tool_call")) => {
                 let call =
                     BlockKind::ToolCall { id: text("call_id"), name: text("name"), custom: t == "custom_tool_call" };
@@ -192,8 +194,7 @@ impl Responses {
                 }
                 let encrypted = text("encrypted_content");
                 if !encrypted.is_empty() {
-                    let value = envelope::openai_value(&text("id"), &encrypted);
-                    emit.delta(index, Delta::Opaque(Opaque { origin: Family::OpenAi, value }), out);
+                    emit.delta(index, Delta::Opaque(Opaque { origin: Family::OpenAi, value: encrypted }), out);
                 }
                 emit.stop(index, out);
             }

@@ -26,28 +26,35 @@ pub(crate) struct Gemini {
     blocks: HashMap<usize, Block>,
     /// A signature waiting for the next part.
     signature: Option<String>,
+    /// The provider's family, named in envelopes of stateless reasoning.
+    origin: Family,
 }
 
 #[derive(Debug)]
 enum Block {
     Text,
-    Reasoning { text: String, opaques: Vec<Opaque> },
+    Reasoning { text: String, opaques: Vec<Opaque>, id: Option<String> },
     Redacted(Opaque),
     Tool { id: String, name: String, args: String, wrap: Option<Wrapper> },
 }
 
 impl Gemini {
     pub(crate) fn new(tools: Tools) -> Gemini {
-        Gemini { tools, id: String::new(), blocks: HashMap::new(), signature: None }
+        Gemini { tools, id: String::new(), blocks: HashMap::new(), signature: None, origin: Family::Gemini }
     }
 
     pub(crate) fn event(&mut self, event: &StreamEvent, out: &mut BytesMut) {
         match event {
-            StreamEvent::Start { id, .. } => self.id.clone_from(id),
+            StreamEvent::Start { id, origin, .. } => {
+                self.id.clone_from(id);
+                self.origin = *origin;
+            }
             StreamEvent::BlockStart { index, block } => {
                 let block = match block {
                     BlockKind::Text => Block::Text,
-                    BlockKind::Reasoning => Block::Reasoning { text: String::new(), opaques: Vec::new() },
+                    BlockKind::Reasoning { id } => {
+                        Block::Reasoning { text: String::new(), opaques: Vec::new(), id: id.clone() }
+                    }
                     BlockKind::RedactedReasoning { opaque } => Block::Redacted(opaque.clone()),
                     BlockKind::ToolCall { id, name, custom } => {
                         let (name, input) = self.tools.client(name, *custom);
@@ -92,12 +99,20 @@ impl Gemini {
 
     fn stop(&mut self, index: usize, out: &mut BytesMut) {
         match self.blocks.remove(&index) {
-            Some(Block::Reasoning { text, opaques }) => {
-                if let Some(signature) = envelope::slot(&opaques, &text, Family::Gemini) {
+            Some(Block::Reasoning { text, opaques, id }) => {
+                let slot =
+                    envelope::write_slot(Family::Gemini, self.origin, opaques.last(), &text, id.as_deref(), false);
+                if let Some(signature) = slot {
                     self.hold_signature(signature, out);
                 }
             }
-            Some(Block::Redacted(opaque)) => self.hold_signature(envelope::redacted_slot(&opaque, Family::Gemini), out),
+            Some(Block::Redacted(opaque)) => {
+                if let Some(signature) =
+                    envelope::write_slot(Family::Gemini, self.origin, Some(&opaque), "", None, true)
+                {
+                    self.hold_signature(signature, out);
+                }
+            }
             Some(Block::Tool { id, name, mut args, wrap }) => {
                 if let Some(mut w) = wrap {
                     args.push_str(&w.finish());

@@ -25,6 +25,8 @@ pub(crate) struct Messages {
     next: usize,
     blocks: HashMap<usize, Block>,
     tool_calls: usize,
+    /// The provider's family, named in envelopes of stateless reasoning.
+    origin: Family,
 }
 
 #[derive(Debug)]
@@ -37,19 +39,22 @@ struct Block {
 #[derive(Debug)]
 enum Kind {
     Text,
-    Thinking { text: String, opaques: Vec<Opaque> },
+    Thinking { text: String, opaques: Vec<Opaque>, id: Option<String> },
     Redacted(Opaque),
     Tool { args: ToJson, sent_any: bool },
 }
 
 impl Messages {
     pub(crate) fn new(tools: Tools) -> Messages {
-        Messages { tools, started: false, next: 0, blocks: HashMap::new(), tool_calls: 0 }
+        Messages { tools, started: false, next: 0, blocks: HashMap::new(), tool_calls: 0, origin: Family::Anthropic }
     }
 
     pub(crate) fn event(&mut self, event: &StreamEvent, out: &mut BytesMut) {
         match event {
-            StreamEvent::Start { id, tokens, .. } => self.start(id, tokens, out),
+            StreamEvent::Start { id, tokens, origin, .. } => {
+                self.origin = *origin;
+                self.start(id, tokens, out);
+            }
             StreamEvent::BlockStart { index, block } => self.block_start(*index, block, out),
             StreamEvent::Delta { index, delta } => self.delta(*index, delta, out),
             StreamEvent::BlockStop { index } => self.stop(*index, out),
@@ -84,7 +89,7 @@ impl Messages {
         self.start("", &Tokens::default(), out);
         let kind = match block {
             BlockKind::Text => Kind::Text,
-            BlockKind::Reasoning => Kind::Thinking { text: String::new(), opaques: Vec::new() },
+            BlockKind::Reasoning { id } => Kind::Thinking { text: String::new(), opaques: Vec::new(), id: id.clone() },
             BlockKind::RedactedReasoning { opaque } => Kind::Redacted(opaque.clone()),
             BlockKind::ToolCall { id, name, custom } => {
                 let (name, input) = self.tools.client(name, *custom);
@@ -95,11 +100,9 @@ impl Messages {
                 return;
             }
         };
-        let ours = match kind {
-            Kind::Thinking { .. } => Some(self.open(json!({"type": "thinking", "thinking": "", "signature": ""}), out)),
-            _ => None, // text opens at its first text; redacted at its stop
-        };
-        self.blocks.insert(index, Block { index: ours, kind });
+        // Text and thinking open at their first text (Claude Code would
+        // replay an empty block and get a 400); a redacted block at its stop.
+        self.blocks.insert(index, Block { index: None, kind });
     }
 
     fn open(&mut self, content_block: Value, out: &mut BytesMut) -> usize {
@@ -137,7 +140,11 @@ impl Messages {
             None => {
                 let ours = self.next;
                 self.next += 1;
-                let start = json!({"type": "content_block_start", "index": ours, "content_block": {"type": "text", "text": ""}});
+                let empty = match block.kind {
+                    Kind::Thinking { .. } => json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    _ => json!({"type": "text", "text": ""}),
+                };
+                let start = json!({"type": "content_block_start", "index": ours, "content_block": empty});
                 frames::write(out, Some("content_block_start"), &start);
                 block.index = Some(ours);
                 ours
@@ -150,16 +157,21 @@ impl Messages {
         let Some(block) = self.blocks.remove(&index) else { return };
         let ours = match block.kind {
             Kind::Text => block.index,
-            Kind::Thinking { text, opaques } => {
-                let signature = envelope::slot(&opaques, &text, Family::Anthropic);
-                let signature = signature.filter(|s| !s.is_empty()).unwrap_or_else(|| envelope::NONE.to_string());
-                if let Some(ours) = block.index {
-                    block_delta(out, ours, json!({"type": "signature_delta", "signature": signature}));
-                }
-                block.index
+            Kind::Thinking { text, opaques, id } => {
+                // Text, or state, or both: never an empty signature.
+                let slot =
+                    envelope::write_slot(Family::Anthropic, self.origin, opaques.last(), &text, id.as_deref(), false);
+                let Some(signature) = slot else { return };
+                let ours = match block.index {
+                    Some(ours) => ours,
+                    None => self.open(json!({"type": "thinking", "thinking": "", "signature": ""}), out),
+                };
+                block_delta(out, ours, json!({"type": "signature_delta", "signature": signature}));
+                Some(ours)
             }
             Kind::Redacted(opaque) => {
-                let data = envelope::redacted_slot(&opaque, Family::Anthropic);
+                let slot = envelope::write_slot(Family::Anthropic, self.origin, Some(&opaque), "", None, true);
+                let data = slot.unwrap_or_default();
                 let ours = if opaque.origin == Family::Anthropic {
                     self.open(json!({"type": "redacted_thinking", "data": data}), out)
                 } else {

@@ -40,6 +40,8 @@ struct Writer {
     output: Vec<Value>,
     current: Option<Item>,
     calls: usize,
+    /// The provider's family, named in envelopes of stateless reasoning.
+    origin: Family,
 }
 
 #[derive(Debug)]
@@ -53,15 +55,22 @@ struct Item {
 #[derive(Debug)]
 enum Kind {
     Message { text: String },
-    Reasoning { text: String, opaques: Vec<Opaque>, redacted: Option<Opaque> },
+    Reasoning { text: String, opaques: Vec<Opaque>, redacted: Option<Opaque>, id: Option<String> },
     Function { call_id: String, name: String, args: String },
     Custom { call_id: String, name: String, input: String, unwrap: Option<Unwrapper> },
 }
 
 impl Responses {
     pub(crate) fn new(tools: Tools, opts: Options) -> Responses {
-        let writer =
-            Writer { id: String::new(), started: false, sequence: 0, output: Vec::new(), current: None, calls: 0 };
+        let writer = Writer {
+            id: String::new(),
+            started: false,
+            sequence: 0,
+            output: Vec::new(),
+            current: None,
+            calls: 0,
+            origin: Family::OpenAi,
+        };
         Responses { tools, opts, sequencer: Sequencer::default(), writer }
     }
 
@@ -74,7 +83,10 @@ impl Responses {
 impl Writer {
     fn event(&mut self, event: &StreamEvent, tools: &Tools, opts: &Options, out: &mut BytesMut) {
         match event {
-            StreamEvent::Start { id, .. } => self.start(id, tools, opts, out),
+            StreamEvent::Start { id, origin, .. } => {
+                self.origin = *origin;
+                self.start(id, tools, opts, out);
+            }
             StreamEvent::BlockStart { block, .. } => {
                 self.start("", tools, opts, out);
                 self.block_start(block, tools, out);
@@ -142,12 +154,13 @@ impl Writer {
     fn block_start(&mut self, block: &BlockKind, tools: &Tools, out: &mut BytesMut) {
         let (prefix, kind) = match block {
             BlockKind::Text => ("msg", Kind::Message { text: String::new() }),
-            BlockKind::Reasoning => {
-                ("rs", Kind::Reasoning { text: String::new(), opaques: Vec::new(), redacted: None })
+            BlockKind::Reasoning { id } => {
+                ("rs", Kind::Reasoning { text: String::new(), opaques: Vec::new(), redacted: None, id: id.clone() })
             }
-            BlockKind::RedactedReasoning { opaque } => {
-                ("rs", Kind::Reasoning { text: String::new(), opaques: Vec::new(), redacted: Some(opaque.clone()) })
-            }
+            BlockKind::RedactedReasoning { opaque } => (
+                "rs",
+                Kind::Reasoning { text: String::new(), opaques: Vec::new(), redacted: Some(opaque.clone()), id: None },
+            ),
             BlockKind::ToolCall { id, name, custom } => {
                 self.calls += 1;
                 let (name, input) = tools.client(name, *custom);
@@ -254,7 +267,7 @@ impl Writer {
                 self.write("response.content_part.done", event, out);
                 json!({"id": id, "type": "message", "status": "completed", "role": "assistant", "content": [part]})
             }
-            Kind::Reasoning { text, opaques, redacted } => {
+            Kind::Reasoning { text, opaques, redacted, id: upstream_id } => {
                 let mut summary = Vec::new();
                 if !text.is_empty() {
                     let event = json!({"item_id": id, "output_index": output_index, "summary_index": 0, "text": text});
@@ -265,8 +278,15 @@ impl Writer {
                     summary.push(part);
                 }
                 let state = match redacted {
-                    Some(opaque) => Some(envelope::redacted_slot(opaque, Family::OpenAi)),
-                    None => envelope::slot(opaques, text, Family::OpenAi),
+                    Some(opaque) => envelope::write_slot(Family::OpenAi, self.origin, Some(opaque), "", None, true),
+                    None => envelope::write_slot(
+                        Family::OpenAi,
+                        self.origin,
+                        opaques.last(),
+                        text,
+                        upstream_id.as_deref(),
+                        false,
+                    ),
                 };
                 let mut done = json!({"id": id, "type": "reasoning", "summary": summary});
                 if let Some(state) = state {

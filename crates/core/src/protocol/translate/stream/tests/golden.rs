@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 
 use super::validate::{check, Ending};
 use super::{ctx, fixture, opts, parse_sse, translate, Options};
-use crate::protocol::translate::ir::{Context, ErrorClass, Format};
-use crate::protocol::translate::stream::{envelope, StreamTranslator};
+use crate::protocol::translate::ir::{Context, ErrorClass, Family, Format};
+use crate::protocol::translate::stream::envelope::{self, Sealed};
+use crate::protocol::translate::stream::StreamTranslator;
 
 fn golden(name: &str, actual: &str) {
     let path = format!("{}/src/protocol/translate/testdata/streams/golden/{name}.sse", env!("CARGO_MANIFEST_DIR"));
@@ -167,8 +168,9 @@ fn h10_messages_stream_to_responses() {
     let reasoning = &done[0]["item"];
     assert_eq!(reasoning["summary"], json!([{"type": "summary_text", "text": "Run the tests first."}]));
     let opened = envelope::open(reasoning["encrypted_content"].as_str().unwrap()).unwrap();
-    assert_eq!(opened.origin, Some(crate::protocol::translate::ir::Family::Anthropic));
-    assert_eq!(opened.json, json!({"type": "thinking", "thinking": "Run the tests first.", "signature": "EqQBsigH10"}));
+    let sealed =
+        Sealed { text: Some("Run the tests first.".into()), value: Some("EqQBsigH10".into()), ..Sealed::default() };
+    assert_eq!(opened, (Family::Anthropic, sealed), "the thinking and its signature, to replay byte for byte");
     assert_eq!(
         (&done[1]["item"]["type"], &done[1]["item"]["call_id"]),
         (&json!("function_call"), &json!("toolu_01Shell"))
@@ -193,7 +195,17 @@ fn h11_responses_stream_to_messages() {
     let deltas = of(&events, "content_block_delta");
     assert_eq!(deltas[0]["delta"], json!({"type": "thinking_delta", "thinking": "Need both files."}));
     let signature = deltas[1]["delta"]["signature"].as_str().unwrap();
-    assert_eq!(envelope::open(signature).unwrap().json, json!({"id": "rs_H11a", "encrypted_content": "gAAAAH11enc"}));
+    let sealed = Sealed {
+        text: Some("Need both files.".into()),
+        value: Some("gAAAAH11enc".into()),
+        id: Some("rs_H11a".into()),
+        redacted: false,
+    };
+    assert_eq!(
+        envelope::open(signature).unwrap(),
+        (Family::OpenAi, sealed),
+        "the item id and state, to restore the item"
+    );
     let tool_ids: Vec<&Value> =
         of(&events, "content_block_start").iter().skip(2).map(|e| &e["content_block"]["id"]).collect();
     assert_eq!(tool_ids, [&json!("call_readA"), &json!("call_readB")]);
@@ -237,14 +249,18 @@ fn h16_messages_stream_to_gemini() {
     golden("h16_messages_thinking_to_gemini", &out);
     let parts: Vec<&Value> = events.iter().filter_map(|(_, v)| v.pointer("/candidates/0/content/parts/0")).collect();
     assert_eq!(parts[0], &json!({"text": "The user wants ", "thought": true}));
-    let opened = |part: &Value| envelope::open(part["thoughtSignature"].as_str().unwrap()).unwrap().json;
-    let thinking = json!({"type": "thinking", "thinking": "The user wants a greeting.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/=="});
+    let opened = |part: &Value| envelope::open(part["thoughtSignature"].as_str().unwrap()).unwrap();
+    let signature = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/==";
+    let sealed =
+        Sealed { text: Some("The user wants a greeting.".into()), value: Some(signature.into()), ..Sealed::default() };
+    let thinking = (Family::Anthropic, sealed);
     assert_eq!(
         (&parts[2]["text"], opened(parts[2])),
         (&json!(""), thinking),
         "a signature followed by another gets a part of its own"
     );
-    let redacted = json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"});
+    let data = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP";
+    let redacted = (Family::Anthropic, Sealed { value: Some(data.into()), redacted: true, ..Sealed::default() });
     assert_eq!(
         (&parts[3]["text"], opened(parts[3])),
         (&json!("Hi there!"), redacted),

@@ -128,7 +128,7 @@ pub(super) fn check_ir(events: &[StreamEvent]) {
                 next += 1;
                 let kind = match block {
                     BlockKind::Text => 0,
-                    BlockKind::Reasoning | BlockKind::RedactedReasoning { .. } => 1,
+                    BlockKind::Reasoning { .. } | BlockKind::RedactedReasoning { .. } => 1,
                     BlockKind::ToolCall { .. } => 2,
                 };
                 open.insert(*index, kind);
@@ -186,6 +186,20 @@ pub(super) struct Summary {
     pub end: End,
 }
 
+/// Sums up a stream read back from a client of `target`: a Responses
+/// client's reasoning item ids are ours, not the provider's, so not compared.
+pub(super) fn summary_back(events: &[StreamEvent], target: Format) -> Summary {
+    let mut events = events.to_vec();
+    if target == Format::Responses {
+        for e in &mut events {
+            if let StreamEvent::BlockStart { block: BlockKind::Reasoning { id }, .. } = e {
+                *id = None;
+            }
+        }
+    }
+    summary(&events, target)
+}
+
 /// Sums a stream up as a client of `target` could see it.
 pub(super) fn summary(events: &[StreamEvent], target: Format) -> Summary {
     struct Acc {
@@ -196,6 +210,7 @@ pub(super) fn summary(events: &[StreamEvent], target: Format) -> Summary {
     }
     let mut accs: Vec<Acc> = Vec::new();
     let mut end = None;
+    let mut origin = Family::Anthropic;
     for e in events {
         match e {
             StreamEvent::BlockStart { block, .. } => {
@@ -211,7 +226,7 @@ pub(super) fn summary(events: &[StreamEvent], target: Format) -> Summary {
             StreamEvent::BlockStop { index } => accs[*index].stopped = true,
             StreamEvent::Finish { reason, tokens } => end = Some(End::Finish(*reason, counts(tokens))),
             StreamEvent::Error { class, .. } => end = Some(End::Error(*class)),
-            StreamEvent::Start { .. } => {}
+            StreamEvent::Start { origin: o, .. } => origin = *o,
         }
     }
     let family = match target {
@@ -224,15 +239,19 @@ pub(super) fn summary(events: &[StreamEvent], target: Format) -> Summary {
         .into_iter()
         .map(|a| match a.kind {
             BlockKind::Text => Block::Text(a.content),
-            BlockKind::Reasoning | BlockKind::RedactedReasoning { .. } => {
+            BlockKind::Reasoning { .. } | BlockKind::RedactedReasoning { .. } => {
                 let state = match (&a.kind, family) {
                     (_, None) => None,
-                    (BlockKind::RedactedReasoning { opaque }, Some(f)) => Some(envelope::redacted_slot(opaque, f)),
-                    (_, Some(f)) => envelope::slot(&a.opaques, &a.content, f),
-                };
-                let state = match (state, target, a.stopped) {
-                    (None, Format::Messages, true) => Some(envelope::NONE.to_string()),
-                    (s, _, _) => s,
+                    (BlockKind::RedactedReasoning { opaque }, Some(f)) => {
+                        envelope::write_slot(f, origin, Some(opaque), "", None, true)
+                    }
+                    (BlockKind::Reasoning { id }, Some(f)) if a.stopped => {
+                        envelope::write_slot(f, origin, a.opaques.last(), &a.content, id.as_deref(), false)
+                    }
+                    // Unfinished: only state that came as it went.
+                    (_, Some(f)) => {
+                        a.opaques.last().and_then(|o| envelope::write_slot(f, origin, Some(o), "", None, false))
+                    }
                 };
                 Block::Reasoning { text: a.content, state }
             }

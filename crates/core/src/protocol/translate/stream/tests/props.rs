@@ -4,11 +4,11 @@
 use bytes::BytesMut;
 use proptest::prelude::*;
 
-use super::{check_ir, ctx, decode, decode_in_pieces, opts, summary, FIXTURES};
+use super::{check_ir, ctx, decode, decode_in_pieces, opts, summary, summary_back, FIXTURES};
 use crate::protocol::translate::ir::{
     BlockKind, Delta, ErrorClass, Family, Format, Opaque, StopReason, StreamEvent, Tokens,
 };
-use crate::protocol::translate::stream::{envelope, Encoder};
+use crate::protocol::translate::stream::Encoder;
 
 proptest! {
     // No regression files: a failure prints its minimal input to keep as a test.
@@ -40,7 +40,7 @@ proptest! {
         let back = decode(format, &out);
         check_ir(&back);
         let text = String::from_utf8_lossy(&out).into_owned();
-        prop_assert_eq!(summary(&back, format), summary(&events, format), "{}", text);
+        prop_assert_eq!(summary_back(&back, format), summary(&events, format), "{}", text);
     }
 }
 
@@ -56,19 +56,15 @@ fn texts() -> impl Strategy<Value = Vec<String>> {
 #[derive(Debug, Clone)]
 enum Segment {
     Text(Vec<String>),
-    Reasoning(Vec<String>, Option<(Family, Vec<String>)>),
+    Reasoning(Vec<String>, Option<(Family, Vec<String>)>, Option<String>),
     Redacted(String),
     /// Calls: name, custom, argument pieces; then the order their pieces
     /// interleave in.
     Tools(Vec<(String, bool, Vec<String>)>, Vec<usize>),
 }
 
-fn opaque(family: Family, value: &str, n: usize) -> Opaque {
-    let value = match family {
-        Family::OpenAi => envelope::openai_value(&format!("rs_{n}"), value),
-        Family::Anthropic | Family::Gemini => value.to_string(),
-    };
-    Opaque { origin: family, value }
+fn opaque(family: Family, value: &str) -> Opaque {
+    Opaque { origin: family, value: value.to_string() }
 }
 
 fn segment() -> impl Strategy<Value = Segment> {
@@ -77,7 +73,7 @@ fn segment() -> impl Strategy<Value = Segment> {
     let call = (prop::sample::select(vec!["get_weather", "Bash", "apply_patch", "read"]), any::<bool>(), texts());
     prop_oneof![
         texts().prop_map(Segment::Text),
-        (texts(), state).prop_map(|(t, s)| Segment::Reasoning(t, s)),
+        (texts(), state, prop::option::of("rs_[a-z0-9]{1,6}")).prop_map(|(t, s, id)| Segment::Reasoning(t, s, id)),
         "[a-zA-Z0-9+/]{4,16}".prop_map(Segment::Redacted),
         (prop::collection::vec(call, 1..4), prop::collection::vec(0usize..4, 0..12)).prop_map(|(calls, order)| {
             let calls = calls.into_iter().map(|(name, custom, pieces)| (name.to_string(), custom, pieces)).collect();
@@ -118,21 +114,20 @@ fn stream() -> impl Strategy<Value = Vec<StreamEvent>> {
         StopReason::PauseTurn,
     ]);
     let partial = prop::option::of((any::<bool>(), prop::collection::vec(text(), 1..3)));
-    (prop::collection::vec(segment(), 0..5), tokens, reasons, prop::option::of((classes, partial))).prop_map(
-        |(segments, (input, output, read, write, extra, reasoning), reason, error)| {
+    let origin = prop::sample::select(vec![Family::Anthropic, Family::OpenAi, Family::Gemini]);
+    let head = (prop::collection::vec(segment(), 0..5), origin);
+    (head, tokens, reasons, prop::option::of((classes, partial))).prop_map(
+        |((segments, origin), (input, output, read, write, extra, reasoning), reason, error)| {
             let mut b = Builder::default();
-            b.events.push(StreamEvent::Start {
-                id: "up_1".into(),
-                model: "up-model".into(),
-                tokens: Tokens::default(),
-            });
+            let (id, model) = ("up_1".to_string(), "up-model".to_string());
+            b.events.push(StreamEvent::Start { id, model, tokens: Tokens::default(), origin });
             for s in segments {
                 b.segment(s);
             }
             match error {
                 Some((class, partial)) => {
                     if let Some((reasoning, pieces)) = partial {
-                        let kind = if reasoning { BlockKind::Reasoning } else { BlockKind::Text };
+                        let kind = if reasoning { BlockKind::Reasoning { id: None } } else { BlockKind::Text };
                         let index = b.open(kind);
                         for p in pieces.into_iter().filter(|p| !p.is_empty()) {
                             let d = if reasoning { Delta::Reasoning(p) } else { Delta::Text(p) };
@@ -194,14 +189,14 @@ impl Builder {
                 }
                 self.stop(index);
             }
-            Segment::Reasoning(pieces, state) => {
-                let index = self.open(BlockKind::Reasoning);
+            Segment::Reasoning(pieces, state, id) => {
+                let index = self.open(BlockKind::Reasoning { id });
                 for p in pieces.into_iter().filter(|p| !p.is_empty()) {
                     self.delta(index, Delta::Reasoning(p));
                 }
                 for (family, values) in state.into_iter() {
                     for v in values {
-                        self.delta(index, Delta::Opaque(opaque(family, &v, index)));
+                        self.delta(index, Delta::Opaque(opaque(family, &v)));
                     }
                 }
                 self.stop(index);
