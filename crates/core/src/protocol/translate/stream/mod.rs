@@ -20,18 +20,17 @@ mod decode;
 mod encode;
 pub mod envelope;
 mod frames;
-pub(crate) mod maps;
-mod translator;
+mod maps;
 
 #[cfg(test)]
 mod tests;
 
 pub use decode::Decoder;
 pub use encode::{Encoder, Options};
-pub use translator::StreamTranslator;
 
-#[cfg(test)]
-use crate::protocol::translate::ir::StreamEvent;
+use bytes::{Bytes, BytesMut};
+
+use crate::protocol::translate::ir::{Context, ErrorClass, Format, StopReason, StreamEvent, Tokens};
 
 /// Whether a tool-call id was made up for a Gemini call that had none
 /// (such an id is never sent back to Gemini).
@@ -47,10 +46,117 @@ pub fn messages_tool_id(id: &str) -> String {
 
 /// Decodes a whole recorded stream, for tests.
 #[cfg(test)]
-fn decode_all(format: crate::protocol::translate::ir::Format, bytes: &[u8]) -> Vec<StreamEvent> {
+fn decode_all(format: Format, bytes: &[u8]) -> Vec<StreamEvent> {
     let mut decoder = Decoder::new(format);
     let mut events = Vec::new();
     decoder.push(bytes, &mut events);
     decoder.finish(&mut events);
     events
+}
+
+/// Translates one reply stream from the provider's format to the client's.
+///
+/// Besides the bytes, it tells the gateway what it needs to commit and to
+/// count: whether content has come yet (a stream is committed to its
+/// provider at its first content, and can still fall back before), the
+/// usage and the stop reason, and the upstream's own error if the stream
+/// ended in one.
+#[derive(Debug)]
+pub struct StreamTranslator {
+    decoder: Decoder,
+    encoder: Encoder,
+    events: Vec<StreamEvent>,
+    out: BytesMut,
+    content: bool,
+    reason: Option<StopReason>,
+    error: Option<(ErrorClass, String)>,
+}
+
+impl StreamTranslator {
+    pub fn new(from: Format, to: Format, ctx: Context, opts: Options) -> StreamTranslator {
+        StreamTranslator {
+            decoder: Decoder::new(from),
+            encoder: Encoder::new(to, ctx, opts),
+            events: Vec::new(),
+            out: BytesMut::new(),
+            content: false,
+            reason: None,
+            error: None,
+        }
+    }
+
+    /// Feeds upstream bytes; returns the client's bytes they produce (often
+    /// none: an event split across chunks waits for its end).
+    pub fn push(&mut self, bytes: &[u8]) -> Bytes {
+        self.decoder.push(bytes, &mut self.events);
+        self.flush()
+    }
+
+    /// The upstream ended cleanly; returns the client's last bytes. A
+    /// stream cut short of its terminal ends in an error, never a success.
+    pub fn finish(&mut self) -> Bytes {
+        self.decoder.finish(&mut self.events);
+        self.flush()
+    }
+
+    /// The upstream broke off (a reset, a timeout): the client's stream
+    /// ends in an error in its own protocol. Nothing if it had ended.
+    pub fn fail(&mut self, class: ErrorClass, message: &str) -> Bytes {
+        self.events.push(StreamEvent::Error { class, message: message.to_string() });
+        self.flush()
+    }
+
+    /// A keep-alive to send after a long upstream silence.
+    pub fn keepalive(&self) -> Bytes {
+        let mut out = BytesMut::new();
+        self.encoder.keepalive(&mut out);
+        out.freeze()
+    }
+
+    /// Whether content (any delta, or the end of the reply) has been
+    /// produced: the point at which the gateway commits to this provider.
+    pub fn has_content(&self) -> bool {
+        self.content
+    }
+
+    /// Whether the client's stream has had its terminal.
+    pub fn is_done(&self) -> bool {
+        self.encoder.is_done()
+    }
+
+    /// The usage the provider reported so far; final once the stream is done.
+    pub fn tokens(&self) -> Tokens {
+        self.decoder.tokens()
+    }
+
+    /// Why the reply ended, once it ended normally.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.reason
+    }
+
+    /// The error the stream ended in: the provider's, or the one passed to
+    /// [`fail`](Self::fail).
+    pub fn error(&self) -> Option<(ErrorClass, &str)> {
+        self.error.as_ref().map(|(class, message)| (*class, message.as_str()))
+    }
+
+    fn flush(&mut self) -> Bytes {
+        for event in self.events.drain(..) {
+            if self.encoder.is_done() {
+                break;
+            }
+            match &event {
+                StreamEvent::Delta { .. } => self.content = true,
+                StreamEvent::Finish { reason, .. } => {
+                    self.content = true;
+                    self.reason = Some(*reason);
+                }
+                StreamEvent::Error { class, message } => self.error = Some((*class, message.clone())),
+                StreamEvent::Start { .. } | StreamEvent::BlockStart { .. } | StreamEvent::BlockStop { .. } => {}
+            }
+            self.encoder.encode(&event, &mut self.out);
+        }
+        self.events.clear();
+        self.out.split().freeze()
+    }
 }
