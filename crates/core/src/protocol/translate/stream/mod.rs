@@ -11,14 +11,12 @@
 //! - [`frames`]: SSE in (the transport rules of §D.0) and out;
 //! - [`decode`]: one decoder per provider format;
 //! - [`encode`]: one encoder per client format;
-//! - [`envelope`]: opaque reasoning state carried through another family's client;
 //! - [`custom`]: custom-tool input wrapped and unwrapped as it streams;
 //! - [`maps`]: stop reasons, error classes and usage in each format's words.
 
 pub mod custom;
 mod decode;
 mod encode;
-pub mod envelope;
 mod frames;
 mod maps;
 
@@ -31,18 +29,6 @@ pub use encode::{Encoder, Options};
 use bytes::{Bytes, BytesMut};
 
 use crate::protocol::translate::ir::{Context, ErrorClass, Format, StopReason, StreamEvent, Tokens};
-
-/// Whether a tool-call id was made up for a Gemini call that had none
-/// (such an id is never sent back to Gemini).
-pub fn is_synthetic_gemini_id(id: &str) -> bool {
-    decode::is_synthetic_gemini_id(id)
-}
-
-/// The tool-call id a Messages client is given for a provider's id:
-/// Anthropic's charset and length, the same every time for the same id.
-pub fn messages_tool_id(id: &str) -> String {
-    encode::messages_tool_id(id)
-}
 
 /// Decodes a whole recorded stream, for tests.
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! Every chunk is a whole `GenerateContentResponse`; its parts are
 //! increments. `thought: true` text is reasoning. A `functionCall` arrives
 //! whole, so it becomes a tool block with its arguments in one delta; a
-//! call without an id gets one made up here, `call_sygem_…`, which the
-//! request side knows never to send back to Gemini. A `thoughtSignature`
+//! call without an id gets one made up from the response id, as the reply
+//! codec makes them (no id is ever sent back to Gemini). A `thoughtSignature`
 //! is opaque Gemini state and rides on a reasoning block: the open one, or
 //! one opened for it just before the part that carried it, so the state
 //! reaches a client of another format ahead of the call it belongs to. The
@@ -17,9 +17,7 @@ use serde_json::Value;
 use super::{upstream_error, Emitter};
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, Family, Opaque, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::maps::{self, count};
-
-/// The prefix of the tool-call ids made up for Gemini calls that had none.
-pub const SYNTHETIC_ID_PREFIX: &str = "call_sygem_";
+use crate::protocol::translate::{reply, wire};
 
 #[derive(Debug, Default)]
 pub(crate) struct Gemini {
@@ -179,20 +177,14 @@ impl Gemini {
         }
     }
 
-    fn synthetic_id(&self, ordinal: usize) -> String {
-        let base: String =
-            self.response_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').take(24).collect();
-        if base.is_empty() {
-            format!("{SYNTHETIC_ID_PREFIX}{ordinal}")
-        } else {
-            format!("{SYNTHETIC_ID_PREFIX}{base}_{ordinal}")
+    /// An id for a call that had none, unique across turns: the client
+    /// pairs results by it, and a later provider may reject a repeat.
+    fn synthetic_id(&mut self, ordinal: usize) -> String {
+        if self.response_id.is_empty() {
+            self.response_id = wire::random_id();
         }
+        reply::item_id("call_", &self.response_id, ordinal)
     }
-}
-
-/// Whether a tool-call id was made up by the Gemini decoder.
-pub fn is_synthetic_id(id: &str) -> bool {
-    id.starts_with(SYNTHETIC_ID_PREFIX)
 }
 
 /// Gemini usage: the prompt count includes cached and tool-use prompt

@@ -12,8 +12,6 @@ mod gemini;
 mod messages;
 mod responses;
 
-pub(crate) use gemini::is_synthetic_id as is_synthetic_gemini_id;
-
 use super::frames::Reader;
 use super::maps;
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, Family, Format, StopReason, StreamEvent, Tokens};

@@ -15,9 +15,10 @@ use bytes::BytesMut;
 use serde_json::{json, Map, Value};
 
 use super::{Input, Tools};
+use crate::protocol::translate::envelope;
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::custom::Wrapper;
-use crate::protocol::translate::stream::{envelope, frames, maps};
+use crate::protocol::translate::stream::{frames, maps};
 
 #[derive(Debug)]
 pub(crate) struct Gemini {
@@ -118,8 +119,7 @@ impl Gemini {
                     args.push_str(&w.finish());
                 }
                 let mut call = json!({"name": name, "args": object_args(&args)});
-                // Ids made up for Gemini's own id-less calls go back as none.
-                if !id.is_empty() && !crate::protocol::translate::stream::is_synthetic_gemini_id(&id) {
+                if !id.is_empty() {
                     call["id"] = id.into();
                 }
                 self.part(json!({"functionCall": call}), out);

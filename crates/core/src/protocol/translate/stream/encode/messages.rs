@@ -16,7 +16,8 @@ use serde_json::{json, Value};
 
 use super::{prefixed, ToJson, Tools};
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
-use crate::protocol::translate::stream::{envelope, frames, maps};
+use crate::protocol::translate::stream::{frames, maps};
+use crate::protocol::translate::{envelope, names};
 
 #[derive(Debug)]
 pub(crate) struct Messages {
@@ -94,7 +95,8 @@ impl Messages {
             BlockKind::ToolCall { id, name, custom } => {
                 let (name, input) = self.tools.client(name, *custom);
                 self.tool_calls += 1;
-                let ours = self.open(json!({"type": "tool_use", "id": tool_id(id), "name": name, "input": {}}), out);
+                let ours = self
+                    .open(json!({"type": "tool_use", "id": names::call_id(id, 64), "name": name, "input": {}}), out);
                 let block = Block { index: Some(ours), kind: Kind::Tool { args: ToJson::new(input), sent_any: false } };
                 self.blocks.insert(index, block);
                 return;
@@ -234,23 +236,4 @@ fn usage(tokens: &Tokens) -> Value {
         usage["cache_creation_input_tokens"] = write.into();
     }
     usage
-}
-
-/// A tool-call id Anthropic accepts (`^[a-zA-Z0-9_-]+$`, at most 64):
-/// others' ids (`functions.Bash:0`, long `fc_…|…` ones) made valid the same
-/// way every time, so a call and its result still pair (§B.6 rule 5).
-pub fn tool_id(id: &str) -> String {
-    let clean: String =
-        id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
-    match clean.len() {
-        0 => return "toolu_".to_string(),
-        1..=64 => return clean,
-        _ => {}
-    }
-    format!("{}_{:016x}", &clean[..47], fnv1a(id.as_bytes()))
-}
-
-/// FNV-1a, 64 bits: stable across runs and builds, unlike the std hasher.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }

@@ -12,8 +12,6 @@ mod messages;
 mod responses;
 mod sequence;
 
-pub(crate) use messages::tool_id as messages_tool_id;
-
 use bytes::BytesMut;
 
 use super::custom;

@@ -18,9 +18,10 @@ use serde_json::{json, Value};
 
 use super::sequence::Sequencer;
 use super::{prefixed, Input, Options, Tools};
+use crate::protocol::translate::envelope;
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::custom::Unwrapper;
-use crate::protocol::translate::stream::{envelope, frames, maps};
+use crate::protocol::translate::stream::{frames, maps};
 
 #[derive(Debug)]
 pub(crate) struct Responses {

@@ -14,7 +14,8 @@ mod validate;
 use serde_json::Value;
 
 use super::frames::Reader;
-use super::{envelope, Decoder, Options, StreamTranslator};
+use super::{Decoder, Options, StreamTranslator};
+use crate::protocol::translate::envelope;
 use crate::protocol::translate::ir::{
     BlockKind, Context, Delta, ErrorClass, Family, Format, Opaque, StopReason, StreamEvent, Tokens,
 };
@@ -272,7 +273,7 @@ fn normalise(mut s: Summary, target: Format) -> Summary {
     for b in &mut s.blocks {
         if let Block::Tool { id, custom, args, .. } = b {
             if target == Format::Messages {
-                *id = super::messages_tool_id(id);
+                *id = crate::protocol::translate::names::call_id(id, 64).into_owned();
             }
             if *custom && matches!(target, Format::Messages | Format::Gemini) {
                 *custom = false;
