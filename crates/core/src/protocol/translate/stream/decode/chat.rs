@@ -41,7 +41,13 @@ struct Tool {
     block: Option<usize>,
     /// Arguments that came before the call could open.
     held: String,
+    /// Whitespace at the end of the arguments so far.
+    blank_run: usize,
 }
+
+/// Longest run of whitespace a call's arguments may have: a provider that
+/// loops on whitespace (seen from Copilot) would otherwise stream forever.
+const MAX_BLANK_RUN: usize = 500;
 
 #[derive(Deserialize)]
 struct Chunk {
@@ -206,6 +212,11 @@ impl Chat {
             }
         }
         let args = args.unwrap_or_default();
+        let trailing = args.chars().rev().take_while(|c| c.is_whitespace()).count();
+        tool.blank_run = if trailing == args.chars().count() { tool.blank_run + trailing } else { trailing };
+        if tool.blank_run > MAX_BLANK_RUN {
+            return emit.error(ErrorClass::Server, "the provider sent a tool call of endless whitespace", out);
+        }
         match tool.block {
             Some(index) => emit.delta(index, Delta::ToolArgs(args), out),
             None => {
@@ -269,5 +280,28 @@ fn tokens(usage: &Value) -> Tokens {
             .or_else(|| count(usage, "prompt_cache_hit_tokens")),
         cache_write: count_in(usage, "prompt_tokens_details", "cache_write_tokens"),
         reasoning: count_in(usage, "completion_tokens_details", "reasoning_tokens"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::protocol::translate::ir::{Format, StreamEvent};
+
+    fn call(args: &str, finish: &str) -> String {
+        let args = serde_json::Value::from(args);
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":\"c\",\"function\":{{\"name\":\"f\",\"arguments\":{args}}}}}]}}{finish}}}]}}\n\n")
+    }
+
+    #[test]
+    fn a_tool_call_of_endless_whitespace_is_cut_off() {
+        let blanks: String = (0..5).map(|_| call(&" ".repeat(100), "")).collect();
+        let end = call("1}", ",\"finish_reason\":\"tool_calls\"") + "data: [DONE]\n\n";
+        // Five hundred blanks, then more arguments, are fine.
+        let ok = format!("{}{blanks}{end}", call("{\"a\":", ""));
+        let events = crate::protocol::translate::stream::decode_all(Format::Chat, ok.as_bytes());
+        assert!(matches!(events.last(), Some(StreamEvent::Finish { .. })), "{events:?}");
+        let endless = format!("{}{blanks}{}{end}", call("{\"a\":", ""), call(" ", ""));
+        let events = crate::protocol::translate::stream::decode_all(Format::Chat, endless.as_bytes());
+        assert!(matches!(events.last(), Some(StreamEvent::Error { .. })), "{events:?}");
     }
 }
