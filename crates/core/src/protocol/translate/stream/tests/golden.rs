@@ -316,3 +316,27 @@ fn an_upstream_error_event_keeps_its_class() {
         }
     }
 }
+
+/// What a stream gives a client to hold, the request side reads back as
+/// the provider's state or as none: never a made-up signature that would
+/// reach Anthropic as if it were one of its own (a 400).
+#[test]
+fn signatures_given_while_streaming_read_back_on_the_next_request() {
+    let signature_of = |name: &str| {
+        let (_, events) = run(name, Format::Messages, ctx(), opts());
+        let deltas = of(&events, "content_block_delta");
+        deltas.iter().find_map(|d| d["delta"]["signature"].as_str().map(str::to_owned)).unwrap()
+    };
+    let unsigned = crate::protocol::translate::envelope::read_slot(Family::Anthropic, &signature_of("chat_thinking"));
+    assert_eq!((unsigned.opaque, unsigned.text.as_deref()), (None, Some("The user wants a greeting.")));
+    let openai =
+        crate::protocol::translate::envelope::read_slot(Family::Anthropic, &signature_of("responses_thinking"));
+    let state =
+        crate::protocol::translate::ir::Opaque { origin: Family::OpenAi, value: "gAAAAABoTHKencrypted==".into() };
+    assert_eq!((openai.opaque, openai.id.as_deref()), (Some(state), Some("rs_THK0")));
+    let own = crate::protocol::translate::envelope::read_slot(Family::Anthropic, &signature_of("messages_thinking"));
+    assert_eq!(
+        own.opaque.map(|o| o.value).as_deref(),
+        Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/==")
+    );
+}
