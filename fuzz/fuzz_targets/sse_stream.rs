@@ -14,20 +14,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use switchyard_core::protocol::Endpoint;
-
-/// Every endpoint whose bodies and streams the gateway reads.
-const ALL: [Endpoint; 9] = [
-    Endpoint::ChatCompletions,
-    Endpoint::Completions,
-    Endpoint::Embeddings,
-    Endpoint::Responses,
-    Endpoint::Messages,
-    Endpoint::CountTokens,
-    Endpoint::GeminiGenerate,
-    Endpoint::GeminiStream,
-    Endpoint::GeminiCountTokens,
-];
+use switchyard_core::fuzzing::ENDPOINTS;
 use switchyard_core::fuzzing::{classify, error_event, parse, Kind, Splitter};
 
 /// The events and the pending bytes of a stream fed in `chunks`.
@@ -60,7 +47,7 @@ fn first_end(bytes: &[u8]) -> Option<usize> {
 
 fuzz_target!(|data: &[u8]| {
     let [how, at, stream @ ..] = data else { return };
-    let endpoint = ALL[usize::from(*how) % ALL.len()];
+    let endpoint = ENDPOINTS[usize::from(*how) % ENDPOINTS.len()];
     let cut = stream.len() * usize::from(*at) / 255;
     let chunk = usize::from(how / 6 % 16) + 1;
 

@@ -23,21 +23,9 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use switchyard_core::protocol::Endpoint;
-
-/// Every endpoint whose bodies and streams the gateway reads.
-const ALL: [Endpoint; 9] = [
-    Endpoint::ChatCompletions,
-    Endpoint::Completions,
-    Endpoint::Embeddings,
-    Endpoint::Responses,
-    Endpoint::Messages,
-    Endpoint::CountTokens,
-    Endpoint::GeminiGenerate,
-    Endpoint::GeminiStream,
-    Endpoint::GeminiCountTokens,
-];
+use switchyard_core::fuzzing::ENDPOINTS;
 use switchyard_core::fuzzing::{from_body, Tap};
+use switchyard_core::protocol::Endpoint;
 use switchyard_core::protocol::Usage;
 
 /// A JSON object's top-level members in order, duplicates kept, each key
@@ -141,7 +129,7 @@ fn check_stream(endpoint: Endpoint, strip: bool, stream: &[u8], cut: usize, chun
 
 fuzz_target!(|data: &[u8]| {
     let [how, at, bytes @ ..] = data else { return };
-    let endpoint = ALL[usize::from(*how) % ALL.len()];
+    let endpoint = ENDPOINTS[usize::from(*how) % ENDPOINTS.len()];
     let cut = bytes.len() * usize::from(*at) / 255;
     match how / 6 % 3 {
         0 => check_body(endpoint, bytes, cut, usize::from(*at)),

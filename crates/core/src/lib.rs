@@ -70,7 +70,21 @@ pub mod upstream;
 pub mod fuzzing {
     pub use crate::protocol::sse::{classify, error_event, parse, Kind, Splitter};
     pub use crate::protocol::usage::{from_body, Tap};
+    use crate::protocol::Endpoint;
     pub use crate::proxy::body::inspect;
+
+    /// Every endpoint whose bodies and streams the gateway reads.
+    pub const ENDPOINTS: [Endpoint; 9] = [
+        Endpoint::ChatCompletions,
+        Endpoint::Completions,
+        Endpoint::Embeddings,
+        Endpoint::Responses,
+        Endpoint::Messages,
+        Endpoint::CountTokens,
+        Endpoint::GeminiGenerate,
+        Endpoint::GeminiStream,
+        Endpoint::GeminiCountTokens,
+    ];
 }
 
 pub use config::Config;
