@@ -343,3 +343,35 @@ async fn count_tokens_without_an_anthropic_provider_is_a_labelled_local_estimate
     let counted: Value = r.json().await.unwrap();
     assert!(counted["totalTokens"].as_u64().unwrap() > 300, "{counted}");
 }
+
+#[tokio::test]
+async fn gemini_kind_providers_serve_gemini_clients_as_they_are_and_others_translated() {
+    let gm = SimProvider::start("gm", Script::ok()).await.unwrap();
+    let config = ConfigText::new().provider_at("gm", &gm.gemini_base_url(), "gemini", &["gemini-x=gemini-2.5-flash"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["gm"])).await;
+    let ask = json!({ "contents": [{ "role": "user", "parts": [{ "text": "hi" }] }] });
+    let r = http()
+        .post(gw.url("/v1beta/models/gemini-x:streamGenerateContent?alt=sse&key=client-key"))
+        .json(&ask)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("candidates"), "{text}");
+    let seen = &gm.requests()[0];
+    assert_eq!(seen.path, "/v1beta/models/gemini-2.5-flash:streamGenerateContent", "the provider's own model");
+    assert_eq!(seen.query.as_deref(), Some("alt=sse"), "the client's key is not forwarded in the query");
+    assert_eq!(seen.headers["x-goog-api-key"], "sk-gm", "the provider's key, in its header");
+    assert_eq!(seen.body, serde_json::to_vec(&ask).unwrap(), "passthrough: byte for byte");
+    gw.recorded(1).await;
+    let listed = gw.admin("/admin/requests").await;
+    assert!(listed["requests"][0]["usage"]["output_tokens"].as_u64().unwrap() > 0, "usageMetadata read: {listed}");
+
+    // A Chat client, translated to Gemini.
+    let r = gw.post("/v1/chat/completions", &chat("gemini-x", false)).await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["choices"][0]["message"]["content"].as_str().unwrap().contains("Hello from gm"), "{body}");
+    assert_eq!(gm.requests()[1].path, "/v1beta/models/gemini-2.5-flash:generateContent");
+}
