@@ -1,0 +1,284 @@
+//! The real coding CLIs, each served by a simulated provider that speaks
+//! only another wire format, through a whole agent turn: the provider asks
+//! for a tool, the CLI runs it, the provider answers quoting its result.
+//!
+//! - Claude Code (Messages) with its Anthropic provider down (529), served
+//!   by a Chat-only OpenAI-kind provider next in its chain; it runs `Read`.
+//! - Codex (Responses) served by a Chat-only provider; it runs its shell
+//!   tool, and `apply_patch` (a custom tool, emulated as a function on Chat).
+//! - Gemini CLI (generateContent) served by an OpenAI-kind provider; it runs
+//!   `read_file`.
+//!
+//! The CLIs come from npm at the versions in `tests/clis/package.json`:
+//! `.ci/run` installs them (`npm ci --prefix tests/clis`);
+//! `SWITCHYARD_TEST_CLIS` names another `node_modules/.bin`. Each runs with
+//! an environment of its own (a fresh `HOME`, nothing inherited) and under
+//! `timeout`, which kills its whole process group, so a hung CLI fails the
+//! test instead of hanging the suite.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchyard_sim::{Fault, Recorded, Script, SimProvider, ToolPlan};
+use switchyard_tests::{keys_for, ConfigText, TestGateway};
+
+/// How long one CLI run may take before it is killed.
+const CLI_LIMIT: Duration = Duration::from_secs(120);
+
+/// What the file the CLIs read says; their final answers must quote it.
+const SECRET: &str = "the switchyard cross-check word is heliotrope-7421";
+
+fn cli(name: &str) -> PathBuf {
+    let bin = match std::env::var_os("SWITCHYARD_TEST_CLIS") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clis/node_modules/.bin"),
+    };
+    assert!(
+        bin.join(name).exists(),
+        "no {name}: run `npm ci --prefix tests/clis` at the workspace root, or set SWITCHYARD_TEST_CLIS"
+    );
+    bin.join(name)
+}
+
+/// A home and a project folder for one CLI run, the project holding the file to read.
+struct Sandbox {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, project) = (dir.path().join("home"), dir.path().join("project"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("notes.txt"), format!("{SECRET}\n")).unwrap();
+        Sandbox { _dir: dir, home, project }
+    }
+
+    fn notes(&self) -> String {
+        self.project.join("notes.txt").display().to_string()
+    }
+
+    /// `program args` in the project folder with only `envs` and a user's
+    /// basics in its environment, under `timeout`.
+    async fn run(&self, program: &Path, args: &[&str], envs: &[(&str, String)]) -> String {
+        let what = program.file_name().unwrap().to_string_lossy().to_string();
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", program.parent().unwrap().display());
+        let mut cmd = tokio::process::Command::new("timeout");
+        // `timeout` signals the process group it leads: the CLI and whatever it started.
+        cmd.args(["-k", "5", &CLI_LIMIT.as_secs().to_string()]).arg(program).args(args);
+        cmd.env_clear().env("PATH", path).env("HOME", &self.home).env("LANG", "C.UTF-8");
+        cmd.envs(envs.iter().map(|(k, v)| (k, v)));
+        cmd.current_dir(&self.project).stdin(Stdio::null()).kill_on_drop(true);
+        let run = cmd.output();
+        let out = tokio::time::timeout(CLI_LIMIT + Duration::from_secs(15), run)
+            .await
+            .unwrap_or_else(|_| panic!("{what} outlived its timeout"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_ne!(out.status.code(), Some(124), "{what} timed out after {CLI_LIMIT:?}:\n{text}");
+        assert!(out.status.success(), "{what} failed ({}):\n{text}", out.status);
+        text
+    }
+}
+
+/// Header names a request carried.
+fn header_names(seen: &Recorded) -> Vec<String> {
+    seen.headers.keys().map(|k| k.as_str().to_string()).collect()
+}
+
+/// The Chat requests that carried a tool result, and those results.
+fn chat_tool_results(seen: &[Recorded]) -> Vec<String> {
+    seen.iter()
+        .filter_map(|r| {
+            let body = r.json();
+            let messages = body["messages"].as_array()?.clone();
+            Some(messages.into_iter().filter(|m| m["role"] == "tool").map(|m| m["content"].to_string()))
+        })
+        .flatten()
+        .collect()
+}
+
+/// The names of the tools a Chat request offered.
+fn chat_tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_falls_back_to_a_chat_provider_and_runs_a_tool_it_asks_for() {
+    let sandbox = Sandbox::new();
+    let an = SimProvider::start("an", Script::always(Fault::status(529))).await.unwrap();
+    let plan = ToolPlan::call("Read", json!({ "file_path": sandbox.notes() }));
+    let oa = SimProvider::start("oa", Script::agent().tool_plan(plan)).await.unwrap();
+    let config = ConfigText::new()
+        .provider(&an, "anthropic", &["claude-sonnet-4-5"])
+        .chat_only(&oa, &["claude-sonnet-4-5=gpt-4.1"])
+        .route("claude-sonnet-4-5", &["an", "oa"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an", "oa"])).await;
+
+    let model = "claude-sonnet-4-5".to_string();
+    let envs = [
+        ("ANTHROPIC_BASE_URL", format!("http://{}", gw.addr)),
+        ("ANTHROPIC_API_KEY", "sk-local-client".to_string()),
+        ("ANTHROPIC_MODEL", model.clone()),
+        ("ANTHROPIC_SMALL_FAST_MODEL", model.clone()),
+        ("ANTHROPIC_DEFAULT_HAIKU_MODEL", model.clone()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
+        ("DISABLE_TELEMETRY", "1".to_string()),
+        ("DISABLE_AUTOUPDATER", "1".to_string()),
+    ];
+    let args = ["-p", "Read notes.txt and tell me what it says.", "--allowedTools", "Read"];
+    let said = sandbox.run(&cli("claude"), &args, &envs).await;
+
+    assert!(said.contains(SECRET), "Claude Code's answer quotes the file it read:\n{said}");
+    assert!(an.calls() > 0, "the Anthropic provider was tried first");
+    let seen = oa.requests();
+    for request in &seen {
+        assert_eq!(request.path, "/v1/chat/completions", "only Chat reached the OpenAI-kind provider");
+        let names = header_names(request);
+        assert!(!names.iter().any(|n| n.starts_with("anthropic-") || n == "x-api-key"), "{names:?}");
+        assert!(request.query.as_deref().is_none_or(|q| !q.contains("beta")), "{:?}", request.query);
+    }
+    let offered = seen.iter().map(|r| chat_tools(&r.json())).find(|t| !t.is_empty()).unwrap_or_default();
+    assert!(offered.iter().any(|t| t == "Read"), "Claude Code's tools reached the provider: {offered:?}");
+    let results = chat_tool_results(&seen);
+    assert!(results.iter().any(|r| r.contains(SECRET)), "the Read result went back as a tool message: {results:?}");
+
+    // Claude Code's token counts (its interactive sessions count constantly;
+    // `-p` may not) are answered though the only provider that counts is down.
+    let counted: Vec<Value> = gw.admin("/admin/requests?limit=100").await["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["endpoint"] == "/v1/messages/count_tokens")
+        .cloned()
+        .collect();
+    assert!(counted.iter().all(|r| r["status"] == 200), "{counted:?}");
+    let r = switchyard_tests::http()
+        .post(gw.url("/v1/messages/count_tokens?beta=true"))
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "token-counting-2024-11-01")
+        .header("x-api-key", "sk-local-client")
+        .json(&json!({ "model": model, "messages": [{ "role": "user", "content": SECRET }], "tools": [] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-switchyard-token-count"], "estimate");
+    let n = r.json::<Value>().await.unwrap()["input_tokens"].as_u64().unwrap();
+    assert!(n > 0);
+}
+
+/// Codex pointed at the gateway for `model`, through its config file.
+fn codex_home(sandbox: &Sandbox, gw: &TestGateway, model: &str) -> PathBuf {
+    let home = sandbox.home.join(".codex");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = format!(
+        "model_provider = \"switchyard\"\nmodel = \"{model}\"\napproval_policy = \"never\"\n\n\
+         [model_providers.switchyard]\nname = \"Switchyard\"\nbase_url = \"{}\"\nwire_api = \"responses\"\n\
+         env_key = \"SWITCHYARD_TOKEN\"\n\n[analytics]\nenabled = false\n",
+        gw.base_url()
+    );
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    home
+}
+
+/// Runs `codex exec prompt` against the gateway; its read-only sandbox
+/// cannot start with `CODEX_HOME` under the temp folder, hence full access
+/// (inside the test's own project folder).
+async fn codex_exec(sandbox: &Sandbox, gw: &TestGateway, model: &str, prompt: &str) -> String {
+    let home = codex_home(sandbox, gw, model);
+    let envs = [("CODEX_HOME", home.display().to_string()), ("SWITCHYARD_TOKEN", "sk-local-client".to_string())];
+    let args = ["exec", "--skip-git-repo-check", "-s", "danger-full-access", prompt];
+    sandbox.run(&cli("codex"), &args, &envs).await
+}
+
+/// What every request Codex's turn sent to a Chat-only provider shows.
+fn only_chat_reached(seen: &[Recorded]) {
+    assert!(!seen.is_empty());
+    for request in seen {
+        assert_eq!(request.path, "/v1/chat/completions", "a Chat-only provider got no Responses request");
+        let body = request.json();
+        assert_eq!(body["model"], "deepseek-chat");
+        assert_eq!(body["stream"], true, "Codex streams");
+        for field in ["input", "instructions", "store", "include", "previous_response_id"] {
+            assert!(body.get(field).is_none(), "a Responses field `{field}` reached Chat: {body}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_runs_its_shell_tool_for_a_chat_only_provider() {
+    let sandbox = Sandbox::new();
+    let plan = ToolPlan::call("exec_command", json!({ "cmd": "cat notes.txt" }));
+    let oa = SimProvider::start("oa", Script::agent().tool_plan(plan)).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["gpt-5.5=deepseek-chat"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+
+    let said = codex_exec(&sandbox, &gw, "gpt-5.5", "What does notes.txt say?").await;
+
+    assert!(said.contains("the tool said: "), "Codex printed the provider's final answer:\n{said}");
+    assert!(said.contains(SECRET), "the final answer quotes the command's output:\n{said}");
+    let seen = oa.requests();
+    only_chat_reached(&seen);
+    let offered = chat_tools(&seen[0].json());
+    assert!(offered.iter().any(|t| t == "exec_command"), "{offered:?}");
+    let results = chat_tool_results(&seen);
+    assert!(
+        results.iter().any(|r| r.contains(SECRET)),
+        "the command's output went back as a tool message: {results:?}"
+    );
+    // The call's id came back with its result.
+    let follow_up = seen.iter().map(Recorded::json).find(|b| b.to_string().contains("\"role\":\"tool\"")).unwrap();
+    let messages = follow_up["messages"].as_array().unwrap();
+    let call = messages.iter().find_map(|m| m["tool_calls"].as_array().map(|c| c[0].clone())).unwrap();
+    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(call["id"], result["tool_call_id"], "{follow_up}");
+    assert_eq!(call["function"]["name"], "exec_command");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_applies_a_patch_through_a_chat_only_provider() {
+    let sandbox = Sandbox::new();
+    let patch = "*** Begin Patch\n*** Add File: hello.txt\n+hello from a translated patch\n*** End Patch\n";
+    let oa =
+        SimProvider::start("oa", Script::agent().tool_plan(ToolPlan::call("apply_patch", json!(patch)))).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["gpt-5.5=deepseek-chat"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+
+    let said = codex_exec(&sandbox, &gw, "gpt-5.5", "Create hello.txt.").await;
+
+    let written = std::fs::read_to_string(sandbox.project.join("hello.txt"))
+        .unwrap_or_else(|e| panic!("Codex applied the patch ({e}):\n{said}"));
+    assert_eq!(written, "hello from a translated patch\n");
+    assert!(said.contains("the tool said: "), "Codex printed the provider's final answer:\n{said}");
+    assert!(said.contains("hello.txt"), "the answer quotes apply_patch's report:\n{said}");
+    let seen = oa.requests();
+    only_chat_reached(&seen);
+    // Codex's freeform tool crossed as a function taking the raw patch.
+    let tool = seen[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "apply_patch")
+        .cloned()
+        .expect("apply_patch was offered to the Chat provider");
+    assert_eq!(tool["type"], "function");
+    assert_eq!(tool["function"]["parameters"]["properties"]["input"]["type"], "string", "{tool}");
+    let results = chat_tool_results(&seen);
+    assert!(
+        results.iter().any(|r| r.contains("hello.txt")),
+        "apply_patch's report went back as a tool message: {results:?}"
+    );
+}
