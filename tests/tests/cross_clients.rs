@@ -282,3 +282,59 @@ async fn codex_applies_a_patch_through_a_chat_only_provider() {
         "apply_patch's report went back as a tool message: {results:?}"
     );
 }
+
+/// Gemini CLI's settings: an API key (with only a base URL it picks a
+/// gateway auth type, then refuses it), no folder-trust prompt, nothing
+/// sent anywhere but the gateway.
+const GEMINI_SETTINGS: &str = r#"{
+  "security": { "auth": { "selectedType": "gemini-api-key" }, "folderTrust": { "enabled": false } },
+  "privacy": { "usageStatisticsEnabled": false },
+  "telemetry": { "enabled": false },
+  "general": { "disableAutoUpdate": true, "disableUpdateNag": true }
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_runs_read_file_for_an_openai_kind_provider() {
+    let sandbox = Sandbox::new();
+    let plan = ToolPlan::call("read_file", json!({ "file_path": sandbox.notes() }));
+    let oa = SimProvider::start("oa", Script::agent().tool_plan(plan)).await.unwrap();
+    let models = ["gemini-2.5-pro=gpt-4.1", "gemini-2.5-flash=gpt-4.1", "gemini-2.5-flash-lite=gpt-4.1"];
+    let config = ConfigText::new().chat_only(&oa, &models);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    std::fs::create_dir_all(sandbox.home.join(".gemini")).unwrap();
+    std::fs::write(sandbox.home.join(".gemini/settings.json"), GEMINI_SETTINGS).unwrap();
+
+    let envs = [
+        ("GOOGLE_GEMINI_BASE_URL", format!("http://{}", gw.addr)),
+        ("GEMINI_API_KEY", "sk-local-client".to_string()),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true".to_string()),
+    ];
+    let args = ["-p", "Read notes.txt and tell me what it says.", "-m", "gemini-2.5-pro", "--skip-trust"];
+    let said = sandbox.run(&cli("gemini"), &args, &envs).await;
+    assert!(said.contains(&format!("the tool said: {SECRET}")), "Gemini CLI's answer quotes the file it read:\n{said}");
+    let seen = oa.requests();
+    assert!(seen.len() >= 2, "a call and its follow-up");
+    for request in &seen {
+        assert_eq!(request.path, "/v1/chat/completions");
+        assert_eq!(request.json()["model"], "gpt-4.1");
+        let names = header_names(request);
+        assert!(!names.iter().any(|n| n.starts_with("x-goog-")), "{names:?}");
+        assert!(request.query.as_deref().is_none_or(|q| !q.contains("key=")), "{:?}", request.query);
+    }
+    let offered = chat_tools(&seen[0].json());
+    assert!(offered.iter().any(|t| t == "read_file"), "{offered:?}");
+    // The functionResponse went back as a tool message answering the call,
+    // whose id the gateway made up (Gemini's calls have none) and paired.
+    let follow_up = seen.iter().map(Recorded::json).find(|b| b.to_string().contains("\"role\":\"tool\"")).unwrap();
+    let messages = follow_up["messages"].as_array().unwrap();
+    let call = messages.iter().find_map(|m| m["tool_calls"].as_array().map(|c| c[0].clone())).unwrap();
+    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(call["id"], result["tool_call_id"], "{follow_up}");
+    assert_eq!(call["function"]["name"], "read_file");
+    assert!(result["content"].as_str().unwrap().contains(SECRET), "{result}");
+    let listed = gw.admin("/admin/requests?limit=100").await;
+    let endpoints: Vec<&str> =
+        listed["requests"].as_array().unwrap().iter().filter_map(|r| r["endpoint"].as_str()).collect();
+    assert!(endpoints.iter().all(|e| e.ends_with(":streamGenerateContent")), "{endpoints:?}");
+}
