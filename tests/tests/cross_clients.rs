@@ -8,7 +8,11 @@
 //!   tool, and `apply_patch` (a custom tool, emulated as a function on Chat).
 //! - Gemini CLI (generateContent) served by an OpenAI-kind provider; it runs
 //!   `read_file`.
+//! - Each of the three through each provider kind it does not speak, two
+//!   tool calls in one turn.
 //!
+//! The simulated providers refuse, as real ones do, a conversation whose
+//! tool calls and results do not pair up, so a lost or renamed id fails.
 //! The CLIs come from npm at the versions in `tests/clis/package.json`:
 //! `.ci/run` installs them (`npm ci --prefix tests/clis`);
 //! `SWITCHYARD_TEST_CLIS` names another `node_modules/.bin`. Each runs with
@@ -31,6 +35,8 @@ const CLI_LIMIT: Duration = Duration::from_secs(120);
 
 /// What the file the CLIs read says; their final answers must quote it.
 const SECRET: &str = "the switchyard cross-check word is heliotrope-7421";
+/// What a second file says, for turns with two tool calls.
+const OTHER: &str = "the second file says ultramarine";
 
 fn cli(name: &str) -> PathBuf {
     let bin = match std::env::var_os("SWITCHYARD_TEST_CLIS") {
@@ -44,7 +50,7 @@ fn cli(name: &str) -> PathBuf {
     bin.join(name)
 }
 
-/// A home and a project folder for one CLI run, the project holding the file to read.
+/// A home and a project folder for one CLI run, the project holding the files to read.
 struct Sandbox {
     _dir: tempfile::TempDir,
     home: PathBuf,
@@ -58,11 +64,13 @@ impl Sandbox {
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&project).unwrap();
         std::fs::write(project.join("notes.txt"), format!("{SECRET}\n")).unwrap();
+        std::fs::write(project.join("other.txt"), format!("{OTHER}\n")).unwrap();
         Sandbox { _dir: dir, home, project }
     }
 
-    fn notes(&self) -> String {
-        self.project.join("notes.txt").display().to_string()
+    /// The absolute path of a file in the project (the file tools want one).
+    fn file(&self, name: &str) -> String {
+        self.project.join(name).display().to_string()
     }
 
     /// `program args` in the project folder with only `envs` and a user's
@@ -85,6 +93,125 @@ impl Sandbox {
         assert_ne!(out.status.code(), Some(124), "{what} timed out after {CLI_LIMIT:?}:\n{text}");
         assert!(out.status.success(), "{what} failed ({}):\n{text}", out.status);
         text
+    }
+}
+
+/// A coding CLI, and how a test points it at the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    ClaudeCode,
+    Codex,
+    GeminiCli,
+}
+
+impl Client {
+    const ALL: [Client; 3] = [Client::ClaudeCode, Client::Codex, Client::GeminiCli];
+
+    /// The model it asks for: one each CLI knows (Codex offers `apply_patch`
+    /// only for models in its own catalogue).
+    fn model(self) -> &'static str {
+        match self {
+            Client::ClaudeCode => "claude-sonnet-4-5",
+            Client::Codex => "gpt-5.5",
+            Client::GeminiCli => "gemini-2.5-pro",
+        }
+    }
+
+    /// The provider kind that speaks its format (no translation there).
+    fn native(self) -> Upstream {
+        match self {
+            Client::ClaudeCode => Upstream::Anthropic,
+            Client::Codex => Upstream::Responses,
+            Client::GeminiCli => Upstream::Gemini,
+        }
+    }
+
+    /// The calls that read `files`, in this CLI's own tools.
+    fn read_plan(self, sandbox: &Sandbox, files: &[&str]) -> ToolPlan {
+        let call = |file: &str| match self {
+            Client::ClaudeCode => ("Read", json!({ "file_path": sandbox.file(file) })),
+            Client::Codex => ("exec_command", json!({ "cmd": format!("cat {file}") })),
+            Client::GeminiCli => ("read_file", json!({ "file_path": sandbox.file(file) })),
+        };
+        files.iter().fold(ToolPlan::default(), |plan, file| {
+            let (name, args) = call(file);
+            plan.and_call(name, args)
+        })
+    }
+
+    /// Runs the CLI once, non-interactively, on `prompt`; returns what it printed.
+    async fn run(self, sandbox: &Sandbox, gw: &TestGateway, prompt: &str) -> String {
+        match self {
+            Client::ClaudeCode => {
+                let model = self.model().to_string();
+                let envs = [
+                    ("ANTHROPIC_BASE_URL", format!("http://{}", gw.addr)),
+                    ("ANTHROPIC_API_KEY", "sk-local-client".to_string()),
+                    ("ANTHROPIC_MODEL", model.clone()),
+                    // Side requests (titles, summaries) ask for the small model.
+                    ("ANTHROPIC_SMALL_FAST_MODEL", model.clone()),
+                    ("ANTHROPIC_DEFAULT_HAIKU_MODEL", model),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
+                    ("DISABLE_TELEMETRY", "1".to_string()),
+                    ("DISABLE_AUTOUPDATER", "1".to_string()),
+                ];
+                sandbox.run(&cli("claude"), &["-p", prompt, "--allowedTools", "Read"], &envs).await
+            }
+            Client::Codex => {
+                let home = codex_home(sandbox, gw, self.model());
+                let envs =
+                    [("CODEX_HOME", home.display().to_string()), ("SWITCHYARD_TOKEN", "sk-local-client".to_string())];
+                // Its read-only sandbox cannot start with CODEX_HOME under the
+                // temp folder, hence full access (in the test's own folder).
+                let args = ["exec", "--skip-git-repo-check", "-s", "danger-full-access", prompt];
+                sandbox.run(&cli("codex"), &args, &envs).await
+            }
+            Client::GeminiCli => {
+                std::fs::create_dir_all(sandbox.home.join(".gemini")).unwrap();
+                std::fs::write(sandbox.home.join(".gemini/settings.json"), GEMINI_SETTINGS).unwrap();
+                let envs = [
+                    ("GOOGLE_GEMINI_BASE_URL", format!("http://{}", gw.addr)),
+                    ("GEMINI_API_KEY", "sk-local-client".to_string()),
+                    ("GEMINI_CLI_TRUST_WORKSPACE", "true".to_string()),
+                ];
+                let args = ["-p", prompt, "-m", self.model(), "--skip-trust"];
+                sandbox.run(&cli("gemini"), &args, &envs).await
+            }
+        }
+    }
+}
+
+/// A simulated provider's kind, as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upstream {
+    /// OpenAI-kind, Chat Completions only.
+    Chat,
+    /// OpenAI-kind, Chat Completions and Responses.
+    Responses,
+    Anthropic,
+    Gemini,
+}
+
+impl Upstream {
+    const ALL: [Upstream; 4] = [Upstream::Chat, Upstream::Responses, Upstream::Anthropic, Upstream::Gemini];
+
+    fn serve(self, config: ConfigText, sim: &SimProvider, models: &[&str]) -> ConfigText {
+        match self {
+            Upstream::Chat => config.chat_only(sim, models),
+            Upstream::Responses => config.provider(sim, "openai", models),
+            Upstream::Anthropic => config.provider(sim, "anthropic", models),
+            Upstream::Gemini => config.provider_at(sim.name(), &sim.gemini_base_url(), "gemini", models),
+        }
+    }
+
+    /// Whether a request to `path` is in a format this provider speaks.
+    fn speaks(self, path: &str) -> bool {
+        match self {
+            Upstream::Chat => path == "/v1/chat/completions",
+            Upstream::Responses => path == "/v1/chat/completions" || path == "/v1/responses",
+            Upstream::Anthropic => path == "/v1/messages",
+            Upstream::Gemini => path.starts_with("/v1beta/models/") && path.ends_with(":streamGenerateContent"),
+        }
     }
 }
 
@@ -119,7 +246,7 @@ fn chat_tools(body: &Value) -> Vec<String> {
 async fn claude_code_falls_back_to_a_chat_provider_and_runs_a_tool_it_asks_for() {
     let sandbox = Sandbox::new();
     let an = SimProvider::start("an", Script::always(Fault::status(529))).await.unwrap();
-    let plan = ToolPlan::call("Read", json!({ "file_path": sandbox.notes() }));
+    let plan = Client::ClaudeCode.read_plan(&sandbox, &["notes.txt"]);
     let oa = SimProvider::start("oa", Script::agent().tool_plan(plan)).await.unwrap();
     let config = ConfigText::new()
         .provider(&an, "anthropic", &["claude-sonnet-4-5"])
@@ -127,19 +254,7 @@ async fn claude_code_falls_back_to_a_chat_provider_and_runs_a_tool_it_asks_for()
         .route("claude-sonnet-4-5", &["an", "oa"]);
     let gw = TestGateway::start(config.build(), keys_for(&["an", "oa"])).await;
 
-    let model = "claude-sonnet-4-5".to_string();
-    let envs = [
-        ("ANTHROPIC_BASE_URL", format!("http://{}", gw.addr)),
-        ("ANTHROPIC_API_KEY", "sk-local-client".to_string()),
-        ("ANTHROPIC_MODEL", model.clone()),
-        ("ANTHROPIC_SMALL_FAST_MODEL", model.clone()),
-        ("ANTHROPIC_DEFAULT_HAIKU_MODEL", model.clone()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
-        ("DISABLE_TELEMETRY", "1".to_string()),
-        ("DISABLE_AUTOUPDATER", "1".to_string()),
-    ];
-    let args = ["-p", "Read notes.txt and tell me what it says.", "--allowedTools", "Read"];
-    let said = sandbox.run(&cli("claude"), &args, &envs).await;
+    let said = Client::ClaudeCode.run(&sandbox, &gw, "Read notes.txt and tell me what it says.").await;
 
     assert!(said.contains(SECRET), "Claude Code's answer quotes the file it read:\n{said}");
     assert!(an.calls() > 0, "the Anthropic provider was tried first");
@@ -170,7 +285,7 @@ async fn claude_code_falls_back_to_a_chat_provider_and_runs_a_tool_it_asks_for()
         .header("anthropic-version", "2023-06-01")
         .header("anthropic-beta", "token-counting-2024-11-01")
         .header("x-api-key", "sk-local-client")
-        .json(&json!({ "model": model, "messages": [{ "role": "user", "content": SECRET }], "tools": [] }))
+        .json(&json!({ "model": Client::ClaudeCode.model(), "messages": [{ "role": "user", "content": SECRET }], "tools": [] }))
         .send()
         .await
         .unwrap();
@@ -194,16 +309,6 @@ fn codex_home(sandbox: &Sandbox, gw: &TestGateway, model: &str) -> PathBuf {
     home
 }
 
-/// Runs `codex exec prompt` against the gateway; its read-only sandbox
-/// cannot start with `CODEX_HOME` under the temp folder, hence full access
-/// (inside the test's own project folder).
-async fn codex_exec(sandbox: &Sandbox, gw: &TestGateway, model: &str, prompt: &str) -> String {
-    let home = codex_home(sandbox, gw, model);
-    let envs = [("CODEX_HOME", home.display().to_string()), ("SWITCHYARD_TOKEN", "sk-local-client".to_string())];
-    let args = ["exec", "--skip-git-repo-check", "-s", "danger-full-access", prompt];
-    sandbox.run(&cli("codex"), &args, &envs).await
-}
-
 /// What every request Codex's turn sent to a Chat-only provider shows.
 fn only_chat_reached(seen: &[Recorded]) {
     assert!(!seen.is_empty());
@@ -221,12 +326,12 @@ fn only_chat_reached(seen: &[Recorded]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_runs_its_shell_tool_for_a_chat_only_provider() {
     let sandbox = Sandbox::new();
-    let plan = ToolPlan::call("exec_command", json!({ "cmd": "cat notes.txt" }));
+    let plan = Client::Codex.read_plan(&sandbox, &["notes.txt"]);
     let oa = SimProvider::start("oa", Script::agent().tool_plan(plan)).await.unwrap();
     let config = ConfigText::new().chat_only(&oa, &["gpt-5.5=deepseek-chat"]);
     let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
 
-    let said = codex_exec(&sandbox, &gw, "gpt-5.5", "What does notes.txt say?").await;
+    let said = Client::Codex.run(&sandbox, &gw, "What does notes.txt say?").await;
 
     assert!(said.contains("the tool said: "), "Codex printed the provider's final answer:\n{said}");
     assert!(said.contains(SECRET), "the final answer quotes the command's output:\n{said}");
@@ -257,7 +362,7 @@ async fn codex_applies_a_patch_through_a_chat_only_provider() {
     let config = ConfigText::new().chat_only(&oa, &["gpt-5.5=deepseek-chat"]);
     let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
 
-    let said = codex_exec(&sandbox, &gw, "gpt-5.5", "Create hello.txt.").await;
+    let said = Client::Codex.run(&sandbox, &gw, "Create hello.txt.").await;
 
     let written = std::fs::read_to_string(sandbox.project.join("hello.txt"))
         .unwrap_or_else(|e| panic!("Codex applied the patch ({e}):\n{said}"));
@@ -297,21 +402,14 @@ const GEMINI_SETTINGS: &str = r#"{
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_cli_runs_read_file_for_an_openai_kind_provider() {
     let sandbox = Sandbox::new();
-    let plan = ToolPlan::call("read_file", json!({ "file_path": sandbox.notes() }));
+    let plan = Client::GeminiCli.read_plan(&sandbox, &["notes.txt"]);
     let oa = SimProvider::start("oa", Script::agent().tool_plan(plan)).await.unwrap();
     let models = ["gemini-2.5-pro=gpt-4.1", "gemini-2.5-flash=gpt-4.1", "gemini-2.5-flash-lite=gpt-4.1"];
     let config = ConfigText::new().chat_only(&oa, &models);
     let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
-    std::fs::create_dir_all(sandbox.home.join(".gemini")).unwrap();
-    std::fs::write(sandbox.home.join(".gemini/settings.json"), GEMINI_SETTINGS).unwrap();
 
-    let envs = [
-        ("GOOGLE_GEMINI_BASE_URL", format!("http://{}", gw.addr)),
-        ("GEMINI_API_KEY", "sk-local-client".to_string()),
-        ("GEMINI_CLI_TRUST_WORKSPACE", "true".to_string()),
-    ];
-    let args = ["-p", "Read notes.txt and tell me what it says.", "-m", "gemini-2.5-pro", "--skip-trust"];
-    let said = sandbox.run(&cli("gemini"), &args, &envs).await;
+    let said = Client::GeminiCli.run(&sandbox, &gw, "Read notes.txt and tell me what it says.").await;
+
     assert!(said.contains(&format!("the tool said: {SECRET}")), "Gemini CLI's answer quotes the file it read:\n{said}");
     let seen = oa.requests();
     assert!(seen.len() >= 2, "a call and its follow-up");
@@ -337,4 +435,34 @@ async fn gemini_cli_runs_read_file_for_an_openai_kind_provider() {
     let endpoints: Vec<&str> =
         listed["requests"].as_array().unwrap().iter().filter_map(|r| r["endpoint"].as_str()).collect();
     assert!(endpoints.iter().all(|e| e.ends_with(":streamGenerateContent")), "{endpoints:?}");
+}
+
+/// Every CLI through every provider kind that does not speak its format,
+/// with two tool calls in one turn: both run, both results go back paired
+/// with their calls (the provider refuses them otherwise), and the answer
+/// quotes both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_cli_finishes_a_two_tool_turn_through_every_other_provider_kind() {
+    for client in Client::ALL {
+        for upstream in Upstream::ALL.into_iter().filter(|u| *u != client.native()) {
+            let sandbox = Sandbox::new();
+            let plan = client.read_plan(&sandbox, &["notes.txt", "other.txt"]);
+            let sim = SimProvider::start("up", Script::agent().tool_plan(plan)).await.unwrap();
+            let alias = format!("{}=up-model", client.model());
+            let config = upstream.serve(ConfigText::new(), &sim, &[alias.as_str()]);
+            let gw = TestGateway::start(config.build(), keys_for(&["up"])).await;
+
+            let said = client.run(&sandbox, &gw, "Read notes.txt and other.txt, then tell me what they say.").await;
+
+            let case = format!("{client:?} through {upstream:?}");
+            assert!(said.contains(SECRET) && said.contains(OTHER), "{case}: the answer quotes both files:\n{said}");
+            let paths: Vec<String> = sim.requests().iter().map(|r| r.path.clone()).collect();
+            assert!(paths.len() >= 2, "{case}: a call and its follow-up: {paths:?}");
+            assert!(paths.iter().all(|p| upstream.speaks(p)), "{case}: only the provider's own format: {paths:?}");
+            let listed = gw.admin("/admin/requests?limit=100").await;
+            for request in listed["requests"].as_array().unwrap() {
+                assert_eq!(request["outcome"], "ok", "{case}: {request}");
+            }
+        }
+    }
 }
