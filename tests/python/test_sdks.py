@@ -1,5 +1,5 @@
-"""The official OpenAI and Anthropic Python SDKs, pointed at a running
-Switchyard gateway by base URL only. Started by tests/tests/real_clients.rs,
+"""The official OpenAI, Anthropic and Google Gen AI Python SDKs, pointed at
+a running Switchyard gateway by base URL only. Started by tests/tests/real_clients.rs,
 which sets SWITCHYARD_URL and owns the simulated providers behind it."""
 
 import json
@@ -9,6 +9,8 @@ import re
 import anthropic
 import openai
 import pytest
+from google import genai
+from google.genai import types
 
 URL = os.environ["SWITCHYARD_URL"]
 TIMEOUT = 10.0
@@ -283,3 +285,54 @@ def test_openai_responses_streamed_tool_round_trip_on_an_anthropic_provider(oa):
     assert WEATHER in text
     assert events[-1].type == "response.completed"
     assert WEATHER in events[-1].response.output_text
+
+
+@pytest.fixture
+def gem():
+    # The SDK defaults to API version v1; Gemini CLI and the gateway speak v1beta.
+    # The test keeps the client while it streams (a collected client closes its pool).
+    options = types.HttpOptions(base_url=URL, api_version="v1beta", timeout=int(TIMEOUT * 1000))
+    return genai.Client(api_key="sk-local-client", http_options=options)
+
+
+def test_google_genai_runs_a_function_for_an_anthropic_provider(gem):
+    ran = []
+
+    def get_weather(city: str) -> str:
+        """Today's weather in a city."""
+        ran.append(city)
+        return WEATHER
+
+    # Automatic function calling: the SDK runs the function the provider
+    # asks for and sends its result back itself.
+    config = types.GenerateContentConfig(tools=[get_weather])
+    response = gem.models.generate_content(model="gemini-agent", contents=ASK[0]["content"], config=config)
+    assert ran == ["Paris"]
+    assert WEATHER in response.text
+    assert response.candidates[0].finish_reason == types.FinishReason.STOP
+    assert response.usage_metadata.candidates_token_count > 0
+
+
+def test_google_genai_streamed_function_call_for_an_anthropic_provider(gem):
+    declaration = types.FunctionDeclaration(
+        name="get_weather", description="Today's weather in a city", parameters_json_schema=WEATHER_SCHEMA
+    )
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=[declaration])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    ask = types.Content(role="user", parts=[types.Part(text=ASK[0]["content"])])
+    chunks = list(gem.models.generate_content_stream(model="gemini-agent", contents=[ask], config=config))
+    # The gateway's last chunk carries the finish reason and usage, no content.
+    calls = [call for c in chunks for call in (c.function_calls or [])]
+    assert len(calls) == 1, chunks
+    assert (calls[0].name, calls[0].args) == ("get_weather", {"city": "Paris"})
+    follow = [
+        ask,
+        types.Content(role="model", parts=[types.Part(function_call=calls[0])]),
+        types.Content(role="user", parts=[types.Part.from_function_response(name="get_weather", response={"output": WEATHER})]),
+    ]
+    chunks = list(gem.models.generate_content_stream(model="gemini-agent", contents=follow, config=config))
+    text = "".join(c.text or "" for c in chunks)
+    assert WEATHER in text
+    assert chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP
