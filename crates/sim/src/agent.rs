@@ -11,6 +11,12 @@
 //! - the conversation carries tool results → text quoting the latest ones;
 //! - else the request offers tools → the planned tool calls;
 //! - else → the script's ordinary text reply.
+//!
+//! Like the real providers, the agent refuses a conversation whose tool
+//! calls and results do not pair up ([`unpaired`]): a result that answers no
+//! call of the turn before it, or a call left without its result. A gateway
+//! that loses or renames an id on the way is then refused, not quietly
+//! answered.
 
 use serde_json::{json, Map, Value};
 
@@ -240,6 +246,140 @@ fn object_for(schema: &Value, depth: usize) -> Value {
         object.insert(name.to_string(), value_for(property, depth + 1));
     }
     Value::Object(object)
+}
+
+/// Why the provider of `endpoint` would refuse `request`'s conversation, in
+/// the spirit of its own error message: tool results must answer the calls
+/// of the assistant turn just before them, and every call must be answered
+/// before the conversation moves on. `None` when everything pairs up.
+pub fn unpaired(endpoint: Endpoint, request: &Value) -> Option<String> {
+    match endpoint {
+        Endpoint::Chat => unpaired_chat(request),
+        Endpoint::Responses => unpaired_responses(request),
+        Endpoint::Messages => unpaired_messages(request),
+        Endpoint::GeminiGenerate | Endpoint::GeminiStream => unpaired_gemini(request),
+        _ => None,
+    }
+}
+
+/// Chat: an assistant message's `tool_calls` are answered by the `tool`
+/// messages right after it, one per `tool_call_id`.
+fn unpaired_chat(request: &Value) -> Option<String> {
+    let mut calls: Vec<String> = Vec::new();
+    let mut unanswered: Vec<String> = Vec::new();
+    for (i, message) in array(request, "messages").enumerate() {
+        if str_of(message, "role") == Some("tool") {
+            let id = str_of(message, "tool_call_id").unwrap_or_default();
+            if !calls.iter().any(|c| c == id) {
+                return Some(format!(
+                    "messages[{i}]: a message with role 'tool' must be a response to a preceding message with \
+                     'tool_calls'; no call has the id {id:?}"
+                ));
+            }
+            unanswered.retain(|c| c != id);
+            continue;
+        }
+        if let Some(id) = unanswered.first() {
+            return Some(format!(
+                "messages[{i}]: an assistant message with 'tool_calls' must be followed by tool messages \
+                 responding to each 'tool_call_id'; {id:?} has none"
+            ));
+        }
+        calls = array(message, "tool_calls").filter_map(|c| str_of(c, "id")).map(str::to_string).collect();
+        unanswered.clone_from(&calls);
+    }
+    unanswered.first().map(|id| format!("the tool call {id:?} has no tool message answering it"))
+}
+
+/// Responses: each `*_call_output` names the `call_id` of a call earlier in
+/// the input, and each call there has its output.
+fn unpaired_responses(request: &Value) -> Option<String> {
+    let mut calls: Vec<String> = Vec::new();
+    let mut outputs: Vec<String> = Vec::new();
+    for item in array(request, "input") {
+        let id = str_of(item, "call_id").unwrap_or_default().to_string();
+        match str_of(item, "type") {
+            Some("function_call" | "custom_tool_call") => calls.push(id),
+            Some("function_call_output" | "custom_tool_call_output") => {
+                if !calls.contains(&id) {
+                    return Some(format!("No tool call found for function call output with call_id {id}."));
+                }
+                outputs.push(id);
+            }
+            _ => {}
+        }
+    }
+    calls.iter().find(|c| !outputs.contains(c)).map(|id| format!("No tool output found for function call {id}."))
+}
+
+/// Messages: the user message after an assistant's `tool_use` blocks holds
+/// a `tool_result` for each of them, and for nothing else.
+fn unpaired_messages(request: &Value) -> Option<String> {
+    let mut calls: Vec<String> = Vec::new();
+    for (i, message) in array(request, "messages").enumerate() {
+        let ids = |kind: &str, key: &str| -> Vec<String> {
+            array(message, "content")
+                .filter(|b| str_of(b, "type") == Some(kind))
+                .map(|b| str_of(b, key).unwrap_or_default().to_string())
+                .collect()
+        };
+        if str_of(message, "role") == Some("assistant") {
+            if let Some(id) = calls.first() {
+                return Some(format!(
+                    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {id}"
+                ));
+            }
+            calls = ids("tool_use", "id");
+            continue;
+        }
+        let results = ids("tool_result", "tool_use_id");
+        if let Some(stray) = results.iter().find(|r| !calls.contains(r)) {
+            return Some(format!(
+                "messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: {stray}. Each \
+                 `tool_result` block must have a corresponding `tool_use` block in the previous message."
+            ));
+        }
+        if let Some(id) = calls.iter().find(|c| !results.contains(c)) {
+            return Some(format!(
+                "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {id}"
+            ));
+        }
+        calls.clear();
+    }
+    calls.first().map(|id| format!("`tool_use` ids were found without `tool_result` blocks immediately after: {id}"))
+}
+
+/// Gemini: the content after a model turn with `functionCall` parts has as
+/// many `functionResponse` parts, with the same names.
+fn unpaired_gemini(request: &Value) -> Option<String> {
+    let names = |content: &Value, key: &str, snake: &str| -> Vec<String> {
+        array(content, "parts")
+            .filter_map(|p| p.get(key).or(p.get(snake)))
+            .map(|f| str_of(f, "name").unwrap_or_default().to_string())
+            .collect()
+    };
+    let mut calls: Vec<String> = Vec::new();
+    for (i, content) in array(request, "contents").enumerate() {
+        let responses = names(content, "functionResponse", "function_response");
+        if str_of(content, "role") == Some("model") {
+            if !calls.is_empty() {
+                return Some(format!("contents[{i}]: the function calls of the turn before have no responses"));
+            }
+            calls = names(content, "functionCall", "function_call");
+            continue;
+        }
+        let mut sorted = (calls.clone(), responses.clone());
+        sorted.0.sort();
+        sorted.1.sort();
+        if sorted.0 != sorted.1 {
+            return Some(format!(
+                "contents[{i}]: Please ensure that the number of function response parts is equal to the number \
+                 of function call parts of the function call turn (calls {calls:?}, responses {responses:?})."
+            ));
+        }
+        calls.clear();
+    }
+    (!calls.is_empty()).then(|| format!("the function calls {calls:?} have no responses"))
 }
 
 /// Tool results grouped by the assistant turn they answer.
@@ -510,6 +650,56 @@ mod tests {
             "messages": [],
         });
         assert_eq!(calls(turn(&ToolPlan::first(), Endpoint::Messages, &request, 1, vec![]))[0].name, "Bash");
+    }
+
+    #[test]
+    fn calls_and_results_must_pair_up() {
+        let chat = |tool_id: &str| {
+            json!({ "messages": [
+                { "role": "user", "content": "go" },
+                { "role": "assistant", "tool_calls": [{ "id": "a", "type": "function", "function": { "name": "f", "arguments": "{}" } }] },
+                { "role": "tool", "tool_call_id": tool_id, "content": "x" },
+                { "role": "user", "content": "more" },
+            ] })
+        };
+        assert_eq!(unpaired(Endpoint::Chat, &chat("a")), None);
+        assert!(unpaired(Endpoint::Chat, &chat("b")).unwrap().contains("\"b\""));
+        let mut unanswered = chat("a");
+        unanswered["messages"].as_array_mut().unwrap().remove(2);
+        assert!(unpaired(Endpoint::Chat, &unanswered).unwrap().contains("\"a\""));
+
+        let messages = |result_id: &str| {
+            json!({ "messages": [
+                { "role": "user", "content": "go" },
+                { "role": "assistant", "content": [{ "type": "tool_use", "id": "toolu_1", "name": "f", "input": {} }] },
+                { "role": "user", "content": [{ "type": "tool_result", "tool_use_id": result_id, "content": "x" }] },
+            ] })
+        };
+        assert_eq!(unpaired(Endpoint::Messages, &messages("toolu_1")), None);
+        assert!(unpaired(Endpoint::Messages, &messages("toolu_2")).unwrap().contains("unexpected `tool_use_id`"));
+
+        let responses = |output_id: &str| {
+            json!({ "input": [
+                { "type": "message", "role": "user", "content": "go" },
+                { "type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}" },
+                { "type": "function_call_output", "call_id": output_id, "output": "x" },
+            ] })
+        };
+        assert_eq!(unpaired(Endpoint::Responses, &responses("call_1")), None);
+        assert!(unpaired(Endpoint::Responses, &responses("call_2")).unwrap().starts_with("No tool call found"));
+        assert_eq!(unpaired(Endpoint::Responses, &json!({ "input": "hi" })), None);
+
+        let gemini = |responses: Value| {
+            json!({ "contents": [
+                { "role": "user", "parts": [{ "text": "go" }] },
+                { "role": "model", "parts": [{ "functionCall": { "name": "f", "args": {} } }, { "functionCall": { "name": "g", "args": {} } }] },
+                { "role": "user", "parts": responses },
+            ] })
+        };
+        let both = json!([{ "functionResponse": { "name": "g", "response": {} } }, { "functionResponse": { "name": "f", "response": {} } }]);
+        assert_eq!(unpaired(Endpoint::GeminiStream, &gemini(both)), None);
+        let one = json!([{ "functionResponse": { "name": "f", "response": {} } }]);
+        assert!(unpaired(Endpoint::GeminiStream, &gemini(one)).unwrap().contains("number of function response parts"));
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //! script ([`Script::agent`], [`Script::tool_plan`] with a [`ToolPlan`]) the
 //! provider plays its part of a tool-call round trip, reading each request
 //! in its own format: it calls a tool the request offers, and once the
-//! request carries the tool's result it answers with text quoting it. So a
+//! request carries the tool's result it answers with text quoting it; a
+//! conversation whose calls and results do not pair up gets the 400 the
+//! real provider would send. So a
 //! test can drive a real client (an SDK, Claude Code, Codex, Gemini CLI)
 //! through a whole agent turn, translated or not, with no model behind it.
 //!
@@ -275,6 +277,14 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
         None => Turn::Text(text),
     };
     let plan = wire::plan(&shared.name, call, request, turn, pacing.chunks);
+    // An agent refuses what its real counterpart would: calls and results that do not pair up.
+    let refused = agent.as_ref().and_then(|_| agent::unpaired(endpoint, &body));
+    if let (Some(why), Fault::None) = (refused, &fault) {
+        guard.finish();
+        let mut response = axum::Json(wire::error_body_saying(endpoint, StatusCode::BAD_REQUEST, &why)).into_response();
+        *response.status_mut() = StatusCode::BAD_REQUEST;
+        return response;
+    }
     let mut response = match fault {
         Fault::Status { status, headers } => {
             guard.finish();

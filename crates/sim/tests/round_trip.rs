@@ -193,3 +193,28 @@ async fn without_tools_the_agent_answers_with_the_ordinary_text() {
     assert_eq!(out.text, "Hello from sim. w3 w4");
     assert_eq!(out.text_deltas, 5);
 }
+
+/// A result for a call the conversation never made is refused with the 400
+/// the real provider sends, in the format's own error shape.
+#[tokio::test]
+async fn an_unpaired_tool_result_is_refused() {
+    let sim = SimProvider::start("sim", Script::agent()).await.unwrap();
+    let body = json!({
+        "model": "m", "max_tokens": 16,
+        "tools": [{ "name": "Bash", "input_schema": { "type": "object" } }],
+        "messages": [
+            { "role": "user", "content": "go" },
+            { "role": "assistant", "content": [{ "type": "tool_use", "id": "toolu_a", "name": "Bash", "input": {} }] },
+            { "role": "user", "content": [{ "type": "tool_result", "tool_use_id": "toolu_b", "content": "hi" }] },
+        ],
+    });
+    let r = reqwest::Client::new().post(format!("{}/messages", sim.base_url())).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let error: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert!(error["error"]["message"].as_str().unwrap().contains("toolu_b"), "{error}");
+    // Only an agent checks: a plain script answers anything.
+    let plain = SimProvider::start("plain", Script::ok()).await.unwrap();
+    let r = reqwest::Client::new().post(format!("{}/messages", plain.base_url())).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+}

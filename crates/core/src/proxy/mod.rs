@@ -148,7 +148,17 @@ async fn serve(
             Tried::Passed => {}
         }
     }
-    Err(run.exhausted(protocol))
+    let error = run.exhausted(protocol);
+    // Every provider that counts failed (an Anthropic one down while the
+    // chain's others serve the model): the count is estimated, labelled so,
+    // as when no provider counts at all. Claude Code counts constantly.
+    match estimate_count(gateway, inbound, &bytes, &head) {
+        Some(Ok(response)) => {
+            journal.take().finish_local(response.status()).await;
+            Ok(response)
+        }
+        _ => Err(error),
+    }
 }
 
 /// A token count for a model no provider of the counting API's own kind
@@ -167,6 +177,20 @@ fn count_locally(
     if routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).is_ok() {
         return None;
     }
+    estimate_count(gateway, inbound, body, head)
+}
+
+/// A local estimate for a token count, when some provider serves the model.
+fn estimate_count(
+    gateway: &Gateway,
+    inbound: &Inbound,
+    body: &[u8],
+    head: &RequestHead,
+) -> Option<Result<Response<Body>, translate_error::Untranslatable>> {
+    if !matches!(inbound.endpoint, Endpoint::CountTokens | Endpoint::GeminiCountTokens) {
+        return None;
+    }
+    let live = gateway.live();
     let any = routing::plan(&live.providers, &live.config.routes, Endpoint::Messages, &head.model).is_ok();
     any.then(|| wire::estimated_count(inbound.endpoint, body, head))
 }

@@ -265,8 +265,12 @@ pub fn echo(headers: &HeaderMap, query: Option<&str>) -> String {
 
 /// An error body in the endpoint's own protocol whose message echoes `echo`.
 pub fn echo_body(endpoint: Endpoint, status: StatusCode, echo: &str) -> Value {
+    error_body_saying(endpoint, status, &format!("simulated {} for a request with {echo}", status.as_u16()))
+}
+
+/// An error body in the endpoint's own protocol saying `message`.
+pub fn error_body_saying(endpoint: Endpoint, status: StatusCode, message: &str) -> Value {
     let mut body = error_body(endpoint, status);
-    let message = format!("simulated {} for a request with {echo}", status.as_u16());
     if let Some(m) = body.pointer_mut("/error/message") {
         *m = json!(message);
     }

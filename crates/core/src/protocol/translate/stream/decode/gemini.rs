@@ -141,7 +141,11 @@ impl Gemini {
             }
             return;
         }
-        self.signature_before(signature, emit, out);
+        // Text continues the open text block across chunks: only a
+        // signature between two pieces of text ends it.
+        if signature.is_some() {
+            self.signature_before(signature, emit, out);
+        }
         if !text.is_empty() {
             let index = self.ensure(Open::Text, emit, out);
             emit.delta(index, Delta::Text(text), out);
@@ -205,5 +209,52 @@ fn tokens(usage: &Value) -> Tokens {
         cache_read: count(usage, "cachedContentTokenCount"),
         cache_write: None,
         reasoning: thoughts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::protocol::translate::ir::{BlockKind, Delta, Format, StreamEvent};
+    use crate::protocol::translate::stream::decode_all;
+
+    fn chunk(parts: &str) -> String {
+        format!("data: {{\"candidates\":[{{\"content\":{{\"parts\":[{parts}],\"role\":\"model\"}},\"index\":0}}],\"responseId\":\"r\"}}\n\n")
+    }
+
+    fn blocks(events: &[StreamEvent]) -> Vec<(BlockKind, String)> {
+        let mut blocks: Vec<(BlockKind, String)> = Vec::new();
+        for event in events {
+            match event {
+                StreamEvent::BlockStart { block, .. } => blocks.push((block.clone(), String::new())),
+                StreamEvent::Delta { delta: Delta::Text(t) | Delta::Reasoning(t), .. } => {
+                    blocks.last_mut().unwrap().1.push_str(t);
+                }
+                _ => {}
+            }
+        }
+        blocks
+    }
+
+    /// A Gemini stream sends a reply's text a piece per chunk: one text
+    /// block, not one per chunk (a Messages client such as Claude Code shows
+    /// only the last text block of a reply, so it lost all but the last piece).
+    #[test]
+    fn text_over_several_chunks_is_one_block() {
+        let stream = [chunk(r#"{"text":"Hello"}"#), chunk(r#"{"text":" wor"}"#), chunk(r#"{"text":"ld"}"#)].concat();
+        let events = decode_all(Format::Gemini, stream.as_bytes());
+        assert_eq!(blocks(&events), [(BlockKind::Text, "Hello world".to_string())], "{events:?}");
+        // An empty text part (Gemini's last chunk often has one) ends nothing either.
+        let stream = [chunk(r#"{"text":"Hi"}"#), chunk(r#"{"text":""}"#), chunk(r#"{"text":"!"}"#)].concat();
+        assert_eq!(blocks(&decode_all(Format::Gemini, stream.as_bytes())), [(BlockKind::Text, "Hi!".to_string())]);
+        // Thinking then text over chunks: one block of each.
+        let stream = [
+            chunk(r#"{"text":"hm","thought":true}"#),
+            chunk(r#"{"text":"m","thought":true}"#),
+            chunk(r#"{"text":"a"}"#),
+            chunk(r#"{"text":"b"}"#),
+        ]
+        .concat();
+        let got = blocks(&decode_all(Format::Gemini, stream.as_bytes()));
+        assert_eq!(got, [(BlockKind::Reasoning, "hmm".to_string()), (BlockKind::Text, "ab".to_string())]);
     }
 }
