@@ -255,6 +255,6 @@ mod tests {
         ]
         .concat();
         let got = blocks(&decode_all(Format::Gemini, stream.as_bytes()));
-        assert_eq!(got, [(BlockKind::Reasoning, "hmm".to_string()), (BlockKind::Text, "ab".to_string())]);
+        assert_eq!(got, [(BlockKind::Reasoning { id: None }, "hmm".to_string()), (BlockKind::Text, "ab".to_string())]);
     }
 }
