@@ -30,6 +30,8 @@ pub struct TestGateway {
     pub addr: SocketAddr,
     pub gateway: Gateway,
     pub store: Store,
+    /// The response cache beside the history database.
+    pub cache: switchyard_core::cache::Store,
     _history: History,
     _dir: tempfile::TempDir,
     /// Stops the server when dropped.
@@ -53,23 +55,37 @@ impl TestGateway {
     /// Stops this gateway and starts another on the same files (config,
     /// history, provider toggles), as a restart would.
     pub async fn restart(self, keys: MemoryStore) -> TestGateway {
-        let TestGateway { _dir: dir, stop, task, _history: history, gateway, .. } = self;
+        let TestGateway { _dir: dir, stop, task, _history: history, gateway, cache, .. } = self;
         drop(stop);
         let _ = task.await;
         // The history writer finishes once the gateway's recorders are gone.
         drop(gateway);
         history.close(Duration::from_secs(5)).await;
+        cache.close().await;
         TestGateway::start_in(dir, keys).await
     }
 
     async fn start_in(dir: tempfile::TempDir, keys: MemoryStore) -> TestGateway {
         let path = dir.path().join("switchyard.toml");
         let config = Config::load(&path).expect("test config is valid");
-        let history = History::open(&dir.path().join("switchyard.db"), &config.history).await.expect("history opens");
+        let database = dir.path().join("switchyard.db");
+        let history = History::open(&database, &config.history).await.expect("history opens");
+        let limits = switchyard_core::cache::Limits {
+            max_bytes: config.history.cache_max_bytes,
+            ..switchyard_core::cache::Limits::default()
+        };
+        let cache = switchyard_core::cache::Store::open(
+            &switchyard_core::cache::path_beside(&database),
+            limits,
+            Arc::default(),
+        )
+        .await
+        .expect("cache opens");
         let gateway = Gateway::builder(config, Arc::new(keys))
             .config_path(path)
             .state_file(dir.path().join("state.json"))
             .history(&history)
+            .cache(cache.clone())
             .admin_token(secrecy::SecretString::from(ADMIN_TOKEN.to_string()))
             .access_token(secrecy::SecretString::from(ACCESS_TOKEN.to_string()))
             .build()
@@ -80,7 +96,7 @@ impl TestGateway {
         let shutdown = stop.clone().cancelled_owned();
         let task = tokio::spawn(switchyard_core::serve(listener, gateway.clone(), shutdown));
         let store = history.store().clone();
-        TestGateway { addr, gateway, store, _history: history, _dir: dir, stop: stop.drop_guard(), task }
+        TestGateway { addr, gateway, store, cache, _history: history, _dir: dir, stop: stop.drop_guard(), task }
     }
 
     /// Waits until `n` requests are on record (the writer is asynchronous).

@@ -55,6 +55,8 @@ struct Inner {
     client: crate::upstream::Client,
     sink: Option<Sink>,
     store: Option<Store>,
+    /// The response cache, beside the history.
+    cache: Option<crate::cache::Store>,
     admin_token: Option<SecretString>,
     access_token: Option<SecretString>,
     client_rates: ClientRates,
@@ -78,6 +80,7 @@ pub struct Builder {
     config: Config,
     secrets: Arc<dyn SecretStore>,
     history: Option<(Sink, Store)>,
+    cache: Option<crate::cache::Store>,
     admin_token: Option<SecretString>,
     access_token: Option<SecretString>,
     state_file: Option<PathBuf>,
@@ -102,6 +105,13 @@ impl Builder {
             keep_bodies: config.history.store_bodies.then_some(config.history.body_limit),
         };
         self.history = Some((sink, history.store().clone()));
+        self
+    }
+
+    /// Answers repeated requests from `cache`, where the config or the
+    /// client asks for it.
+    pub fn cache(mut self, cache: crate::cache::Store) -> Builder {
+        self.cache = Some(cache);
         self
     }
 
@@ -162,6 +172,7 @@ impl Builder {
                 client,
                 sink,
                 store,
+                cache: self.cache,
                 admin_token: self.admin_token,
                 access_token,
                 client_rates: ClientRates::default(),
@@ -200,6 +211,7 @@ impl Gateway {
             config,
             secrets,
             history: None,
+            cache: None,
             admin_token: None,
             access_token: None,
             state_file: None,
@@ -228,6 +240,11 @@ impl Gateway {
 
     pub fn store(&self) -> Option<&Store> {
         self.inner.store.as_ref()
+    }
+
+    /// The response cache, when history is kept.
+    pub fn cache(&self) -> Option<&crate::cache::Store> {
+        self.inner.cache.as_ref()
     }
 
     pub fn admin_token(&self) -> Option<&SecretString> {

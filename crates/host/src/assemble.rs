@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use secrecy::SecretString;
 use std::sync::Arc;
+use switchyard_core::cache;
 use switchyard_core::history::History;
 use switchyard_core::secrets::{ChainStore, EnvStore};
 
@@ -103,6 +104,7 @@ pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
 pub struct Prepared {
     pub gateway: Gateway,
     history: Option<History>,
+    cache: Option<cache::Store>,
     watcher: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -125,6 +127,10 @@ pub async fn prepare(
         }
         None => None,
     };
+    let cache = match files.data_dir.as_deref().filter(|_| history.is_some()) {
+        Some(dir) => open_cache(&paths::database(dir), &config).await,
+        None => None,
+    };
     let listen_off_loopback = !config.server.listen.ip().is_loopback();
     let mut builder = Gateway::builder(config, secrets).admin_token(tokens.admin);
     if let Some(dir) = &files.data_dir {
@@ -143,10 +149,28 @@ pub async fn prepare(
     if let Some(h) = &history {
         builder = builder.history(h);
     }
+    if let Some(c) = &cache {
+        builder = builder.cache(c.clone());
+    }
     let gateway = customize(builder).build()?;
     report_providers(&gateway);
     let watcher = files.config.clone().map(|path| tokio::spawn(watch_config(gateway.clone(), path)));
-    Ok(Prepared { gateway, history, watcher })
+    Ok(Prepared { gateway, history, cache, watcher })
+}
+
+/// The response cache beside the history database. One that cannot be
+/// opened leaves the gateway without a cache, not without a start: a cache
+/// only saves calls.
+async fn open_cache(history: &Path, config: &Config) -> Option<cache::Store> {
+    let path = cache::path_beside(history);
+    let limits = cache::Limits { max_bytes: config.history.cache_max_bytes, ..cache::Limits::default() };
+    match cache::Store::open(&path, limits, Arc::default()).await {
+        Ok(store) => Some(store),
+        Err(e) => {
+            warn!("{e}: answering without a response cache");
+            None
+        }
+    }
 }
 
 impl Prepared {
@@ -182,12 +206,15 @@ impl Prepared {
     /// Stops watching the config and writes out the last history records.
     /// Other clones of the gateway must be gone by now, or history waits for them.
     pub async fn close(self) {
-        let Prepared { gateway, history, watcher } = self;
+        let Prepared { gateway, history, cache, watcher } = self;
         if let Some(w) = watcher {
             w.abort();
             let _ = w.await;
         }
         drop(gateway);
+        if let Some(cache) = cache {
+            cache.close().await;
+        }
         if let Some(history) = history {
             history.close(HISTORY_GRACE).await;
         }

@@ -239,6 +239,22 @@ impl Journal {
         self.send().await;
     }
 
+    /// What `usage` costs at the delivering provider's prices, if known.
+    pub fn cost(&self, usage: &Usage) -> Option<f64> {
+        let (sink, record) = (self.sink.as_ref()?, self.record.as_deref()?);
+        sink.prices.cost(record.provider.as_deref()?, record.provider_model.as_deref()?, usage)
+    }
+
+    /// The response cache answered: no provider was paid (a stale answer
+    /// keeps the failed attempts that came before it on record).
+    pub async fn finish_cached(mut self, status: StatusCode) {
+        let Some(record) = self.record.as_deref_mut() else { return };
+        record.status = Some(status.as_u16());
+        record.outcome = RequestOutcome::Ok;
+        record.cost_usd = Some(0.0);
+        self.send().await;
+    }
+
     /// The gateway answered by itself (a local token count): no provider,
     /// no usage.
     pub async fn finish_local(mut self, status: StatusCode) {

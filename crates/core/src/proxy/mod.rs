@@ -4,6 +4,7 @@
 
 pub(crate) mod attempt;
 pub(crate) mod body;
+pub(crate) mod cached;
 pub(crate) mod headers;
 pub(crate) mod journal;
 pub(crate) mod relay;
@@ -66,7 +67,12 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
         Ok(response) => response,
         Err(error) => {
             journal.finish_error(&error).await;
-            error.into_response()
+            // Nothing answered: the error as a problem document SDKs still parse.
+            if error.code.is_exhausted() {
+                crate::cache::problem(&error, Some(&inbound.ids.request_id))
+            } else {
+                error.into_response()
+            }
         }
     }
 }
@@ -101,6 +107,12 @@ async fn serve(
         journal.take().finish_local(response.status()).await;
         return Ok(response);
     }
+    let mut cached = cached::Cached::plan(gateway.cache(), &live.config, inbound, &head, &bytes);
+    if let Some(c) = &mut cached {
+        if let Some(hit) = c.lookup(journal).await {
+            return Ok(hit);
+        }
+    }
     let plan = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
@@ -125,6 +137,7 @@ async fn serve(
         last_failed: None,
         backoff: Duration::ZERO,
         scrub: OnDemand::new(gateway, &live.providers, &inbound.headers, inbound.uri.query()),
+        cached: cached.as_ref(),
     };
     for candidate in &plan.candidates {
         candidate.provider.note_planned();
@@ -152,13 +165,21 @@ async fn serve(
     // Every provider that counts failed (an Anthropic one down while the
     // chain's others serve the model): the count is estimated, labelled so,
     // as when no provider counts at all. Claude Code counts constantly.
-    match estimate_count(gateway, inbound, &bytes, &head) {
-        Some(Ok(response)) => {
-            journal.take().finish_local(response.status()).await;
-            Ok(response)
-        }
-        _ => Err(error),
+    if let Some(Ok(response)) = estimate_count(gateway, inbound, &bytes, &head) {
+        journal.take().finish_local(response.status()).await;
+        return Ok(response);
     }
+    if let Some(c) = &mut cached {
+        if let Some(stale) = c.stale(journal).await {
+            return Ok(stale);
+        }
+        c.count_live();
+    }
+    if let Some(fallback) = live.config.fallback_response(&head.model) {
+        journal.take().finish_error(&error).await;
+        return Ok(fallback.response(error.attempts));
+    }
+    Err(error)
 }
 
 /// A token count for a model no provider of the counting API's own kind
@@ -222,6 +243,8 @@ struct Run<'a> {
     backoff: Duration,
     /// Secrets to take out of upstream error text, gathered at the first failure.
     scrub: OnDemand<'a>,
+    /// What the response cache does for this request.
+    cached: Option<&'a cached::Cached>,
 }
 
 fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
@@ -378,8 +401,13 @@ impl Run<'_> {
                         idle: self.policy.stream_idle_timeout,
                         strip_usage,
                         journal: self.journal.take(),
+                        keep: self.cached.and_then(|c| c.keeper(provider.name())),
                     };
-                    return Tried::Answered(relay::respond(upstream, ticket, verdict, delivery).await);
+                    let mut response = relay::respond(upstream, ticket, verdict, delivery).await;
+                    if let Some(c) = self.cached {
+                        c.mark_live(response.headers_mut());
+                    }
+                    return Tried::Answered(response);
                 }
                 upstream => {
                     ticket.record(verdict);

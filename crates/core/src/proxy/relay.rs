@@ -23,6 +23,7 @@ use crate::protocol::translate::stream::StreamTranslator;
 use crate::protocol::usage::Tap;
 use crate::protocol::Endpoint;
 use crate::proxy::attempt::{error_chain, Upstream};
+use crate::proxy::cached::{Keeper, Keeping};
 use crate::proxy::headers;
 use crate::proxy::journal::Journal;
 use crate::proxy::scrub;
@@ -51,6 +52,8 @@ pub struct Delivery<'a> {
     /// The gateway asked for usage chunks the client did not ask for.
     pub strip_usage: bool,
     pub journal: Journal,
+    /// Where a successful answer is stored in the response cache.
+    pub keep: Option<Keeper>,
 }
 
 /// The client's response. For an event stream the ticket records the
@@ -80,6 +83,8 @@ pub fn respond(
     }
     headers.insert(crate::proxy::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
     let status = upstream.status;
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let keeping = delivery.keep.and_then(|k| k.capture(status, upstream.sse, content_type)).map(Box::new);
     // Usage is read from what the provider sent, in its own format.
     let tap = Tap::new(delivery.upstream_endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
     let mut relay = Relay {
@@ -94,6 +99,7 @@ pub fn respond(
         translator: delivery.translator,
         scrub: upstream.scrub.map(|s| Box::new(scrub::Stream::new(s))),
         journal: Some(delivery.journal),
+        keeping,
     };
     async move {
         let body = match relay.whole().await {
@@ -130,6 +136,9 @@ struct Relay {
     scrub: Option<Box<scrub::Stream>>,
     /// Present until the body has ended and the request is on record.
     journal: Option<Journal>,
+    /// A copy of the answer as the client gets it, for the response cache.
+    /// Boxed: most answers are not cached.
+    keeping: Option<Box<Keeping>>,
 }
 
 impl Relay {
@@ -167,8 +176,7 @@ impl Relay {
             return None;
         }
         let out = self.scrubbed(held);
-        let out = self.tap.observe(out);
-        let out = self.translated(out);
+        let out = self.observe(out);
         Some(self.end(out).await)
     }
 
@@ -185,8 +193,7 @@ impl Relay {
                 },
             };
             let chunk = self.scrubbed(chunk);
-            let out = self.tap.observe(chunk);
-            let out = self.translated(out);
+            let out = self.observe(chunk);
             if self.ended_already() {
                 return last(self.end(out).await);
             }
@@ -205,12 +212,29 @@ impl Relay {
         }
     }
 
-    /// `chunk` in the client's format, for a translated stream.
-    fn translated(&mut self, chunk: Bytes) -> Bytes {
-        match &mut self.translator {
-            Some(t) if !chunk.is_empty() => t.push(&chunk),
-            _ => chunk,
+    /// `chunk` past the usage tap and in the client's format. The cache
+    /// keeps what the client gets: the provider's bytes as they are (usage
+    /// the gateway asked for included, to replay to a client who asks for
+    /// it), or a translated stream's events in the client's format.
+    fn observe(&mut self, chunk: Bytes) -> Bytes {
+        if self.translator.is_none() {
+            if let Some(k) = &mut self.keeping {
+                k.push(&chunk);
+            }
         }
+        let out = self.tap.observe(chunk);
+        self.translated(out)
+    }
+
+    /// `chunk` in the client's format, for a translated stream (kept for
+    /// the cache as such).
+    fn translated(&mut self, chunk: Bytes) -> Bytes {
+        let Some(t) = &mut self.translator else { return chunk };
+        let out = if chunk.is_empty() { chunk } else { t.push(&chunk) };
+        if let Some(k) = &mut self.keeping {
+            k.push(&out);
+        }
+        out
     }
 
     /// The provider's next chunk, or why there is none.
@@ -255,8 +279,8 @@ impl Relay {
         self.ticket.record(classify::at_end(false));
         let out = match self.scrub.as_mut().map(|s| s.finish()).filter(|b| !b.is_empty()) {
             Some(held_back) => {
-                let more = self.tap.observe(held_back);
-                join(out, self.translated(more))
+                let more = self.observe(held_back);
+                join(out, more)
             }
             None => out,
         };
@@ -264,9 +288,18 @@ impl Relay {
         let mut tail = self.translated(tail);
         if let Some(t) = &mut self.translator {
             // The provider's stream is over: the client's terminal events.
-            tail = join(tail, t.finish());
+            let terminal = t.finish();
+            if let Some(k) = &mut self.keeping {
+                k.push(&terminal);
+            }
+            tail = join(tail, terminal);
         }
         let failure = self.translator.as_ref().and_then(|t| t.error()).map(|(_, message)| message.to_string());
+        if let Some(keeping) = self.keeping.take().filter(|_| failure.is_none()) {
+            let usage = self.tap.usage();
+            let cost = self.journal.as_ref().and_then(|j| j.cost(&usage));
+            keeping.store(usage, cost);
+        }
         self.finish(failure).await;
         join(out, tail)
     }
