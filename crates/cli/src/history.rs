@@ -53,6 +53,10 @@ enum Show {
     /// requests. Best run while the gateway is stopped: it holds the
     /// database's write lock until it is done (seconds for a million requests).
     Rebuild,
+    /// Deletes every request and event on record, and every answer in the
+    /// response cache beside it (stored answers are as sensitive as the
+    /// record). Safe while the gateway runs.
+    Purge,
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,6 +84,11 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
         store.rebuild().await?;
         let requests = store.requests_on_record().await?;
         println!("rebuilt the rollups and filter entries of {requests} requests in {:.1?}", started.elapsed());
+        return Ok(());
+    }
+    if let Some(Show::Purge) = &args.show {
+        let purged = switchyard_core::history::purge(&store).await?;
+        println!("deleted {} requests and {} cached answers", purged.requests, purged.cached_answers);
         return Ok(());
     }
     if let Some(Show::Show { id, json }) = &args.show {

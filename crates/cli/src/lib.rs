@@ -41,7 +41,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run the gateway in front of simulated providers with generated traffic; no keys needed.
     Demo(demo::DemoArgs),
-    /// Recorded requests: a table, one request's attempt timeline (`history show ID`), or `history rebuild`.
+    /// Recorded requests: a table, one request's attempt timeline (`history show ID`), `history rebuild`, or `history purge`.
     History(history::HistoryArgs),
     /// Follow requests as they are recorded, one line each with its attempts.
     Tail(history::TailArgs),

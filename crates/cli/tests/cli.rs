@@ -166,6 +166,13 @@ fn the_demo_records_history_that_the_history_command_reads() {
     assert!(rebuilt.status.success(), "{}", String::from_utf8_lossy(&rebuilt.stderr));
     let text = String::from_utf8_lossy(&rebuilt.stdout);
     assert!(text.starts_with("rebuilt the rollups and filter entries of 6 requests"), "{text}");
+    // The gateway opened its response cache beside the history: purged with it.
+    assert!(dir.path().join("switchyard.cache.db").exists());
+    let purged = switchyard().args(["history", "purge", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert!(purged.status.success(), "{}", String::from_utf8_lossy(&purged.stderr));
+    assert_eq!(String::from_utf8_lossy(&purged.stdout).trim(), "deleted 6 requests and 0 cached answers");
+    let table = switchyard().args(["history", "--data-dir"]).arg(dir.path()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&table.stdout).lines().count(), 1, "only the header");
     let token = std::fs::read_to_string(dir.path().join("admin-token")).unwrap();
     assert!(token.starts_with("sya-") && token.len() == 68);
     #[cfg(unix)]
