@@ -262,3 +262,25 @@ async fn a_damaged_cache_row_is_a_miss_not_an_error() {
     assert_eq!(ask(&gw, "/v1/chat/completions", &chat(false, 0.0)).await.1, "hit", "stored again");
     assert_eq!(gw.cache.counters().snapshot().corrupt, 1);
 }
+
+#[tokio::test]
+async fn hits_and_misses_are_metrics() {
+    let (_p, gw) = gateway(Script::ok(), CACHE).await;
+    for _ in 0..3 {
+        ask(&gw, "/v1/chat/completions", &chat(false, 0.0)).await;
+        gw.cache.flush().await;
+    }
+    ask(&gw, "/v1/chat/completions", &chat(false, 0.7)).await;
+    let text = http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    for line in [
+        "switchyard_cache_requests_total{status=\"hit\"} 2",
+        "switchyard_cache_requests_total{status=\"miss\"} 1",
+        "switchyard_cache_requests_total{status=\"bypass\"} 1",
+        "switchyard_cache_entries 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+    // A second scrape counts nothing twice.
+    let again = http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(again.lines().any(|l| l == "switchyard_cache_requests_total{status=\"hit\"} 2"), "{again}");
+}

@@ -276,6 +276,9 @@ pub async fn metrics(State(gw): State<Gateway>, headers: HeaderMap) -> Response 
         m.breaker.get_or_create(&label).set(breaker);
         m.enabled.get_or_create(&label).set(i64::from(p.is_enabled()));
     }
+    if let Some(cache) = gw.cache() {
+        m.set_cache(&cache.counters().snapshot());
+    }
     m.history_lost.set(gw.sink().map_or(0, |s| i64::try_from(s.recorder.lost()).unwrap_or(i64::MAX)));
     (
         StatusCode::OK,

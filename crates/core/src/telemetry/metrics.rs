@@ -56,6 +56,11 @@ pub struct ProviderLabel {
     pub provider: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabel {
+    pub status: &'static str,
+}
+
 /// The `kind` labels of the token counters, in [`Series::tokens`] order.
 const TOKEN_KINDS: [&str; 3] = ["input", "output", "cached"];
 
@@ -122,6 +127,15 @@ pub struct Metrics {
     /// 1 enabled, 0 disabled; set at scrape time.
     pub enabled: Family<ProviderLabel, Gauge>,
     pub history_lost: Gauge,
+    /// Requests by what the response cache did (`hit`, `miss`, `stale`,
+    /// `bypass`); caught up with the cache's own counters at scrape time.
+    pub cache_requests: Family<CacheLabel, Counter>,
+    pub cache_saved: Counter<f64, AtomicU64>,
+    pub cache_entries: Gauge,
+    pub cache_bytes: Gauge,
+    /// One scrape at a time catches the cache counters up (two at once
+    /// would both add the same difference).
+    cache_sync: Mutex<()>,
     /// By provider, then model (bounded).
     series: Mutex<HashMap<String, ByModel<Series>>>,
 }
@@ -146,6 +160,11 @@ impl Metrics {
             breaker: Family::default(),
             enabled: Family::default(),
             history_lost: Gauge::default(),
+            cache_requests: Family::default(),
+            cache_saved: Counter::default(),
+            cache_entries: Gauge::default(),
+            cache_bytes: Gauge::default(),
+            cache_sync: Mutex::default(),
             series: Mutex::default(),
             registry: Registry::default(),
         };
@@ -159,7 +178,33 @@ impl Metrics {
         registry.register("breaker_state", "Circuit breaker: 0 closed, 1 half-open, 2 open", m.breaker.clone());
         registry.register("provider_enabled", "1 when the provider is enabled", m.enabled.clone());
         registry.register("history_records_lost", "History records that could not be written", m.history_lost.clone());
+        registry.register(
+            "cache_requests",
+            "Requests by what the response cache did: hit, miss, stale, bypass",
+            m.cache_requests.clone(),
+        );
+        registry.register("cache_saved_usd", "What answers served from the cache had cost", m.cache_saved.clone());
+        registry.register("cache_entries", "Answers in the response cache", m.cache_entries.clone());
+        registry.register("cache_bytes", "Bytes the response cache stores", m.cache_bytes.clone());
         Metrics { registry, ..m }
+    }
+
+    /// Brings the cache's figures up to `stats` (they only grow, but for
+    /// the gauges), at scrape time.
+    pub fn set_cache(&self, stats: &crate::cache::CacheStats) {
+        let _one = self.cache_sync.lock().unwrap_or_else(|p| p.into_inner());
+        for (status, count) in
+            [("hit", stats.hits), ("miss", stats.misses), ("stale", stats.stale), ("bypass", stats.bypasses)]
+        {
+            let counter = self.cache_requests.get_or_create(&CacheLabel { status });
+            counter.inc_by(count.saturating_sub(counter.get()));
+        }
+        let saved = stats.saved_usd - self.cache_saved.get();
+        if saved > 0.0 {
+            self.cache_saved.inc_by(saved);
+        }
+        self.cache_entries.set(i64::try_from(stats.entries).unwrap_or(i64::MAX));
+        self.cache_bytes.set(i64::try_from(stats.bytes).unwrap_or(i64::MAX));
     }
 
     /// Runs `f` on the series of `provider` and `model` (used at `minute`),
