@@ -1,12 +1,9 @@
-//! Client-side limits per provider: a concurrency cap (a full provider is
-//! skipped, never queued for) and token buckets for requests and tokens per
-//! minute, tightened by the remaining-quota headers so the gateway slows
+//! Client-side limits per provider: token buckets for requests and tokens
+//! per minute (the concurrency cap is [`super::queue::Capacity`]), tightened by the remaining-quota headers so the gateway slows
 //! down before a 429 arrives rather than after.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 /// A token bucket refilled continuously up to its capacity.
@@ -96,29 +93,6 @@ impl Rates {
     }
 }
 
-/// A cap on requests in flight to one provider.
-#[derive(Debug, Clone)]
-pub struct Concurrency {
-    semaphore: Option<Arc<Semaphore>>,
-}
-
-impl Concurrency {
-    pub fn new(limit: Option<u32>) -> Concurrency {
-        Concurrency { semaphore: limit.map(|n| Arc::new(Semaphore::new(n.max(1) as usize))) }
-    }
-
-    /// A permit, `Ok(None)` when there is no cap, `Err` when the cap is full.
-    pub fn try_enter(&self) -> Result<Option<OwnedSemaphorePermit>, Full> {
-        match &self.semaphore {
-            None => Ok(None),
-            Some(s) => s.clone().try_acquire_owned().map(Some).map_err(|_| Full),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Full;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,16 +121,5 @@ mod tests {
         assert_eq!(r.wait_for(1, Instant::now()), Duration::from_millis(100));
         r.observe(None, Some(100), Instant::now());
         assert_eq!(r.wait_for(1100, Instant::now()), Duration::from_secs(10));
-    }
-
-    #[tokio::test]
-    async fn concurrency_cap_refuses_when_full_and_frees_on_drop() {
-        let c = Concurrency::new(Some(2));
-        let a = c.try_enter().unwrap();
-        let _b = c.try_enter().unwrap();
-        assert_eq!(c.try_enter().unwrap_err(), Full);
-        drop(a);
-        assert!(c.try_enter().is_ok());
-        assert!(Concurrency::new(None).try_enter().unwrap().is_none());
     }
 }

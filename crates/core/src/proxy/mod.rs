@@ -35,7 +35,7 @@ use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::translate::error as translate_error;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
-use crate::upstream::provider::{Gate, Pass, Provider};
+use crate::upstream::provider::{Gate, Pass, Provider, Ticket};
 use crate::upstream::routing::{self, Candidate, RouteError};
 use body::{BodyError, RequestHead};
 use journal::{AttemptEnd, AttemptStart, Journal};
@@ -142,6 +142,8 @@ async fn serve(
     for candidate in &plan.candidates {
         candidate.provider.note_planned();
     }
+    // Candidates passed over only for want of capacity, in chain order.
+    let mut busy = Vec::new();
     for candidate in &plan.candidates {
         let provider = candidate.provider;
         if run.last_failed.is_some() {
@@ -155,10 +157,18 @@ async fn serve(
                 continue;
             }
         }
-        match run.provider(candidate).await {
+        match run.provider(candidate, None).await {
             Tried::Answered(response) => return Ok(response),
             Tried::Failed => run.last_failed = Some(provider.name().to_string()),
             Tried::Passed => {}
+            Tried::Busy => busy.push(candidate),
+        }
+    }
+    // Nobody could take it now: wait for the provider that frees up first,
+    // if one will in time.
+    if run.attempts == 0 && run.last_failed.is_none() && !busy.is_empty() {
+        if let Some(response) = run.queue(&busy).await {
+            return Ok(response);
         }
     }
     let error = run.exhausted(protocol);
@@ -220,8 +230,11 @@ fn estimate_count(
 enum Tried {
     Answered(Response<Body>),
     Failed,
-    /// Passed over without an attempt (breaker open, cooling down, full).
+    /// Passed over without an attempt (breaker open, cooling down).
     Passed,
+    /// Passed over for want of capacity (full, its keys all leased, others
+    /// queued): its queue may take the request.
+    Busy,
 }
 
 /// One request's progress through its chain.
@@ -277,7 +290,33 @@ impl Run<'_> {
 
     /// Tries one provider: attempts, retries with backoff, until it answers,
     /// fails for good, or the budget says to move on.
-    async fn provider(&mut self, candidate: &Candidate<'_>) -> Tried {
+    /// Waits in the queue of the busy candidate expected to free up first,
+    /// within the deadline (less what a fallback needs), then tries it. A
+    /// client that leaves drops this future and its place in line.
+    async fn queue(&mut self, busy: &[&Candidate<'_>]) -> Option<Response<Body>> {
+        let waits = busy.iter().map(|c| c.provider.capacity().expected_wait());
+        let Some(candidate) = crate::policy::queue::earliest(waits).and_then(|i| busy.get(i).copied()) else {
+            return None;
+        };
+        let provider = candidate.provider;
+        let until = self.deadline.at.checked_sub(self.policy.min_fallback_budget).unwrap_or(self.deadline.at);
+        let (tokens, deadline, min) = (self.tokens, self.deadline, self.policy.min_fallback_budget);
+        match provider.capacity().wait(until, || provider.ready(tokens, &deadline, min)).await {
+            Ok((permit, mut ticket)) => {
+                ticket.hold(permit);
+                match self.provider(candidate, Some(ticket)).await {
+                    Tried::Answered(response) => Some(response),
+                    Tried::Failed | Tried::Passed | Tried::Busy => None,
+                }
+            }
+            Err(refusal) => {
+                self.note(provider.name(), &format!("not queued: {refusal}"));
+                None
+            }
+        }
+    }
+
+    async fn provider(&mut self, candidate: &Candidate<'_>, mut queued: Option<Ticket>) -> Tried {
         let provider = candidate.provider;
         // Translated once per provider, not per attempt: retries send the same body.
         let translated = match wire::translate(
@@ -301,8 +340,15 @@ impl Run<'_> {
         let native = scrubbed.as_ref().map(|(body, head)| (body, head));
         let mut retry = 0u32;
         loop {
-            let gate =
-                provider.gate(self.tokens, &self.deadline, self.policy.max_retry_wait, self.policy.min_fallback_budget);
+            let gate = match queued.take() {
+                Some(ticket) => Gate::Go(ticket),
+                None => provider.gate(
+                    self.tokens,
+                    &self.deadline,
+                    self.policy.max_retry_wait,
+                    self.policy.min_fallback_budget,
+                ),
+            };
             let mut ticket = match gate {
                 Gate::Go(mut ticket) => {
                     ticket.caused_by(&self.inbound.ids.request_id);
@@ -314,7 +360,11 @@ impl Run<'_> {
                 }
                 Gate::Pass(pass) => {
                     self.note(provider.name(), &format!("not tried: {pass}"));
-                    return if retry > 0 { Tried::Failed } else { Tried::Passed };
+                    return match retry {
+                        0 if Provider::queueable(&pass) => Tried::Busy,
+                        0 => Tried::Passed,
+                        _ => Tried::Failed,
+                    };
                 }
             };
             let timeout = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());

@@ -72,6 +72,8 @@ pub enum NoKey {
     Cooling(Instant),
     /// Missing, unreadable, or every key revoked.
     Unusable(String),
+    /// Every usable key serves as many requests as it may at once.
+    Busy,
 }
 
 #[derive(Debug)]
@@ -156,6 +158,15 @@ impl KeyPool {
 
     /// The next usable key, round-robin; `Ok(None)` when none is needed.
     pub fn pick(&self, now: Instant) -> Result<Option<ProviderKey>, NoKey> {
+        self.pick_where(now, |_| true)
+    }
+
+    /// The next usable key that `accept` takes (a lease on it), round-robin.
+    pub fn pick_where(
+        &self,
+        now: Instant,
+        mut accept: impl FnMut(&ProviderKey) -> bool,
+    ) -> Result<Option<ProviderKey>, NoKey> {
         let mut state = self.state();
         let start = state.next;
         let slots = match &mut state.source {
@@ -164,16 +175,23 @@ impl KeyPool {
             Source::Missing | Source::Unavailable(_) => return Err(NoKey::Unusable(self.problem_unlocked())),
         };
         let n = slots.len();
+        let mut busy = false;
         for i in 0..n {
             let slot = &mut slots[(start + i) % n];
             if slot.cooling_until.is_some_and(|t| t <= now) {
                 slot.cooling_until = None;
             }
             if slot.revoked.is_none() && slot.cooling_until.is_none() {
-                let key = slot.key.clone();
-                state.next = (start + i + 1) % n;
-                return Ok(Some(key));
+                busy = true;
+                if accept(&slot.key) {
+                    let key = slot.key.clone();
+                    state.next = (start + i + 1) % n;
+                    return Ok(Some(key));
+                }
             }
+        }
+        if busy {
+            return Err(NoKey::Busy);
         }
         match slots.iter().filter(|s| s.revoked.is_none()).filter_map(|s| s.cooling_until).min() {
             Some(until) => Err(NoKey::Cooling(until)),

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::http::Uri;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -16,7 +15,8 @@ use crate::config::ProviderConfig;
 use crate::history::record::now_ms;
 use crate::policy::breaker::{Admission, Breaker, State};
 use crate::policy::deadline::Deadline;
-use crate::policy::limiter::{Concurrency, Rates};
+use crate::policy::limiter::Rates;
+use crate::policy::queue::{Capacity, KeyLease, Permit, Ready};
 use crate::policy::share::{self, WindowCounter};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
@@ -44,7 +44,8 @@ pub struct Provider {
     urls: Vec<(Endpoint, Uri)>,
     pub keys: KeyPool,
     enabled: AtomicBool,
-    concurrency: Concurrency,
+    /// The concurrency cap, key leases and the queue in front of them.
+    capacity: Arc<Capacity>,
     health: Mutex<Health>,
     telemetry: Arc<Telemetry>,
 }
@@ -64,6 +65,10 @@ pub enum Pass {
     },
     NoUsableKey(String),
     Full,
+    /// Others wait in its queue, and go first.
+    Queued,
+    /// Every usable key serves as many requests as it may at once.
+    KeysBusy,
     Throttled {
         wait: Duration,
     },
@@ -83,6 +88,8 @@ impl fmt::Display for Pass {
             Pass::KeysCooling { until } => write!(f, "every key is rate-limited for {} more", left(until)),
             Pass::NoUsableKey(reason) => f.write_str(reason),
             Pass::Full => f.write_str("at its concurrency cap"),
+            Pass::Queued => f.write_str("others are waiting in its queue"),
+            Pass::KeysBusy => f.write_str("every key is serving as many requests as it may"),
             Pass::Throttled { wait } => write!(f, "throttled (next slot in {})", humantime::format_duration(*wait)),
             Pass::FallbackShare => f.write_str("took its share of fallback traffic"),
         }
@@ -109,13 +116,20 @@ pub struct Ticket {
     admission: Option<Admission>,
     /// The request this attempt belongs to, named in the events it causes.
     cause: Option<String>,
-    // Held for its Drop: the concurrency slot frees when the ticket goes.
-    _permit: Option<OwnedSemaphorePermit>,
+    // Held for their Drop: the concurrency slot and the key's lease free
+    // when the ticket goes, whatever ended the request.
+    permit: Option<Permit>,
+    _lease: Option<KeyLease>,
 }
 
 impl Ticket {
     pub fn admission(&self) -> Option<Admission> {
         self.admission
+    }
+
+    /// The slot a wait in the queue won.
+    pub fn hold(&mut self, permit: Permit) {
+        self.permit = Some(permit);
     }
 
     /// Names the request in the breaker and cool-down events this attempt causes.
@@ -175,7 +189,7 @@ impl Provider {
         Provider {
             urls,
             enabled: AtomicBool::new(config.enabled),
-            concurrency: Concurrency::new(p.max_concurrency),
+            capacity: Capacity::new(p.max_concurrency, config.key_max_concurrency, config.queue),
             health: Mutex::new(health),
             telemetry,
             config,
@@ -244,8 +258,44 @@ impl Provider {
         self.health().fallbacks.add(Instant::now());
     }
 
+    pub fn capacity(&self) -> &Arc<Capacity> {
+        &self.capacity
+    }
+
     /// Decides whether an attempt may start now, and reserves what it needs.
     pub fn gate(self: &Arc<Self>, tokens: u64, deadline: &Deadline, max_wait: Duration, min_budget: Duration) -> Gate {
+        self.admit(tokens, deadline, max_wait, min_budget, true)
+    }
+
+    /// What the head of this provider's queue is told, holding a slot
+    /// already: go (with a ticket that still needs the slot, [`Ticket::hold`]),
+    /// or when to look again.
+    pub fn ready(self: &Arc<Self>, tokens: u64, deadline: &Deadline, min_budget: Duration) -> Ready<Ticket> {
+        // No throttle wait here: the queue itself waits for the bucket.
+        match self.admit(tokens, deadline, Duration::ZERO, min_budget, false) {
+            Gate::Go(ticket) => Ready::Now(ticket),
+            Gate::Wait(wait) => Ready::At(Instant::now() + wait),
+            Gate::Pass(Pass::CoolingDown { until } | Pass::KeysCooling { until }) => Ready::At(until),
+            Gate::Pass(Pass::Throttled { wait }) => Ready::At(Instant::now() + wait),
+            Gate::Pass(Pass::KeysBusy | Pass::Full | Pass::Queued) => Ready::Released,
+            Gate::Pass(pass) => Ready::Never(pass.to_string()),
+        }
+    }
+
+    /// Whether a pass is one that capacity freeing up or time can end, so
+    /// that waiting in the queue may be worth it.
+    pub fn queueable(pass: &Pass) -> bool {
+        matches!(pass, Pass::Full | Pass::Queued | Pass::KeysBusy)
+    }
+
+    fn admit(
+        self: &Arc<Self>,
+        tokens: u64,
+        deadline: &Deadline,
+        max_wait: Duration,
+        min_budget: Duration,
+        take_slot: bool,
+    ) -> Gate {
         let now = Instant::now();
         let mut h = self.health();
         drop_expired_cooldown(&mut h, now);
@@ -260,13 +310,21 @@ impl Provider {
                 Gate::Pass(Pass::Throttled { wait })
             };
         }
-        let key = match self.keys.pick(now) {
+        let mut lease = None;
+        let key = match self.keys.pick_where(now, |k| {
+            lease = self.capacity.try_lease(&k.label);
+            lease.is_some()
+        }) {
             Ok(key) => key,
             Err(NoKey::Cooling(until)) => return Gate::Pass(Pass::KeysCooling { until }),
             Err(NoKey::Unusable(reason)) => return Gate::Pass(Pass::NoUsableKey(reason)),
+            Err(NoKey::Busy) => return Gate::Pass(Pass::KeysBusy),
         };
-        let Ok(permit) = self.concurrency.try_enter() else {
-            return Gate::Pass(Pass::Full);
+        let permit = match take_slot.then(|| self.capacity.try_enter()) {
+            None => None,
+            Some(Ok(permit)) => Some(permit),
+            Some(Err(crate::policy::queue::Busy::Full)) => return Gate::Pass(Pass::Full),
+            Some(Err(crate::policy::queue::Busy::Queued)) => return Gate::Pass(Pass::Queued),
         };
         let admission = match h.breaker.admit(now) {
             Ok(a) => a,
@@ -277,7 +335,14 @@ impl Provider {
         };
         self.log_transitions(&mut h, None);
         h.rates.take(tokens, now);
-        Gate::Go(Ticket { provider: Arc::clone(self), key, admission: Some(admission), cause: None, _permit: permit })
+        Gate::Go(Ticket {
+            provider: Arc::clone(self),
+            key,
+            admission: Some(admission),
+            cause: None,
+            permit,
+            _lease: lease,
+        })
     }
 
     /// Records what an admitted attempt showed about the provider.

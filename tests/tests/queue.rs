@@ -1,0 +1,131 @@
+//! Waiting for capacity instead of failing, end to end: a provider at its
+//! concurrency cap queues requests in FIFO order within their deadlines,
+//! refuses at once one that cannot be served in time, forgets a client that
+//! left, and a key that allows one request at a time never serves two.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+use switchyard_sim::{Script, SimProvider};
+use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
+
+const POLICY: &str = "[policy]\nmin_fallback_budget = \"100ms\"";
+
+async fn gateway(latency: Duration, provider_policy: &str) -> (SimProvider, TestGateway) {
+    let p = SimProvider::start("p", Script::ok().latency(latency)).await.unwrap();
+    let config = ConfigText::new().raw(POLICY).provider(&p, "openai", &["m"]).raw(provider_policy);
+    let gw = TestGateway::start(config.build(), keys_for(&["p"])).await;
+    (p, gw)
+}
+
+fn chat() -> Value {
+    json!({ "model": "m", "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+/// A chat request with a deadline of `ms`; its status and how long it took.
+async fn send(gw: &TestGateway, ms: u64) -> (u16, Duration, String) {
+    let started = Instant::now();
+    let r = http()
+        .post(gw.url("/v1/chat/completions"))
+        .header("x-switchyard-timeout-ms", ms.to_string())
+        .json(&chat())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    (status, started.elapsed(), text)
+}
+
+fn queue_stats(gw: &TestGateway) -> switchyard_core::policy::QueueStats {
+    gw.gateway.live().provider("p").unwrap().capacity().counters().snapshot()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_wait_their_turn_and_one_that_cannot_make_it_fails_fast() {
+    let slow = Duration::from_millis(300);
+    let (p, gw) = gateway(slow, "policy = { max_concurrency = 1, max_queue = 8 }").await;
+    // One on its own first: the queue learns how long a request holds its slot.
+    assert_eq!(send(&gw, 5000).await.0, 200);
+    let started = Instant::now();
+    let four = join_all((0..4).map(|_| send(&gw, 5000))).await;
+    let took = started.elapsed();
+    assert!(four.iter().all(|(status, _, _)| *status == 200), "{four:?}");
+    assert!(took >= Duration::from_millis(1150) && took < Duration::from_secs(3), "served one after another: {took:?}");
+    assert_eq!(p.calls(), 5);
+    let stats = queue_stats(&gw);
+    assert_eq!((stats.served, stats.depth, stats.in_use), (3, 0, 0), "{stats:?}");
+
+    // Three ahead (one served, two waiting): a 500 ms deadline cannot be met.
+    let ahead = tokio::spawn({
+        let gw_url = gw.url("/v1/chat/completions");
+        async move {
+            join_all((0..3).map(|_| http().post(&gw_url).json(&chat()).send()))
+                .await
+                .into_iter()
+                .map(|r| r.unwrap().status().as_u16())
+                .collect::<Vec<_>>()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (status, took, body) = send(&gw, 500).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(took < Duration::from_millis(200), "refused at once, not after waiting: {took:?}");
+    assert!(body.contains("does not fit the deadline"), "{body}");
+    assert_eq!(ahead.await.unwrap(), [200, 200, 200]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_the_queue_frees_its_place() {
+    let (p, gw) = gateway(Duration::from_millis(300), "policy = { max_concurrency = 1, max_queue = 1 }").await;
+    let first = tokio::spawn({
+        let url = gw.url("/v1/chat/completions");
+        async move { http().post(&url).json(&chat()).send().await.unwrap().status().as_u16() }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Waits in the only place in line, then gives up.
+    let gone =
+        http().post(gw.url("/v1/chat/completions")).timeout(Duration::from_millis(100)).json(&chat()).send().await;
+    assert!(gone.is_err(), "the client gave up first");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let stats = queue_stats(&gw);
+    assert_eq!((stats.depth, stats.left), (0, 1), "{stats:?}");
+    // The place is free again: the next one queues instead of being refused.
+    let (status, _, body) = send(&gw, 5000).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(first.await.unwrap(), 200);
+    assert_eq!(p.calls(), 2, "the one that left never reached the provider");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_allows_one_request_at_a_time_never_serves_two() {
+    let latency = Duration::from_millis(20);
+    let (p, gw) =
+        gateway(latency, "policy = { max_queue = 64, max_queue_wait = \"10s\" }\nkeys = { max_concurrency = 1 }").await;
+    let started = Instant::now();
+    let all = join_all((0..50).map(|_| send(&gw, 20_000))).await;
+    let took = started.elapsed();
+    assert!(all.iter().all(|(status, _, _)| *status == 200), "{:?}", all.iter().find(|r| r.0 != 200));
+    assert_eq!(p.calls(), 50);
+    assert!(took >= latency * 50, "one at a time takes at least 50 latencies: {took:?}");
+    // From the record: no attempt on the key starts before the one before it ended.
+    gw.recorded(50).await;
+    let page = gw.admin("/admin/requests?limit=100").await;
+    let mut spans = Vec::new();
+    for r in page["requests"].as_array().unwrap() {
+        let detail = gw.admin(&format!("/admin/requests/{}", r["id"].as_str().unwrap())).await;
+        for a in detail["attempts"].as_array().unwrap() {
+            let start = a["started_at"].as_f64().unwrap();
+            spans.push((start, start + a["duration_ms"].as_f64().unwrap()));
+        }
+    }
+    assert_eq!(spans.len(), 50);
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for pair in spans.windows(2) {
+        assert!(pair[1].0 + 1.0 >= pair[0].1, "two at once on one key: {pair:?}");
+    }
+    assert_eq!(queue_stats(&gw).leases, 0, "every lease was given back");
+}
