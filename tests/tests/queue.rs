@@ -129,3 +129,15 @@ async fn a_key_that_allows_one_request_at_a_time_never_serves_two() {
     }
     assert_eq!(queue_stats(&gw).leases, 0, "every lease was given back");
 }
+
+#[tokio::test]
+async fn the_queue_is_in_the_metrics() {
+    let (_p, gw) = gateway(Duration::from_millis(100), "policy = { max_concurrency = 1, max_queue = 4 }").await;
+    let two = join_all((0..2).map(|_| send(&gw, 5000))).await;
+    assert!(two.iter().all(|r| r.0 == 200), "{two:?}");
+    let text = http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(text.lines().any(|l| l == "switchyard_queue_depth{provider=\"p\"} 0"), "{text}");
+    assert!(text.lines().any(|l| l == "switchyard_key_leases{provider=\"p\"} 0"), "{text}");
+    let waited = text.lines().find_map(|l| l.strip_prefix("switchyard_queue_wait_seconds_total{provider=\"p\"} "));
+    assert!(waited.and_then(|w| w.parse::<f64>().ok()).is_some_and(|w| w >= 0.05), "{text}");
+}

@@ -275,6 +275,7 @@ pub async fn metrics(State(gw): State<Gateway>, headers: HeaderMap) -> Response 
         };
         m.breaker.get_or_create(&label).set(breaker);
         m.enabled.get_or_create(&label).set(i64::from(p.is_enabled()));
+        m.set_queue(p.name(), &p.capacity().counters().snapshot());
     }
     if let Some(cache) = gw.cache() {
         m.set_cache(&cache.counters().snapshot());

@@ -133,6 +133,11 @@ pub struct Metrics {
     pub cache_saved: Counter<f64, AtomicU64>,
     pub cache_entries: Gauge,
     pub cache_bytes: Gauge,
+    /// Each provider's queue, set at scrape time: waiting now, key leases
+    /// held, and the seconds those served from it waited in all.
+    pub queue_depth: Family<ProviderLabel, Gauge>,
+    pub key_leases: Family<ProviderLabel, Gauge>,
+    pub queue_wait: Family<ProviderLabel, Gauge<f64, AtomicU64>>,
     /// One scrape at a time catches the cache counters up (two at once
     /// would both add the same difference).
     cache_sync: Mutex<()>,
@@ -164,6 +169,9 @@ impl Metrics {
             cache_saved: Counter::default(),
             cache_entries: Gauge::default(),
             cache_bytes: Gauge::default(),
+            queue_depth: Family::default(),
+            key_leases: Family::default(),
+            queue_wait: Family::default(),
             cache_sync: Mutex::default(),
             series: Mutex::default(),
             registry: Registry::default(),
@@ -186,7 +194,22 @@ impl Metrics {
         registry.register("cache_saved_usd", "What answers served from the cache had cost", m.cache_saved.clone());
         registry.register("cache_entries", "Answers in the response cache", m.cache_entries.clone());
         registry.register("cache_bytes", "Bytes the response cache stores", m.cache_bytes.clone());
+        registry.register("queue_depth", "Requests waiting in a provider's queue", m.queue_depth.clone());
+        registry.register("key_leases", "Key leases held, by provider", m.key_leases.clone());
+        registry.register(
+            "queue_wait_seconds_total",
+            "Seconds the requests served from a provider's queue waited in all",
+            m.queue_wait.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Sets a provider's queue figures, at scrape time.
+    pub fn set_queue(&self, provider: &str, stats: &crate::policy::QueueStats) {
+        let label = ProviderLabel { provider: provider.to_string() };
+        self.queue_depth.get_or_create(&label).set(i64::try_from(stats.depth).unwrap_or(i64::MAX));
+        self.key_leases.get_or_create(&label).set(i64::try_from(stats.leases).unwrap_or(i64::MAX));
+        self.queue_wait.get_or_create(&label).set(stats.wait_total_ms / 1000.0);
     }
 
     /// Brings the cache's figures up to `stats` (they only grow, but for
