@@ -17,7 +17,7 @@ use crate::paths::{self, DataDirArgs};
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
     #[command(subcommand)]
-    show: Option<Show>,
+    show: Option<Action>,
     /// Only requests that did not end ok.
     #[arg(long)]
     failed: bool,
@@ -42,7 +42,7 @@ pub struct HistoryArgs {
 }
 
 #[derive(Debug, clap::Subcommand)]
-enum Show {
+enum Action {
     /// One request with its attempt timeline.
     Show {
         id: String,
@@ -79,19 +79,19 @@ async fn open(data: &DataDirArgs) -> Result<Store> {
 
 pub async fn run(args: HistoryArgs) -> Result<()> {
     let store = open(&args.data).await?;
-    if let Some(Show::Rebuild) = &args.show {
+    if let Some(Action::Rebuild) = &args.show {
         let started = std::time::Instant::now();
         store.rebuild().await?;
         let requests = store.requests_on_record().await?;
         println!("rebuilt the rollups and filter entries of {requests} requests in {:.1?}", started.elapsed());
         return Ok(());
     }
-    if let Some(Show::Purge) = &args.show {
+    if let Some(Action::Purge) = &args.show {
         let purged = switchyard_core::history::purge(&store).await?;
         println!("deleted {} requests and {} cached answers", purged.requests, purged.cached_answers);
         return Ok(());
     }
-    if let Some(Show::Show { id, json }) = &args.show {
+    if let Some(Action::Show { id, json }) = &args.show {
         let detail = store.request(id).await?.with_context(|| format!("no request {id:?} on record"))?;
         if *json {
             println!("{}", serde_json::to_string_pretty(&detail)?);

@@ -295,9 +295,7 @@ impl Run<'_> {
     /// client that leaves drops this future and its place in line.
     async fn queue(&mut self, busy: &[&Candidate<'_>]) -> Option<Response<Body>> {
         let waits = busy.iter().map(|c| c.provider.capacity().expected_wait());
-        let Some(candidate) = crate::policy::queue::earliest(waits).and_then(|i| busy.get(i).copied()) else {
-            return None;
-        };
+        let candidate = crate::policy::queue::earliest(waits).and_then(|i| busy.get(i).copied())?;
         let provider = candidate.provider;
         let until = self.deadline.at.checked_sub(self.policy.min_fallback_budget).unwrap_or(self.deadline.at);
         let (tokens, deadline, min) = (self.tokens, self.deadline, self.policy.min_fallback_budget);
