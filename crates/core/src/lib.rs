@@ -29,9 +29,9 @@
 //! # The path of one request
 //! From accept to history row, each step one call from the last:
 //! 1. `http::server::serve` accepts the connection and serves it with a `Front`.
-//! 2. `Front::serve` gives the request its ids (`Correlated::begin`) and
-//!    runs the guard (`http::guard::admit`).
-//! 3. `Front::dispatch` hands a proxy endpoint's `POST` to `proxy::handle`
+//! 2. `Front::call` gives the request its ids (`Correlated::begin`);
+//!    `Front::serve` runs the guard (`http::guard::admit`).
+//! 3. `Front::serve` then hands a proxy endpoint's `POST` to `proxy::handle`
 //!    (anything else to the admin and dashboard routes).
 //! 4. `proxy::handle` opens the request's `Journal`; `proxy::serve` reads
 //!    the body (`read_body`, `body::inspect`) and plans the providers

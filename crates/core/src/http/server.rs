@@ -14,6 +14,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Json, Router};
+use futures_util::future::BoxFuture;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
@@ -255,43 +256,52 @@ struct Front {
 impl hyper::service::Service<axum::http::Request<Incoming>> for Front {
     type Response = Response;
     type Error = std::convert::Infallible;
-    type Future = futures_util::future::BoxFuture<'static, Result<Response, std::convert::Infallible>>;
+    type Future = tracing::instrument::Instrumented<BoxFuture<'static, Result<Response, std::convert::Infallible>>>;
 
     fn call(&self, request: axum::http::Request<Incoming>) -> Self::Future {
         self.arrived.notify_one();
-        let front = self.clone();
-        Box::pin(async move { Ok(front.serve(request).await) })
+        let correlated = Correlated::begin(request.headers(), request.method(), request.uri());
+        let span = correlated.span.clone();
+        let serve: BoxFuture<'static, _> = Box::pin(self.clone().serve(request, correlated));
+        serve.instrument(span)
     }
 }
 
 impl Front {
     /// The one pipeline: ids, then the guard, then the proxy or the routes.
-    async fn serve(self, mut request: axum::http::Request<Incoming>) -> Response {
-        let correlated = Correlated::begin(request.headers(), request.method(), request.uri());
-        let work = async {
-            match crate::http::guard::admit(&self.gateway, &mut request, Some(self.peer)) {
-                Ok(admitted) => admitted.finish(self.dispatch(request, &correlated.ids).await),
-                Err(refusal) => *refusal,
+    ///
+    /// One `async fn` awaiting the proxy or the router directly, not a
+    /// chain of wrappers around them: a request's future is several KB (the
+    /// proxy's attempt and relay), and each wrapper it is created in and
+    /// moved out of is another copy of all of it, per request.
+    async fn serve(
+        self,
+        mut request: axum::http::Request<Incoming>,
+        correlated: Correlated,
+    ) -> Result<Response, std::convert::Infallible> {
+        let admitted = match crate::http::guard::admit(&self.gateway, &mut request, Some(self.peer)) {
+            Ok(admitted) => admitted,
+            Err(refusal) => return Ok(correlated.end(*refusal)),
+        };
+        let response = match proxy_endpoint(&request) {
+            Some((endpoint, path_model)) => {
+                let (head, body) = request.into_parts();
+                let inbound =
+                    Inbound { endpoint, path_model, ids: correlated.ids.clone(), headers: head.headers, uri: head.uri };
+                proxy::handle(&self.gateway, inbound, Body::new(body)).await
+            }
+            None => {
+                request.extensions_mut().insert(ConnectInfo(self.peer));
+                if let Some(local) = self.local {
+                    request.extensions_mut().insert(crate::http::challenge::LocalAddr(local));
+                }
+                match self.app.clone().oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
             }
         };
-        let response = work.instrument(correlated.span.clone()).await;
-        correlated.end(response)
-    }
-
-    async fn dispatch(&self, mut request: axum::http::Request<Incoming>, ids: &RequestIds) -> Response {
-        let Some((endpoint, path_model)) = proxy_endpoint(&request) else {
-            request.extensions_mut().insert(ConnectInfo(self.peer));
-            if let Some(local) = self.local {
-                request.extensions_mut().insert(crate::http::challenge::LocalAddr(local));
-            }
-            return match self.app.clone().oneshot(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-        };
-        let (head, body) = request.into_parts();
-        let inbound = Inbound { endpoint, path_model, ids: ids.clone(), headers: head.headers, uri: head.uri };
-        proxy::handle(&self.gateway, inbound, Body::new(body)).await
+        Ok(correlated.end(admitted.finish(response)))
     }
 }
 

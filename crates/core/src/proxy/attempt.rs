@@ -131,7 +131,10 @@ pub async fn run(
             Attempted::answered(upstream, ttfb, None)
         }
     };
-    let attempted = match tokio::time::timeout(timeout, work).await {
+    // Boxed: the exchange's future (hyper's send, the wait for content) is
+    // about 2 KB, and inline it would be moved into the timeout and carried
+    // by every future that awaits this one; boxed, it is moved once.
+    let attempted = match tokio::time::timeout(timeout, Box::pin(work)).await {
         Ok(attempted) => attempted,
         Err(_) => {
             Attempted::failed(Outcome::Timeout, format!("no answer within {}", humantime::format_duration(timeout)))
