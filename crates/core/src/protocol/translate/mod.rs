@@ -37,6 +37,8 @@
 //! - [`passthrough`]: envelopes scrubbed from a body that is otherwise
 //!   forwarded as it is, and the retry after a rejected signature.
 //! - [`error`]: errors across formats.
+//! - `vocab`: each format's words for stop reasons and error classes, read by
+//!   whole replies, streams and error bodies alike.
 //! - [`estimate`], [`models`]: token estimates, model lists.
 //! - [`stream`]: reply streams, decoded and encoded event by event.
 
@@ -58,6 +60,7 @@ mod responses;
 pub mod schema;
 mod shape;
 pub mod stream;
+mod vocab;
 mod wire;
 
 #[cfg(test)]

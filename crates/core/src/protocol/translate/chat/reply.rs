@@ -6,6 +6,7 @@ use crate::protocol::translate::error::UpstreamError;
 use crate::protocol::translate::ir::{Context, ErrorClass, Family, StopReason, Tokens};
 use crate::protocol::translate::message::{CallKind, Part, Reply};
 use crate::protocol::translate::reply::{self as common, finish, n};
+use crate::protocol::translate::vocab;
 use crate::protocol::translate::wire::{args_text, joined};
 
 fn unreadable(what: &str) -> UpstreamError {
@@ -37,17 +38,11 @@ pub(crate) fn decode(body: &[u8]) -> Result<Reply, UpstreamError> {
         parts.push(tool_call(call));
     }
     let finish_reason = choice.get("finish_reason").and_then(Value::as_str);
-    let stop = match finish_reason {
-        Some("stop") => StopReason::EndTurn,
-        Some("length") => StopReason::MaxTokens,
-        Some("tool_calls" | "function_call") => StopReason::ToolUse,
-        Some("content_filter") => StopReason::Refusal,
-        other => {
-            return Err(UpstreamError::new(
-                ErrorClass::Overloaded,
-                format!("the provider ended without a usable finish reason ({})", other.unwrap_or("none")),
-            ))
-        }
+    let Some(stop) = finish_reason.and_then(vocab::chat_reason) else {
+        return Err(UpstreamError::new(
+            ErrorClass::Overloaded,
+            format!("the provider ended without a usable finish reason ({})", finish_reason.unwrap_or("none")),
+        ));
     };
     // vLLM names the matched stop string.
     let stop_sequence = choice.get("stop_reason").and_then(Value::as_str).map(str::to_owned);
@@ -167,12 +162,7 @@ pub(crate) fn finish_reason(reply: &Reply) -> &'static str {
     if reply.has_tool_calls() {
         return "tool_calls";
     }
-    match reply.stop {
-        StopReason::EndTurn | StopReason::StopSequence | StopReason::PauseTurn => "stop",
-        StopReason::MaxTokens => "length",
-        StopReason::ToolUse => "tool_calls",
-        StopReason::Refusal => "content_filter",
-    }
+    vocab::chat_finish(reply.stop)
 }
 
 pub(crate) fn encode_usage(t: &Tokens) -> Value {

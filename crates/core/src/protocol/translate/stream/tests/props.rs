@@ -134,7 +134,7 @@ fn stream() -> impl Strategy<Value = Vec<StreamEvent>> {
                             b.events.push(StreamEvent::Delta { index, delta: d });
                         }
                     }
-                    b.events.push(StreamEvent::Error { class, message: "boom".into() });
+                    b.events.push(StreamEvent::Error { class, message: "boom".into(), quota: false });
                 }
                 None => {
                     let reason = match (reason, b.tools > 0) {
