@@ -28,7 +28,8 @@
 //! - [`ir`]: formats, families, stop reasons, token counts, stream events,
 //!   the [`Context`].
 //! - [`message`]: the intermediate request and reply.
-//! - `chat`, `responses`, `messages`, `gemini`: one codec per format.
+//! - `chat`, `responses`, `messages`, `gemini`: one codec per format;
+//!   `openai` holds what Chat and Responses spell alike.
 //! - `shape`: passes every request goes through before encoding.
 //! - [`profile`]: per-provider capabilities the encoders consult.
 //! - [`dropped`]: the drop table.
@@ -53,6 +54,7 @@ pub mod message;
 mod messages;
 pub mod models;
 pub mod names;
+mod openai;
 pub mod passthrough;
 pub mod profile;
 mod reply;

@@ -6,8 +6,8 @@ use crate::protocol::translate::error::UpstreamError;
 use crate::protocol::translate::ir::{Context, ErrorClass, Family, StopReason, Tokens};
 use crate::protocol::translate::message::{CallKind, Part, Reply};
 use crate::protocol::translate::reply::{self as common, finish, n};
-use crate::protocol::translate::vocab;
 use crate::protocol::translate::wire::{args_text, joined};
+use crate::protocol::translate::{openai, vocab};
 
 fn unreadable(what: &str) -> UpstreamError {
     UpstreamError::new(ErrorClass::Server, format!("the provider's reply is unreadable: {what}"))
@@ -110,23 +110,9 @@ pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
     msg.insert("role".into(), json!("assistant"));
     let text = joined(common::texts(reply), "");
     msg.insert("content".into(), if text.is_empty() { Value::Null } else { json!(text) });
-    let refusals: Vec<&str> = reply
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Refusal { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let refusals = openai::texts_of(&reply.parts, openai::refusal_text);
     msg.insert("refusal".into(), if refusals.is_empty() { Value::Null } else { json!(joined(&refusals, "\n")) });
-    let reasoning: Vec<&str> = reply
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Reasoning { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let reasoning = openai::texts_of(&reply.parts, openai::reasoning_text);
     if !reasoning.is_empty() {
         msg.insert("reasoning_content".into(), json!(joined(&reasoning, "\n\n")));
     }
@@ -166,12 +152,7 @@ pub(crate) fn finish_reason(reply: &Reply) -> &'static str {
 }
 
 pub(crate) fn encode_usage(t: &Tokens) -> Value {
-    let input = n(t.input);
-    let output = n(t.output);
-    let mut details = json!({"cached_tokens": n(t.cache_read)});
-    if let Some(w) = t.cache_write {
-        details["cache_write_tokens"] = json!(w);
-    }
+    let (input, output, details) = openai::usage_counts(t);
     json!({
         "prompt_tokens": input,
         "completion_tokens": output,

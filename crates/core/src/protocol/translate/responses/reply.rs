@@ -6,6 +6,7 @@ use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::UpstreamError;
 use crate::protocol::translate::ir::{Context, ErrorClass, Family, Opaque, StopReason, Tokens};
 use crate::protocol::translate::message::{CallKind, Part, Reply};
+use crate::protocol::translate::openai;
 use crate::protocol::translate::reply::{self as common, finish, item_id, n};
 use crate::protocol::translate::vocab::{self, Classified};
 use crate::protocol::translate::wire::{args_text, joined};
@@ -182,12 +183,7 @@ pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
 }
 
 pub(crate) fn encode_usage(t: &Tokens) -> Value {
-    let input = n(t.input);
-    let output = n(t.output);
-    let mut details = json!({"cached_tokens": n(t.cache_read)});
-    if let Some(w) = t.cache_write {
-        details["cache_write_tokens"] = json!(w);
-    }
+    let (input, output, details) = openai::usage_counts(t);
     json!({
         "input_tokens": input,
         "input_tokens_details": details,
