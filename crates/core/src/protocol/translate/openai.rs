@@ -77,6 +77,24 @@ pub(crate) fn tools_and_choice(
     true
 }
 
+/// Temperature and top-p where the provider takes them (one drop reason
+/// for both where it does not); top-k, which neither format has, dropped.
+pub(crate) fn sampling(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
+    if enc.profile.sampling {
+        if let Some(t) = req.temperature {
+            b.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = req.top_p {
+            b.insert("top_p".into(), json!(p));
+        }
+    } else if req.temperature.is_some() || req.top_p.is_some() {
+        enc.drop("sampling");
+    }
+    if req.top_k.is_some() {
+        enc.drop("top_k");
+    }
+}
+
 /// The texts of the parts `text` picks, in order.
 pub(crate) fn texts_of<'a>(parts: &'a [Part], text: fn(&'a Part) -> Option<&'a str>) -> Vec<&'a str> {
     parts.iter().filter_map(text).collect()

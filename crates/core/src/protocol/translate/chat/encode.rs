@@ -318,19 +318,7 @@ fn limits(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
         };
         b.insert(field.into(), json!(n));
     }
-    if enc.profile.sampling {
-        if let Some(t) = req.temperature {
-            b.insert("temperature".into(), json!(t));
-        }
-        if let Some(p) = req.top_p {
-            b.insert("top_p".into(), json!(p));
-        }
-    } else if req.temperature.is_some() || req.top_p.is_some() {
-        enc.drop("sampling");
-    }
-    if req.top_k.is_some() {
-        enc.drop("top_k");
-    }
+    openai::sampling(req, enc, b);
     if !req.stop.is_empty() {
         if req.stop.len() > MAX_STOP {
             enc.drop("stop[4..]");

@@ -260,19 +260,7 @@ fn limits(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     if let Some(n) = req.max_output {
         b.insert("max_output_tokens".into(), json!(n));
     }
-    if enc.profile.sampling {
-        if let Some(t) = req.temperature {
-            b.insert("temperature".into(), json!(t));
-        }
-        if let Some(p) = req.top_p {
-            b.insert("top_p".into(), json!(p));
-        }
-    } else if req.temperature.is_some() || req.top_p.is_some() {
-        enc.drop("sampling");
-    }
-    if req.top_k.is_some() {
-        enc.drop("top_k");
-    }
+    openai::sampling(req, enc, b);
     if !req.stop.is_empty() {
         enc.drop("stop");
     }
