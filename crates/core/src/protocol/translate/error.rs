@@ -12,6 +12,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::ir::{ErrorClass, Format};
+use super::vocab::{self, Classified};
 
 /// A request that cannot be sent to a provider without changing its meaning;
 /// the provider is skipped for it, with this as the reason.
@@ -100,62 +101,9 @@ pub fn decode_error(format: Format, status: StatusCode, body: &[u8]) -> Upstream
     }
     .and_then(Value::as_str)
     .unwrap_or("");
-    let mut class = class_of(status, kind, &message);
-    let quota = matches!(kind, "insufficient_quota" | "billing_error") || status == StatusCode::PAYMENT_REQUIRED;
-    if quota {
-        class = ErrorClass::RateLimited;
-    }
+    let Classified { class, quota } = vocab::classify(&[kind], Some(status.as_u16()), &message);
     let retry_after = gemini_retry_delay(err).or_else(|| try_again_in(&message));
     UpstreamError { class, message, retry_after, quota }
-}
-
-fn class_of(status: StatusCode, kind: &str, message: &str) -> ErrorClass {
-    if is_context_length(kind, message) {
-        return ErrorClass::ContextTooLong;
-    }
-    match kind {
-        "overloaded_error" | "server_is_overloaded" | "UNAVAILABLE" => return ErrorClass::Overloaded,
-        "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" => return ErrorClass::RateLimited,
-        "authentication_error" | "invalid_api_key" | "UNAUTHENTICATED" => return ErrorClass::Authentication,
-        "permission_error" | "PERMISSION_DENIED" => return ErrorClass::PermissionDenied,
-        "not_found_error" | "model_not_found" | "NOT_FOUND" => return ErrorClass::NotFound,
-        "request_too_large" => return ErrorClass::RequestTooLarge,
-        "timeout_error" | "DEADLINE_EXCEEDED" => return ErrorClass::Timeout,
-        _ => {}
-    }
-    if message.contains("API_KEY_INVALID") || message.contains("API key not valid") {
-        return ErrorClass::Authentication;
-    }
-    match status.as_u16() {
-        401 => ErrorClass::Authentication,
-        403 => ErrorClass::PermissionDenied,
-        404 => ErrorClass::NotFound,
-        408 | 504 => ErrorClass::Timeout,
-        413 => ErrorClass::RequestTooLarge,
-        429 => ErrorClass::RateLimited,
-        503 | 529 => ErrorClass::Overloaded,
-        400..=499 => ErrorClass::InvalidRequest,
-        _ => ErrorClass::Server,
-    }
-}
-
-/// The phrases vendors use for a prompt longer than the context window.
-const CONTEXT_PHRASES: &[&str] = &[
-    "context_length_exceeded",
-    "prompt is too long",
-    "maximum context length",
-    "exceeds the maximum number of tokens",
-    "input length and max_tokens exceed context limit",
-    "exceeds the context window",
-    "context window exceeds",
-    "too many input tokens",
-    "reduce the length of the messages",
-    "input is too long for requested model",
-];
-
-fn is_context_length(kind: &str, message: &str) -> bool {
-    let lower = message.to_ascii_lowercase();
-    kind == "context_length_exceeded" || CONTEXT_PHRASES.iter().any(|p| lower.contains(p))
 }
 
 /// Gemini's `details[].retryDelay` ("30s", "1.5s").
@@ -230,18 +178,13 @@ fn status(code: u16) -> StatusCode {
 }
 
 fn messages_error(err: &UpstreamError) -> (StatusCode, Value) {
-    let (code, kind) = match err.class {
-        ErrorClass::InvalidRequest | ErrorClass::ContextTooLong => (400, "invalid_request_error"),
-        ErrorClass::Authentication => (401, "authentication_error"),
-        ErrorClass::PermissionDenied => (403, "permission_error"),
-        ErrorClass::NotFound => (404, "not_found_error"),
-        ErrorClass::RequestTooLarge => (413, "request_too_large"),
-        ErrorClass::RateLimited if err.quota => (402, "billing_error"),
-        ErrorClass::RateLimited => (429, "rate_limit_error"),
-        ErrorClass::Overloaded => (529, "overloaded_error"),
-        ErrorClass::Timeout => (504, "timeout_error"),
-        ErrorClass::Server => (500, "api_error"),
-    };
+    let (code, _) = vocab::messages_error(err.class, err.quota);
+    (status(code), messages_body(err))
+}
+
+/// The Messages error body, before the reply or as a stream's `error` event.
+pub(crate) fn messages_body(err: &UpstreamError) -> Value {
+    let (_, kind) = vocab::messages_error(err.class, err.quota);
     let message = match err.class {
         ErrorClass::ContextTooLong if err.message.starts_with("prompt is too long") => err.message.clone(),
         ErrorClass::ContextTooLong => match context_numbers(&err.message) {
@@ -250,23 +193,19 @@ fn messages_error(err: &UpstreamError) -> (StatusCode, Value) {
         },
         _ => err.message.clone(),
     };
-    (status(code), json!({"type": "error", "error": {"type": kind, "message": message}}))
+    json!({"type": "error", "error": {"type": kind, "message": message}})
 }
 
 fn openai_error(err: &UpstreamError) -> (StatusCode, Value) {
-    let (code, kind, error_code) = match err.class {
-        ErrorClass::InvalidRequest => (400, "invalid_request_error", None),
-        ErrorClass::ContextTooLong => (400, "invalid_request_error", Some("context_length_exceeded")),
-        ErrorClass::Authentication => (401, "invalid_request_error", Some("invalid_api_key")),
-        ErrorClass::PermissionDenied => (403, "invalid_request_error", None),
-        ErrorClass::NotFound => (404, "invalid_request_error", Some("model_not_found")),
-        ErrorClass::RequestTooLarge => (413, "invalid_request_error", None),
-        ErrorClass::RateLimited if err.quota => (429, "insufficient_quota", Some("insufficient_quota")),
-        ErrorClass::RateLimited => (429, "requests", Some("rate_limit_exceeded")),
-        ErrorClass::Overloaded => (503, "server_error", Some("server_is_overloaded")),
-        ErrorClass::Timeout => (504, "server_error", Some("timeout")),
-        ErrorClass::Server => (500, "server_error", Some("server_error")),
-    };
+    let words = vocab::openai_error(err.class, err.quota);
+    let error = json!({"message": openai_message(err), "type": words.kind, "param": null, "code": words.code});
+    (status(words.status), json!({ "error": error }))
+}
+
+/// The message of an OpenAI error: a context-length error in OpenAI's own
+/// wording, and the retry delay as "Please try again in Ns." when the
+/// provider's message did not say it.
+pub(crate) fn openai_message(err: &UpstreamError) -> String {
     let mut message = match err.class {
         ErrorClass::ContextTooLong => match context_numbers(&err.message) {
             Some((n, m)) if !err.message.contains("maximum context length") => format!(
@@ -279,21 +218,17 @@ fn openai_error(err: &UpstreamError) -> (StatusCode, Value) {
     if let Some(d) = err.retry_after.filter(|_| try_again_in(&err.message).is_none()) {
         message = format!("{} Please try again in {}s.", message.trim_end(), whole_secs(d));
     }
-    (status(code), json!({"error": {"message": message, "type": kind, "param": null, "code": error_code}}))
+    message
 }
 
 fn gemini_error(err: &UpstreamError) -> (StatusCode, Value) {
-    let (code, grpc) = match err.class {
-        ErrorClass::InvalidRequest | ErrorClass::ContextTooLong => (400, "INVALID_ARGUMENT"),
-        ErrorClass::Authentication => (401, "UNAUTHENTICATED"),
-        ErrorClass::PermissionDenied => (403, "PERMISSION_DENIED"),
-        ErrorClass::NotFound => (404, "NOT_FOUND"),
-        ErrorClass::RequestTooLarge => (400, "INVALID_ARGUMENT"),
-        ErrorClass::RateLimited => (429, "RESOURCE_EXHAUSTED"),
-        ErrorClass::Overloaded => (503, "UNAVAILABLE"),
-        ErrorClass::Timeout => (504, "DEADLINE_EXCEEDED"),
-        ErrorClass::Server => (500, "INTERNAL"),
-    };
+    let (code, _) = vocab::gemini_error(err.class);
+    (status(code), gemini_body(err))
+}
+
+/// The Gemini error body, before the reply or as a stream's last chunk.
+pub(crate) fn gemini_body(err: &UpstreamError) -> Value {
+    let (code, grpc) = vocab::gemini_error(err.class);
     let message = match (err.class, context_numbers(&err.message)) {
         (ErrorClass::ContextTooLong, Some((n, m))) if !err.message.contains("input token count") => {
             format!("The input token count ({n}) exceeds the maximum number of tokens allowed ({m}).")
@@ -307,7 +242,7 @@ fn gemini_error(err: &UpstreamError) -> (StatusCode, Value) {
             "retryDelay": format!("{}s", whole_secs(d)),
         }]);
     }
-    (status(code), body)
+    body
 }
 
 #[cfg(test)]

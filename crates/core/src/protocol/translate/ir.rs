@@ -113,6 +113,21 @@ pub enum ErrorClass {
     Server,
 }
 
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 10] = [
+        ErrorClass::InvalidRequest,
+        ErrorClass::ContextTooLong,
+        ErrorClass::Authentication,
+        ErrorClass::PermissionDenied,
+        ErrorClass::NotFound,
+        ErrorClass::RequestTooLarge,
+        ErrorClass::RateLimited,
+        ErrorClass::Overloaded,
+        ErrorClass::Timeout,
+        ErrorClass::Server,
+    ];
+}
+
 /// One event of a reply stream, in the intermediate form. Blocks are
 /// numbered in the order they open, whatever the source format numbered.
 ///
@@ -140,7 +155,9 @@ pub enum StreamEvent {
     /// The reply ended normally.
     Finish { reason: StopReason, tokens: Tokens },
     /// The reply failed after it started; no success terminal follows.
-    Error { class: ErrorClass, message: String },
+    /// `quota` marks a rate limit that is an exhausted quota or credit
+    /// balance, which the client must not be told to retry.
+    Error { class: ErrorClass, message: String, quota: bool },
 }
 
 /// What an opened block holds.

@@ -28,7 +28,8 @@
 //! - [`ir`]: formats, families, stop reasons, token counts, stream events,
 //!   the [`Context`].
 //! - [`message`]: the intermediate request and reply.
-//! - `chat`, `responses`, `messages`, `gemini`: one codec per format.
+//! - `chat`, `responses`, `messages`, `gemini`: one codec per format;
+//!   `openai` holds what Chat and Responses spell alike.
 //! - `shape`: passes every request goes through before encoding.
 //! - [`profile`]: per-provider capabilities the encoders consult.
 //! - [`dropped`]: the drop table.
@@ -37,6 +38,8 @@
 //! - [`passthrough`]: envelopes scrubbed from a body that is otherwise
 //!   forwarded as it is, and the retry after a rejected signature.
 //! - [`error`]: errors across formats.
+//! - `vocab`: each format's words for stop reasons and error classes, read by
+//!   whole replies, streams and error bodies alike.
 //! - [`estimate`], [`models`]: token estimates, model lists.
 //! - [`stream`]: reply streams, decoded and encoded event by event.
 
@@ -51,6 +54,7 @@ pub mod message;
 mod messages;
 pub mod models;
 pub mod names;
+mod openai;
 pub mod passthrough;
 pub mod profile;
 mod reply;
@@ -58,6 +62,7 @@ mod responses;
 pub mod schema;
 mod shape;
 pub mod stream;
+mod vocab;
 mod wire;
 
 #[cfg(test)]

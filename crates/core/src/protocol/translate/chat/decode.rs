@@ -8,6 +8,7 @@ use crate::protocol::translate::ir::Format;
 use crate::protocol::translate::message::{
     CallKind, Effort, Logprobs, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice, ToolKind, Turn,
 };
+use crate::protocol::translate::openai;
 use crate::protocol::translate::wire::*;
 
 /// Top-level fields this decoder maps.
@@ -182,14 +183,7 @@ fn tool_call(call: &Obj, path: &str) -> Result<Part, Untranslatable> {
 
 /// `content` as a string or a list of parts.
 pub(crate) fn content(v: Option<&Value>, path: &str) -> Result<Vec<Part>, Untranslatable> {
-    match v {
-        None => Ok(Vec::new()),
-        Some(Value::String(s)) => Ok(vec![Part::text(s.clone())]),
-        Some(Value::Array(a)) => {
-            a.iter().enumerate().map(|(i, p)| content_part(as_obj(p, &idx(path, i))?, &idx(path, i))).collect()
-        }
-        Some(_) => Err(bad(path, "expected a string or a list of parts")),
-    }
+    openai::content(v, path, content_part)
 }
 
 fn content_part(p: &Obj, path: &str) -> Result<Part, Untranslatable> {
@@ -225,11 +219,7 @@ fn content_part(p: &Obj, path: &str) -> Result<Part, Untranslatable> {
             let source = if let Some(id) = opt_str(f, "file_id", path)? {
                 Media::FileId(id.to_owned())
             } else {
-                let data = opt_str(f, "file_data", path)?.unwrap_or_default();
-                match data_url(data) {
-                    Some((media_type, data)) => Media::Base64 { media_type, data },
-                    None => Media::Base64 { media_type: "application/pdf".into(), data: data.to_owned() },
-                }
+                openai::file_data(opt_str(f, "file_data", path)?.unwrap_or_default())
             };
             Part::Document { source, title: None, filename, cache: None }
         }
@@ -271,11 +261,7 @@ fn tools(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
     }
     req.tool_choice = match get(m, "tool_choice").or(get(m, "function_call")) {
         None => None,
-        Some(Value::String(s)) => Some(match s.as_str() {
-            "none" => ToolChoice::None,
-            "required" => ToolChoice::Required,
-            _ => ToolChoice::Auto,
-        }),
+        Some(Value::String(s)) => Some(openai::choice_mode(s)),
         Some(Value::Object(o)) => {
             let name = o
                 .get("function")

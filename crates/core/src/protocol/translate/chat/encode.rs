@@ -3,13 +3,13 @@
 use serde_json::{json, Map, Value};
 
 use crate::protocol::translate::message::{
-    family, CallKind, Media, OutputFormat, Part, Request, Role, Tool, ToolChoice, ToolKind, Turn,
+    family, CallKind, Media, OutputFormat, Part, Request, Role, Tool, ToolKind, Turn,
 };
 use crate::protocol::translate::profile::{MaxTokensField, ReasoningField};
-use crate::protocol::translate::schema;
 use crate::protocol::translate::shape::{is_custom, Enc};
 use crate::protocol::translate::wire::{joined, to_data_url};
 use crate::protocol::translate::{ir::Family, message::Effort};
+use crate::protocol::translate::{openai, schema};
 
 /// What DeepSeek-style providers get when a tool-call turn in history has
 /// no reasoning to replay ("reasoning_content must be passed back").
@@ -221,27 +221,13 @@ fn assistant(turn: &Turn, req: &Request, enc: &mut Enc<'_>) -> Value {
     let mut msg = Map::new();
     msg.insert("role".into(), json!("assistant"));
     let texts: Vec<&str> = turn.parts.iter().filter_map(text_of).collect();
-    let refusals: Vec<&str> = turn
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Refusal { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let refusals = openai::texts_of(&turn.parts, openai::refusal_text);
     let calls: Vec<Value> = turn.parts.iter().filter_map(|p| call(p, req)).collect();
     msg.insert("content".into(), if texts.is_empty() { Value::Null } else { json!(joined(&texts, "")) });
     if !refusals.is_empty() {
         msg.insert("refusal".into(), json!(joined(&refusals, "\n")));
     }
-    let reasoning: Vec<&str> = turn
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Reasoning { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let reasoning = openai::texts_of(&turn.parts, openai::reasoning_text);
     let field = match enc.profile.reasoning_field {
         ReasoningField::None => None,
         ReasoningField::ReasoningContent => Some("reasoning_content"),
@@ -278,22 +264,8 @@ fn call(p: &Part, req: &Request) -> Option<Value> {
 
 fn tools(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     let tools: Vec<Value> = req.tools.iter().filter_map(tool).collect();
-    if tools.is_empty() {
-        if req.parallel_tools.is_some() {
-            enc.drop("tool_choice");
-        }
+    if !openai::tools_and_choice(req, tools, named_choice, enc, b) {
         return;
-    }
-    b.insert("tools".into(), Value::Array(tools));
-    if let Some(choice) = &req.tool_choice {
-        let v = match choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::Named(n) if is_custom(&req.tools, n) => json!({"type": "custom", "custom": {"name": n}}),
-            ToolChoice::Named(n) => json!({"type": "function", "function": {"name": n}}),
-        };
-        b.insert("tool_choice".into(), v);
     }
     if let Some(p) = req.parallel_tools {
         if enc.profile.parallel_tools {
@@ -301,6 +273,14 @@ fn tools(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
         } else {
             enc.drop("parallel_tools");
         }
+    }
+}
+
+fn named_choice(name: &str, custom: bool) -> Value {
+    if custom {
+        json!({"type": "custom", "custom": {"name": name}})
+    } else {
+        json!({"type": "function", "function": {"name": name}})
     }
 }
 
@@ -338,19 +318,7 @@ fn limits(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
         };
         b.insert(field.into(), json!(n));
     }
-    if enc.profile.sampling {
-        if let Some(t) = req.temperature {
-            b.insert("temperature".into(), json!(t));
-        }
-        if let Some(p) = req.top_p {
-            b.insert("top_p".into(), json!(p));
-        }
-    } else if req.temperature.is_some() || req.top_p.is_some() {
-        enc.drop("sampling");
-    }
-    if req.top_k.is_some() {
-        enc.drop("top_k");
-    }
+    openai::sampling(req, enc, b);
     if !req.stop.is_empty() {
         if req.stop.len() > MAX_STOP {
             enc.drop("stop[4..]");

@@ -7,6 +7,7 @@ use crate::protocol::translate::ir::{Context, ErrorClass, Family, StopReason, To
 use crate::protocol::translate::message::{CallKind, Part, Reply};
 use crate::protocol::translate::reply::{self as common, finish, n};
 use crate::protocol::translate::wire::{args_text, joined};
+use crate::protocol::translate::{openai, vocab};
 
 fn unreadable(what: &str) -> UpstreamError {
     UpstreamError::new(ErrorClass::Server, format!("the provider's reply is unreadable: {what}"))
@@ -37,17 +38,11 @@ pub(crate) fn decode(body: &[u8]) -> Result<Reply, UpstreamError> {
         parts.push(tool_call(call));
     }
     let finish_reason = choice.get("finish_reason").and_then(Value::as_str);
-    let stop = match finish_reason {
-        Some("stop") => StopReason::EndTurn,
-        Some("length") => StopReason::MaxTokens,
-        Some("tool_calls" | "function_call") => StopReason::ToolUse,
-        Some("content_filter") => StopReason::Refusal,
-        other => {
-            return Err(UpstreamError::new(
-                ErrorClass::Overloaded,
-                format!("the provider ended without a usable finish reason ({})", other.unwrap_or("none")),
-            ))
-        }
+    let Some(stop) = finish_reason.and_then(vocab::chat_reason) else {
+        return Err(UpstreamError::new(
+            ErrorClass::Overloaded,
+            format!("the provider ended without a usable finish reason ({})", finish_reason.unwrap_or("none")),
+        ));
     };
     // vLLM names the matched stop string.
     let stop_sequence = choice.get("stop_reason").and_then(Value::as_str).map(str::to_owned);
@@ -115,23 +110,9 @@ pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
     msg.insert("role".into(), json!("assistant"));
     let text = joined(common::texts(reply), "");
     msg.insert("content".into(), if text.is_empty() { Value::Null } else { json!(text) });
-    let refusals: Vec<&str> = reply
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Refusal { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let refusals = openai::texts_of(&reply.parts, openai::refusal_text);
     msg.insert("refusal".into(), if refusals.is_empty() { Value::Null } else { json!(joined(&refusals, "\n")) });
-    let reasoning: Vec<&str> = reply
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Reasoning { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let reasoning = openai::texts_of(&reply.parts, openai::reasoning_text);
     if !reasoning.is_empty() {
         msg.insert("reasoning_content".into(), json!(joined(&reasoning, "\n\n")));
     }
@@ -167,21 +148,11 @@ pub(crate) fn finish_reason(reply: &Reply) -> &'static str {
     if reply.has_tool_calls() {
         return "tool_calls";
     }
-    match reply.stop {
-        StopReason::EndTurn | StopReason::StopSequence | StopReason::PauseTurn => "stop",
-        StopReason::MaxTokens => "length",
-        StopReason::ToolUse => "tool_calls",
-        StopReason::Refusal => "content_filter",
-    }
+    vocab::chat_finish(reply.stop)
 }
 
 pub(crate) fn encode_usage(t: &Tokens) -> Value {
-    let input = n(t.input);
-    let output = n(t.output);
-    let mut details = json!({"cached_tokens": n(t.cache_read)});
-    if let Some(w) = t.cache_write {
-        details["cache_write_tokens"] = json!(w);
-    }
+    let (input, output, details) = openai::usage_counts(t);
     json!({
         "prompt_tokens": input,
         "completion_tokens": output,

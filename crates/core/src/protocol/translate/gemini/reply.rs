@@ -7,18 +7,12 @@ use crate::protocol::translate::error::UpstreamError;
 use crate::protocol::translate::ir::{Context, ErrorClass, Family, Opaque, StopReason, Tokens};
 use crate::protocol::translate::message::{CallKind, Part, Reply};
 use crate::protocol::translate::reply::{self as common, finish, item_id, n};
+use crate::protocol::translate::vocab;
 use crate::protocol::translate::wire::{args_object, args_text, random_id};
 
 fn unreadable(what: &str) -> UpstreamError {
     UpstreamError::new(ErrorClass::Server, format!("the provider's reply is unreadable: {what}"))
 }
-
-/// Finish reasons that mean a safety or policy block.
-const BLOCKED: &[&str] =
-    &["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE"];
-
-/// Finish reasons that mean the model botched a tool call; worth one retry.
-const BAD_CALL: &[&str] = &["MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"];
 
 pub(crate) fn decode(body: &[u8]) -> Result<Reply, UpstreamError> {
     let v: Value = serde_json::from_slice(body).map_err(|e| unreadable(&e.to_string()))?;
@@ -45,22 +39,16 @@ pub(crate) fn decode(body: &[u8]) -> Result<Reply, UpstreamError> {
         part(p, &id, i, &mut parts);
     }
     let reason = candidate.get("finishReason").and_then(Value::as_str).unwrap_or("STOP");
-    let stop = match reason {
-        "MAX_TOKENS" => StopReason::MaxTokens,
-        r if BLOCKED.contains(&r) => {
-            if !parts.iter().any(|p| matches!(p, Part::Text { .. })) {
-                parts.push(Part::text(format!("The provider blocked the response ({r}).")));
-            }
-            StopReason::Refusal
-        }
-        r if BAD_CALL.contains(&r) => {
-            return Err(UpstreamError::new(
-                ErrorClass::Server,
-                format!("the model produced an unusable tool call ({r})"),
-            ))
-        }
-        _ => StopReason::EndTurn,
+    // A botched tool call is an error, worth one retry.
+    let Ok(stop) = vocab::gemini_reason(reason) else {
+        return Err(UpstreamError::new(
+            ErrorClass::Server,
+            format!("the model produced an unusable tool call ({reason})"),
+        ));
     };
+    if stop == StopReason::Refusal && !parts.iter().any(|p| matches!(p, Part::Text { .. })) {
+        parts.push(Part::text(format!("The provider blocked the response ({reason}).")));
+    }
     finish(reply(id, model, parts, stop, tokens))
 }
 
@@ -155,12 +143,7 @@ pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
     if let Some(sig) = pending {
         parts.push(json!({"text": "", "thoughtSignature": sig}));
     }
-    let finish_reason = match (reply.has_tool_calls(), reply.stop) {
-        (true, _) => "STOP",
-        (_, StopReason::MaxTokens) => "MAX_TOKENS",
-        (_, StopReason::Refusal) => "SAFETY",
-        _ => "STOP",
-    };
+    let finish_reason = if reply.has_tool_calls() { "STOP" } else { vocab::gemini_finish(reply.stop) };
     json!({
         "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish_reason, "index": 0}],
         "usageMetadata": encode_usage(&reply.tokens),

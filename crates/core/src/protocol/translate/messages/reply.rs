@@ -8,6 +8,7 @@ use crate::protocol::translate::ir::{Context, ErrorClass, Family, Opaque, StopRe
 use crate::protocol::translate::message::{CallKind, Part, Reply};
 use crate::protocol::translate::names;
 use crate::protocol::translate::reply::{self as common, finish, item_id, n};
+use crate::protocol::translate::vocab;
 use crate::protocol::translate::wire::{args_object, args_text};
 
 fn unreadable(what: &str) -> UpstreamError {
@@ -46,14 +47,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Reply, UpstreamError> {
             _ => {}
         }
     }
-    let stop = match v.get("stop_reason").and_then(Value::as_str) {
-        Some("stop_sequence") => StopReason::StopSequence,
-        Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
-        Some("tool_use") => StopReason::ToolUse,
-        Some("pause_turn") => StopReason::PauseTurn,
-        Some("refusal") => StopReason::Refusal,
-        _ => StopReason::EndTurn,
-    };
+    let stop = vocab::messages_reason(v.get("stop_reason").and_then(Value::as_str).unwrap_or(""));
     finish(Reply {
         id: v.get("id").and_then(Value::as_str).unwrap_or("").to_owned(),
         model: v.get("model").and_then(Value::as_str).unwrap_or("").to_owned(),
@@ -127,13 +121,9 @@ pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
         "tool_use"
     } else {
         match reply.stop {
-            StopReason::EndTurn => "end_turn",
-            StopReason::StopSequence if reply.stop_sequence.is_some() => "stop_sequence",
-            StopReason::StopSequence => "end_turn",
-            StopReason::MaxTokens => "max_tokens",
-            StopReason::ToolUse => "tool_use",
-            StopReason::Refusal => "refusal",
-            StopReason::PauseTurn => "pause_turn",
+            // A stop sequence Messages cannot name ends the turn plainly.
+            StopReason::StopSequence if reply.stop_sequence.is_none() => "end_turn",
+            stop => vocab::messages_reason_name(stop),
         }
     };
     json!({

@@ -10,6 +10,7 @@ use crate::protocol::translate::ir::{Family, Format};
 use crate::protocol::translate::message::{
     CallKind, Logprobs, Media, Part, Reasoning, Request, Role, Tool, ToolChoice, ToolKind, Turn,
 };
+use crate::protocol::translate::openai;
 use crate::protocol::translate::wire::*;
 
 const MAPPED: &[&str] = &[
@@ -237,14 +238,7 @@ fn reasoning(item: &Obj, path: &str) -> Result<Part, Untranslatable> {
 
 /// Message content (or a tool output): a string or a list of parts.
 fn content(v: Option<&Value>, path: &str) -> Result<Vec<Part>, Untranslatable> {
-    match v {
-        None => Ok(Vec::new()),
-        Some(Value::String(s)) => Ok(vec![Part::text(s.clone())]),
-        Some(Value::Array(a)) => {
-            a.iter().enumerate().map(|(i, p)| content_part(as_obj(p, &idx(path, i))?, &idx(path, i))).collect()
-        }
-        Some(_) => Err(bad(path, "expected a string or a list of parts")),
-    }
+    openai::content(v, path, content_part)
 }
 
 fn content_part(p: &Obj, path: &str) -> Result<Part, Untranslatable> {
@@ -272,11 +266,7 @@ fn content_part(p: &Obj, path: &str) -> Result<Part, Untranslatable> {
             } else if let Some(url) = opt_str(p, "file_url", path)? {
                 Media::Url(url.to_owned())
             } else {
-                let data = opt_str(p, "file_data", path)?.unwrap_or_default();
-                match data_url(data) {
-                    Some((media_type, data)) => Media::Base64 { media_type, data },
-                    None => Media::Base64 { media_type: "application/pdf".into(), data: data.to_owned() },
-                }
+                openai::file_data(opt_str(p, "file_data", path)?.unwrap_or_default())
             };
             let filename = opt_str(p, "filename", path)?.map(str::to_owned);
             Part::Document { source, title: None, filename, cache: None }
@@ -303,11 +293,7 @@ fn tools(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
     }
     req.tool_choice = match get(m, "tool_choice") {
         None => None,
-        Some(Value::String(s)) => Some(match s.as_str() {
-            "none" => ToolChoice::None,
-            "required" => ToolChoice::Required,
-            _ => ToolChoice::Auto,
-        }),
+        Some(Value::String(s)) => Some(openai::choice_mode(s)),
         Some(Value::Object(o)) => {
             match (o.get("type").and_then(Value::as_str), o.get("name").and_then(Value::as_str)) {
                 (Some("function" | "custom"), Some(n)) => Some(ToolChoice::Named(n.to_owned())),

@@ -11,12 +11,10 @@ use serde_json::{json, Map, Value};
 
 use crate::protocol::translate::chat;
 use crate::protocol::translate::ir::Family;
-use crate::protocol::translate::message::{
-    CallKind, Effort, Media, Part, Request, Role, Tool, ToolChoice, ToolKind, Turn,
-};
-use crate::protocol::translate::schema;
+use crate::protocol::translate::message::{CallKind, Effort, Media, Part, Request, Role, Tool, ToolKind, Turn};
 use crate::protocol::translate::shape::{is_custom, Enc};
 use crate::protocol::translate::wire::{joined, to_data_url};
+use crate::protocol::translate::{openai, schema};
 
 pub(crate) fn encode(req: &Request, model: &str, enc: &mut Enc<'_>) -> Value {
     let mut b = Map::new();
@@ -223,26 +221,16 @@ fn assistant_items(turn: &Turn, req: &Request, enc: &mut Enc<'_>, items: &mut Ve
 
 fn tools(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     let tools: Vec<Value> = req.tools.iter().map(tool).collect();
-    if tools.is_empty() {
-        if req.parallel_tools.is_some() {
-            enc.drop("tool_choice");
-        }
+    if !openai::tools_and_choice(req, tools, named_choice, enc, b) {
         return;
-    }
-    b.insert("tools".into(), Value::Array(tools));
-    if let Some(choice) = &req.tool_choice {
-        let v = match choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::Named(n) if is_custom(&req.tools, n) => json!({"type": "custom", "name": n}),
-            ToolChoice::Named(n) => json!({"type": "function", "name": n}),
-        };
-        b.insert("tool_choice".into(), v);
     }
     if let Some(p) = req.parallel_tools {
         b.insert("parallel_tool_calls".into(), json!(p));
     }
+}
+
+fn named_choice(name: &str, custom: bool) -> Value {
+    json!({"type": if custom { "custom" } else { "function" }, "name": name})
 }
 
 fn tool(t: &Tool) -> Value {
@@ -272,19 +260,7 @@ fn limits(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     if let Some(n) = req.max_output {
         b.insert("max_output_tokens".into(), json!(n));
     }
-    if enc.profile.sampling {
-        if let Some(t) = req.temperature {
-            b.insert("temperature".into(), json!(t));
-        }
-        if let Some(p) = req.top_p {
-            b.insert("top_p".into(), json!(p));
-        }
-    } else if req.temperature.is_some() || req.top_p.is_some() {
-        enc.drop("sampling");
-    }
-    if req.top_k.is_some() {
-        enc.drop("top_k");
-    }
+    openai::sampling(req, enc, b);
     if !req.stop.is_empty() {
         enc.drop("stop");
     }

@@ -6,7 +6,9 @@ use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::UpstreamError;
 use crate::protocol::translate::ir::{Context, ErrorClass, Family, Opaque, StopReason, Tokens};
 use crate::protocol::translate::message::{CallKind, Part, Reply};
+use crate::protocol::translate::openai;
 use crate::protocol::translate::reply::{self as common, finish, item_id, n};
+use crate::protocol::translate::vocab::{self, Classified};
 use crate::protocol::translate::wire::{args_text, joined};
 
 fn unreadable(what: &str) -> UpstreamError {
@@ -18,10 +20,9 @@ pub(crate) fn decode(body: &[u8]) -> Result<Reply, UpstreamError> {
     let status = v.get("status").and_then(Value::as_str).unwrap_or("completed");
     let stop = match status {
         "completed" => StopReason::EndTurn,
-        "incomplete" => match v.pointer("/incomplete_details/reason").and_then(Value::as_str) {
-            Some("content_filter") => StopReason::Refusal,
-            _ => StopReason::MaxTokens,
-        },
+        "incomplete" => {
+            vocab::responses_incomplete(v.pointer("/incomplete_details/reason").and_then(Value::as_str).unwrap_or(""))
+        }
         _ => return Err(failed(&v, status)),
     };
     let mut parts = Vec::new();
@@ -44,16 +45,8 @@ pub(crate) fn decode(body: &[u8]) -> Result<Reply, UpstreamError> {
 fn failed(v: &Value, status: &str) -> UpstreamError {
     let code = v.pointer("/error/code").and_then(Value::as_str).unwrap_or("");
     let message = v.pointer("/error/message").and_then(Value::as_str).unwrap_or(status).to_owned();
-    let class = match code {
-        "context_length_exceeded" => ErrorClass::ContextTooLong,
-        "rate_limit_exceeded" | "insufficient_quota" => ErrorClass::RateLimited,
-        "server_is_overloaded" => ErrorClass::Overloaded,
-        "invalid_prompt" => ErrorClass::InvalidRequest,
-        _ => ErrorClass::Server,
-    };
-    let mut err = UpstreamError::new(class, message);
-    err.quota = code == "insufficient_quota";
-    err
+    let Classified { class, quota } = vocab::classify(&[code], None, &message);
+    UpstreamError { quota, ..UpstreamError::new(class, message) }
 }
 
 fn output_item(item: &Value, parts: &mut Vec<Part>) {
@@ -169,10 +162,10 @@ pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
         }
     }
     flush(&mut text, &mut output);
-    let (status, incomplete) = match (reply.has_tool_calls(), reply.stop) {
-        (false, StopReason::MaxTokens) => ("incomplete", json!({"reason": "max_output_tokens"})),
-        (false, StopReason::Refusal) => ("incomplete", json!({"reason": "content_filter"})),
-        _ => ("completed", Value::Null),
+    let incomplete = Some(reply.stop).filter(|_| !reply.has_tool_calls()).and_then(vocab::responses_incomplete_reason);
+    let (status, incomplete) = match incomplete {
+        Some(reason) => ("incomplete", json!({ "reason": reason })),
+        None => ("completed", Value::Null),
     };
     json!({
         "id": id,
@@ -190,12 +183,7 @@ pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
 }
 
 pub(crate) fn encode_usage(t: &Tokens) -> Value {
-    let input = n(t.input);
-    let output = n(t.output);
-    let mut details = json!({"cached_tokens": n(t.cache_read)});
-    if let Some(w) = t.cache_write {
-        details["cache_write_tokens"] = json!(w);
-    }
+    let (input, output, details) = openai::usage_counts(t);
     json!({
         "input_tokens": input,
         "input_tokens_details": details,

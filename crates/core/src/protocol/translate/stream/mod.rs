@@ -12,7 +12,8 @@
 //! - [`decode`]: one decoder per provider format;
 //! - [`encode`]: one encoder per client format;
 //! - [`custom`]: custom-tool input wrapped and unwrapped as it streams;
-//! - [`maps`]: stop reasons, error classes and usage in each format's words.
+//! - [`maps`]: token counts read and merged (stop reasons and error classes
+//!   are in the translator's `vocab`, shared with whole replies).
 
 pub mod custom;
 mod decode;
@@ -88,7 +89,7 @@ impl StreamTranslator {
     /// The upstream broke off (a reset, a timeout): the client's stream
     /// ends in an error in its own protocol. Nothing if it had ended.
     pub fn fail(&mut self, class: ErrorClass, message: &str) -> Bytes {
-        self.events.push(StreamEvent::Error { class, message: message.to_string() });
+        self.events.push(StreamEvent::Error { class, message: message.to_string(), quota: false });
         self.flush()
     }
 
@@ -137,7 +138,7 @@ impl StreamTranslator {
                     self.content = true;
                     self.reason = Some(*reason);
                 }
-                StreamEvent::Error { class, message } => self.error = Some((*class, message.clone())),
+                StreamEvent::Error { class, message, .. } => self.error = Some((*class, message.clone())),
                 StreamEvent::Start { .. } | StreamEvent::BlockStart { .. } | StreamEvent::BlockStop { .. } => {}
             }
             self.encoder.encode(&event, &mut self.out);

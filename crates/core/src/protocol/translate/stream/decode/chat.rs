@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use super::{upstream_error, Emitter};
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, StopReason, StreamEvent, Tokens};
-use crate::protocol::translate::stream::maps::{self, count, count_in};
+use crate::protocol::translate::stream::maps::{count, count_in};
+use crate::protocol::translate::vocab;
 
 #[derive(Debug, Default)]
 pub(crate) struct Chat {
@@ -107,8 +108,8 @@ impl Chat {
         }
         let Ok(chunk) = serde_json::from_str::<Chunk>(data) else { return };
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
-            let (class, message) = upstream_error(&serde_json::json!({ "error": error }));
-            return emit.error(class, &message, out);
+            let (error, message) = upstream_error(&serde_json::json!({ "error": error }));
+            return emit.upstream_error(error, &message, out);
         }
         emit.start(&chunk.id, &chunk.model, Tokens::default(), out);
         if let Some(usage) = chunk.usage.filter(Value::is_object) {
@@ -251,7 +252,7 @@ impl Chat {
                 emit.stop(index, out);
             }
         }
-        let reason = match maps::chat_reason(reason) {
+        let reason = match vocab::chat_reason(reason) {
             Some(StopReason::EndTurn) if stop_sequence => Some(StopReason::StopSequence),
             r => r,
         };

@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use super::{upstream_error, Emitter};
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, Family, Opaque, StopReason, StreamEvent, Tokens};
-use crate::protocol::translate::stream::maps::{self, count};
+use crate::protocol::translate::stream::maps::count;
+use crate::protocol::translate::vocab;
 use crate::protocol::translate::{reply, wire};
 
 #[derive(Debug, Default)]
@@ -84,8 +85,8 @@ impl Gemini {
     pub(crate) fn event(&mut self, data: &str, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
         let Ok(chunk) = serde_json::from_str::<Chunk>(data) else { return };
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
-            let (class, message) = upstream_error(&error);
-            return emit.error(class, &message, out);
+            let (error, message) = upstream_error(&error);
+            return emit.upstream_error(error, &message, out);
         }
         if self.response_id.is_empty() {
             self.response_id = chunk.response_id.clone();
@@ -98,7 +99,7 @@ impl Gemini {
                 self.part(part, emit, out);
             }
             if let Some(reason) = candidate.finish_reason {
-                self.reason = Some(maps::gemini_reason(&reason).map_err(|()| reason));
+                self.reason = Some(vocab::gemini_reason(&reason).map_err(|()| reason));
             }
         }
         if let Some(blocked) = chunk.prompt_feedback.as_ref().and_then(|f| f.get("blockReason")) {

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::{upstream_error, Emitter};
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
-use crate::protocol::translate::stream::maps::{self, count};
+use crate::protocol::translate::stream::maps::count;
+use crate::protocol::translate::vocab;
 
 #[derive(Debug, Default)]
 pub(crate) struct Messages {
@@ -74,7 +75,7 @@ impl Messages {
             }
             "message_delta" => {
                 if let Some(reason) = event.delta.as_ref().and_then(|d| d.get("stop_reason")).and_then(Value::as_str) {
-                    self.reason = Some(maps::messages_reason(reason));
+                    self.reason = Some(vocab::messages_reason(reason));
                 }
                 if let Some(usage) = event.usage.as_ref() {
                     emit.add_tokens(tokens(usage));
@@ -82,8 +83,8 @@ impl Messages {
             }
             "message_stop" => emit.finish(self.reason.unwrap_or_else(|| emit.implied_reason()), out),
             "error" => {
-                let (class, message) = upstream_error(&serde_json::json!({ "error": event.error }));
-                emit.error(class, &message, out);
+                let (error, message) = upstream_error(&serde_json::json!({ "error": event.error }));
+                emit.upstream_error(error, &message, out);
             }
             _ => {} // ping, and event types added later
         }

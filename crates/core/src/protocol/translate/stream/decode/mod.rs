@@ -15,6 +15,7 @@ mod responses;
 use super::frames::Reader;
 use super::maps;
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, Family, Format, StopReason, StreamEvent, Tokens};
+use crate::protocol::translate::vocab::{self, Classified};
 
 /// A stateful decoder of one provider stream.
 #[derive(Debug)]
@@ -224,16 +225,21 @@ impl Emitter {
 
     /// Ends the reply in an error; open blocks stay open.
     pub(crate) fn error(&mut self, class: ErrorClass, message: &str, out: &mut Vec<StreamEvent>) {
+        self.upstream_error(Classified { class, quota: false }, message, out);
+    }
+
+    /// Ends the reply in the provider's own error, read by [`upstream_error`].
+    pub(crate) fn upstream_error(&mut self, error: Classified, message: &str, out: &mut Vec<StreamEvent>) {
         if !self.done {
             self.done = true;
-            out.push(StreamEvent::Error { class, message: message.to_string() });
+            out.push(StreamEvent::Error { class: error.class, message: message.to_string(), quota: error.quota });
         }
     }
 }
 
 /// An upstream error object (`{"error":{…}}` or the object itself) read
 /// for its class and message, whichever vocabulary it speaks.
-pub(crate) fn upstream_error(error: &serde_json::Value) -> (ErrorClass, String) {
+pub(crate) fn upstream_error(error: &serde_json::Value) -> (Classified, String) {
     let e = error.get("error").filter(|e| e.is_object()).unwrap_or(error);
     let message = match e.get("message") {
         Some(serde_json::Value::String(m)) => m.clone(),
@@ -249,5 +255,5 @@ pub(crate) fn upstream_error(error: &serde_json::Value) -> (ErrorClass, String) 
     };
     let names: Vec<String> = ["code", "type", "status"].iter().filter_map(|k| text(k)).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    (maps::error_class(&names, &message), message)
+    (vocab::classify(&names, None, &message), message)
 }

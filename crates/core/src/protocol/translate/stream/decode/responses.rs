@@ -14,7 +14,8 @@ use serde_json::Value;
 
 use super::{upstream_error, Emitter};
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StreamEvent, Tokens};
-use crate::protocol::translate::stream::maps::{self, count, count_in};
+use crate::protocol::translate::stream::maps::{count, count_in};
+use crate::protocol::translate::vocab;
 
 #[derive(Debug, Default)]
 pub(crate) struct Responses {
@@ -96,21 +97,21 @@ impl Responses {
                     emit.add_tokens(tokens(usage));
                 }
                 let reason = match response.pointer("/incomplete_details/reason").and_then(Value::as_str) {
-                    Some(reason) => maps::responses_incomplete(reason),
-                    None if kind == "response.incomplete" => maps::responses_incomplete(""),
+                    Some(reason) => vocab::responses_incomplete(reason),
+                    None if kind == "response.incomplete" => vocab::responses_incomplete(""),
                     None => emit.implied_reason(),
                 };
                 emit.finish(reason, out);
             }
             "response.failed" => {
                 let error = event.response.as_ref().and_then(|r| r.get("error")).cloned().unwrap_or(Value::Null);
-                let (class, message) = upstream_error(&error);
-                emit.error(class, &message, out);
+                let (error, message) = upstream_error(&error);
+                emit.upstream_error(error, &message, out);
             }
             "error" => {
                 let error = serde_json::json!({ "code": event.code, "message": event.message });
-                let (class, message) = upstream_error(&error);
-                emit.error(class, &message, out);
+                let (error, message) = upstream_error(&error);
+                emit.upstream_error(error, &message, out);
             }
             _ => {}
         }

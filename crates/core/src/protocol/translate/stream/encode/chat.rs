@@ -13,10 +13,11 @@ use std::collections::HashMap;
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
-use super::{prefixed, Input, Options, ToJson, Tools};
+use super::{prefixed, upstream, Input, Options, ToJson, Tools};
 use crate::protocol::translate::ir::{BlockKind, Delta, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::custom::Unwrapper;
-use crate::protocol::translate::stream::{frames, maps};
+use crate::protocol::translate::stream::frames;
+use crate::protocol::translate::{error, vocab};
 
 #[derive(Debug)]
 pub(crate) struct Chat {
@@ -75,9 +76,11 @@ impl Chat {
             StreamEvent::Delta { index, delta } => self.delta(*index, delta, out),
             StreamEvent::BlockStop { index } => self.stop(*index, out),
             StreamEvent::Finish { reason, tokens } => self.finish(*reason, tokens, out),
-            StreamEvent::Error { class, message } => {
-                let (kind, code) = maps::openai_error(*class);
-                let error = json!({"message": message, "type": kind, "param": null, "code": code});
+            StreamEvent::Error { class, message, quota } => {
+                let words = vocab::openai_error(*class, *quota);
+                let message = error::openai_message(&upstream(*class, message, *quota));
+                let error =
+                    json!({"message": message, "type": words.stream_kind, "param": null, "code": words.stream_code});
                 frames::write(out, None, &json!({"error": error}));
             }
         }
@@ -133,7 +136,7 @@ impl Chat {
             StopReason::EndTurn | StopReason::StopSequence if self.next_call > 0 => StopReason::ToolUse,
             r => r,
         };
-        self.chunk(json!({}), Some(maps::chat_finish(reason)), out);
+        self.chunk(json!({}), Some(vocab::chat_finish(reason)), out);
         if self.opts.include_usage {
             let mut chunk = self.base();
             chunk["choices"] = json!([]);

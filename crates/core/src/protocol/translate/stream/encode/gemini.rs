@@ -14,11 +14,12 @@ use std::collections::HashMap;
 use bytes::BytesMut;
 use serde_json::{json, Map, Value};
 
-use super::{Input, Tools};
+use super::{upstream, Input, Tools};
 use crate::protocol::translate::envelope;
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::custom::Wrapper;
-use crate::protocol::translate::stream::{frames, maps};
+use crate::protocol::translate::stream::frames;
+use crate::protocol::translate::{error, vocab};
 
 #[derive(Debug)]
 pub(crate) struct Gemini {
@@ -68,11 +69,10 @@ impl Gemini {
             StreamEvent::Delta { index, delta } => self.delta(*index, delta, out),
             StreamEvent::BlockStop { index } => self.stop(*index, out),
             StreamEvent::Finish { reason, tokens } => self.finish(*reason, tokens, out),
-            StreamEvent::Error { class, message } => {
+            StreamEvent::Error { class, message, quota } => {
                 // State waiting for a part still reaches the client.
                 self.flush_signature(out);
-                let (code, status) = maps::gemini_error(*class);
-                frames::write(out, None, &json!({"error": {"code": code, "message": message, "status": status}}));
+                frames::write(out, None, &error::gemini_body(&upstream(*class, message, *quota)));
             }
         }
     }
@@ -169,7 +169,7 @@ impl Gemini {
             None => Vec::new(),
         };
         let mut chunk = self.chunk(parts);
-        chunk["candidates"][0]["finishReason"] = maps::gemini_finish(reason).into();
+        chunk["candidates"][0]["finishReason"] = vocab::gemini_finish(reason).into();
         chunk["usageMetadata"] = usage(tokens);
         frames::write(out, None, &chunk);
     }

@@ -14,10 +14,11 @@ use std::collections::HashMap;
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
-use super::{prefixed, ToJson, Tools};
+use super::{prefixed, upstream, ToJson, Tools};
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::{frames, maps};
 use crate::protocol::translate::{envelope, names};
+use crate::protocol::translate::{error, vocab};
 
 #[derive(Debug)]
 pub(crate) struct Messages {
@@ -60,9 +61,8 @@ impl Messages {
             StreamEvent::Delta { index, delta } => self.delta(*index, delta, out),
             StreamEvent::BlockStop { index } => self.stop(*index, out),
             StreamEvent::Finish { reason, tokens } => self.finish(*reason, tokens, out),
-            StreamEvent::Error { class, message } => {
-                let error = json!({"type": maps::messages_error_type(*class), "message": maps::messages_error_message(*class, message)});
-                frames::write(out, Some("error"), &json!({"type": "error", "error": error}));
+            StreamEvent::Error { class, message, quota } => {
+                frames::write(out, Some("error"), &error::messages_body(&upstream(*class, message, *quota)));
             }
         }
     }
@@ -207,7 +207,7 @@ impl Messages {
             StopReason::EndTurn | StopReason::StopSequence if self.tool_calls > 0 => StopReason::ToolUse,
             r => r,
         };
-        let delta = json!({"stop_reason": maps::messages_reason_name(reason), "stop_sequence": null});
+        let delta = json!({"stop_reason": vocab::messages_reason_name(reason), "stop_sequence": null});
         frames::write(
             out,
             Some("message_delta"),

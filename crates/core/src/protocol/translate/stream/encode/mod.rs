@@ -15,6 +15,7 @@ mod sequence;
 use bytes::BytesMut;
 
 use super::custom;
+use crate::protocol::translate::error::UpstreamError;
 use crate::protocol::translate::ir::{Context, ErrorClass, Format, StreamEvent};
 
 /// What the client asked for that the context does not say.
@@ -74,7 +75,7 @@ impl Encoder {
     /// Ends the client's stream in an error in its own protocol (the
     /// upstream broke off); nothing when it has already ended.
     pub fn fail(&mut self, class: ErrorClass, message: &str, out: &mut BytesMut) {
-        self.encode(&StreamEvent::Error { class, message: message.to_string() }, out);
+        self.encode(&StreamEvent::Error { class, message: message.to_string(), quota: false }, out);
     }
 
     /// Whether the client's stream has had its terminal.
@@ -168,4 +169,10 @@ pub(crate) fn prefixed(prefix: &str, id: &str) -> String {
     } else {
         format!("{prefix}{id}")
     }
+}
+
+/// An error event as the error it reports, so that it is written with the
+/// same words as an error that comes before the reply.
+pub(crate) fn upstream(class: ErrorClass, message: &str, quota: bool) -> UpstreamError {
+    UpstreamError { class, message: message.to_string(), retry_after: None, quota }
 }

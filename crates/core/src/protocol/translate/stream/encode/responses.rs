@@ -17,11 +17,12 @@ use bytes::BytesMut;
 use serde_json::{json, Value};
 
 use super::sequence::Sequencer;
-use super::{prefixed, Input, Options, Tools};
+use super::{prefixed, upstream, Input, Options, Tools};
 use crate::protocol::translate::envelope;
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::custom::Unwrapper;
-use crate::protocol::translate::stream::{frames, maps};
+use crate::protocol::translate::stream::frames;
+use crate::protocol::translate::{error, vocab};
 
 #[derive(Debug)]
 pub(crate) struct Responses {
@@ -99,9 +100,10 @@ impl Writer {
                 self.stop(out);
                 self.finish(*reason, tokens, tools, opts, out);
             }
-            StreamEvent::Error { class, message } => {
+            StreamEvent::Error { class, message, quota } => {
                 self.start("", tools, opts, out);
-                let (_, code) = maps::openai_error(*class);
+                let code = vocab::openai_error(*class, *quota).stream_code;
+                let message = error::openai_message(&upstream(*class, message, *quota));
                 let mut response = self.response("failed", tools, opts);
                 response["error"] = json!({"code": code, "message": message});
                 self.write("response.failed", json!({"response": response}), out);
@@ -328,12 +330,12 @@ impl Writer {
             StopReason::EndTurn | StopReason::StopSequence if self.calls > 0 => StopReason::ToolUse,
             r => r,
         };
-        let (kind, status) = match maps::responses_incomplete_reason(reason) {
+        let (kind, status) = match vocab::responses_incomplete_reason(reason) {
             Some(_) => ("response.incomplete", "incomplete"),
             None => ("response.completed", "completed"),
         };
         let mut response = self.response(status, tools, opts);
-        if let Some(why) = maps::responses_incomplete_reason(reason) {
+        if let Some(why) = vocab::responses_incomplete_reason(reason) {
             response["incomplete_details"] = json!({"reason": why});
         }
         response["usage"] = usage(tokens);

@@ -93,18 +93,7 @@ fn stream() -> impl Strategy<Value = Vec<StreamEvent>> {
         0u64..100,
         prop::option::of(0u64..100),
     );
-    let classes = prop::sample::select(vec![
-        ErrorClass::InvalidRequest,
-        ErrorClass::ContextTooLong,
-        ErrorClass::Authentication,
-        ErrorClass::PermissionDenied,
-        ErrorClass::NotFound,
-        ErrorClass::RequestTooLarge,
-        ErrorClass::RateLimited,
-        ErrorClass::Overloaded,
-        ErrorClass::Timeout,
-        ErrorClass::Server,
-    ]);
+    let classes = prop::sample::select(ErrorClass::ALL.to_vec());
     let reasons = prop::sample::select(vec![
         StopReason::EndTurn,
         StopReason::StopSequence,
@@ -134,7 +123,7 @@ fn stream() -> impl Strategy<Value = Vec<StreamEvent>> {
                             b.events.push(StreamEvent::Delta { index, delta: d });
                         }
                     }
-                    b.events.push(StreamEvent::Error { class, message: "boom".into() });
+                    b.events.push(StreamEvent::Error { class, message: "boom".into(), quota: false });
                 }
                 None => {
                     let reason = match (reason, b.tools > 0) {

@@ -134,7 +134,7 @@ fn client_says(to: Format, outcome: Outcome) -> Value {
         Stop(r) => r,
     };
     match to {
-        Format::Messages => json!(crate::protocol::translate::stream::maps::messages_reason_name(reason)),
+        Format::Messages => json!(crate::protocol::translate::vocab::messages_reason_name(reason)),
         Format::Chat => json!(match reason {
             StopReason::EndTurn | StopReason::StopSequence | StopReason::PauseTurn => "stop",
             StopReason::MaxTokens => "length",
@@ -191,4 +191,39 @@ fn h21_every_stop_reason_reaches_every_client() {
             assert_eq!(said(to, &out), client_says(to, outcome), "{from} → {to}: {stream}\n{out}");
         }
     }
+}
+
+/// An exhausted quota or credit balance mid-stream reaches every client as
+/// such, not as a rate limit to wait out: Codex ends its turn on
+/// `insufficient_quota` but retries `rate_limit_exceeded`, and a Messages
+/// client is told `billing_error`, as it is when the error comes before the
+/// reply.
+#[test]
+fn an_exhausted_quota_mid_stream_is_not_a_rate_limit() {
+    let start =
+        r#"{"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":1,"output_tokens":1}}}"#;
+    let billing = r#"{"type":"error","error":{"type":"billing_error","message":"credit balance too low"}}"#;
+    let anthropic = format!("event: message_start\ndata: {start}\n\nevent: error\ndata: {billing}\n\n");
+    let failed = r#"{"type":"response.failed","response":{"id":"resp_1","status":"failed","error":{"code":"insufficient_quota","message":"quota exceeded"}}}"#;
+    let openai = format!("event: response.failed\ndata: {failed}\n\n");
+    for (from, source) in [(Format::Messages, &anthropic), (Format::Responses, &openai)] {
+        let error = |to: Format| {
+            let text = translate(from, to, ctx(), opts(), source.as_bytes(), 7);
+            let (_, last) = parse_sse(&text).pop().expect("a terminal event");
+            last
+        };
+        let responses = error(Format::Responses);
+        assert_eq!(responses["response"]["error"]["code"], "insufficient_quota", "{from:?}");
+        let chat = error(Format::Chat);
+        assert_eq!(
+            (&chat["error"]["code"], &chat["error"]["type"]),
+            (&json!("insufficient_quota"), &json!("insufficient_quota"))
+        );
+        assert_eq!(error(Format::Messages)["error"]["type"], "billing_error", "{from:?}");
+        assert_eq!(error(Format::Gemini)["error"]["status"], "RESOURCE_EXHAUSTED", "{from:?}");
+    }
+    // A plain rate limit stays one.
+    let limited = openai.replace("insufficient_quota", "rate_limit_exceeded");
+    let text = translate(Format::Responses, Format::Messages, ctx(), opts(), limited.as_bytes(), 7);
+    assert_eq!(parse_sse(&text).pop().expect("a terminal event").1["error"]["type"], "rate_limit_error");
 }
