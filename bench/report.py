@@ -1,7 +1,9 @@
 """Turns one benchmark run's raw files into the table, bench/results.json
 and docs/benchmarks.md. Targets are ratios and overheads on this machine,
-measured in the same run. The c=1 and c=32 phases ran several times: each
-figure is the median run's, and the JSON keeps every run's."""
+measured in the same run: against direct, against the floor (nginx as a
+plain reverse proxy) and, for translated requests, against passthrough.
+The c=1 and c=32 phases ran several times: each figure is the median run's,
+and the JSON keeps every run's."""
 
 import datetime
 import json
@@ -40,7 +42,12 @@ def stream_times(name):
 
 
 runs = range(1, repeat + 1)
-phases = [f"{phase}-{side}-{i}.json" for phase in ("c1", "c32") for side in ("direct", "gateway") for i in runs]
+# The timed runs through the gateway besides c32-gateway, each tagged by
+# user agent (bench/run): translated requests, and streams with and without
+# translation.
+TIMED = ("translated", "streamed", "translated-streamed")
+phases = [f"{phase}-{side}-{i}.json" for phase in ("c1", "c32") for side in ("direct", "gateway", "floor") for i in runs]
+phases += [f"{name}-{i}.json" for name in TIMED for i in runs]
 for name in phases + ["fallback-gateway.json"]:
     run = oha(name)
     if served(run) != total(run) or total(run) == 0:
@@ -59,15 +66,20 @@ def cpu_us(name, run):
     return (after_ - before_) / tck_ * 1e6 / max(total(run), 1)
 
 
-def cpu_of(i):
-    return cpu_us(f"cpu-{i}.txt", oha(f"c32-gateway-{i}.json"))
+def cpu_of(name):
+    """CPU per request of the process a timed run (bench/run's `timed`) measured."""
+    return cpu_us(f"{name}-cpu.txt", oha(f"{name}.json"))
+
+
+def rps(run):
+    return run["summary"]["requestsPerSec"]
 
 
 # c=1: each run's overhead is gateway minus direct of the same run; the
 # median run by p50 overhead gives the row.
 c1_pairs = [(oha(f"c1-direct-{i}.json"), oha(f"c1-gateway-{i}.json")) for i in runs]
 c1d, c1g = median_run(c1_pairs, lambda pair: pct(pair[1], "p50") - pct(pair[0], "p50"))
-c32_runs = [(oha(f"c32-direct-{i}.json"), oha(f"c32-gateway-{i}.json"), cpu_of(i)) for i in runs]
+c32_runs = [(oha(f"c32-direct-{i}.json"), oha(f"c32-gateway-{i}.json"), cpu_of(f"c32-gateway-{i}")) for i in runs]
 c32d, c32g, cpu_us_per_request = median_run(
     c32_runs, lambda run: run[1]["summary"]["requestsPerSec"] / run[0]["summary"]["requestsPerSec"]
 )
@@ -78,16 +90,47 @@ cold_ttfb_d, cold_ttlb_d = stream_times("stream-cold-direct.txt")
 cold_ttfb_g, cold_ttlb_g = stream_times("stream-cold-gateway.txt")
 peak_rss_mib = int(open(os.path.join(work, "peak-rss-kib.txt")).read().strip()) / 1024.0
 
+# The floor, from the same runs: each run's added latency is the proxy's
+# minus direct of that run, as for the gateway; the median run gives each row.
+floor_c1 = [(oha(f"c1-direct-{i}.json"), oha(f"c1-floor-{i}.json")) for i in runs]
+f1d, f1g = median_run(floor_c1, lambda pair: pct(pair[1], "p50") - pct(pair[0], "p50"))
+floor_c32 = [(oha(f"c32-direct-{i}.json"), oha(f"c32-floor-{i}.json"), cpu_of(f"c32-floor-{i}")) for i in runs]
+f32d, f32g, floor_cpu = median_run(floor_c32, lambda run: rps(run[1]) / rps(run[0]))
+floor_ttfb, floor_ttlb = stream_times("stream-floor.txt")
+floor_rss_mib = int(open(os.path.join(work, "floor-rss-kib.txt")).read().strip()) / 1024.0
+
+# Translated against passthrough, run by run (each translated run came right
+# after its passthrough run): the median run by the CPU ratio gives each row.
+def translation_run(i, passthrough, translated):
+    p, t = oha(f"{passthrough}.json"), oha(f"{translated}.json")
+    pc, tc = cpu_of(passthrough), cpu_of(translated)
+    return {"passthrough_rps": rps(p), "translated_rps": rps(t), "passthrough_cpu_us": pc, "translated_cpu_us": tc,
+            "cpu_ratio": tc / pc}
+
+
+translation = {}
+for kind, passthrough, translated in (("whole", "c32-gateway", "translated"),
+                                      ("streamed", "streamed", "translated-streamed")):
+    each = [translation_run(i, f"{passthrough}-{i}", f"{translated}-{i}") for i in runs]
+    translation[kind] = dict(median_run(each, lambda run: run["cpu_ratio"]), runs=each)
+
 db = sqlite3.connect(os.path.join(work, "data", "switchyard.db"))
 # Every phase but the timed one must match exactly. The timed c=32 run ends by
 # abandoning up to 32 in-flight requests, which the gateway may already have
 # answered (and recorded) or records as canceled.
-untimed = "user_agent IS NOT 'switchyard-bench-c32'"
+tags = {"c32": [g for _, g, _ in c32_runs]} | {name: [oha(f"{name}-{i}.json") for i in runs] for name in TIMED}
+untimed = "user_agent IS NULL OR user_agent NOT IN (" + ", ".join(f"'switchyard-bench-{t}'" for t in tags) + ")"
 request_rows = db.execute(f"select count(*) from requests where {untimed}").fetchone()[0]
 attempt_rows = db.execute(
     f"select count(*) from attempts where request_id in (select id from requests where {untimed})"
 ).fetchone()[0]
-timed_rows = db.execute("select count(*) from requests where user_agent = 'switchyard-bench-c32'").fetchone()[0]
+# Per tag: (rows recorded, responses the client saw).
+tagged = {
+    t: (db.execute("select count(*) from requests where user_agent = ?", (f"switchyard-bench-{t}",)).fetchone()[0],
+        sum(total(run) for run in tagged_runs))
+    for t, tagged_runs in tags.items()
+}
+timed_rows = tagged["c32"][0]
 canceled_rows = db.execute("select count(*) from requests where outcome = 'canceled'").fetchone()[0]
 fallback_rows = db.execute("select count(*) from requests where fallback = 1").fetchone()[0]
 c1_served = sum(total(g) for _, g in c1_pairs)
@@ -108,6 +151,23 @@ r = {
     "fallback_served": served(fb),
     "peak_rss_mib": peak_rss_mib,
     "cpu_us_per_request": cpu_us_per_request,
+    "floor": {
+        "c1_ms": {p: pct(f1g, p) for p in ("p50", "p95", "p99")},
+        "c1_direct_ms": {p: pct(f1d, p) for p in ("p50", "p95", "p99")},
+        "c32_rps": rps(f32g),
+        "c32_direct_rps": rps(f32d),
+        "cpu_us_per_request": floor_cpu,
+        "stream_ttfb_ms": floor_ttfb,
+        "stream_ttlb_ms": floor_ttlb,
+        "peak_rss_mib": floor_rss_mib,
+        "runs": {
+            "c1_p50_overhead_ms": [pct(g, "p50") - pct(d, "p50") for d, g in floor_c1],
+            "c1_p99_overhead_ms": [pct(g, "p99") - pct(d, "p99") for d, g in floor_c1],
+            "c32_ratio": [rps(g) / rps(d) for d, g, _ in floor_c32],
+            "cpu_us_per_request": [c for _, _, c in floor_c32],
+        },
+    },
+    "translated": translation,
     "runs": {
         "c1_p50_overhead_ms": [pct(g, "p50") - pct(d, "p50") for d, g in c1_pairs],
         "c1_p99_overhead_ms": [pct(g, "p99") - pct(d, "p99") for d, g in c1_pairs],
@@ -117,7 +177,8 @@ r = {
     },
     "records": {"gateway_requests": gateway_requests, "request_rows": request_rows, "attempt_rows": attempt_rows,
                 "expected_attempt_rows": expected_attempts, "fallback_rows": fallback_rows,
-                "canceled_rows": canceled_rows, "timed_run_rows": timed_rows, "timed_run_responses": c32_responses},
+                "canceled_rows": canceled_rows, "timed_run_rows": timed_rows, "timed_run_responses": c32_responses,
+                "timed_runs": {t: {"rows": rows, "responses": seen} for t, (rows, seen) in tagged.items()}},
 }
 over = {p: r["c1"]["gateway_ms"][p] - r["c1"]["direct_ms"][p] for p in ("p50", "p95", "p99")}
 ratio = r["c32"]["gateway_rps"] / r["c32"]["direct_rps"]
@@ -126,18 +187,52 @@ r["overhead_ms"] = over
 r["throughput_ratio"] = ratio
 r["stream_ttfb_overhead_ms"] = stream_over
 r["stream_ttlb_overhead_ms"] = ttlb_g - ttlb_d
+floor_over = {p: r["floor"]["c1_ms"][p] - r["floor"]["c1_direct_ms"][p] for p in ("p50", "p95", "p99")}
+floor_stream_over = floor_ttfb - ttfb_d
+# Switchyard against the floor: its rate over nginx's, its added latency and
+# CPU over nginx's.
+def over_floor(ours, theirs):
+    """Our added time over the floor's; none when either is within noise of zero (negative)."""
+    return ours / theirs if ours >= 0 and theirs > 0 else None
 
+
+vs_floor = {
+    "c32_rps": r["c32"]["gateway_rps"] / r["floor"]["c32_rps"],
+    "c1_p50_overhead": over_floor(over["p50"], floor_over["p50"]),
+    "c1_p99_overhead": over_floor(over["p99"], floor_over["p99"]),
+    "cpu_us_per_request": cpu_us_per_request / floor_cpu,
+    "stream_ttfb_overhead": over_floor(stream_over, floor_stream_over),
+}
+r["floor"]["overhead_ms"] = floor_over
+r["floor"]["stream_ttfb_overhead_ms"] = floor_stream_over
+r["vs_floor"] = vs_floor
+r["runs"]["c32_vs_floor"] = [rps(g) / rps(f) for (_, g, _), (_, f, _) in zip(c32_runs, floor_c32)]
+r["runs"]["c1_p50_overhead_vs_floor"] = [
+    over_floor(pct(g, "p50") - pct(d, "p50"), pct(f, "p50") - pct(d, "p50")) for (d, g), (_, f) in zip(c1_pairs, floor_c1)
+]
+
+
+def times(x):
+    return "—" if x is None else f"{x:.2f}×"
+
+p50_vs_floor = vs_floor["c1_p50_overhead"]
 checks = [
-    ("throughput through the gateway ≥ 1/3 of direct", f"{ratio:.2f}×", ratio >= 1 / 3),
-    ("added latency at c=1, p50 ≤ 0.15 ms", f"{over['p50']:.3f} ms", over["p50"] <= 0.15),
+    ("throughput ≥ 0.8× nginx-as-proxy's (c=32)", f"{vs_floor['c32_rps']:.2f}×", vs_floor["c32_rps"] >= 0.8),
+    ("added latency at c=1, p50 ≤ 1.5× nginx-as-proxy's",
+     f"{over['p50']:.3f} ms against {floor_over['p50']:.3f} ms: {times(p50_vs_floor)}",
+     p50_vs_floor is not None and p50_vs_floor <= 1.5),
     ("added latency at c=1, p99 ≤ 1 ms", f"{over['p99']:.3f} ms", over["p99"] <= 1.0),
     ("streaming first-byte overhead ≤ 0.3 ms", f"{stream_over:.3f} ms", stream_over <= 0.3),
     ("peak RSS ≤ 40 MiB under c=32", f"{peak_rss_mib:.1f} MiB", peak_rss_mib <= 40),
     ("CPU ≤ 60 µs per request", f"{cpu_us_per_request:.1f} µs", cpu_us_per_request <= 60),
+    ("translated CPU per request ≤ 2× passthrough's", f"{translation['whole']['cpu_ratio']:.2f}×",
+     translation["whole"]["cpu_ratio"] <= 2),
+    ("same, streamed", f"{translation['streamed']['cpu_ratio']:.2f}×", translation["streamed"]["cpu_ratio"] <= 2),
     ("every request recorded",
-     f"{request_rows}/{gateway_requests} requests, {attempt_rows}/{expected_attempts} attempts; timed runs {timed_rows} rows for {c32_responses} responses",
+     f"{request_rows}/{gateway_requests} requests, {attempt_rows}/{expected_attempts} attempts; timed runs "
+     + ", ".join(f"{rows} rows for {seen} responses" for rows, seen in tagged.values()),
      request_rows == gateway_requests and attempt_rows == expected_attempts
-     and c32_responses <= timed_rows <= c32_responses + 32 * repeat),
+     and all(seen <= rows <= seen + 32 * repeat for rows, seen in tagged.values())),
 ]
 history = None
 history_file = os.path.join(work, "history.json")
@@ -186,6 +281,39 @@ rows = [
     ("gateway peak RSS", "—", f"{peak_rss_mib:.1f} MiB", ""),
     ("gateway CPU per request (c=32)", "—", f"{cpu_us_per_request:.1f} µs", ""),
 ]
+
+floor_rows = [
+    ("added latency at c=1, p50 / p99 (ms)", "{p50:+.3f} / {p99:+.3f}".format(**floor_over),
+     "{p50:+.3f} / {p99:+.3f}".format(**over),
+     f"{times(vs_floor['c1_p50_overhead'])} / {times(vs_floor['c1_p99_overhead'])}"),
+    ("c=32 throughput (requests/s, × direct)", f"{r['floor']['c32_rps']:.0f} ({rps(f32g) / rps(f32d):.2f}×)",
+     f"{r['c32']['gateway_rps']:.0f} ({ratio:.2f}×)", times(vs_floor["c32_rps"])),
+    ("CPU per request at c=32 (µs)", f"{floor_cpu:.1f}", f"{cpu_us_per_request:.1f}", times(vs_floor["cpu_us_per_request"])),
+    ("stream first-byte overhead (ms)", f"{floor_stream_over:+.3f}", f"{stream_over:+.3f}",
+     times(vs_floor["stream_ttfb_overhead"])),
+    ("peak RSS (MiB)", f"{floor_rss_mib:.1f}", f"{peak_rss_mib:.1f}", ""),
+]
+floor_line = (
+    "The floor: nginx as a plain reverse proxy (one process, kept-alive upstream connections, nothing buffered) "
+    "in front of the same upstream, in the same runs and measured the same way; the last column is Switchyard's "
+    "figure over nginx's."
+)
+tw, ts = translation["whole"], translation["streamed"]
+translated_rows = [
+    ("c=32 requests/s, not streamed", f"{tw['passthrough_rps']:.0f}", f"{tw['translated_rps']:.0f}",
+     f"{tw['translated_rps'] / tw['passthrough_rps']:.2f}×"),
+    ("CPU per request, not streamed (µs)", f"{tw['passthrough_cpu_us']:.1f}", f"{tw['translated_cpu_us']:.1f}",
+     f"{tw['cpu_ratio']:.2f}×"),
+    ("c=32 streams/s (20-chunk reply)", f"{ts['passthrough_rps']:.0f}", f"{ts['translated_rps']:.0f}",
+     f"{ts['translated_rps'] / ts['passthrough_rps']:.2f}×"),
+    ("CPU per stream (µs)", f"{ts['passthrough_cpu_us']:.1f}", f"{ts['translated_cpu_us']:.1f}", f"{ts['cpu_ratio']:.2f}×"),
+]
+translated_line = (
+    "Translated: an Anthropic Messages client (`/v1/messages`) served by an OpenAI-kind provider that speaks "
+    "Chat only, on the same upstream, against passthrough (an OpenAI Chat client and provider) in the same runs; "
+    "the gateway's CPU per request at c=32."
+)
+
 
 def other_gateways():
     """The optional runs through other gateways (see bench/run), by name."""
@@ -254,11 +382,28 @@ runs_line = "One run of each phase." if repeat == 1 else (
     f"p50 {spread(r['runs']['c1_p50_overhead_ms'], '{:+.3f}')} ms, "
     f"p99 {spread(r['runs']['c1_p99_overhead_ms'], '{:+.3f}')} ms; "
     f"c=32 {spread(r['runs']['c32_ratio'], '{:.2f}×')}, "
-    f"CPU {spread(r['runs']['cpu_us_per_request'], '{:.0f}')} µs per request."
+    f"CPU {spread(r['runs']['cpu_us_per_request'], '{:.0f}')} µs per request; "
+    f"against the floor, c=32 {spread(r['runs']['c32_vs_floor'], '{:.2f}×')}; translated against passthrough, CPU "
+    f"{spread([run['cpu_ratio'] for run in tw['runs']], '{:.2f}×')} (not streamed), "
+    f"{spread([run['cpu_ratio'] for run in ts['runs']], '{:.2f}×')} (streamed)."
 )
-width = max(len(x[0]) for x in rows)
-lines = [f"{'':<{width}}  {'direct':>24}  {'through Switchyard':>24}  {'difference':>26}"]
-lines += [f"{a:<{width}}  {b:>24}  {c:>24}  {d:>26}" for a, b, c, d in rows]
+
+
+def text_table(heads, body):
+    w = max(len(x[0]) for x in body)
+    out = [f"{'':<{w}}" + "".join(f"  {h:>26}" for h in heads)]
+    return out + [f"{row[0]:<{w}}" + "".join(f"  {c:>26}" for c in row[1:]) for row in body]
+
+
+def md_table(heads, body):
+    return ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)] + ["| " + " | ".join(row) + " |" for row in body]
+
+
+floor_heads = ["nginx as a proxy", "Switchyard", "Switchyard ÷ nginx"]
+translated_heads = ["passthrough", "translated", "translated ÷ passthrough"]
+lines = text_table(["direct", "through Switchyard", "difference"], rows)
+lines += ["", floor_line] + text_table(floor_heads, floor_rows)
+lines += ["", translated_line] + text_table(translated_heads, translated_rows)
 lines += ["", runs_line, ""]
 lines += [f"[{'met' if ok else 'MISSED'}] {t}: {m}" for t, m, ok in checks]
 if other_rows:
@@ -281,10 +426,10 @@ md = [
     "kept-alive connections, as SDK clients use the gateway; the new-connection rows (a curl process and",
     "connection per stream) show what a cold client adds, mostly the wake-ups of idle processes.",
     "",
-    "| measure | direct | through Switchyard | difference |",
-    "| --- | --- | --- | --- |",
 ]
-md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+md += md_table(["measure", "direct", "through Switchyard", "difference"], rows)
+md += ["", floor_line, ""] + md_table(["measure"] + floor_heads, floor_rows)
+md += ["", translated_line, ""] + md_table(["measure"] + translated_heads, translated_rows)
 md += ["", runs_line]
 md += ["", "| target | measured | |", "| --- | --- | --- |"]
 md += [f"| {t} | {m} | {'met' if ok else '**missed**'} |" for t, m, ok in checks]
