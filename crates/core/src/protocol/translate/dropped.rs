@@ -105,6 +105,7 @@ pub const TABLE: &[Row] = &[
     e(Messages, "penalties", NOT_IN_FORMAT),
     e(Messages, "logprobs", "Anthropic returns no log probabilities; the reply has none"),
     e(Messages, "reasoning", FOREIGN_REASONING),
+    e(Messages, "reasoning.budget", "adaptive thinking takes an effort, not a budget; the budget became an effort"),
     e(Messages, "temperature", "Anthropic requires the default temperature while thinking"),
     e(Messages, "top_k", "Anthropic rejects top_k while thinking"),
     e(Messages, "top_p", "Anthropic requires top_p of at least 0.95 while thinking"),

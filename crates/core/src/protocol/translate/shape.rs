@@ -103,7 +103,7 @@ fn refuse(req: &Request, enc: &Enc<'_>) -> Result<(), Untranslatable> {
     }
     let real_tools = req.tools.iter().filter(|t| !matches!(t.kind, ToolKind::Hosted { .. })).count();
     if real_tools > 0 && !enc.profile.tools {
-        return Err(Untranslatable::new("tools", "the provider does not support tools"));
+        return Err(Untranslatable::new("tools", super::error::NO_TOOLS));
     }
     let list = turns_path(req.source);
     for (i, turn) in req.turns.iter().enumerate() {
