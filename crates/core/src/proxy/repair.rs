@@ -77,6 +77,8 @@ pub(crate) fn mend(
             let body = translated_body(t, Format::Chat, without_stream_options)?;
             Some(Outgoing { translated: Some(Translated { body, ..t.clone() }), native: None })
         }
+        // Only a Chat request carries it for usage.
+        (Repair::WithoutStreamOptions, None) if endpoint != Endpoint::ChatCompletions => None,
         // The gateway added it: the provider, now known to reject it, is
         // not sent it again.
         (Repair::WithoutStreamOptions, None) if usage_added => Some(out.clone()),
@@ -137,6 +139,11 @@ mod tests {
             mend(Repair::WithoutStreamOptions, &out, (endpoint, path, body, &head), false).is_none(),
             "nothing to take out"
         );
+        let responses =
+            Bytes::from_static(br#"{"model":"m","input":"hi","stream_options":{"include_obfuscation":false}}"#);
+        let head = crate::proxy::body::inspect(&responses).unwrap();
+        let client = (Endpoint::Responses, None, &responses, &head);
+        assert!(mend(Repair::WithoutStreamOptions, &out, client, false).is_none(), "only Chat asks for usage with it");
     }
 
     #[test]
