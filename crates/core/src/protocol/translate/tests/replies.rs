@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{data, json};
+use super::{data, json, reasoning, texts};
 use crate::protocol::translate::ir::Format::{self, Chat, Gemini, Messages, Responses};
 use crate::protocol::translate::ir::{Context, ErrorClass, StopReason};
 use crate::protocol::translate::message::Part;
@@ -30,24 +30,8 @@ fn every_reply_reaches_every_client() {
             let out = translate_reply(from, to, &fixture(from), &ctx()).unwrap();
             let v = json(&out);
             let back = decode_reply(to, &out).unwrap_or_else(|e| panic!("{from}->{to}: {e}"));
-            let texts: Vec<&str> = back
-                .parts
-                .iter()
-                .filter_map(|p| match p {
-                    Part::Text { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(texts, ["I'll list."], "{from}->{to}");
-            let reasoning: String = back
-                .parts
-                .iter()
-                .filter_map(|p| match p {
-                    Part::Reasoning { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(reasoning, "Need ls.", "{from}->{to}");
+            assert_eq!(texts(&back.parts), ["I'll list."], "{from}->{to}");
+            assert_eq!(reasoning(&back.parts), "Need ls.", "{from}->{to}");
             let calls: Vec<(String, Value)> = back
                 .parts
                 .iter()
