@@ -801,11 +801,12 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn parse(text: &str) -> Result<Config, ConfigError> {
+    pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("test.toml"))
     }
 
-    fn invalid(text: &str) -> (usize, String, String) {
+    /// The line, field and message of the error `text` is refused with.
+    pub(super) fn invalid(text: &str) -> (usize, String, String) {
         match parse(text) {
             Err(ConfigError::Invalid { line, field, message, .. }) => (line, field, message),
             other => panic!("expected an invalid config, got {other:?}"),

@@ -245,26 +245,31 @@ pub fn client_response(upstream: &HeaderMap) -> HeaderMap {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use secrecy::SecretString;
+
+    /// Headers as a client or provider sends them, in order.
+    pub(in crate::proxy) fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs.iter().map(|&(k, v)| (HeaderName::from_static(k), HeaderValue::from_static(v))).collect()
+    }
 
     fn key() -> ProviderKey {
         ProviderKey { label: "main".into(), secret: SecretString::from("sk-provider".to_string()) }
     }
 
     fn client_headers() -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert("authorization", HeaderValue::from_static("Bearer sk-client"));
-        h.insert("x-api-key", HeaderValue::from_static("sk-client"));
-        h.insert("connection", HeaderValue::from_static("keep-alive, X-Custom-Hop"));
-        h.insert("x-custom-hop", HeaderValue::from_static("1"));
-        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert("host", HeaderValue::from_static("127.0.0.1:4141"));
-        h.insert("anthropic-beta", HeaderValue::from_static("tools-2024"));
-        h.insert("x-stainless-lang", HeaderValue::from_static("python"));
-        h.insert("x-switchyard-timeout-ms", HeaderValue::from_static("100"));
-        h
+        map(&[
+            ("authorization", "Bearer sk-client"),
+            ("x-api-key", "sk-client"),
+            ("connection", "keep-alive, X-Custom-Hop"),
+            ("x-custom-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("host", "127.0.0.1:4141"),
+            ("anthropic-beta", "tools-2024"),
+            ("x-stainless-lang", "python"),
+            ("x-switchyard-timeout-ms", "100"),
+        ])
     }
 
     #[test]
@@ -355,12 +360,13 @@ mod tests {
 
     #[test]
     fn response_headers_drop_hop_by_hop_and_rename_upstream_id() {
-        let mut up = HeaderMap::new();
-        up.insert("content-type", HeaderValue::from_static("application/json"));
-        up.insert("content-length", HeaderValue::from_static("10"));
-        up.insert("set-cookie", HeaderValue::from_static("a=b"));
-        up.insert("x-request-id", HeaderValue::from_static("req_up"));
-        up.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("9"));
+        let up = map(&[
+            ("content-type", "application/json"),
+            ("content-length", "10"),
+            ("set-cookie", "a=b"),
+            ("x-request-id", "req_up"),
+            ("x-ratelimit-remaining-requests", "9"),
+        ]);
         let out = client_response(&up);
         assert_eq!(out["content-type"], "application/json");
         assert_eq!(out["x-upstream-request-id"], "req_up");

@@ -23,7 +23,7 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Live};
 use crate::history::record::{AttemptOutcome, Reason};
 use crate::http::correlation::RequestIds;
 use crate::policy::backoff;
@@ -104,7 +104,7 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
-    if let Some(response) = count_locally(gateway, inbound, &bytes, &head) {
+    if let Some(response) = count_locally(&live, inbound, &bytes, &head) {
         let response = response.map_err(|e| ApiError::new(protocol, ErrorCode::InvalidRequest, e.to_string()))?;
         journal.take().finish_local(response.status()).await;
         return Ok(response);
@@ -179,7 +179,7 @@ async fn serve(
     // Every provider that counts failed (an Anthropic one down while the
     // chain's others serve the model): the count is estimated, labelled so,
     // as when no provider counts at all. Claude Code counts constantly.
-    if let Some(Ok(response)) = estimate_count(gateway, inbound, &bytes, &head) {
+    if let Some(Ok(response)) = estimate_count(&live, inbound, &bytes, &head) {
         journal.take().finish_local(response.status()).await;
         return Ok(response);
     }
@@ -196,38 +196,32 @@ async fn serve(
     Err(error)
 }
 
+/// A token count answered here, or why its body cannot be read.
+type Counted = Result<Response<Body>, translate_error::Untranslatable>;
+
 /// A token count for a model no provider of the counting API's own kind
 /// serves, answered from a local estimate; `None` when one does (it then
 /// counts, as any request is served).
-fn count_locally(
-    gateway: &Gateway,
-    inbound: &Inbound,
-    body: &[u8],
-    head: &RequestHead,
-) -> Option<Result<Response<Body>, translate_error::Untranslatable>> {
-    if !matches!(inbound.endpoint, Endpoint::CountTokens | Endpoint::GeminiCountTokens) {
+fn count_locally(live: &Live, inbound: &Inbound, body: &[u8], head: &RequestHead) -> Option<Counted> {
+    let counts = is_count(inbound.endpoint)
+        && routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).is_ok();
+    if counts {
         return None;
     }
-    let live = gateway.live();
-    if routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).is_ok() {
-        return None;
-    }
-    estimate_count(gateway, inbound, body, head)
+    estimate_count(live, inbound, body, head)
 }
 
 /// A local estimate for a token count, when some provider serves the model.
-fn estimate_count(
-    gateway: &Gateway,
-    inbound: &Inbound,
-    body: &[u8],
-    head: &RequestHead,
-) -> Option<Result<Response<Body>, translate_error::Untranslatable>> {
-    if !matches!(inbound.endpoint, Endpoint::CountTokens | Endpoint::GeminiCountTokens) {
+fn estimate_count(live: &Live, inbound: &Inbound, body: &[u8], head: &RequestHead) -> Option<Counted> {
+    if !is_count(inbound.endpoint) {
         return None;
     }
-    let live = gateway.live();
     let any = routing::plan(&live.providers, &live.config.routes, Endpoint::Messages, &head.model).is_ok();
     any.then(|| wire::estimated_count(inbound.endpoint, body, head))
+}
+
+fn is_count(endpoint: Endpoint) -> bool {
+    matches!(endpoint, Endpoint::CountTokens | Endpoint::GeminiCountTokens)
 }
 
 /// How one provider's turn ended.

@@ -44,6 +44,21 @@ impl Enc<'_> {
     pub fn drop(&mut self, field: &str) {
         self.drops.note(Stage::Encode, self.target, field);
     }
+
+    /// Drops the OpenAI-only request fields a target outside the OpenAI
+    /// family cannot express: a stored completion, a verbosity hint and a
+    /// prompt-cache key, in that order.
+    pub fn drop_openai_only(&mut self, req: &Request) {
+        if req.store == Some(true) {
+            self.drop("store");
+        }
+        if req.verbosity.is_some() {
+            self.drop("verbosity");
+        }
+        if req.prompt_cache_key.is_some() {
+            self.drop("prompt_cache_key");
+        }
+    }
 }
 
 /// Runs every pass for `target`.

@@ -408,15 +408,7 @@ fn rest(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     if req.logprobs.is_some() {
         enc.drop("logprobs");
     }
-    if req.store == Some(true) {
-        enc.drop("store");
-    }
-    if req.verbosity.is_some() {
-        enc.drop("verbosity");
-    }
-    if req.prompt_cache_key.is_some() {
-        enc.drop("prompt_cache_key");
-    }
+    enc.drop_openai_only(req);
     if !req.extras.is_empty() {
         enc.drop("extras");
     }
