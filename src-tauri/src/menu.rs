@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 
 use switchyard_core::telemetry::ProviderStateName::{self, Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
 
+use crate::update::Phase;
+
 /// Menu item ids, and the commands they stand for.
 pub mod ids {
     pub const STATUS: &str = "status";
@@ -17,6 +19,8 @@ pub mod ids {
     pub const NOTIFY: &str = "notify";
     pub const QUIT: &str = "quit";
     pub const TOOLS: &str = "tools";
+    pub const UPDATE_CHECK: &str = "update-check";
+    pub const UPDATE_INSTALL: &str = "update-install";
     const PROVIDER: &str = "provider:";
     const TOOL: &str = "tool:";
 
@@ -43,6 +47,8 @@ pub mod ids {
         ToggleProvider(String),
         /// Connect or disconnect a coding tool (`switchyard connect`).
         ToggleTool(String),
+        CheckUpdates,
+        InstallUpdate,
     }
 
     pub fn command(id: &str) -> Option<Command> {
@@ -54,6 +60,8 @@ pub mod ids {
             AUTOSTART => Command::ToggleAutostart,
             NOTIFY => Command::ToggleNotify,
             QUIT => Command::Quit,
+            UPDATE_CHECK => Command::CheckUpdates,
+            UPDATE_INSTALL => Command::InstallUpdate,
             other => match other.strip_prefix(TOOL) {
                 Some(tool) => Command::ToggleTool(tool.to_string()),
                 None => Command::ToggleProvider(other.strip_prefix(PROVIDER)?.to_string()),
@@ -103,6 +111,8 @@ pub struct TrayState {
     /// Desktop notifications when a breaker opens.
     pub notify: bool,
     pub now_ms: i64,
+    /// Updates; `None` when no update endpoint is configured.
+    pub update: Option<Phase>,
 }
 
 /// The tray icon's overall health.
@@ -244,6 +254,17 @@ fn tool_items(state: &TrayState, address: Option<SocketAddr>) -> Vec<Item> {
         .collect()
 }
 
+/// "Check for updates…", or the update found and what is being done with it.
+fn update_item(phase: &Phase) -> Item {
+    let (id, text, enabled) = match phase {
+        Phase::Idle => (ids::UPDATE_CHECK, "Check for updates…".to_string(), true),
+        Phase::Checking => (ids::UPDATE_CHECK, "Checking for updates…".to_string(), false),
+        Phase::Available(v) => (ids::UPDATE_INSTALL, format!("Install Switchyard {v} and restart"), true),
+        Phase::Installing(v) => (ids::UPDATE_INSTALL, format!("Installing Switchyard {v}…"), false),
+    };
+    Item::Action { id: id.into(), text, enabled }
+}
+
 /// The whole menu for `state`.
 pub fn build(state: &TrayState) -> Menu {
     let address = match &state.status {
@@ -302,6 +323,7 @@ pub fn build(state: &TrayState) -> Menu {
         checked: state.notify,
         enabled: true,
     });
+    items.extend(state.update.as_ref().map(update_item));
     items.push(Item::Separator);
     items.push(Item::Action { id: ids::QUIT.into(), text: "Quit Switchyard".into(), enabled: true });
     let overall = overall(state);
@@ -331,7 +353,7 @@ mod tests {
     }
 
     fn tray(status: Status, providers: Vec<ProviderLine>) -> TrayState {
-        TrayState { status, providers, tools: Vec::new(), autostart: false, notify: true, now_ms: NOW }
+        TrayState { status, providers, tools: Vec::new(), autostart: false, notify: true, now_ms: NOW, update: None }
     }
 
     fn texts(menu: &Menu) -> Vec<String> {
@@ -512,6 +534,33 @@ mod tests {
             matches!(&items[0], Item::Check { enabled: true, .. })
                 && matches!(&items[1], Item::Check { enabled: false, .. })
         );
+    }
+
+    #[test]
+    fn updates_show_only_when_configured_and_install_only_what_was_found() {
+        let mut state = tray(Status::Listening(addr()), vec![line("a", "healthy")]);
+        let off = texts(&build(&state));
+        assert!(!off.iter().any(|t| t.contains("update") || t.contains("Install")), "{off:?}");
+        let mut item = |phase: Phase| {
+            state.update = Some(phase);
+            let menu = build(&state);
+            let n = menu.items.len();
+            // Just above the separator before "Quit Switchyard".
+            menu.items[n - 3].clone()
+        };
+        let action = |id: &str, text: &str, enabled| Item::Action { id: id.into(), text: text.into(), enabled };
+        assert_eq!(item(Phase::Idle), action(ids::UPDATE_CHECK, "Check for updates…", true));
+        assert_eq!(item(Phase::Checking), action(ids::UPDATE_CHECK, "Checking for updates…", false));
+        assert_eq!(
+            item(Phase::Available("0.2.0".into())),
+            action(ids::UPDATE_INSTALL, "Install Switchyard 0.2.0 and restart", true)
+        );
+        assert_eq!(
+            item(Phase::Installing("0.2.0".into())),
+            action(ids::UPDATE_INSTALL, "Installing Switchyard 0.2.0…", false)
+        );
+        assert_eq!(ids::command(ids::UPDATE_CHECK), Some(Command::CheckUpdates));
+        assert_eq!(ids::command(ids::UPDATE_INSTALL), Some(Command::InstallUpdate));
     }
 
     #[test]

@@ -77,6 +77,7 @@ pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
         autostart: app.autolaunch().is_enabled().unwrap_or(false),
         notify: prefs.notify.load(Ordering::Relaxed),
         now_ms: switchyard_core::history::now_ms(),
+        update: app.try_state::<Arc<crate::update::Updates>>().and_then(|u| u.phase()),
     }
 }
 

@@ -17,8 +17,11 @@ use crate::policy::queue::QueuePolicy;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
+mod desktop;
 pub(crate) mod edit;
 mod policy;
+pub use desktop::DesktopConfig;
+use desktop::RawDesktop;
 use policy::{PolicyError, RawPolicy};
 
 /// The configuration used when none is given: well-known providers that stay
@@ -43,6 +46,8 @@ pub struct Config {
     pub history: HistoryConfig,
     /// Price overrides, ahead of the shipped table.
     pub prices: Vec<Price>,
+    /// The desktop app's own settings (`[desktop]`).
+    pub desktop: DesktopConfig,
 }
 
 /// What is recorded and for how long.
@@ -320,6 +325,8 @@ struct RawConfig {
     history: RawHistory,
     #[serde(default)]
     prices: Vec<Spanned<Price>>,
+    #[serde(default)]
+    desktop: RawDesktop,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -470,7 +477,8 @@ impl Validator<'_> {
             }
             prices.push(price);
         }
-        Ok(Config { server, policy, provider_policy, cache, providers, routes, history, prices })
+        let desktop = self.desktop(raw.desktop)?;
+        Ok(Config { server, policy, provider_policy, cache, providers, routes, history, prices, desktop })
     }
 
     fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {
