@@ -461,6 +461,74 @@ async fn a_rejected_thinking_signature_is_retried_once_without_any_thinking() {
     assert_eq!(attempts, [("an", 400, "first"), ("an", 200, "retry")], "both attempts on record");
 }
 
+/// A Codex-style Responses history whose reasoning item carries, in its
+/// encrypted slot, the envelope of an Anthropic thinking block an earlier
+/// translated turn handed out; its signature has gone stale since.
+fn responses_with_stale_thinking() -> Value {
+    use base64::Engine as _;
+    // `sy1.<origin>.<base64url(json)>`, written out as the client holds it.
+    let sealed = json!({ "text": "hm", "value": "stale-signature" }).to_string();
+    let envelope = format!("sy1.anth.{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed));
+    json!({
+        "model": "claude-x", "max_output_tokens": 4096, "store": false,
+        "reasoning": { "effort": "low" },
+        "input": [
+            { "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "hi" }] },
+            { "type": "reasoning", "id": "rs_1", "summary": [{ "type": "summary_text", "text": "hm" }],
+              "encrypted_content": envelope },
+            { "type": "message", "role": "assistant", "content": [{ "type": "output_text", "text": "hello" }] },
+            { "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "and?" }] },
+        ],
+    })
+}
+
+#[tokio::test]
+async fn a_rejected_signature_in_a_translated_body_is_retried_once_without_any_thinking() {
+    let an = SimProvider::start("an", Script::ok().then_once(Fault::saying(400, BAD_SIGNATURE))).await.unwrap();
+    let config = ConfigText::new().provider(&an, "anthropic", &["claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an"])).await;
+    let r = gw.post("/v1/responses", &responses_with_stale_thinking()).await;
+    let id = request_id(&r);
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(answer["object"], "response", "answered in the client's format: {answer}");
+    assert!(answer.to_string().contains("Hello from an"), "{answer}");
+
+    let seen = an.requests();
+    assert_eq!(seen.len(), 2, "exactly one retry");
+    assert!(seen.iter().all(|s| s.path == "/v1/messages"), "both translated to Messages");
+    let first = seen[0].json();
+    let thinking = &first["messages"][1]["content"][0];
+    assert_eq!(
+        (thinking["type"].as_str(), thinking["signature"].as_str()),
+        (Some("thinking"), Some("stale-signature")),
+        "the envelope was opened for its own family: {first}"
+    );
+    let second = seen[1].json();
+    assert!(!block_types(&second).iter().any(|t| t.contains("thinking")), "no thinking block: {second}");
+    assert!(!second.to_string().contains("stale-signature"), "{second}");
+    assert_eq!(second["thinking"], json!({ "type": "disabled" }), "{second}");
+    assert_eq!(second["messages"][1]["content"], json!([{ "type": "text", "text": "hello" }]), "{second}");
+    assert_eq!(second["messages"][2]["content"][0]["text"], "and?", "the rest as translated: {second}");
+    assert_eq!(seen[1].headers["x-api-key"], "sk-an", "the same key");
+
+    let detail = detail_of(&gw, &id, 1).await;
+    let attempts: Vec<(&str, i64, &str)> = detail["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["provider"].as_str().unwrap(), a["status"].as_i64().unwrap(), a["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(attempts, [("an", 400, "first"), ("an", 200, "retry")], "both attempts on record");
+    let wires: Vec<String> = detail["translations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| format!("{}>{}", t["client"].as_str().unwrap(), t["provider"].as_str().unwrap()))
+        .collect();
+    assert_eq!(wires, ["responses>messages", "responses>messages"], "{detail}");
+}
+
 #[tokio::test]
 async fn a_second_rejected_signature_is_the_client_s_and_other_400s_are_not_retried() {
     let an = SimProvider::start("an", Script::always(Fault::saying(400, BAD_SIGNATURE))).await.unwrap();
