@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{upstream_error, Emitter};
+use crate::protocol::translate::chat::details::Gathered;
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::maps::{count, count_in};
 use crate::protocol::translate::vocab;
@@ -23,6 +24,9 @@ pub(crate) struct Chat {
     tools: Vec<Tool>,
     /// The first finish reason; `None` inside for one that is an error.
     finish: Option<Option<StopReason>>,
+    /// OpenRouter's `reasoning_details` of the open reasoning block, handed
+    /// on as its state when the block closes.
+    details: Gathered,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +81,7 @@ struct ChoiceDelta {
     content: Option<String>,
     reasoning_content: Option<String>,
     reasoning: Option<String>,
+    reasoning_details: Option<Value>,
     tool_calls: Option<Vec<ToolDelta>>,
 }
 
@@ -138,7 +143,14 @@ impl Chat {
 
     fn delta(&mut self, delta: ChoiceDelta, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
         let reasoning = delta.reasoning_content.or(delta.reasoning).filter(|r| !r.is_empty());
-        if let Some(text) = reasoning {
+        // OpenRouter sends the text both as `reasoning` and in its entries:
+        // the entries' text counts only when the string is absent.
+        let details = delta.reasoning_details.filter(|d| d.as_array().is_some_and(|a| !a.is_empty()));
+        let from_details = details.map(|d| {
+            self.ensure(Open::Reasoning, emit, out);
+            self.details.push(&d)
+        });
+        if let Some(text) = reasoning.or(from_details.filter(|t| !t.is_empty())) {
             let index = self.ensure(Open::Reasoning, emit, out);
             emit.delta(index, Delta::Reasoning(text), out);
         }
@@ -170,7 +182,10 @@ impl Chat {
     }
 
     fn close_open(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        if let Some((_, index)) = self.open.take() {
+        if let Some((kind, index)) = self.open.take() {
+            if let Some(state) = self.details.take().filter(|_| kind == Open::Reasoning) {
+                emit.delta(index, Delta::Opaque(state), out);
+            }
             emit.stop(index, out);
         }
     }
