@@ -453,27 +453,17 @@ mod tests {
         let (_dir, db, _file) = paths();
         let (spool, _) = Spool::open(&db).unwrap().unwrap();
         let mut r = record("s");
-        r.attempts.push(crate::history::record::AttemptRecord {
-            seq: 1,
-            provider: "p".into(),
-            key_label: None,
-            model: "m".into(),
-            reason: crate::history::record::Reason::First,
-            fallback_from: None,
-            started_at_ms: 1,
-            offset_ms: 0.0,
-            timeout_ms: None,
-            backoff_ms: 0.0,
-            duration_ms: Some(0.0),
-            ttfb_ms: None,
-            ttft_ms: None,
-            status: None,
-            outcome: AttemptOutcome::Skipped,
-            retry_after_ms: None,
-            breaker_state: None,
-            error: Some("`tools`: none".into()),
-            usage: Usage::default(),
-        });
+        // As the admin API shows a skip: no call, no time, a reason.
+        r.attempts.push(
+            serde_json::from_value(serde_json::json!({
+                "seq": 1, "provider": "p", "key_label": null, "model": "m", "reason": "first",
+                "fallback_from": null, "started_at": 1, "offset_ms": 0.0, "timeout_ms": null, "backoff_ms": 0.0,
+                "duration_ms": 0.0, "ttfb_ms": null, "ttft_ms": null, "status": null, "outcome": "skipped",
+                "retry_after_ms": null, "breaker_state": null, "error": "`tools`: none",
+                "usage": { "input_tokens": null, "output_tokens": null, "cached_tokens": null },
+            }))
+            .unwrap(),
+        );
         append(&spool, &r).unwrap();
         drop(spool);
         let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
