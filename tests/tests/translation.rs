@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 use switchyard_core::history::CountTable;
 use switchyard_sim::{Fault, Script, SimProvider};
-use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
+use switchyard_tests::{http, keys_for, request_id, ConfigText, TestGateway};
 
 fn messages(model: &str, stream: bool) -> Value {
     json!({
@@ -288,6 +288,7 @@ async fn a_request_that_cannot_be_translated_skips_that_provider_and_says_why() 
     let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
     let body = json!({ "model": "gpt-5", "previous_response_id": "resp_1", "input": "and then?" });
     let r = gw.post("/v1/responses", &body).await;
+    let id = request_id(&r);
     // No provider could ever take it: the client's to fix, not a 503 to retry.
     assert_eq!(r.status(), 400);
     let error: Value = r.json().await.unwrap();
@@ -295,6 +296,38 @@ async fn a_request_that_cannot_be_translated_skips_that_provider_and_says_why() 
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.starts_with("`previous_response_id`"), "names the field: {message}");
     assert_eq!(oa.calls(), 0, "nothing half-translated was sent");
+    // On record: the provider as an attempt skipped, saying which field and
+    // why, with no call and no time; the request refused, as before.
+    let detail = detail_of(&gw, &id, 1).await;
+    assert_eq!(detail["outcome"], "rejected", "{detail}");
+    let attempts = detail["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "{detail}");
+    assert_skipped(&attempts[0], "oa", "`previous_response_id`");
+}
+
+/// The detail of request `id` from the history, once `on_record` requests are.
+async fn detail_of(gw: &TestGateway, id: &str, on_record: i64) -> Value {
+    gw.recorded(on_record).await;
+    gw.admin(&format!("/admin/requests/{id}")).await
+}
+
+/// The attempts of a request detail that called their provider: provider,
+/// status and why each started.
+fn called(detail: &Value) -> Vec<(&str, i64, &str)> {
+    let attempts = detail["attempts"].as_array().unwrap().iter().filter(|a| a["outcome"] != "skipped");
+    attempts
+        .map(|a| (a["provider"].as_str().unwrap(), a["status"].as_i64().unwrap(), a["reason"].as_str().unwrap()))
+        .collect()
+}
+
+/// An attempt row of a provider passed over without a call, whose reason
+/// starts with `why`.
+fn assert_skipped(a: &Value, provider: &str, why: &str) {
+    assert_eq!((a["provider"].as_str(), a["outcome"].as_str()), (Some(provider), Some("skipped")), "{a}");
+    let error = a["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with(why), "says which field and why: {a}");
+    assert_eq!(a["duration_ms"], 0.0, "{a}");
+    assert!(a["status"].is_null() && a["ttfb_ms"].is_null() && a["key_label"].is_null(), "never called: {a}");
 }
 
 #[tokio::test]
@@ -428,13 +461,69 @@ async fn a_rejected_thinking_signature_is_retried_once_without_any_thinking() {
     gw.recorded(1).await;
     let id = gw.admin("/admin/requests").await["requests"][0]["id"].as_str().unwrap().to_string();
     let detail = gw.admin(&format!("/admin/requests/{id}")).await;
-    let attempts: Vec<(&str, i64, &str)> = detail["attempts"]
+    assert_eq!(called(&detail), [("an", 400, "first"), ("an", 200, "retry")], "both attempts on record");
+}
+
+/// A Codex-style Responses history whose reasoning item carries, in its
+/// encrypted slot, the envelope of an Anthropic thinking block an earlier
+/// translated turn handed out; its signature has gone stale since.
+fn responses_with_stale_thinking() -> Value {
+    use base64::Engine as _;
+    // `sy1.<origin>.<base64url(json)>`, written out as the client holds it.
+    let sealed = json!({ "text": "hm", "value": "stale-signature" }).to_string();
+    let envelope = format!("sy1.anth.{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed));
+    json!({
+        "model": "claude-x", "max_output_tokens": 4096, "store": false,
+        "reasoning": { "effort": "low" },
+        "input": [
+            { "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "hi" }] },
+            { "type": "reasoning", "id": "rs_1", "summary": [{ "type": "summary_text", "text": "hm" }],
+              "encrypted_content": envelope },
+            { "type": "message", "role": "assistant", "content": [{ "type": "output_text", "text": "hello" }] },
+            { "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "and?" }] },
+        ],
+    })
+}
+
+#[tokio::test]
+async fn a_rejected_signature_in_a_translated_body_is_retried_once_without_any_thinking() {
+    let an = SimProvider::start("an", Script::ok().then_once(Fault::saying(400, BAD_SIGNATURE))).await.unwrap();
+    let config = ConfigText::new().provider(&an, "anthropic", &["claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an"])).await;
+    let r = gw.post("/v1/responses", &responses_with_stale_thinking()).await;
+    let id = request_id(&r);
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(answer["object"], "response", "answered in the client's format: {answer}");
+    assert!(answer.to_string().contains("Hello from an"), "{answer}");
+
+    let seen = an.requests();
+    assert_eq!(seen.len(), 2, "exactly one retry");
+    assert!(seen.iter().all(|s| s.path == "/v1/messages"), "both translated to Messages");
+    let first = seen[0].json();
+    let thinking = &first["messages"][1]["content"][0];
+    assert_eq!(
+        (thinking["type"].as_str(), thinking["signature"].as_str()),
+        (Some("thinking"), Some("stale-signature")),
+        "the envelope was opened for its own family: {first}"
+    );
+    let second = seen[1].json();
+    assert!(!block_types(&second).iter().any(|t| t.contains("thinking")), "no thinking block: {second}");
+    assert!(!second.to_string().contains("stale-signature"), "{second}");
+    assert_eq!(second["thinking"], json!({ "type": "disabled" }), "{second}");
+    assert_eq!(second["messages"][1]["content"], json!([{ "type": "text", "text": "hello" }]), "{second}");
+    assert_eq!(second["messages"][2]["content"][0]["text"], "and?", "the rest as translated: {second}");
+    assert_eq!(seen[1].headers["x-api-key"], "sk-an", "the same key");
+
+    let detail = detail_of(&gw, &id, 1).await;
+    assert_eq!(called(&detail), [("an", 400, "first"), ("an", 200, "retry")], "both attempts on record");
+    let wires: Vec<String> = detail["translations"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| (a["provider"].as_str().unwrap(), a["status"].as_i64().unwrap(), a["reason"].as_str().unwrap()))
+        .map(|t| format!("{}>{}", t["client"].as_str().unwrap(), t["provider"].as_str().unwrap()))
         .collect();
-    assert_eq!(attempts, [("an", 400, "first"), ("an", 200, "retry")], "both attempts on record");
+    assert_eq!(wires, ["responses>messages", "responses>messages"], "{detail}");
 }
 
 #[tokio::test]
@@ -532,9 +621,36 @@ async fn a_provider_without_tools_never_gets_a_request_that_carries_them() {
 
     // Passed over for the next provider in the chain, which can act.
     let r = gw.post("/v1/messages", &claude_code("claude-x")).await;
+    let id = request_id(&r);
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-switchyard-provider"], "oa");
+    assert_eq!(r.headers()["x-switchyard-attempts"], "1", "a skip is no upstream attempt");
+    r.bytes().await.unwrap();
     assert_eq!(ol.calls(), 0);
+    // On record: ol skipped for its tools, then oa as the first real try,
+    // not a fallback: nothing failed before it.
+    let detail = detail_of(&gw, &id, 1).await;
+    let attempts = detail["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{detail}");
+    assert_skipped(&attempts[0], "ol", "`tools`: the provider does not support tools");
+    assert_eq!((attempts[1]["provider"].as_str(), attempts[1]["outcome"].as_str()), (Some("oa"), Some("ok")));
+    assert_eq!(attempts[1]["reason"], "first", "{detail}");
+    assert_eq!(detail["fallback"], false, "{detail}");
+    // Never called, so nothing in its statistics or health; the metrics
+    // count the skip by its outcome.
+    let providers = gw.admin("/admin/providers").await;
+    let of = |name: &str| providers.as_array().unwrap().iter().find(|p| p["name"] == name).unwrap().clone();
+    assert_eq!(of("ol")["stats"]["m5"]["requests"], 0, "{providers}");
+    assert_eq!(of("ol")["passive_healthy"], true, "{providers}");
+    assert_eq!(of("oa")["stats"]["m5"]["requests"], 1, "{providers}");
+    let metrics = http().get(gw.url("/metrics")).bearer_auth(switchyard_tests::ADMIN_TOKEN).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    assert!(
+        metrics.lines().any(|l| l.starts_with("switchyard_attempts_total{")
+            && l.contains("provider=\"ol\"")
+            && l.contains("outcome=\"skipped\"")),
+        "{metrics}"
+    );
 
     // No provider can take it: the client's own 400, naming the field.
     let r = gw.post("/v1/messages", &claude_code("qwen3")).await;

@@ -8,7 +8,7 @@ use switchyard_core::admin::parse_time;
 use switchyard_core::admin::StreamMessage;
 use switchyard_core::history::Store;
 use switchyard_core::history::{
-    AttemptRecord as AttemptRow, RequestDetail, RequestFilter, RequestOutcome, RequestSummary,
+    AttemptOutcome, AttemptRecord as AttemptRow, RequestDetail, RequestFilter, RequestOutcome, RequestSummary,
 };
 use switchyard_core::telemetry::GatewayEvent;
 
@@ -187,6 +187,19 @@ fn timeline(d: &RequestDetail) -> String {
     ));
     let total = r.duration_ms.max(1.0);
     for a in &d.attempt_list {
+        if a.outcome == AttemptOutcome::Skipped {
+            // No call, so no bar: where the chain passed it over, and why.
+            let at = ((a.offset_ms / total * WIDTH).round() as usize).min(WIDTH as usize);
+            let mark = format!("{}–", " ".repeat(at));
+            out.push_str(&format!(
+                "  #{} {:<18} {:<8} |{mark:<41}| {}\n",
+                a.seq,
+                a.provider,
+                a.reason,
+                attempt_text(a)
+            ));
+            continue;
+        }
         let start = (a.offset_ms / total * WIDTH).round() as usize;
         let len = ((a.duration_ms.unwrap_or(0.0) / total * WIDTH).round() as usize).max(1);
         let backoff = ((a.backoff_ms / total * WIDTH).round() as usize).min(start);
@@ -202,6 +215,9 @@ fn timeline(d: &RequestDetail) -> String {
 }
 
 fn attempt_text(a: &AttemptRow) -> String {
+    if a.outcome == AttemptOutcome::Skipped {
+        return format!("skipped, not called: {}", a.error.as_deref().unwrap_or("no reason given"));
+    }
     let mut parts = vec![a.status.map_or(a.outcome.to_string(), |s| format!("{s} {}", a.outcome))];
     parts.push(format!("{:.0} ms", a.duration_ms.unwrap_or(0.0)));
     if let Some(t) = a.ttft_ms {
@@ -339,5 +355,32 @@ async fn tail_database(args: TailArgs) -> Result<()> {
                 seen_ids.drain(..1000);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A row from the admin API's JSON, as the CLI reads it.
+    fn row_of(outcome: &str, error: Option<&str>) -> AttemptRow {
+        serde_json::from_value(serde_json::json!({
+            "seq": 2, "provider": "ol", "key_label": null, "model": "qwen3", "reason": "first",
+            "fallback_from": null, "started_at": 0, "offset_ms": 1.0, "timeout_ms": null, "backoff_ms": 0.0,
+            "duration_ms": 0.0, "ttfb_ms": null, "ttft_ms": null, "status": null, "outcome": outcome,
+            "retry_after_ms": null, "breaker_state": null, "error": error,
+            "usage": { "input_tokens": null, "output_tokens": null, "cached_tokens": null },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_skipped_attempt_reads_as_not_called_with_its_reason_in_full() {
+        let why = format!("`tools`: {}", "the provider does not support tools ".repeat(4));
+        let text = attempt_text(&row_of("skipped", Some(&why)));
+        assert_eq!(text, format!("skipped, not called: {why}"));
+        assert!(!text.contains(" ms"), "no duration for no call: {text}");
+        assert!(attempt_text(&row_of("timeout", None)).starts_with("timeout, 0 ms"));
     }
 }

@@ -828,6 +828,9 @@ mod tests {
         let ollama = config.provider("ollama").unwrap();
         assert_eq!(ollama.auth, Auth::None);
         assert!(config.providers.iter().any(|p| p.kind == Protocol::Anthropic));
+        use crate::protocol::translate::profile::ReasoningField;
+        let openrouter = config.provider("openrouter").unwrap();
+        assert_eq!(openrouter.profile.reasoning_field, ReasoningField::ReasoningDetails);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 export type RequestOutcome = "ok" | "provider_error" | "error" | "rejected" | "failed" | "canceled";
 
-export type AttemptOutcome = "ok" | "http_error" | "connect_error" | "transport_error" | "timeout" | "stream_error" | "stream_dropped" | "mid_stream_failure" | "canceled";
+export type AttemptOutcome = "ok" | "http_error" | "connect_error" | "transport_error" | "timeout" | "stream_error" | "stream_dropped" | "mid_stream_failure" | "canceled" | "skipped";
 
 export type Reason = "first" | "retry" | "fallback" | "probe";
 

@@ -48,6 +48,8 @@ describe('outcomes', () => {
     expect(outcomeTone('canceled')).toBe('muted');
     expect(outcomeWords('canceled')).toBe('Client left');
     expect(outcomeTone('stream_dropped')).toBe('bad');
+    expect(outcomeTone('skipped')).toBe('muted');
+    expect(outcomeWords('skipped')).toBe('Skipped');
     expect(outcomeTone('ok')).toBe('ok');
   });
 });

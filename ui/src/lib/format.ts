@@ -96,6 +96,7 @@ const ATTEMPT_OUTCOME_WORDS: Record<AttemptOutcome, string> = {
   stream_dropped: 'Dropped',
   mid_stream_failure: 'Failed mid-stream',
   canceled: 'Client left',
+  skipped: 'Skipped',
 };
 
 const OUTCOME_WORDS: Record<string, string> = { ...ATTEMPT_OUTCOME_WORDS, ...REQUEST_OUTCOME_WORDS };
@@ -107,7 +108,8 @@ export function outcomeWords(outcome: RequestOutcome | AttemptOutcome): string {
 /** Whether an outcome is a success, a failure or neither (the client left). */
 export function outcomeTone(outcome: RequestOutcome | AttemptOutcome): 'ok' | 'bad' | 'muted' {
   if (outcome === 'ok') return 'ok';
-  // The client left, or sent what no provider could take.
-  if (outcome === 'canceled' || outcome === 'rejected') return 'muted';
+  // The client left, sent what no provider could take, or a provider was
+  // passed over without a call.
+  if (outcome === 'canceled' || outcome === 'rejected' || outcome === 'skipped') return 'muted';
   return 'bad';
 }

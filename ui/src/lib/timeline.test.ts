@@ -60,3 +60,28 @@ describe('an attempt the client left', () => {
     expect(l.bars[0].tone).toBe('muted');
   });
 });
+
+describe('an attempt skipped without a call', () => {
+  it('is greyed, carries its reason, and is no hop', () => {
+    const l = layout({
+      duration_ms: 200,
+      ttft_ms: null,
+      attempts: [
+        attempt({ seq: 1, outcome: 'http_error', status: 503, duration_ms: 100 }),
+        attempt({
+          seq: 2, provider: 'b', reason: 'fallback', fallback_from: 'a', offset_ms: 100, duration_ms: 0, ttfb_ms: null,
+          status: null, outcome: 'skipped', error: '`tools`: the provider does not support tools',
+        }),
+        attempt({ seq: 3, provider: 'c', reason: 'fallback', fallback_from: 'a', offset_ms: 100, duration_ms: 100 }),
+      ],
+    });
+    expect(l.bars[1].skipped).toBe(true);
+    expect(l.bars[1].tone).toBe('muted');
+    expect(l.bars[1].why).toBe('`tools`: the provider does not support tools');
+    expect(l.bars[1].fallback).toBe(false);
+    expect(l.bars[1].label).toBe('b (skipped)');
+    expect(l.bars[2].fallback).toBe(true);
+    expect(l.bars[0].skipped).toBe(false);
+    expect(l.bars[0].why).toBeNull();
+  });
+});

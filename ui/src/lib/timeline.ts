@@ -19,6 +19,9 @@ export interface Bar {
   timedOut: boolean;
   /** This attempt is the hop to another provider. */
   fallback: boolean;
+  /** Passed over without a call; `why` says what kept it from being called. */
+  skipped: boolean;
+  why: string | null;
   tone: 'ok' | 'bad' | 'muted';
 }
 
@@ -47,7 +50,7 @@ function tickLabel(at: number): string {
 
 function tone(a: Attempt): Bar['tone'] {
   if (a.outcome === 'ok') return 'ok';
-  if (a.outcome === 'canceled') return 'muted';
+  if (a.outcome === 'canceled' || a.outcome === 'skipped') return 'muted';
   return 'bad';
 }
 
@@ -58,9 +61,12 @@ export function layout(r: Pick<RequestDetail, 'attempts' | 'duration_ms' | 'ttft
   const bars = r.attempts.map((a): Bar => {
     const duration = a.duration_ms ?? Math.max(0, r.duration_ms - a.offset_ms);
     const gapMs = a.backoff_ms > 0 ? Math.min(a.backoff_ms, a.offset_ms) : 0;
+    const skipped = a.outcome === 'skipped';
+    // A skip is no hop: the provider it was passed over for is the next one's.
+    const hop = a.reason === 'fallback' && !skipped;
     return {
       seq: a.seq,
-      label: a.reason === 'fallback' ? `${a.provider} (fallback from ${a.fallback_from ?? '?'})` : a.provider,
+      label: skipped ? `${a.provider} (skipped)` : hop ? `${a.provider} (fallback from ${a.fallback_from ?? '?'})` : a.provider,
       provider: a.provider,
       left: at(a.offset_ms),
       width: Math.max(at(duration), 0.002),
@@ -68,7 +74,9 @@ export function layout(r: Pick<RequestDetail, 'attempts' | 'duration_ms' | 'ttft
       ttfb: a.ttfb_ms === null ? null : at(a.offset_ms + a.ttfb_ms),
       ttft: a.ttft_ms === null ? null : at(a.offset_ms + a.ttft_ms),
       timedOut: a.outcome === 'timeout',
-      fallback: a.reason === 'fallback',
+      fallback: hop,
+      skipped,
+      why: skipped ? a.error : null,
       tone: tone(a),
     };
   });

@@ -47,6 +47,11 @@ pub enum AttemptOutcome {
     MidStreamFailure,
     /// The client went away.
     Canceled,
+    /// Passed over without a call: the provider cannot take this request
+    /// (a field it cannot be translated for, tools it lacks) or a policy
+    /// keeps it from doing so; the attempt's `error` says which and why.
+    /// Last, so the variants before it keep their postcard index (spool.rs).
+    Skipped,
 }
 
 impl AttemptOutcome {
@@ -61,7 +66,15 @@ impl AttemptOutcome {
             AttemptOutcome::StreamDropped => "stream_dropped",
             AttemptOutcome::MidStreamFailure => "mid_stream_failure",
             AttemptOutcome::Canceled => "canceled",
+            AttemptOutcome::Skipped => "skipped",
         }
+    }
+
+    /// Whether the provider was called at all: a skipped attempt made no
+    /// call, so it has no latency, says nothing of the provider's health
+    /// and is no hop between providers.
+    pub fn called(self) -> bool {
+        self != AttemptOutcome::Skipped
     }
 }
 

@@ -45,7 +45,10 @@ const ROTATE_BYTES: u64 = 4 * 1024 * 1024;
 /// added, removed, reordered or retyped) needs a new format byte, and the
 /// reader keeps decoding frames of the old shape: a spool left by a crash is
 /// replayed by whatever version starts next. `the_frame_format_is_pinned`
-/// fails when the shape changes.
+/// fails when the shape changes. An enum variant appended last is no
+/// change of shape: variants are written by index, so every earlier frame
+/// reads as before (`AttemptOutcome::Skipped`, index 9, came so; a binary
+/// from before it counts a frame holding one as unreadable).
 const FRAME_V1: u8 = 1;
 /// Version 2 added [`RequestRecord::translations`], as its last field: a
 /// version 1 payload reads as version 2 with an empty list appended.
@@ -437,6 +440,35 @@ mod tests {
         assert!(rest.is_empty());
         assert_eq!((record.id.as_str(), record.attempts.len(), record.translations.len()), ("i", 1, 0));
         assert_eq!(record.attempts[0].breaker_state.as_deref(), Some("closed"));
+    }
+
+    /// A skipped attempt is written as the variant appended last: the
+    /// indexes before it, which older frames hold, mean what they did, and
+    /// a record with one goes through the spool whole.
+    #[test]
+    fn a_skipped_attempt_takes_the_next_index_and_reads_back() {
+        use crate::history::record::AttemptOutcome;
+        assert_eq!(postcard::to_allocvec(&AttemptOutcome::Canceled).unwrap(), [8]);
+        assert_eq!(postcard::to_allocvec(&AttemptOutcome::Skipped).unwrap(), [9]);
+        let (_dir, db, _file) = paths();
+        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let mut r = record("s");
+        // As the admin API shows a skip: no call, no time, a reason.
+        r.attempts.push(
+            serde_json::from_value(serde_json::json!({
+                "seq": 1, "provider": "p", "key_label": null, "model": "m", "reason": "first",
+                "fallback_from": null, "started_at": 1, "offset_ms": 0.0, "timeout_ms": null, "backoff_ms": 0.0,
+                "duration_ms": 0.0, "ttfb_ms": null, "ttft_ms": null, "status": null, "outcome": "skipped",
+                "retry_after_ms": null, "breaker_state": null, "error": "`tools`: none",
+                "usage": { "input_tokens": null, "output_tokens": null, "cached_tokens": null },
+            }))
+            .unwrap(),
+        );
+        append(&spool, &r).unwrap();
+        drop(spool);
+        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let a = &leftovers.records[0].attempts[0];
+        assert_eq!((a.outcome, a.error.as_deref()), (AttemptOutcome::Skipped, Some("`tools`: none")));
     }
 
     /// What version 2 appends to the sample: one translation (`01`), seq 0,

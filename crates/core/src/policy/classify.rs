@@ -155,7 +155,8 @@ pub fn at_end(broke: bool) -> Verdict {
 }
 
 /// The verdict an attempt on record earned: what passive health counts, the
-/// same the breaker was given. A canceled attempt says nothing.
+/// same the breaker was given. A canceled attempt says nothing, nor does a
+/// skipped one: the provider was never called.
 pub fn recorded(outcome: AttemptOutcome, status: Option<u16>) -> Verdict {
     let outcome = match outcome {
         AttemptOutcome::Ok | AttemptOutcome::HttpError => match status.and_then(|s| StatusCode::from_u16(s).ok()) {
@@ -168,7 +169,7 @@ pub fn recorded(outcome: AttemptOutcome, status: Option<u16>) -> Verdict {
         AttemptOutcome::StreamError => Outcome::StreamError,
         AttemptOutcome::StreamDropped => Outcome::StreamDropped,
         AttemptOutcome::MidStreamFailure => Outcome::BrokenAfterContent,
-        AttemptOutcome::Canceled => return Verdict::Neutral,
+        AttemptOutcome::Canceled | AttemptOutcome::Skipped => return Verdict::Neutral,
     };
     // The wait only shapes a cool-down, which passive health does not keep.
     verdict(outcome, None)
@@ -265,6 +266,7 @@ mod tests {
         assert_eq!(recorded(AttemptOutcome::HttpError, Some(401)), Verdict::Neutral);
         assert_eq!(recorded(AttemptOutcome::MidStreamFailure, Some(200)), Verdict::Failed);
         assert_eq!(recorded(AttemptOutcome::Canceled, None), Verdict::Neutral);
+        assert_eq!(recorded(AttemptOutcome::Skipped, None), Verdict::Neutral);
         assert_eq!(recorded(AttemptOutcome::Timeout, None), Verdict::Failed);
     }
 }

@@ -44,6 +44,20 @@ pub struct AttemptStart {
     pub translation: Option<(crate::protocol::Format, crate::protocol::Format)>,
 }
 
+/// A provider the chain passed over without calling it, put on record as
+/// an attempt that ended `skipped` (see [`Journal::skip`]).
+#[derive(Debug, Clone)]
+pub struct Skip {
+    pub provider: String,
+    pub model: String,
+    /// Where in the chain it was passed over: first, or while falling back.
+    pub reason: Reason,
+    pub fallback_from: Option<String>,
+    /// What kept it from being called, for whoever reads the row: the
+    /// field and why it cannot go there, or the policy and its limit.
+    pub why: String,
+}
+
 /// How an attempt ended.
 #[derive(Debug, Clone, Default)]
 pub struct AttemptEnd {
@@ -184,6 +198,36 @@ impl Journal {
         record.attempts.len() - 1
     }
 
+    /// Notes a provider passed over without a call: an attempt that starts
+    /// and ends at once, with no timeout, backoff or breaker state. It
+    /// does not make the request a fallback: nothing was tried.
+    pub fn skip(&mut self, skip: Skip) {
+        let now = Instant::now();
+        self.attempt_started.push(now);
+        let Some(record) = self.record.as_deref_mut() else { return };
+        record.attempts.push(AttemptRecord {
+            seq: record.attempts.len() as u32 + 1,
+            provider: skip.provider,
+            key_label: None,
+            model: skip.model,
+            reason: skip.reason,
+            fallback_from: skip.fallback_from,
+            started_at_ms: now_ms(),
+            offset_ms: ms(now - self.started),
+            timeout_ms: None,
+            backoff_ms: 0.0,
+            duration_ms: Some(0.0),
+            ttfb_ms: None,
+            ttft_ms: None,
+            status: None,
+            outcome: AttemptOutcome::Skipped,
+            retry_after_ms: None,
+            breaker_state: None,
+            error: Some(skip.why),
+            usage: Usage::default(),
+        });
+    }
+
     /// Notes how an attempt ended (for a delivered stream: at its first content).
     pub fn end(&mut self, index: usize, outcome: AttemptOutcome, end: AttemptEnd) {
         let started = self.attempt_started.get(index).copied().unwrap_or(self.started);
@@ -267,11 +311,10 @@ impl Journal {
     /// The gateway answered with its own error.
     pub async fn finish_error(mut self, error: &ApiError) {
         let Some(record) = self.record.as_deref_mut() else { return };
-        record.outcome = if record.attempts.is_empty() && !error.code.is_exhausted() {
-            RequestOutcome::Rejected
-        } else {
-            RequestOutcome::Error
-        };
+        // Providers skipped on record were never called: refused all the same.
+        let called = record.attempts.iter().any(|a| a.outcome.called());
+        record.outcome =
+            if !called && !error.code.is_exhausted() { RequestOutcome::Rejected } else { RequestOutcome::Error };
         record.status = Some(error.code.status().as_u16());
         record.error_code = Some(error.code.as_str().to_string());
         record.error = Some(error.message.clone());

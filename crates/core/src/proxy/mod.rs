@@ -40,7 +40,7 @@ use crate::secrets::ProviderKey;
 use crate::upstream::provider::{Gate, Pass, Provider, Ticket};
 use crate::upstream::routing::{self, Candidate, RouteError};
 use body::{BodyError, RequestHead};
-use journal::{AttemptEnd, AttemptStart, Journal};
+use journal::{AttemptEnd, AttemptStart, Journal, Skip};
 use relay::{Answered, Delivery};
 use scrub::OnDemand;
 
@@ -286,6 +286,25 @@ impl Run<'_> {
         let _ = write!(self.notes, "{provider}: {}", what.trim());
     }
 
+    /// Passes `candidate` over without calling it, on record as a skipped
+    /// attempt that says `why`. For what the request is (a field the
+    /// provider cannot be sent, tools it lacks) or what a policy forbids;
+    /// not for the provider's passing state (breaker, capacity), which its
+    /// own events report. No breaker outcome, retry or fallback share is
+    /// spent, and the next provider is no fallback from this one.
+    fn skip(&mut self, candidate: &Candidate<'_>, why: String) {
+        let provider = candidate.provider.name();
+        self.note(provider, &format!("not tried: {why}"));
+        let fallback_from = self.last_failed.clone();
+        self.journal.skip(Skip {
+            provider: provider.to_string(),
+            model: candidate.upstream_model.to_string(),
+            reason: if fallback_from.is_some() { Reason::Fallback } else { Reason::First },
+            fallback_from,
+            why,
+        });
+    }
+
     async fn pause(&mut self, wait: Duration) {
         tokio::time::sleep(wait).await;
         self.backoff += wait;
@@ -324,7 +343,11 @@ impl Run<'_> {
         let mut out = match self.outgoing(candidate) {
             Ok(out) => out,
             Err(refused) => {
-                self.note(provider.name(), &format!("not tried: `{}`: {}", refused.field, refused.reason));
+                let why = match refused.field.as_str() {
+                    "" => refused.reason.clone(),
+                    field => format!("`{field}`: {}", refused.reason),
+                };
+                self.skip(candidate, why);
                 return Tried::Refused(refused);
             }
         };

@@ -177,7 +177,11 @@ impl Metrics {
             registry: Registry::default(),
         };
         registry.register("requests", "Requests answered, by endpoint and outcome", m.requests.clone());
-        registry.register("attempts", "Upstream attempts, by provider, model, outcome and reason", m.attempts.clone());
+        registry.register(
+            "attempts",
+            "Upstream attempts, by provider, model, outcome and reason (outcome skipped: passed over, not called)",
+            m.attempts.clone(),
+        );
         registry.register("attempt_duration_seconds", "Upstream attempt duration", m.attempt_seconds.clone());
         registry.register("time_to_first_token_seconds", "Time to a stream's first content", m.ttft_seconds.clone());
         registry.register("tokens", "Tokens, by provider, model and kind (input, output, cached)", m.tokens.clone());

@@ -60,8 +60,16 @@ impl Telemetry {
             .get_or_create(&RequestLabels { endpoint: r.endpoint.clone(), outcome: r.outcome.as_str() })
             .inc();
         let minute = minute_of(r.started_at_ms);
-        for (i, a) in r.attempts.iter().enumerate() {
-            self.attempt(r, a, r.attempts.get(i + 1), minute);
+        // A skipped attempt made no call: it is counted by outcome, and
+        // is neither a sample of the provider nor a hop between providers.
+        let mut called = r.attempts.iter().filter(|a| a.outcome.called()).peekable();
+        while let Some(a) = called.next() {
+            self.attempt(r, a, called.peek().copied(), minute);
+        }
+        for a in r.attempts.iter().filter(|a| !a.outcome.called()) {
+            self.metrics.with_series(&a.provider, &a.model, minute, |series| {
+                series.attempts(&self.metrics.attempts, a.outcome.as_str(), a.reason.as_str()).inc();
+            });
         }
         if let (Some(provider), Some(model)) = (&r.provider, &r.provider_model) {
             self.metrics.with_series(provider, model, minute, |series| {
@@ -159,5 +167,79 @@ fn brief(r: &RequestRecord) -> RequestBrief {
                 format!("{}:{}", a.provider, a.status.map_or_else(|| a.outcome.as_str().to_string(), |s| s.to_string()))
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::record::{sample_request, AttemptOutcome};
+    use crate::protocol::usage::Usage;
+
+    fn attempt(seq: u32, provider: &str, reason: Reason, outcome: AttemptOutcome) -> AttemptRecord {
+        let called = outcome.called();
+        AttemptRecord {
+            seq,
+            provider: provider.into(),
+            key_label: None,
+            model: "m".into(),
+            reason,
+            fallback_from: (reason == Reason::Fallback).then(|| "a".into()),
+            started_at_ms: 0,
+            offset_ms: 0.0,
+            timeout_ms: None,
+            backoff_ms: 0.0,
+            duration_ms: Some(if called { 40.0 } else { 0.0 }),
+            ttfb_ms: None,
+            ttft_ms: None,
+            status: match outcome {
+                AttemptOutcome::Ok => Some(200),
+                AttemptOutcome::HttpError => Some(503),
+                _ => None,
+            },
+            outcome,
+            retry_after_ms: None,
+            breaker_state: None,
+            error: (!called).then(|| "`tools`: none".into()),
+            usage: Usage::default(),
+        }
+    }
+
+    /// `a` fails, `b` is passed over, `c` answers: the hop is `a → c`,
+    /// and `b`, never called, is in no statistics but its own skip count.
+    #[test]
+    fn a_skipped_attempt_is_no_sample_and_no_hop() {
+        let telemetry = Telemetry::new(None);
+        let mut events = telemetry.events.subscribe();
+        let mut r = sample_request("r");
+        r.attempts = vec![
+            attempt(1, "a", Reason::First, AttemptOutcome::HttpError),
+            attempt(2, "b", Reason::Fallback, AttemptOutcome::Skipped),
+            attempt(3, "c", Reason::Fallback, AttemptOutcome::Ok),
+        ];
+        // Enough of them to turn passive health, were skips failures.
+        for _ in 0..5 {
+            telemetry.request_finished(&r);
+        }
+        let minute = minute_of(r.started_at_ms);
+        let requests = |p: &str| telemetry.stats.with(p, |s| s.all.window(minute, 1).requests);
+        assert_eq!((requests("a"), requests("b"), requests("c")), (5, 0, 5));
+        assert_eq!(telemetry.stats.with("b", |s| s.all.window(minute, 1).fallbacks_out), 0);
+        let mut hops = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            match &e.event {
+                GatewayEvent::Fallback { from, to, .. } => hops.push(format!("{from}>{to}")),
+                GatewayEvent::Health { provider, .. } => assert_ne!(provider, "b", "a skip is no failure"),
+                _ => {}
+            }
+        }
+        assert_eq!(hops, ["a>c"; 5]);
+        let text = telemetry.metrics.encode();
+        let skips = text
+            .lines()
+            .find(|l| l.contains("provider=\"b\"") && l.contains("outcome=\"skipped\"") && l.contains("_total"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(skips.ends_with(" 5"), "{skips}");
+        assert!(!text.lines().any(|l| l.contains("attempt_seconds") && l.contains("provider=\"b\"")), "{text}");
     }
 }

@@ -40,6 +40,7 @@ fn code(family: Family) -> &'static str {
         Family::Anthropic => "anth",
         Family::OpenAi => "oai",
         Family::Gemini => "gem",
+        Family::OpenRouter => "ordt",
     }
 }
 
@@ -48,6 +49,7 @@ fn family(code: &str) -> Option<Family> {
         "anth" => Some(Family::Anthropic),
         "oai" => Some(Family::OpenAi),
         "gem" => Some(Family::Gemini),
+        "ordt" => Some(Family::OpenRouter),
         _ => None,
     }
 }

@@ -49,6 +49,12 @@ pub enum Family {
     Anthropic,
     OpenAi,
     Gemini,
+    /// OpenRouter's `reasoning_details` (and Chat servers that copy its
+    /// shape): the entries as the provider sent them, JSON, handed back only
+    /// to a Chat provider whose profile reads them. Not OpenAI's: its
+    /// encrypted entries are OpenRouter's, not a Responses
+    /// `encrypted_content` an OpenAI provider could read.
+    OpenRouter,
 }
 
 /// Provider state the gateway cannot interpret but must hand back verbatim.

@@ -210,6 +210,10 @@ pub enum ReasoningField {
     ReasoningContent,
     /// `reasoning` (OpenRouter, vLLM's newer servers).
     Reasoning,
+    /// OpenRouter's `reasoning_details`: the entries it sent, handed back
+    /// as they came (signatures and encrypted state included), which its
+    /// upstreams need to continue a reasoning model's tool loop.
+    ReasoningDetails,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

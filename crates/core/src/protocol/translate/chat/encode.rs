@@ -232,7 +232,17 @@ fn assistant(turn: &Turn, req: &Request, enc: &mut Enc<'_>) -> Value {
         ReasoningField::None => None,
         ReasoningField::ReasoningContent => Some("reasoning_content"),
         ReasoningField::Reasoning => Some("reasoning"),
+        ReasoningField::ReasoningDetails => {
+            let placeholder =
+                (!calls.is_empty() && enc.profile.reasoning_replay_required).then_some(REASONING_PLACEHOLDER);
+            let details = super::details::encode(&turn.parts, placeholder);
+            if !details.is_empty() {
+                msg.insert("reasoning_details".into(), Value::Array(details));
+            }
+            None
+        }
     };
+    let sent_details = msg.contains_key("reasoning_details");
     let mut text = joined(&reasoning, "\n\n");
     if text.is_empty() && !calls.is_empty() && enc.profile.reasoning_replay_required {
         text = REASONING_PLACEHOLDER.to_owned();
@@ -241,7 +251,7 @@ fn assistant(turn: &Turn, req: &Request, enc: &mut Enc<'_>) -> Value {
         Some(f) if !text.is_empty() => {
             msg.insert(f.into(), json!(text));
         }
-        _ if !reasoning.is_empty() => enc.drop("reasoning"),
+        _ if !reasoning.is_empty() && !sent_details => enc.drop("reasoning"),
         _ => {}
     }
     if !calls.is_empty() {

@@ -4,9 +4,11 @@
 //! signatures, cache markers, tool-result errors or per-block structure, so
 //! most of what is dropped on the way to a Chat provider is dropped here
 //! (each through the drop table). Reasoning is sent back only under a
-//! profile that reads it (`reasoning_content` for DeepSeek-style servers).
+//! profile that reads it (`reasoning_content` for DeepSeek-style servers,
+//! `reasoning_details` for OpenRouter: see [`details`]).
 
 mod decode;
+pub(crate) mod details;
 mod encode;
 mod reply;
 

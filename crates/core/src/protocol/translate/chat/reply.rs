@@ -20,7 +20,15 @@ pub(crate) fn decode(body: &[u8]) -> Result<Reply, UpstreamError> {
     let mut parts = Vec::new();
     let mut content = msg.get("content").and_then(Value::as_str).unwrap_or("").to_owned();
     let reasoning = msg.get("reasoning_content").or_else(|| msg.get("reasoning")).and_then(Value::as_str);
+    // OpenRouter sends the same text as `reasoning` and in its entries.
+    let details = super::details::decode(msg.get("reasoning_details"));
     match (reasoning, common::split_think(&content)) {
+        _ if details.is_some() => {
+            if let Some((text, opaque)) = details {
+                let text = reasoning.filter(|r| !r.is_empty()).map_or(text, str::to_owned);
+                parts.push(Part::Reasoning { text, opaque: Some(opaque), redacted: false, id: None });
+            }
+        }
         (Some(r), _) if !r.is_empty() => parts.push(reasoning_part(r)),
         (_, Some((thought, rest))) => {
             parts.push(reasoning_part(&thought));

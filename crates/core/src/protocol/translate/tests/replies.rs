@@ -7,7 +7,7 @@ use super::{data, json, reasoning, texts};
 use crate::protocol::translate::ir::Format::{self, Chat, Gemini, Messages, Responses};
 use crate::protocol::translate::ir::{Context, ErrorClass, StopReason};
 use crate::protocol::translate::message::Part;
-use crate::protocol::translate::profile::Profile;
+use crate::protocol::translate::profile::{Profile, ReasoningField};
 use crate::protocol::translate::{decode_reply, translate_reply, translate_request};
 
 fn fixture(f: Format) -> Vec<u8> {
@@ -387,4 +387,77 @@ fn usage_keeps_cache_apart_where_messages_does() {
         json!({"input_tokens": 500, "input_tokens_details": {"cached_tokens": 300}, "output_tokens": 30,
         "output_tokens_details": {"reasoning_tokens": 10}, "total_tokens": 530})
     );
+}
+
+/// OpenRouter's `reasoning_details`, for Claude Code on a Claude model
+/// served through OpenRouter: the reply's reasoning reaches the client once
+/// (not again from its `reasoning` copy), its entries in the envelope of the
+/// thinking block's signature; the next turn hands them back to OpenRouter
+/// as they came, and to no provider of another family.
+#[test]
+fn openrouter_reasoning_details_reach_the_client_and_go_back_as_they_came() {
+    let reply = data("replies/chat_openrouter.json");
+    let sent: Value = json(&reply)["choices"][0]["message"]["reasoning_details"].clone();
+    let out = json(&translate_reply(Chat, Messages, &reply, &ctx()).unwrap());
+    let thinking = &out["content"][0];
+    assert_eq!(
+        (thinking["type"].as_str(), thinking["thinking"].as_str()),
+        (Some("thinking"), Some("The user wants the weather."))
+    );
+    let signature = thinking["signature"].as_str().unwrap();
+    assert!(signature.starts_with("sy1.ordt."), "an envelope, never a signature of Anthropic's own: {signature}");
+    assert_eq!(
+        (out["content"][1]["type"].as_str(), out["content"][2]["type"].as_str()),
+        (Some("text"), Some("tool_use"))
+    );
+
+    // Claude Code's next turn: that assistant turn, then the tool's result.
+    let next = json!({
+        "model": "claude-sonnet-4-5", "max_tokens": 1024,
+        "messages": [
+            { "role": "user", "content": "Weather in Boston?" },
+            { "role": "assistant", "content": out["content"] },
+            { "role": "user", "content": [{ "type": "tool_result", "tool_use_id": "toolu_01Wx", "content": "72F" }] },
+        ],
+    });
+    let openrouter = Profile { reasoning_field: ReasoningField::ReasoningDetails, ..Profile::default() };
+    let body = serde_json::to_vec(&next).unwrap();
+    let (to_openrouter, _) =
+        translate_request(Messages, Chat, &body, &openrouter, "anthropic/claude-sonnet-4.5").unwrap();
+    let assistant = &json(&to_openrouter)["messages"][1];
+    assert_eq!(assistant["reasoning_details"], sent, "byte for byte what OpenRouter sent: {assistant}");
+    assert!(assistant.get("reasoning").is_none() && assistant.get("reasoning_content").is_none(), "{assistant}");
+    assert_eq!(assistant["tool_calls"][0]["id"], "toolu_01Wx");
+
+    // Toward a provider that reads another field, or another family, the
+    // entries do not go; Anthropic gets no envelope of OpenRouter's.
+    let deepseek = Profile { reasoning_field: ReasoningField::ReasoningContent, ..Profile::default() };
+    let (to_deepseek, _) = translate_request(Messages, Chat, &body, &deepseek, "deepseek-reasoner").unwrap();
+    let assistant = &json(&to_deepseek)["messages"][1];
+    assert_eq!(assistant["reasoning_content"], "The user wants the weather.");
+    assert!(assistant.get("reasoning_details").is_none(), "{assistant}");
+    let (to_openai, _) = translate_request(Messages, Responses, &body, &Profile::default(), "gpt-5").unwrap();
+    assert!(!String::from_utf8_lossy(&to_openai).contains("EqMDCkYIBxgC"), "OpenRouter's state is not OpenAI's");
+}
+
+/// A reply whose reasoning came only as entries (no `reasoning` string),
+/// encrypted ones included, as OpenRouter sends for OpenAI's models.
+#[test]
+fn openrouter_entries_alone_are_the_reasoning() {
+    let reply = json!({
+        "id": "gen-3", "object": "chat.completion", "model": "openai/o3",
+        "choices": [{ "index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": "Hi.",
+            "reasoning_details": [
+                { "type": "reasoning.summary", "summary": "Greeting.", "format": "openai-responses-v1", "index": 0 },
+                { "type": "reasoning.encrypted", "data": "gAAAAABoOR", "id": "rs_9", "format": "openai-responses-v1", "index": 0 },
+            ],
+        } }],
+    });
+    let back = decode_reply(Chat, &serde_json::to_vec(&reply).unwrap()).unwrap();
+    let Part::Reasoning { text, opaque: Some(opaque), .. } = &back.parts[0] else { panic!("{:?}", back.parts) };
+    assert_eq!(text, "Greeting.");
+    assert_eq!(opaque.origin, crate::protocol::translate::ir::Family::OpenRouter);
+    let entries: Value = serde_json::from_str(&opaque.value).unwrap();
+    assert_eq!(entries, reply["choices"][0]["message"]["reasoning_details"]);
 }

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{upstream_error, Emitter, Open, OpenProse};
+use crate::protocol::translate::chat::details::Gathered;
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::maps::{count, count_in};
 use crate::protocol::translate::vocab;
@@ -23,6 +24,9 @@ pub(crate) struct Chat {
     tools: Vec<Tool>,
     /// The first finish reason; `None` inside for one that is an error.
     finish: Option<Option<StopReason>>,
+    /// OpenRouter's `reasoning_details` of the open reasoning block, handed
+    /// on as its state when the block closes.
+    details: Gathered,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +75,7 @@ struct ChoiceDelta {
     content: Option<String>,
     reasoning_content: Option<String>,
     reasoning: Option<String>,
+    reasoning_details: Option<Value>,
     tool_calls: Option<Vec<ToolDelta>>,
 }
 
@@ -132,17 +137,40 @@ impl Chat {
 
     fn delta(&mut self, delta: ChoiceDelta, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
         let reasoning = delta.reasoning_content.or(delta.reasoning).filter(|r| !r.is_empty());
-        if let Some(text) = reasoning {
+        // OpenRouter sends the text both as `reasoning` and in its entries:
+        // the entries' text counts only when the string is absent.
+        let details = delta.reasoning_details.filter(|d| d.as_array().is_some_and(|a| !a.is_empty()));
+        let from_details = details.map(|d| {
+            self.open.ensure(Open::Reasoning, emit, out);
+            self.details.push(&d)
+        });
+        if let Some(text) = reasoning.or(from_details.filter(|t| !t.is_empty())) {
             let index = self.open.ensure(Open::Reasoning, emit, out);
             emit.delta(index, Delta::Reasoning(text), out);
         }
         if let Some(text) = delta.content.filter(|c| !c.is_empty()) {
+            self.hand_on_details(emit, out);
             let index = self.open.ensure(Open::Text, emit, out);
             emit.delta(index, Delta::Text(text), out);
         }
         for call in delta.tool_calls.unwrap_or_default() {
             self.tool(call, emit, out);
         }
+    }
+
+    /// The open reasoning block's gathered entries, handed on as its state
+    /// before it closes.
+    fn hand_on_details(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
+        if let Some(index) = self.open.reasoning() {
+            if let Some(state) = self.details.take() {
+                emit.delta(index, Delta::Opaque(state), out);
+            }
+        }
+    }
+
+    fn close_prose(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
+        self.hand_on_details(emit, out);
+        self.open.close(emit, out);
     }
 
     fn tool(&mut self, call: ToolDelta, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
@@ -200,7 +228,7 @@ impl Chat {
     }
 
     fn open_tool(&mut self, at: usize, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        self.open.close(emit, out);
+        self.close_prose(emit, out);
         let ordinal = emit.tool_calls();
         let tool = &mut self.tools[at];
         let id = tool.id.clone().unwrap_or_else(|| format!("call_{ordinal}"));
@@ -213,7 +241,7 @@ impl Chat {
     /// The first finish: close everything. Calls that never got an id open
     /// now with a made-up one; calls that never got a name are dropped.
     fn finish(&mut self, reason: &str, stop_sequence: bool, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        self.open.close(emit, out);
+        self.close_prose(emit, out);
         for at in 0..self.tools.len() {
             if self.tools[at].block.is_none() && !self.tools[at].name.is_empty() {
                 self.open_tool(at, emit, out);

@@ -130,6 +130,11 @@ impl OpenProse {
         }
     }
 
+    /// The open block's index, if it is reasoning.
+    pub(crate) fn reasoning(&self) -> Option<usize> {
+        self.0.filter(|(kind, _)| *kind == Open::Reasoning).map(|(_, index)| index)
+    }
+
     pub(crate) fn close(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
         if let Some((_, index)) = self.0.take() {
             emit.stop(index, out);

@@ -340,3 +340,37 @@ fn signatures_given_while_streaming_read_back_on_the_next_request() {
         Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/==")
     );
 }
+
+/// OpenRouter's streamed `reasoning_details` (its text also sent as
+/// `reasoning`, the signature in an entry of its own): the thinking reaches
+/// the client once, and the entries, joined as a whole reply has them,
+/// travel in the envelope the client keeps: toward Messages in the
+/// signature, toward Responses in `encrypted_content`, never raw.
+#[test]
+fn openrouter_streamed_reasoning_details_are_gathered_into_the_envelope() {
+    let (out, events) = run("chat_openrouter", Format::Messages, ctx(), opts());
+    assert_eq!(check(Format::Messages, &out), Ending::Success);
+    let deltas = of(&events, "content_block_delta");
+    let thinking: String = deltas.iter().filter_map(|d| d["delta"]["thinking"].as_str()).collect();
+    assert_eq!(thinking, "The user wants the weather.", "once, not again from the entries");
+    let signature = deltas.iter().find_map(|d| d["delta"]["signature"].as_str()).unwrap();
+    let slot = envelope::read_slot(Family::Anthropic, signature);
+    let state = slot.opaque.expect("the entries as state");
+    assert_eq!(state.origin, Family::OpenRouter);
+    let entries: Value = serde_json::from_str(&state.value).unwrap();
+    assert_eq!(
+        entries,
+        json!([{ "type": "reasoning.text", "text": "The user wants the weather.", "signature": "EqMDCkYIBxgCKkBAFZO8mVEd",
+                 "format": "anthropic-claude-v1", "index": 0 }])
+    );
+    let kinds: Vec<&str> =
+        of(&events, "content_block_start").iter().filter_map(|s| s["content_block"]["type"].as_str()).collect();
+    assert_eq!(kinds, ["thinking", "text", "tool_use"]);
+
+    let (out, events) = run("chat_openrouter", Format::Responses, ctx(), opts());
+    assert_eq!(check(Format::Responses, &out), Ending::Success);
+    let done = of(&events, "response.output_item.done");
+    let reasoning = done.iter().find(|e| e["item"]["type"] == "reasoning").unwrap();
+    let encrypted = reasoning["item"]["encrypted_content"].as_str().unwrap();
+    assert!(encrypted.starts_with("sy1.ordt."), "not OpenAI's own: {encrypted}");
+}

@@ -39,7 +39,7 @@ macro_rules! fixtures {
 
 pub(super) const FIXTURES: &[Fixture] = fixtures![
     "chat_text": Chat, "chat_thinking": Chat, "chat_tools": Chat, "chat_error": Chat,
-    "chat_h4": Chat, "chat_h7": Chat, "chat_h8": Chat,
+    "chat_h4": Chat, "chat_h7": Chat, "chat_h8": Chat, "chat_openrouter": Chat,
     "messages_text": Messages, "messages_thinking": Messages, "messages_tools": Messages,
     "messages_error": Messages, "messages_h5": Messages, "messages_h10": Messages,
     "responses_text": Responses, "responses_thinking": Responses, "responses_tools": Responses,
