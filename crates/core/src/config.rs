@@ -17,6 +17,7 @@ use crate::policy::queue::QueuePolicy;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
+mod budgets;
 pub(crate) mod edit;
 mod policy;
 use policy::{PolicyError, RawPolicy};
@@ -43,6 +44,10 @@ pub struct Config {
     pub history: HistoryConfig,
     /// Price overrides, ahead of the shipped table.
     pub prices: Vec<Price>,
+    /// Spend limits (`[[budgets]]`), in config order.
+    pub budgets: Vec<crate::policy::Budget>,
+    /// How often alerts may repeat, and what a fallback storm is (`[alerts]`).
+    pub alerts: crate::telemetry::alerts::AlertPolicy,
 }
 
 /// What is recorded and for how long.
@@ -320,6 +325,10 @@ struct RawConfig {
     history: RawHistory,
     #[serde(default)]
     prices: Vec<Spanned<Price>>,
+    #[serde(default)]
+    budgets: Vec<budgets::RawBudget>,
+    #[serde(default)]
+    alerts: budgets::RawAlerts,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -470,7 +479,9 @@ impl Validator<'_> {
             }
             prices.push(price);
         }
-        Ok(Config { server, policy, provider_policy, cache, providers, routes, history, prices })
+        let budgets = self.budgets(raw.budgets, &providers)?;
+        let alerts = self.alerts(raw.alerts)?;
+        Ok(Config { server, policy, provider_policy, cache, providers, routes, history, prices, budgets, alerts })
     }
 
     fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {

@@ -23,10 +23,11 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::gateway::Gateway;
-use crate::history::record::{AttemptOutcome, Reason};
+use crate::history::record::{now_ms, AttemptOutcome, Reason};
 use crate::http::correlation::RequestIds;
 use crate::policy::backoff;
 use crate::policy::breaker::Admission;
+use crate::policy::budget::Blocked;
 use crate::policy::classify::{self, Outcome};
 use crate::policy::deadline::Deadline;
 use crate::policy::step::{self, Facts, GiveUp, Keys, Next};
@@ -138,6 +139,7 @@ async fn serve(
         backoff: Duration::ZERO,
         scrub: OnDemand::new(gateway, &live.providers, &inbound.headers, inbound.uri.query()),
         cached: cached.as_ref(),
+        budget: None,
     };
     for candidate in &plan.candidates {
         candidate.provider.note_planned();
@@ -146,6 +148,10 @@ async fn serve(
     let mut busy = Vec::new();
     for candidate in &plan.candidates {
         let provider = candidate.provider;
+        if let Err(blocked) = gateway.budgets().admit(provider.name(), candidate.upstream_model, now_ms()) {
+            run.blocked(provider.name(), blocked);
+            continue;
+        }
         if run.last_failed.is_some() {
             if !run.deadline.allows_fallback(policy.min_fallback_budget, Instant::now()) {
                 run.out_of_time = true;
@@ -171,7 +177,7 @@ async fn serve(
             return Ok(response);
         }
     }
-    let error = run.exhausted(protocol);
+    let error = run.exhausted(protocol, plan.candidates.len());
     // Every provider that counts failed (an Anthropic one down while the
     // chain's others serve the model): the count is estimated, labelled so,
     // as when no provider counts at all. Claude Code counts constantly.
@@ -258,6 +264,9 @@ struct Run<'a> {
     scrub: OnDemand<'a>,
     /// What the response cache does for this request.
     cached: Option<&'a cached::Cached>,
+    /// Candidates a budget kept from being tried, and the budget that
+    /// allows them again last.
+    budget: Option<(usize, Blocked)>,
 }
 
 fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
@@ -281,6 +290,17 @@ impl Run<'_> {
             self.notes.push_str("; ");
         }
         let _ = write!(self.notes, "{provider}: {}", what.trim());
+    }
+
+    /// A budget keeps `provider` from being tried: noted, and remembered
+    /// for the error if nothing else can serve.
+    fn blocked(&mut self, provider: &str, blocked: Blocked) {
+        self.note(provider, &format!("not tried: {blocked}"));
+        self.budget = match self.budget.take() {
+            Some((n, last)) if last.resets_at_ms >= blocked.resets_at_ms => Some((n + 1, last)),
+            Some((n, _)) => Some((n + 1, blocked)),
+            None => Some((1, blocked)),
+        };
     }
 
     async fn pause(&mut self, wait: Duration) {
@@ -561,8 +581,15 @@ impl Run<'_> {
         (crate::upstream::request(Method::POST, url, headers, body), strip_usage)
     }
 
-    fn exhausted(self, protocol: Protocol) -> ApiError {
+    /// The error for a chain that did not answer, of `candidates` planned.
+    fn exhausted(self, protocol: Protocol, candidates: usize) -> ApiError {
         let model = &self.head.model;
+        if let Some((n, blocked)) = self.budget.as_ref().filter(|(n, _)| *n == candidates) {
+            // Every candidate is over budget: nothing helps before the period ends.
+            let message = format!("over budget for `{model}`: {}", self.notes);
+            debug!(blocked = n, "budget exceeded");
+            return ApiError::new(protocol, ErrorCode::BudgetExceeded, message).until(blocked.resets_at_ms);
+        }
         let (code, message) = if self.out_of_time {
             let budget = humantime::format_duration(self.deadline.budget);
             (ErrorCode::DeadlineExceeded, format!("the {budget} deadline for `{model}` ran out: {}", self.notes))
