@@ -128,18 +128,25 @@ async fn the_budgets_endpoint_is_guarded_like_the_other_admin_routes() {
     assert_eq!(rows[0]["spent_usd"], 0.0);
 }
 
-#[tokio::test]
-async fn a_chain_moves_on_to_providers_outside_the_blocked_scope() {
+/// Providers a and b serving the client model `m` as `at_a` and `at_b`,
+/// chained a then b, under a `block` budget on `scope`; a has spent it.
+async fn chain_past(at_a: &str, at_b: &str, scope: &str) -> (SimProvider, SimProvider, TestGateway) {
     let a = sim("a", Script::ok()).await;
     let b = sim("b", Script::ok()).await;
     let config = ConfigText::new()
-        .provider(&a, "openai", &["m"])
-        .provider(&b, "openai", &["m"])
+        .provider(&a, "openai", &[format!("m={at_a}").as_str()])
+        .provider(&b, "openai", &[format!("m={at_b}").as_str()])
         .route("m", &["a", "b"])
         .raw(&prices_for(&["a", "b"]))
-        .raw(&budget("provider:a", 0.5, "block"));
+        .raw(&budget(scope, 0.5, "block"));
     let gw = TestGateway::start(config.build(), keys_for(&["a", "b"])).await;
     spend(&gw, "/v1/chat/completions", &chat("m"), 1).await;
+    (a, b, gw)
+}
+
+#[tokio::test]
+async fn a_chain_moves_on_to_providers_outside_the_blocked_scope() {
+    let (a, b, gw) = chain_past("m", "m", "provider:a").await;
     for _ in 0..2 {
         let r = gw.post("/v1/chat/completions", &chat("m")).await;
         assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-provider")), (200, "b"));
@@ -150,21 +157,12 @@ async fn a_chain_moves_on_to_providers_outside_the_blocked_scope() {
 
 #[tokio::test]
 async fn a_model_budget_skips_only_attempts_on_that_upstream_model() {
-    let a = sim("a", Script::ok()).await;
-    let b = sim("b", Script::ok()).await;
     // The same client model is "big" at a and "small" at b.
-    let config = ConfigText::new()
-        .provider(&a, "openai", &["m=big"])
-        .provider(&b, "openai", &["m=small"])
-        .route("m", &["a", "b"])
-        .raw(&prices_for(&["a", "b"]))
-        .raw(&budget("model:big", 0.5, "block"));
-    let gw = TestGateway::start(config.build(), keys_for(&["a", "b"])).await;
-    spend(&gw, "/v1/chat/completions", &chat("m"), 1).await;
+    let (a, b, gw) = chain_past("big", "small", "model:big").await;
     let r = gw.post("/v1/chat/completions", &chat("m")).await;
     assert_eq!(header(&r, "x-switchyard-provider"), "b");
     r.bytes().await.unwrap();
-    assert_eq!(a.calls(), 1);
+    assert_eq!((a.calls(), b.calls()), (1, 1));
 }
 
 #[tokio::test]
