@@ -16,6 +16,7 @@ mod host;
 mod menu;
 mod tools;
 mod tray;
+mod update;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use tauri_plugin_clipboard_manager::ClipboardExt as _;
 use host::{CommandError, Connection, Host, Options};
 use menu::ids::{self, Command};
 use tray::{Prefs, Tray};
+use update::Updates;
 
 /// The window's one command: where the gateway is and a dashboard session.
 #[tauri::command]
@@ -123,6 +125,14 @@ pub fn on_menu(app: &AppHandle, id: &str) {
                     tracing::warn!("{}", e.message);
                 }
             }
+            Command::CheckUpdates | Command::InstallUpdate => {
+                let Some(updates) = app.try_state::<Arc<Updates>>().map(|u| Arc::clone(&u)) else { return };
+                if command == Command::CheckUpdates {
+                    update::check_and_tell(app.clone(), updates, false).await;
+                } else {
+                    update::install(app.clone(), Arc::clone(&host), updates).await;
+                }
+            }
             Command::Quit => {
                 host.shutdown().await;
                 app.exit(0);
@@ -167,12 +177,14 @@ fn main() {
     };
     let mut context = tauri::generate_context!();
     let csp = host::window_csp(setup.config.server.listen);
+    let updates = Arc::new(Updates::new(setup.config.desktop.update_endpoint.clone()));
     context.config_mut().app.security.csp = Some(tauri::utils::config::Csp::Policy(csp));
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| show_window(app)))
         .plugin(tauri_plugin_autostart::init(MacosLauncher::LaunchAgent, Some(vec!["--hidden"])))
         .plugin(tauri_plugin_clipboard_manager::init())
         .plugin(tauri_plugin_notification::init())
+        .plugin(tauri_plugin_updater::Builder::new().build())
         .invoke_handler(tauri::generate_handler![
             connect,
             gateway_state,
@@ -184,11 +196,17 @@ fn main() {
             let host = Arc::new(tauri::async_runtime::block_on(Host::start(setup))?);
             let prefs = Arc::new(Prefs { notify: AtomicBool::new(true) });
             let handle = app.handle().clone();
+            // Updates are managed before the tray is drawn, which shows them.
+            let check = updates.enabled().then(|| Arc::clone(&updates));
+            app.manage(updates);
             let tray = Tray::install(&handle, &tray::state(&handle, &host, &prefs))?;
             app.manage(tray);
             app.manage(Arc::clone(&host));
             app.manage(Arc::clone(&prefs));
             tauri::async_runtime::spawn(tray::follow(handle.clone(), host, prefs));
+            if let Some(updates) = check {
+                tauri::async_runtime::spawn(update::check_and_tell(handle.clone(), updates, true));
+            }
             if !hidden {
                 show_window(&handle);
             }

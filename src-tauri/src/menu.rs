@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use switchyard_core::telemetry::GatewayEvent;
 use switchyard_core::telemetry::ProviderStateName::{self, Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
 
+use crate::update::Phase;
+
 /// Menu item ids, and the commands they stand for.
 pub mod ids {
     pub const STATUS: &str = "status";
@@ -18,6 +20,8 @@ pub mod ids {
     pub const NOTIFY: &str = "notify";
     pub const QUIT: &str = "quit";
     pub const TOOLS: &str = "tools";
+    pub const UPDATE_CHECK: &str = "update-check";
+    pub const UPDATE_INSTALL: &str = "update-install";
     const PROVIDER: &str = "provider:";
     const TOOL: &str = "tool:";
     const BUDGET: &str = "budget:";
@@ -50,6 +54,8 @@ pub mod ids {
         ToggleProvider(String),
         /// Connect or disconnect a coding tool (`switchyard connect`).
         ToggleTool(String),
+        CheckUpdates,
+        InstallUpdate,
     }
 
     pub fn command(id: &str) -> Option<Command> {
@@ -61,6 +67,8 @@ pub mod ids {
             AUTOSTART => Command::ToggleAutostart,
             NOTIFY => Command::ToggleNotify,
             QUIT => Command::Quit,
+            UPDATE_CHECK => Command::CheckUpdates,
+            UPDATE_INSTALL => Command::InstallUpdate,
             other => match other.strip_prefix(TOOL) {
                 Some(tool) => Command::ToggleTool(tool.to_string()),
                 None => Command::ToggleProvider(other.strip_prefix(PROVIDER)?.to_string()),
@@ -121,6 +129,8 @@ pub struct TrayState {
     /// Budgets that refuse requests now.
     pub blocking: Vec<BudgetLine>,
     pub now_ms: i64,
+    /// Updates; `None` when no update endpoint is configured.
+    pub update: Option<Phase>,
 }
 
 /// The tray icon's overall health.
@@ -283,6 +293,17 @@ fn tool_items(state: &TrayState, address: Option<SocketAddr>) -> Vec<Item> {
         .collect()
 }
 
+/// "Check for updates…", or the update found and what is being done with it.
+fn update_item(phase: &Phase) -> Item {
+    let (id, text, enabled) = match phase {
+        Phase::Idle => (ids::UPDATE_CHECK, "Check for updates…".to_string(), true),
+        Phase::Checking => (ids::UPDATE_CHECK, "Checking for updates…".to_string(), false),
+        Phase::Available(v) => (ids::UPDATE_INSTALL, format!("Install Switchyard {v} and restart"), true),
+        Phase::Installing(v) => (ids::UPDATE_INSTALL, format!("Installing Switchyard {v}…"), false),
+    };
+    Item::Action { id: id.into(), text, enabled }
+}
+
 /// The whole menu for `state`.
 pub fn build(state: &TrayState) -> Menu {
     let address = match &state.status {
@@ -345,6 +366,7 @@ pub fn build(state: &TrayState) -> Menu {
         checked: state.notify,
         enabled: true,
     });
+    items.extend(state.update.as_ref().map(update_item));
     items.push(Item::Separator);
     items.push(Item::Action { id: ids::QUIT.into(), text: "Quit Switchyard".into(), enabled: true });
     let overall = overall(state);
@@ -382,6 +404,7 @@ mod tests {
             notify: true,
             blocking: Vec::new(),
             now_ms: NOW,
+            update: None,
         }
     }
 
@@ -596,6 +619,33 @@ mod tests {
         );
         assert!(notification(&alert(4)).unwrap().1.ends_with("(4 more like it since the last notice.)"));
         assert_eq!(notification(&GatewayEvent::ProviderToggled { provider: "p".into(), enabled: true }), None);
+    }
+
+    #[test]
+    fn updates_show_only_when_configured_and_install_only_what_was_found() {
+        let mut state = tray(Status::Listening(addr()), vec![line("a", "healthy")]);
+        let off = texts(&build(&state));
+        assert!(!off.iter().any(|t| t.contains("update") || t.contains("Install")), "{off:?}");
+        let mut item = |phase: Phase| {
+            state.update = Some(phase);
+            let menu = build(&state);
+            let n = menu.items.len();
+            // Just above the separator before "Quit Switchyard".
+            menu.items[n - 3].clone()
+        };
+        let action = |id: &str, text: &str, enabled| Item::Action { id: id.into(), text: text.into(), enabled };
+        assert_eq!(item(Phase::Idle), action(ids::UPDATE_CHECK, "Check for updates…", true));
+        assert_eq!(item(Phase::Checking), action(ids::UPDATE_CHECK, "Checking for updates…", false));
+        assert_eq!(
+            item(Phase::Available("0.2.0".into())),
+            action(ids::UPDATE_INSTALL, "Install Switchyard 0.2.0 and restart", true)
+        );
+        assert_eq!(
+            item(Phase::Installing("0.2.0".into())),
+            action(ids::UPDATE_INSTALL, "Installing Switchyard 0.2.0…", false)
+        );
+        assert_eq!(ids::command(ids::UPDATE_CHECK), Some(Command::CheckUpdates));
+        assert_eq!(ids::command(ids::UPDATE_INSTALL), Some(Command::InstallUpdate));
     }
 
     #[test]

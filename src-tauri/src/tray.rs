@@ -86,6 +86,7 @@ pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
         notify: prefs.notify.load(Ordering::Relaxed),
         blocking,
         now_ms,
+        update: app.try_state::<Arc<crate::update::Updates>>().and_then(|u| u.phase()),
     }
 }
 

@@ -18,8 +18,11 @@ use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
 mod budgets;
+mod desktop;
 pub(crate) mod edit;
 mod policy;
+pub use desktop::DesktopConfig;
+use desktop::RawDesktop;
 use policy::{PolicyError, RawPolicy};
 
 /// The configuration used when none is given: well-known providers that stay
@@ -48,6 +51,8 @@ pub struct Config {
     pub budgets: Vec<crate::policy::Budget>,
     /// How often alerts may repeat, and what a fallback storm is (`[alerts]`).
     pub alerts: crate::telemetry::alerts::AlertPolicy,
+    /// The desktop app's own settings (`[desktop]`).
+    pub desktop: DesktopConfig,
 }
 
 /// What is recorded and for how long.
@@ -329,6 +334,8 @@ struct RawConfig {
     budgets: Vec<budgets::RawBudget>,
     #[serde(default)]
     alerts: budgets::RawAlerts,
+    #[serde(default)]
+    desktop: RawDesktop,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -481,7 +488,20 @@ impl Validator<'_> {
         }
         let budgets = self.budgets(raw.budgets, &providers)?;
         let alerts = self.alerts(raw.alerts)?;
-        Ok(Config { server, policy, provider_policy, cache, providers, routes, history, prices, budgets, alerts })
+        let desktop = self.desktop(raw.desktop)?;
+        Ok(Config {
+            server,
+            policy,
+            provider_policy,
+            cache,
+            providers,
+            routes,
+            history,
+            prices,
+            budgets,
+            alerts,
+            desktop,
+        })
     }
 
     fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {
@@ -812,11 +832,12 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn parse(text: &str) -> Result<Config, ConfigError> {
+    pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("test.toml"))
     }
 
-    fn invalid(text: &str) -> (usize, String, String) {
+    /// The line, field and message of the error `text` is refused with.
+    pub(super) fn invalid(text: &str) -> (usize, String, String) {
         match parse(text) {
             Err(ConfigError::Invalid { line, field, message, .. }) => (line, field, message),
             other => panic!("expected an invalid config, got {other:?}"),
@@ -830,6 +851,29 @@ mod tests {
         let ollama = config.provider("ollama").unwrap();
         assert_eq!(ollama.auth, Auth::None);
         assert!(config.providers.iter().any(|p| p.kind == Protocol::Anthropic));
+    }
+
+    #[test]
+    fn stream_options_is_yes_no_or_probe_with_the_old_flag_still_read() {
+        let provider = |value: &str| {
+            format!(
+                "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+                 profile = {{ stream_options = {value} }}\n"
+            )
+        };
+        let read = |value: &str| parse(&provider(value)).unwrap().providers[0].profile.stream_options;
+        use crate::protocol::translate::profile::StreamOptions;
+        assert_eq!(read("\"probe\""), StreamOptions::Probe);
+        assert_eq!(read("\"no\""), StreamOptions::No);
+        assert_eq!(read("true"), StreamOptions::Yes, "the earlier boolean form");
+        assert_eq!(read("false"), StreamOptions::No);
+        match parse(&provider("\"sometimes\"")) {
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains("test.toml:5") && text.contains(r#""yes", "no" or "probe""#), "{text}");
+            }
+            Ok(_) => panic!("an unknown stream_options value was accepted"),
+        }
     }
 
     #[test]

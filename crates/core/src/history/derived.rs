@@ -61,7 +61,7 @@ pub struct Facts<'a> {
 
 impl<'a> Facts<'a> {
     pub fn of(r: &'a RequestRecord) -> Facts<'a> {
-        let tokens = super::insert::tokens;
+        let [input_tokens, output_tokens, cached_tokens] = r.usage.columns();
         Facts {
             id: &r.id,
             started_at: r.started_at_ms,
@@ -70,9 +70,9 @@ impl<'a> Facts<'a> {
             provider_model: r.provider_model.as_deref(),
             outcome: r.outcome.as_str(),
             fallback: r.fallback,
-            input_tokens: tokens(r.usage.input_tokens),
-            output_tokens: tokens(r.usage.output_tokens),
-            cached_tokens: tokens(r.usage.cached_tokens),
+            input_tokens,
+            output_tokens,
+            cached_tokens,
             cost_usd: r.cost_usd,
             tried: r.attempts.iter().map(|a| a.provider.as_str()).collect(),
         }
