@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 
+use switchyard_core::telemetry::GatewayEvent;
 use switchyard_core::telemetry::ProviderStateName::{self, Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
 
 use crate::update::Phase;
@@ -23,6 +24,12 @@ pub mod ids {
     pub const UPDATE_INSTALL: &str = "update-install";
     const PROVIDER: &str = "provider:";
     const TOOL: &str = "tool:";
+    const BUDGET: &str = "budget:";
+
+    /// The label of a budget that blocks.
+    pub fn budget(name: &str) -> String {
+        format!("{BUDGET}{name}")
+    }
 
     /// The check item of one coding tool (connected to the gateway or not).
     pub fn tool(id: &str) -> String {
@@ -102,14 +109,25 @@ pub struct ToolLine {
     pub connected: bool,
 }
 
+/// A `block` budget past its limit, as the menu shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetLine {
+    pub name: String,
+    pub scope: String,
+    /// When its period ends (Unix ms).
+    pub until_ms: i64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrayState {
     pub status: Status,
     pub providers: Vec<ProviderLine>,
     pub tools: Vec<ToolLine>,
     pub autostart: bool,
-    /// Desktop notifications when a breaker opens.
+    /// Desktop notifications for the gateway's alerts.
     pub notify: bool,
+    /// Budgets that refuse requests now.
+    pub blocking: Vec<BudgetLine>,
     pub now_ms: i64,
     /// Updates; `None` when no update endpoint is configured.
     pub update: Option<Phase>,
@@ -206,7 +224,7 @@ pub fn overall(state: &TrayState) -> Overall {
     let serving = enabled.iter().filter(|p| p.state.serving()).count();
     if serving == 0 && !matches!(state.status, Status::Starting | Status::Attached(_)) {
         Overall::Down
-    } else if enabled.iter().any(|p| p.state != Healthy) {
+    } else if enabled.iter().any(|p| p.state != Healthy) || !state.blocking.is_empty() {
         Overall::Degraded
     } else {
         Overall::Healthy
@@ -230,13 +248,34 @@ fn tooltip(state: &TrayState, overall: Overall) -> String {
         Overall::Down => "no provider can serve".to_string(),
         Overall::Degraded => {
             let troubled = state.providers.iter().filter(|p| p.enabled && p.state != Healthy).count();
-            format!("{troubled} provider{} degraded or down", if troubled == 1 { "" } else { "s" })
+            match troubled {
+                // Degraded by a budget that blocks, named after this.
+                0 => "all providers healthy".to_string(),
+                n => format!("{n} provider{} degraded or down", if n == 1 { "" } else { "s" }),
+            }
         }
     };
+    let budgets: String = state.blocking.iter().map(|b| format!(" — {}", budget_label(b, state.now_ms))).collect();
     match &state.status {
         Status::Failed(reason) => format!("Switchyard — {reason}"),
-        status => format!("Switchyard — {} — {health}", status_line(status)),
+        status => format!("Switchyard — {} — {health}{budgets}", status_line(status)),
     }
+}
+
+/// "budget “daily” blocks provider:openai · 3 h".
+pub fn budget_label(b: &BudgetLine, now_ms: i64) -> String {
+    format!("budget “{}” blocks {} · {}", b.name, b.scope, left(b.until_ms, now_ms))
+}
+
+/// The desktop notification an event calls for: the gateway's alerts,
+/// already rate-limited by the gateway (title, body).
+pub fn notification(event: &GatewayEvent) -> Option<(String, String)> {
+    let GatewayEvent::Alert { title, message, suppressed, .. } = event else { return None };
+    let more = match suppressed {
+        0 => String::new(),
+        n => format!(" ({n} more like it since the last notice.)"),
+    };
+    Some((format!("Switchyard: {title}"), format!("{message}{more}")))
 }
 
 /// A check per tool: checked when its settings point at Switchyard.
@@ -272,7 +311,11 @@ pub fn build(state: &TrayState) -> Menu {
         Status::Starting | Status::Failed(_) => None,
     };
     let own = !matches!(state.status, Status::Attached(_));
-    let mut items = vec![Item::Label { id: ids::STATUS.into(), text: status_line(&state.status) }, Item::Separator];
+    let mut items = vec![Item::Label { id: ids::STATUS.into(), text: status_line(&state.status) }];
+    for b in &state.blocking {
+        items.push(Item::Label { id: ids::budget(&b.name), text: format!("⛔ {}", budget_label(b, state.now_ms)) });
+    }
+    items.push(Item::Separator);
     items.push(Item::Action {
         id: ids::COPY_OPENAI.into(),
         text: "Copy OpenAI base URL".into(),
@@ -319,7 +362,7 @@ pub fn build(state: &TrayState) -> Menu {
     });
     items.push(Item::Check {
         id: ids::NOTIFY.into(),
-        text: "Notify when a breaker opens".into(),
+        text: "Notify of alerts".into(),
         checked: state.notify,
         enabled: true,
     });
@@ -353,7 +396,16 @@ mod tests {
     }
 
     fn tray(status: Status, providers: Vec<ProviderLine>) -> TrayState {
-        TrayState { status, providers, tools: Vec::new(), autostart: false, notify: true, now_ms: NOW, update: None }
+        TrayState {
+            status,
+            providers,
+            tools: Vec::new(),
+            autostart: false,
+            notify: true,
+            blocking: Vec::new(),
+            now_ms: NOW,
+            update: None,
+        }
     }
 
     fn texts(menu: &Menu) -> Vec<String> {
@@ -384,7 +436,7 @@ mod tests {
                 "Pause gateway",
                 "Open dashboard",
                 "Start at login",
-                "Notify when a breaker opens",
+                "Notify of alerts",
                 "---",
                 "Quit Switchyard",
             ]
@@ -534,6 +586,39 @@ mod tests {
             matches!(&items[0], Item::Check { enabled: true, .. })
                 && matches!(&items[1], Item::Check { enabled: false, .. })
         );
+    }
+
+    #[test]
+    fn a_blocking_budget_shows_in_the_menu_tooltip_and_icon() {
+        let mut state = tray(Status::Listening(addr()), vec![line("openai", "healthy")]);
+        state.blocking =
+            vec![BudgetLine { name: "daily".into(), scope: "provider:openai".into(), until_ms: NOW + 3 * 3_600_000 }];
+        let menu = build(&state);
+        assert_eq!(texts(&menu)[1], "⛔ budget “daily” blocks provider:openai · 3 h");
+        assert_eq!(menu.overall, Overall::Degraded);
+        assert!(
+            menu.tooltip.ends_with("all providers healthy — budget “daily” blocks provider:openai · 3 h"),
+            "{}",
+            menu.tooltip
+        );
+        assert_eq!(ids::command(&ids::budget("daily")), None, "a label, not a command");
+    }
+
+    #[test]
+    fn alerts_become_notifications_and_nothing_else_does() {
+        let alert = |suppressed| GatewayEvent::Alert {
+            kind: switchyard_core::telemetry::AlertKind::BreakerOpen,
+            subject: "groq".into(),
+            title: "groq: breaker open".into(),
+            message: "5 failures in a row.".into(),
+            suppressed,
+        };
+        assert_eq!(
+            notification(&alert(0)),
+            Some(("Switchyard: groq: breaker open".into(), "5 failures in a row.".into()))
+        );
+        assert!(notification(&alert(4)).unwrap().1.ends_with("(4 more like it since the last notice.)"));
+        assert_eq!(notification(&GatewayEvent::ProviderToggled { provider: "p".into(), enabled: true }), None);
     }
 
     #[test]

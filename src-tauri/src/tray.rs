@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use switchyard_core::policy::BreakerState;
 use switchyard_core::telemetry;
 use switchyard_core::telemetry::GatewayEvent;
 use tauri::image::Image;
@@ -18,7 +17,7 @@ use tauri_plugin_notification::NotificationExt as _;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::host::Host;
-use crate::menu::{self, Item, Overall, ProviderLine, ToolLine, TrayState};
+use crate::menu::{self, BudgetLine, Item, Overall, ProviderLine, ToolLine, TrayState};
 
 /// Events closer together than this make one rebuild.
 const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -70,13 +69,23 @@ pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
             connected: t.connected,
         })
         .collect();
+    let now_ms = switchyard_core::history::now_ms();
+    let blocking = host
+        .gateway()
+        .map(|g| g.budgets().rows(now_ms))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|b| b.blocking)
+        .map(|b| BudgetLine { name: b.name, scope: b.scope, until_ms: b.resets_at_ms })
+        .collect();
     TrayState {
         status: host.status(),
         providers,
         tools,
         autostart: app.autolaunch().is_enabled().unwrap_or(false),
         notify: prefs.notify.load(Ordering::Relaxed),
-        now_ms: switchyard_core::history::now_ms(),
+        blocking,
+        now_ms,
         update: app.try_state::<Arc<crate::update::Updates>>().and_then(|u| u.phase()),
     }
 }
@@ -145,8 +154,8 @@ fn native(app: &AppHandle, item: &Item) -> tauri::Result<Box<dyn IsMenuItem<Wry>
     })
 }
 
-/// Follows the gateway's events: rebuilds the menu (debounced) and sends a
-/// notification when a breaker opens, if asked to.
+/// Follows the gateway's events: rebuilds the menu (debounced) and shows
+/// the gateway's alerts as desktop notifications, if asked to.
 pub async fn follow(app: AppHandle, host: Arc<Host>, prefs: Arc<Prefs>) {
     let Some(gateway) = host.gateway() else { return };
     let mut events = gateway.telemetry().events.subscribe();
@@ -189,23 +198,14 @@ pub fn redraw(app: &AppHandle, host: &Host, prefs: &Prefs) {
     }
 }
 
-/// A breaker that opens is worth a notification, when they are on.
+/// The gateway's alerts (already rate-limited there) become desktop
+/// notifications, when they are on.
 fn notice(app: &AppHandle, prefs: &Prefs, event: &GatewayEvent) {
-    if let GatewayEvent::Breaker { provider, to, reason, .. } = event {
-        if *to == BreakerState::Open && prefs.notify.load(Ordering::Relaxed) {
-            notify(app, provider, reason);
-        }
+    let Some((title, body)) = menu::notification(event) else { return };
+    if !prefs.notify.load(Ordering::Relaxed) {
+        return;
     }
-}
-
-fn notify(app: &AppHandle, provider: &str, reason: &str) {
-    let shown = app
-        .notification()
-        .builder()
-        .title(format!("Switchyard: {provider} breaker open"))
-        .body(format!("{reason}. Requests go to its fallbacks until it recovers."))
-        .show();
-    if let Err(e) = shown {
+    if let Err(e) = app.notification().builder().title(title).body(body).show() {
         tracing::debug!("notification not shown: {e}");
     }
 }

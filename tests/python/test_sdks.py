@@ -336,3 +336,16 @@ def test_google_genai_streamed_function_call_for_an_anthropic_provider(gem):
     text = "".join(c.text or "" for c in chunks)
     assert WEATHER in text
     assert chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP
+
+
+def test_a_blocking_budget_is_budget_exceeded_and_neither_sdk_retries(oa, an):
+    # tests/tests/real_clients.rs spent the "over-budget" model's budget
+    # first, and counts afterwards that each SDK asked once: no retry.
+    with pytest.raises(openai.RateLimitError) as refused:
+        oa.chat.completions.create(model="over-budget", messages=MESSAGES)
+    assert refused.value.code == "budget_exceeded"
+    assert refused.value.response.headers["x-should-retry"] == "false"
+    assert int(refused.value.response.headers["retry-after"]) > 0
+    with pytest.raises(anthropic.RateLimitError) as refused:
+        an.messages.create(model="over-budget", max_tokens=8, messages=MESSAGES)
+    assert refused.value.body["error"]["code"] == "budget_exceeded"

@@ -38,14 +38,27 @@ async fn official_python_sdks_work_through_the_gateway() {
     let claude_agent = SimProvider::start("claude-agent", weather()).await.unwrap();
     let gemini_agent = SimProvider::start("gemini-agent", weather()).await.unwrap();
     let config = ConfigText::new()
-        .provider(&oa, "openai", &["gpt-test", "embed-test"])
+        .provider(&oa, "openai", &["gpt-test", "embed-test", "over-budget"])
         .provider(&an, "anthropic", &["claude-test"])
         .provider(&bad, "anthropic", &["doomed"])
         .chat_only(&chat_agent, &["claude-agent=gpt-4.1"])
         .provider(&claude_agent, "anthropic", &["gpt-agent=claude-sonnet-4-5"])
-        .provider(&gemini_agent, "anthropic", &["gemini-agent=claude-haiku-4-5"]);
+        .provider(&gemini_agent, "anthropic", &["gemini-agent=claude-haiku-4-5"])
+        // A dollar a token and a budget of fifty cents: spent by the request below.
+        .raw("[[prices]]\nprovider = \"oa\"\nmodel = \"over-budget\"\ninput = 1000000\noutput = 1000000")
+        .raw("[[budgets]]\nscope = \"model:over-budget\"\nperiod = \"day\"\nlimit_usd = 0.5\naction = \"block\"");
     let names = ["oa", "an", "bad", "chat-agent", "claude-agent", "gemini-agent"];
     let gw = TestGateway::start(config.build(), keys_for(&names)).await;
+
+    let spent = gw
+        .post(
+            "/v1/chat/completions",
+            &json!({ "model": "over-budget", "messages": [{ "role": "user", "content": "hi" }] }),
+        )
+        .await;
+    assert_eq!(spent.status(), 200);
+    spent.bytes().await.unwrap();
+    gw.recorded(1).await;
 
     let tests = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python");
     let out = tokio::process::Command::new(python())
@@ -63,6 +76,11 @@ async fn official_python_sdks_work_through_the_gateway() {
     // One gateway request: the first attempt and the gateway's one retry.
     // An SDK retry would have doubled it.
     assert_eq!(bad.calls(), 2, "the SDK retried although the gateway said x-should-retry: false");
+    // The budget's refusals: the Python test runs once per Anthropic way of
+    // authenticating, each run one OpenAI and one Anthropic call. A retry
+    // would be another refusal on record.
+    let refused = gw.admin("/admin/requests?model=over-budget&outcome=rejected").await;
+    assert_eq!(refused["requests"].as_array().unwrap().len(), 4, "an SDK retried a budget_exceeded: {refused}");
     // Every SDK request reached a provider with the provider's key, never the client's.
     let agents = chat_agent.requests().into_iter().chain(claude_agent.requests()).chain(gemini_agent.requests());
     for seen in oa.requests().iter().chain(an.requests().iter()).chain(agents.collect::<Vec<_>>().iter()) {

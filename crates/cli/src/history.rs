@@ -313,6 +313,10 @@ fn event_line(message: &StreamMessage) -> Option<String> {
         GatewayEvent::ConfigReloaded { ok, error } => {
             format!("  ⟳ config reloaded: {}", if *ok { "ok".into() } else { or_dash(error) })
         }
+        GatewayEvent::Alert { title, message, suppressed, .. } => {
+            let more = if *suppressed > 0 { format!(" (+{suppressed} like it held back)") } else { String::new() };
+            format!("  ! {title}: {message}{more}")
+        }
     })
 }
 

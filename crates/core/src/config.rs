@@ -17,6 +17,7 @@ use crate::policy::queue::QueuePolicy;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
+mod budgets;
 mod desktop;
 pub(crate) mod edit;
 mod policy;
@@ -46,6 +47,10 @@ pub struct Config {
     pub history: HistoryConfig,
     /// Price overrides, ahead of the shipped table.
     pub prices: Vec<Price>,
+    /// Spend limits (`[[budgets]]`), in config order.
+    pub budgets: Vec<crate::policy::Budget>,
+    /// How often alerts may repeat, and what a fallback storm is (`[alerts]`).
+    pub alerts: crate::telemetry::alerts::AlertPolicy,
     /// The desktop app's own settings (`[desktop]`).
     pub desktop: DesktopConfig,
 }
@@ -326,6 +331,10 @@ struct RawConfig {
     #[serde(default)]
     prices: Vec<Spanned<Price>>,
     #[serde(default)]
+    budgets: Vec<budgets::RawBudget>,
+    #[serde(default)]
+    alerts: budgets::RawAlerts,
+    #[serde(default)]
     desktop: RawDesktop,
 }
 
@@ -477,8 +486,22 @@ impl Validator<'_> {
             }
             prices.push(price);
         }
+        let budgets = self.budgets(raw.budgets, &providers)?;
+        let alerts = self.alerts(raw.alerts)?;
         let desktop = self.desktop(raw.desktop)?;
-        Ok(Config { server, policy, provider_policy, cache, providers, routes, history, prices, desktop })
+        Ok(Config {
+            server,
+            policy,
+            provider_policy,
+            cache,
+            providers,
+            routes,
+            history,
+            prices,
+            budgets,
+            alerts,
+            desktop,
+        })
     }
 
     fn history(&self, raw: RawHistory) -> Result<HistoryConfig, ConfigError> {

@@ -65,6 +65,9 @@ fn declarations(cfg: &Config) -> Vec<String> {
         SpendRow::decl(cfg),
         SpendTotals::decl(cfg),
         Spend::decl(cfg),
+        crate::policy::BudgetPeriod::decl(cfg),
+        crate::policy::BudgetAction::decl(cfg),
+        crate::policy::BudgetRow::decl(cfg),
         // Configuration.
         ModelAlias::decl(cfg),
         ProviderForm::decl(cfg),
@@ -75,6 +78,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         Settings::decl(cfg),
         ConfigView::decl(cfg),
         // The live stream.
+        crate::telemetry::AlertKind::decl(cfg),
         RequestBrief::decl(cfg),
         GatewayEvent::decl(cfg),
         Envelope::decl(cfg),

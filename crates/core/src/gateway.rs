@@ -12,8 +12,10 @@ use secrecy::SecretString;
 
 use crate::config::Config;
 use crate::history::pricing::Prices;
+use crate::history::record::now_ms;
 use crate::history::{History, Store};
 use crate::http::session::Sessions;
+use crate::policy::budget::Budgets;
 use crate::policy::clients::ClientRates;
 use crate::proxy::journal::Sink;
 use crate::secrets::SecretStore;
@@ -86,9 +88,18 @@ pub struct Builder {
     state_file: Option<PathBuf>,
     config_path: Option<PathBuf>,
     trusted_origins: Vec<String>,
+    /// Where budget periods begin and end; the system's zone unless set.
+    time_zone: Option<jiff::tz::TimeZone>,
 }
 
 impl Builder {
+    /// Counts budget periods (days, weeks, months) in `zone` rather than
+    /// in the system's local time.
+    pub fn time_zone(mut self, zone: jiff::tz::TimeZone) -> Builder {
+        self.time_zone = Some(zone);
+        self
+    }
+
     /// Allows a browser origin that belongs to the host application (the
     /// desktop window's pages), independent of `[server] allowed_origins`.
     pub fn trusted_origin(mut self, origin: &str) -> Builder {
@@ -141,7 +152,10 @@ impl Builder {
 
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
-        let telemetry = Arc::new(Telemetry::new(self.history.as_ref().map(|(sink, _)| sink.recorder.clone())));
+        let zone = self.time_zone.unwrap_or_else(jiff::tz::TimeZone::system);
+        let budgets = Budgets::new(zone, &self.config.budgets);
+        let recorder = self.history.as_ref().map(|(sink, _)| sink.recorder.clone());
+        let telemetry = Arc::new(Telemetry::with(recorder, budgets, self.config.alerts.clone()));
         let toggles = self.state_file.as_deref().map(read_toggles).unwrap_or_default();
         let providers = self
             .config
@@ -217,6 +231,7 @@ impl Gateway {
             state_file: None,
             config_path: None,
             trusted_origins: Vec::new(),
+            time_zone: None,
         }
     }
 
@@ -286,6 +301,25 @@ impl Gateway {
         &self.inner.telemetry
     }
 
+    /// Spend per budget in the current periods.
+    pub fn budgets(&self) -> &Budgets {
+        &self.inner.telemetry.budgets
+    }
+
+    /// Loads what was spent in the current periods from the history's
+    /// rollups, once per process, so budgets survive a restart. Called
+    /// before the first request is served: what it reads and what requests
+    /// add later are then never the same spend.
+    pub async fn seed_budgets(&self) -> Result<(), crate::history::StoreError> {
+        let (Some(store), true) = (self.store(), self.budgets().take_seed()) else { return Ok(()) };
+        let now = now_ms();
+        for (period, within) in self.budgets().periods(now) {
+            let spent = store.cost_since(within.start_ms).await?;
+            self.budgets().seed(period, within, &spent, now);
+        }
+        Ok(())
+    }
+
     /// Reads every provider's keys again (after a key was set or removed).
     pub fn reload_keys(&self) {
         for provider in &self.live().providers {
@@ -334,6 +368,8 @@ impl Gateway {
         if config.server != old.config.server {
             tracing::warn!("[server] changes (listen address, limits) apply at the next start");
         }
+        self.budgets().configure(&config.budgets, now_ms());
+        self.inner.telemetry.alerts.set_policy(config.alerts.clone());
         self.inner.live.store(Arc::new(Live { config, providers }));
         self.inner.telemetry.publish(GatewayEvent::ConfigReloaded { ok: true, error: None });
     }

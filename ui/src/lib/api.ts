@@ -11,6 +11,7 @@ import { SseParser } from './sse';
 export type {
   AttemptOutcome,
   Bucket,
+  BudgetRow,
   ConfigView,
   ModelAlias,
   ProviderEntry,
@@ -35,6 +36,7 @@ export type {
 import type {
   AttemptRow,
   Bucket,
+  BudgetRow,
   ConfigView,
   ProviderForm,
   Spend,
@@ -194,6 +196,7 @@ export class Api {
     this.get<Page>(`/admin/requests${query(filter)}`);
   requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
   spend = (bucket: Bucket, since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
+  budgets = () => this.get<BudgetRow[]>('/admin/budgets');
 
   config = () => this.get<ConfigView>('/admin/config');
   putProvider = (name: string, form: ProviderForm) =>

@@ -17,7 +17,7 @@ export type PassiveHealth = "healthy" | "unhealthy";
 
 export type KeyStatus = "ok" | "revoked" | "cooling";
 
-export type EventKind = "request_finished" | "fallback" | "breaker" | "health" | "key_revoked" | "key_cooling" | "provider_toggled" | "config_reloaded";
+export type EventKind = "request_finished" | "fallback" | "breaker" | "health" | "key_revoked" | "key_cooling" | "provider_toggled" | "config_reloaded" | "alert";
 
 export type Usage = { 
 /**
@@ -113,6 +113,24 @@ export type SpendTotals = { today_usd: number, last_7_days_usd: number, last_30_
 
 export type Spend = { bucket: Bucket, rows: Array<SpendRow>, totals: SpendTotals, };
 
+export type BudgetPeriod = "day" | "week" | "month";
+
+export type BudgetAction = "warn" | "block";
+
+export type BudgetRow = { name: string, 
+/**
+ * `all`, `provider:NAME` or `model:NAME`.
+ */
+scope: string, period: BudgetPeriod, action: BudgetAction, limit_usd: number, spent_usd: number, 
+/**
+ * Spent over the limit: 1 is the limit.
+ */
+fraction: number, period_start_ms: number, resets_at_ms: number, 
+/**
+ * A `block` budget past its limit: requests in scope are refused.
+ */
+blocking: boolean, };
+
 export type ModelAlias = { client: string, upstream: string, };
 
 export type ProviderForm = { kind: string, base_url: string, 
@@ -141,15 +159,17 @@ export type ConfigView = {
  */
 path: string | null, editable: boolean, providers: Array<ProviderEntry>, routes: Array<RouteEntry>, settings: Settings, };
 
+export type AlertKind = "budget_threshold" | "breaker_open" | "key_revoked" | "fallback_storm";
+
 export type RequestBrief = { id: string, endpoint: string, model: string | null, provider: string | null, outcome: RequestOutcome, status: number | null, duration_ms: number, ttft_ms: number | null, input_tokens: number | null, output_tokens: number | null, cost_usd: number | null, 
 /**
  * `provider:status-or-outcome` per attempt, in order.
  */
 attempts: Array<string>, };
 
-export type GatewayEvent = { "type": "request_finished", request: RequestBrief, } | { "type": "fallback", request_id: string, model: string | null, from: string, to: string, reason: string, } | { "type": "breaker", provider: string, from: BreakerState, to: BreakerState, reason: string, request_id?: string | null, } | { "type": "health", provider: string, from: PassiveHealth, to: PassiveHealth, reason: string, request_id?: string | null, } | { "type": "key_revoked", provider: string, label: string, reason: string, request_id?: string | null, } | { "type": "key_cooling", provider: string, label: string | null, until_ms: number, request_id?: string | null, } | { "type": "provider_toggled", provider: string, enabled: boolean, } | { "type": "config_reloaded", ok: boolean, error: string | null, };
+export type GatewayEvent = { "type": "request_finished", request: RequestBrief, } | { "type": "fallback", request_id: string, model: string | null, from: string, to: string, reason: string, } | { "type": "breaker", provider: string, from: BreakerState, to: BreakerState, reason: string, request_id?: string | null, } | { "type": "health", provider: string, from: PassiveHealth, to: PassiveHealth, reason: string, request_id?: string | null, } | { "type": "key_revoked", provider: string, label: string, reason: string, request_id?: string | null, } | { "type": "key_cooling", provider: string, label: string | null, until_ms: number, request_id?: string | null, } | { "type": "provider_toggled", provider: string, enabled: boolean, } | { "type": "config_reloaded", ok: boolean, error: string | null, } | { "type": "alert", kind: AlertKind, subject: string, title: string, message: string, suppressed: number, };
 
-export type Envelope = { id: number, at_ms: number, } & ({ "type": "request_finished", request: RequestBrief, } | { "type": "fallback", request_id: string, model: string | null, from: string, to: string, reason: string, } | { "type": "breaker", provider: string, from: BreakerState, to: BreakerState, reason: string, request_id?: string | null, } | { "type": "health", provider: string, from: PassiveHealth, to: PassiveHealth, reason: string, request_id?: string | null, } | { "type": "key_revoked", provider: string, label: string, reason: string, request_id?: string | null, } | { "type": "key_cooling", provider: string, label: string | null, until_ms: number, request_id?: string | null, } | { "type": "provider_toggled", provider: string, enabled: boolean, } | { "type": "config_reloaded", ok: boolean, error: string | null, });
+export type Envelope = { id: number, at_ms: number, } & ({ "type": "request_finished", request: RequestBrief, } | { "type": "fallback", request_id: string, model: string | null, from: string, to: string, reason: string, } | { "type": "breaker", provider: string, from: BreakerState, to: BreakerState, reason: string, request_id?: string | null, } | { "type": "health", provider: string, from: PassiveHealth, to: PassiveHealth, reason: string, request_id?: string | null, } | { "type": "key_revoked", provider: string, label: string, reason: string, request_id?: string | null, } | { "type": "key_cooling", provider: string, label: string | null, until_ms: number, request_id?: string | null, } | { "type": "provider_toggled", provider: string, enabled: boolean, } | { "type": "config_reloaded", ok: boolean, error: string | null, } | { "type": "alert", kind: AlertKind, subject: string, title: string, message: string, suppressed: number, });
 
 export type SnapshotKind = "snapshot";
 

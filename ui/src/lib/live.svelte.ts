@@ -6,7 +6,7 @@ import type { Api, ApiError, FinishedEvent, LiveEvent, ProviderView, StreamMessa
 import type { EventKind } from './contract';
 
 /** Events worth a line in the Live feed (requests have their own table). */
-export const FEED_TYPES = new Set<EventKind>(['fallback', 'breaker', 'health', 'key_revoked', 'key_cooling', 'provider_toggled', 'config_reloaded']);
+export const FEED_TYPES = new Set<EventKind>(['fallback', 'breaker', 'health', 'key_revoked', 'key_cooling', 'provider_toggled', 'config_reloaded', 'alert']);
 const FEED_MAX = 500;
 const REFRESH_MS = 5000;
 
@@ -129,6 +129,10 @@ export function describe(e: LiveEvent): string {
       return `${e.provider} ${e.enabled ? 'enabled' : 'disabled'}`;
     case 'config_reloaded':
       return e.ok ? 'Configuration reloaded' : `Configuration refused, the old one keeps serving: ${e.error ?? ''}`;
+    case 'alert': {
+      const more = e.suppressed > 0 ? ` (${e.suppressed} more like it held back)` : '';
+      return `${e.title}: ${e.message}${more}`;
+    }
     case 'request_finished':
       return `${e.request.model ?? 'A request'} finished: ${e.request.outcome}`;
   }

@@ -13,6 +13,9 @@ group('feed lines', () => {
     );
     expect(describe({ ...base, type: 'provider_toggled', provider: 'groq', enabled: false })).toBe('groq disabled');
     expect(describe({ ...base, type: 'config_reloaded', ok: false, error: 'x.toml:3:1' })).toContain('x.toml:3:1');
+    const alert = { ...base, type: 'alert', kind: 'breaker_open', subject: 'groq', title: 'groq: breaker open', message: '5 failures.' } as const;
+    expect(describe({ ...alert, suppressed: 0 })).toBe('groq: breaker open: 5 failures.');
+    expect(describe({ ...alert, suppressed: 3 })).toBe('groq: breaker open: 5 failures. (3 more like it held back)');
   });
 });
 

@@ -31,6 +31,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .route("/admin/requests", get(list_requests))
         .route("/admin/requests/{id}", get(get_request))
         .route("/admin/spend", get(spend))
+        .route("/admin/budgets", get(budgets))
         .route("/admin/keys", get(list_keys))
         .route("/admin/keys/reload", axum::routing::post(reload_keys))
         .route("/admin/keys/{provider}/{label}", axum::routing::put(set_key).delete(remove_key))
@@ -260,6 +261,11 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
         last_30_days_usd: total(today_start - 29 * day),
     };
     Ok(Json(Spend { bucket: q.bucket, rows, totals }).into_response())
+}
+
+/// `GET /admin/budgets`: each budget's spend in its current period, in config order.
+async fn budgets(State(gw): State<Gateway>) -> Json<Vec<crate::policy::BudgetRow>> {
+    Json(gw.budgets().rows(now_ms()))
 }
 
 /// `GET /admin/spend`: tokens and cost per bucket, provider and model.

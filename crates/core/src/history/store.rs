@@ -260,13 +260,7 @@ impl Store {
              SUM(cached_tokens) AS cached_tokens, CASE WHEN SUM(priced) > 0 THEN SUM(cost_usd) END AS cost_usd
              FROM (",
         );
-        for (i, (span, from, to)) in spend_pieces(bucket, since).into_iter().enumerate() {
-            if i > 0 {
-                q.push(" UNION ALL ");
-            }
-            q.push("SELECT * FROM rollups WHERE span = ").push_bind(span);
-            q.push(" AND start >= ").push_bind(from).push(" AND start < ").push_bind(to);
-        }
+        push_pieces(&mut q, "*", bucket, since);
         q.push(") WHERE provider <> '' GROUP BY 1, 2, 3 ORDER BY 1 DESC, cost_usd DESC");
         let rows = q.build().fetch_all(&self.pool).await?;
         rows.iter()
@@ -285,6 +279,18 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// Cost per provider and provider model since `since` (to the minute),
+    /// from the rollups: the minutes up to the next whole hour, then hours,
+    /// so that a period starting at any local midnight is counted exactly.
+    /// Requests no provider answered, or without a known price, cost nothing.
+    pub async fn cost_since(&self, since: i64) -> Result<Vec<(String, String, f64)>, StoreError> {
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT provider, model, TOTAL(cost_usd) AS cost FROM (");
+        push_pieces(&mut q, "provider, model, cost_usd", Bucket::Hour, since);
+        q.push(") WHERE provider <> '' GROUP BY 1, 2");
+        let rows = q.build().fetch_all(&self.pool).await?;
+        rows.iter().map(|r| Ok((r.try_get("provider")?, r.try_get("model")?, r.try_get("cost")?))).collect()
     }
 
     /// Requests on record, from the rollups.
@@ -397,6 +403,17 @@ fn spend_pieces(bucket: Bucket, since: i64) -> Vec<(i64, i64, i64)> {
     }
     pieces.push((bucket.span(), from, i64::MAX));
     pieces
+}
+
+/// `SELECT columns FROM rollups` over [`spend_pieces`], joined by `UNION ALL`.
+fn push_pieces(q: &mut QueryBuilder<Sqlite>, columns: &str, bucket: Bucket, since: i64) {
+    for (i, (span, from, to)) in spend_pieces(bucket, since).into_iter().enumerate() {
+        if i > 0 {
+            q.push(" UNION ALL ");
+        }
+        q.push(format!("SELECT {columns} FROM rollups WHERE span = ")).push_bind(span);
+        q.push(" AND start >= ").push_bind(from).push(" AND start < ").push_bind(to);
+    }
 }
 
 fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {

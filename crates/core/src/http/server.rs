@@ -81,6 +81,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = gateway.live().config.server.clone();
+    // Before the first request: spend on record, so budgets survive a restart.
+    if let Err(e) = gateway.seed_budgets().await {
+        warn!("budgets count from zero: the spend on record could not be read: {e}");
+    }
     // Active probes for the providers that want them; ended with the server.
     let _probes =
         AbortOnDropHandle::new(tokio::spawn(crate::telemetry::health::probe_forever(gateway.clone(), PROBE_EVERY)));

@@ -9,6 +9,7 @@
 //! - [`queue`]: waiting in line for a provider's capacity, and key leases.
 //! - [`share`]: the cap on traffic a provider may take as a fallback.
 //! - [`step`]: after an attempt, what the request does next.
+//! - [`budget`]: spend per budget and period, and the candidates a budget blocks.
 //!
 //! The settings live here too: [`RequestPolicy`] applies to a request (global,
 //! overridable per route) and [`ProviderPolicy`] to a provider (global,
@@ -19,6 +20,7 @@ pub(crate) mod clients;
 
 pub(crate) mod backoff;
 pub(crate) mod breaker;
+pub mod budget;
 pub(crate) mod deadline;
 pub(crate) mod limiter;
 pub(crate) mod queue;
@@ -26,6 +28,7 @@ pub(crate) mod share;
 pub(crate) mod step;
 
 pub use breaker::BreakerState;
+pub use budget::{Budget, BudgetAction, BudgetPeriod, BudgetRow, BudgetScope, Budgets};
 pub use queue::{earliest, Busy, Capacity, KeyLease, Permit, QueueCounters, QueuePolicy, QueueStats, Ready, Refusal};
 
 use std::time::Duration;

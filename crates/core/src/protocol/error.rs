@@ -28,6 +28,8 @@ pub enum ErrorCode {
     RateLimited,
     HeadersTooLarge,
     BodyTimeout,
+    /// A `block` budget past its limit covers every provider left to try.
+    BudgetExceeded,
 }
 
 impl ErrorCode {
@@ -50,6 +52,7 @@ impl ErrorCode {
             ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::BodyTimeout => "body_timeout",
             ErrorCode::UpstreamError => "upstream_error",
+            ErrorCode::BudgetExceeded => "budget_exceeded",
         }
     }
 
@@ -66,7 +69,7 @@ impl ErrorCode {
                 StatusCode::FORBIDDEN
             }
             ErrorCode::InvalidAccessToken => StatusCode::UNAUTHORIZED,
-            ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited | ErrorCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         }
@@ -102,7 +105,7 @@ impl ErrorCode {
             | ErrorCode::BodyTimeout => "invalid_request_error",
             ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed | ErrorCode::CrossSiteRequest => "permission_error",
             ErrorCode::InvalidAccessToken => "authentication_error",
-            ErrorCode::RateLimited => "rate_limit_error",
+            ErrorCode::RateLimited | ErrorCode::BudgetExceeded => "rate_limit_error",
             ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError | ErrorCode::DeadlineExceeded => "api_error",
         }
     }
@@ -132,15 +135,24 @@ pub struct ApiError {
     pub message: String,
     /// Upstream attempts made before giving up; sent as `x-switchyard-attempts`.
     pub attempts: u32,
+    /// When a refusal ends (a budget's next period), Unix ms: sent as
+    /// `retry-after` seconds and an RFC 3339 `x-switchyard-budget-reset`.
+    pub resets_at_ms: Option<i64>,
 }
 
 impl ApiError {
     pub fn new(protocol: Protocol, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { protocol, code, message: message.into(), attempts: 0 }
+        ApiError { protocol, code, message: message.into(), attempts: 0, resets_at_ms: None }
     }
 
     pub fn with_attempts(mut self, attempts: u32) -> ApiError {
         self.attempts = attempts;
+        self
+    }
+
+    /// Refused until `at_ms` (Unix ms).
+    pub fn until(mut self, at_ms: i64) -> ApiError {
+        self.resets_at_ms = Some(at_ms);
         self
     }
 
@@ -189,6 +201,25 @@ impl IntoResponse for ApiError {
             // The gateway already tried every option; an SDK retry only multiplies load.
             headers.insert("x-should-retry", HeaderValue::from_static("false"));
         }
+        if self.code == ErrorCode::BudgetExceeded {
+            // A 429 that an SDK would retry at once: only the next period helps.
+            headers.insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        if let Some(at_ms) = self.resets_at_ms {
+            reset_headers(headers, at_ms);
+        }
         response
+    }
+}
+
+/// `retry-after` (whole seconds, rounded up) and `x-switchyard-budget-reset`
+/// (RFC 3339) for a refusal that ends at `at_ms`.
+fn reset_headers(headers: &mut axum::http::HeaderMap, at_ms: i64) {
+    let left_ms = (at_ms - crate::history::record::now_ms()).max(0);
+    headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from((left_ms + 999) / 1000));
+    if let Ok(at) = jiff::Timestamp::from_millisecond(at_ms) {
+        if let Ok(value) = HeaderValue::from_str(&at.to_string()) {
+            headers.insert("x-switchyard-budget-reset", value);
+        }
     }
 }

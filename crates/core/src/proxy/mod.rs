@@ -24,10 +24,11 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::gateway::{Gateway, Live};
-use crate::history::record::{AttemptOutcome, Reason};
+use crate::history::record::{now_ms, AttemptOutcome, Reason};
 use crate::http::correlation::RequestIds;
 use crate::policy::backoff;
 use crate::policy::breaker::Admission;
+use crate::policy::budget::Blocked;
 use crate::policy::classify::{self, Outcome};
 use crate::policy::deadline::Deadline;
 use crate::policy::step::{self, Facts, GiveUp, Keys, Next, Repairs};
@@ -141,6 +142,7 @@ async fn serve(
         backoff: Duration::ZERO,
         scrub: OnDemand::new(gateway, &live.providers, &inbound.headers, inbound.uri.query()),
         cached: cached.as_ref(),
+        budget: None,
     };
     for candidate in &plan.candidates {
         candidate.provider.note_planned();
@@ -149,6 +151,10 @@ async fn serve(
     let mut busy = Vec::new();
     for candidate in &plan.candidates {
         let provider = candidate.provider;
+        if let Err(blocked) = gateway.budgets().admit(provider.name(), candidate.upstream_model, now_ms()) {
+            run.blocked(candidate, blocked);
+            continue;
+        }
         if run.last_failed.is_some() {
             if !run.deadline.allows_fallback(policy.min_fallback_budget, Instant::now()) {
                 run.out_of_time = true;
@@ -261,6 +267,9 @@ struct Run<'a> {
     scrub: OnDemand<'a>,
     /// What the response cache does for this request.
     cached: Option<&'a cached::Cached>,
+    /// Candidates a budget kept from being tried, and the budget that
+    /// allows them again last.
+    budget: Option<(usize, Blocked)>,
 }
 
 fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
@@ -303,6 +312,17 @@ impl Run<'_> {
             fallback_from,
             why,
         });
+    }
+
+    /// A budget keeps `candidate` from being tried: a skipped attempt, and
+    /// remembered for the error if nothing else can serve.
+    fn blocked(&mut self, candidate: &Candidate<'_>, blocked: Blocked) {
+        self.skip(candidate, blocked.to_string());
+        self.budget = match self.budget.take() {
+            Some((n, last)) if last.resets_at_ms >= blocked.resets_at_ms => Some((n + 1, last)),
+            Some((n, _)) => Some((n + 1, blocked)),
+            None => Some((1, blocked)),
+        };
     }
 
     async fn pause(&mut self, wait: Duration) {
@@ -652,6 +672,12 @@ impl Run<'_> {
     /// 400 naming the field, not a 503 a retry would meet again.
     fn exhausted(self, protocol: Protocol, candidates: usize) -> ApiError {
         let model = &self.head.model;
+        if let Some((n, blocked)) = self.budget.as_ref().filter(|(n, _)| *n == candidates) {
+            // Every candidate is over budget: nothing helps before the period ends.
+            let message = format!("over budget for `{model}`: {}", self.notes);
+            debug!(blocked = n, "budget exceeded");
+            return ApiError::new(protocol, ErrorCode::BudgetExceeded, message).until(blocked.resets_at_ms);
+        }
         let (code, message) = if self.attempts == 0 && !self.refused.is_empty() && self.refused.len() == candidates {
             let first = &self.refused[0];
             let message =

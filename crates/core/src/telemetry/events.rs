@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use super::alerts::AlertKind;
 use crate::history::record::{now_ms, EventRecord, Record, RequestOutcome};
 use crate::history::Recorder;
 use crate::policy::breaker::BreakerState;
@@ -61,6 +62,7 @@ pub enum EventKind {
     KeyCooling,
     ProviderToggled,
     ConfigReloaded,
+    Alert,
 }
 
 impl EventKind {
@@ -74,6 +76,7 @@ impl EventKind {
             EventKind::KeyCooling => "key_cooling",
             EventKind::ProviderToggled => "provider_toggled",
             EventKind::ConfigReloaded => "config_reloaded",
+            EventKind::Alert => "alert",
         }
     }
 }
@@ -134,6 +137,16 @@ pub enum GatewayEvent {
         ok: bool,
         error: Option<String>,
     },
+    /// Something worth a desktop notification, rate-limited per kind and
+    /// subject (`telemetry::alerts`); `suppressed`: alerts like it held
+    /// back since the last one that went out.
+    Alert {
+        kind: AlertKind,
+        subject: String,
+        title: String,
+        message: String,
+        suppressed: u32,
+    },
 }
 
 impl GatewayEvent {
@@ -147,6 +160,7 @@ impl GatewayEvent {
             GatewayEvent::KeyCooling { .. } => EventKind::KeyCooling,
             GatewayEvent::ProviderToggled { .. } => EventKind::ProviderToggled,
             GatewayEvent::ConfigReloaded { .. } => EventKind::ConfigReloaded,
+            GatewayEvent::Alert { .. } => EventKind::Alert,
         }
     }
 
@@ -158,7 +172,9 @@ impl GatewayEvent {
             | GatewayEvent::KeyCooling { provider, .. }
             | GatewayEvent::ProviderToggled { provider, .. } => Some(provider),
             GatewayEvent::Fallback { to, .. } => Some(to),
-            GatewayEvent::RequestFinished { .. } | GatewayEvent::ConfigReloaded { .. } => None,
+            GatewayEvent::RequestFinished { .. } | GatewayEvent::ConfigReloaded { .. } | GatewayEvent::Alert { .. } => {
+                None
+            }
         }
     }
 }

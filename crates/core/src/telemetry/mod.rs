@@ -2,17 +2,20 @@
 //! finished request updates the rolling statistics, passive health and
 //! metrics, and is published on the event bus with its fallbacks.
 
+pub mod alerts;
 pub(crate) mod events;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod stats;
 
+pub use alerts::{AlertKind, AlertPolicy};
 pub use events::GatewayEvent;
 pub use health::{views, ProviderStateName, ProviderView};
 pub use stats::{Window, MAX_MODELS, OTHER_MODEL};
 
-use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestRecord};
+use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, RequestRecord};
 use crate::history::Recorder;
+use crate::policy::budget::Budgets;
 use crate::upstream::provider::Verdict;
 use events::{EventBus, PassiveHealth, RequestBrief};
 use metrics::Metrics;
@@ -24,6 +27,9 @@ pub struct Telemetry {
     pub events: EventBus,
     pub stats: Stats,
     pub metrics: Metrics,
+    /// Spend per budget, counted here as each request's cost is known.
+    pub budgets: Budgets,
+    pub alerts: alerts::Alerts,
 }
 
 fn minute_of(ms: i64) -> i64 {
@@ -45,12 +51,40 @@ fn healthy(a: &AttemptRecord) -> Option<bool> {
 }
 
 impl Telemetry {
+    /// Telemetry without budgets, with the default alert policy.
     pub fn new(recorder: Option<Recorder>) -> Telemetry {
-        Telemetry { events: EventBus::new(recorder), stats: Stats::default(), metrics: Metrics::new() }
+        let budgets = Budgets::new(jiff::tz::TimeZone::system(), &[]);
+        Telemetry::with(recorder, budgets, AlertPolicy::default())
     }
 
+    pub fn with(recorder: Option<Recorder>, budgets: Budgets, alerts: AlertPolicy) -> Telemetry {
+        Telemetry {
+            events: EventBus::new(recorder),
+            stats: Stats::default(),
+            metrics: Metrics::new(),
+            budgets,
+            alerts: alerts::Alerts::new(alerts),
+        }
+    }
+
+    /// Publishes an event, and the alert it calls for (if one may go now).
     pub fn publish(&self, event: GatewayEvent) {
+        let alert = self.alerts.on_event(&event, tokio::time::Instant::now());
         self.events.publish(event);
+        if let Some(alert) = alert {
+            self.events.publish(alert);
+        }
+    }
+
+    /// Counts a finished request's cost against the budgets, and alerts for
+    /// the thresholds it crossed.
+    fn spend(&self, r: &RequestRecord) {
+        let (Some(provider), Some(model), Some(cost)) = (&r.provider, &r.provider_model, r.cost_usd) else { return };
+        for crossing in self.budgets.record(provider, model, cost, r.started_at_ms, now_ms()) {
+            if let Some(alert) = self.alerts.on_crossing(&crossing, tokio::time::Instant::now()) {
+                self.events.publish(alert);
+            }
+        }
     }
 
     /// Takes in a finished request.
@@ -87,6 +121,7 @@ impl Telemetry {
             self.stats.with(provider, |s| s.today.add(day_of(r.started_at_ms), input, output, r.cost_usd));
         }
         self.events.publish(GatewayEvent::RequestFinished { request: brief(r) });
+        self.spend(r);
     }
 
     fn attempt(&self, r: &RequestRecord, a: &AttemptRecord, next: Option<&AttemptRecord>, minute: i64) {
@@ -136,7 +171,7 @@ impl Telemetry {
                 .fallbacks
                 .get_or_create(&FallbackLabels { from: a.provider.clone(), to: n.provider.clone() })
                 .inc();
-            self.events.publish(GatewayEvent::Fallback {
+            self.publish(GatewayEvent::Fallback {
                 request_id: r.id.clone(),
                 model: r.model.clone(),
                 from: a.provider.clone(),

@@ -1,0 +1,482 @@
+//! Spend budgets: what each `[[budgets]]` entry has spent in its current
+//! period (a local day, a week from Monday, a calendar month), whether it
+//! blocks a candidate, and when it crosses 50, 80 and 100% of its limit.
+//!
+//! Spend is kept per period, provider and provider model (a ledger), not per
+//! budget, so a budget added by a reload counts what was spent before it
+//! existed. It is seeded from the history's rollups when the gateway starts
+//! (so it survives restarts) and grows as each request's cost is known
+//! ([`Budgets::record`], from the journal's finished record, streams
+//! included). A request counts in the period it started in, as the rollups
+//! count it.
+//!
+//! Everything here takes the time as Unix milliseconds and the zone as a
+//! value, so the arithmetic is tested on fixed instants in any zone.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, ToSpan};
+use serde::Serialize;
+
+/// What a budget counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BudgetScope {
+    All,
+    /// Requests a provider answered.
+    Provider(String),
+    /// Requests answered by a provider's model of this name.
+    Model(String),
+}
+
+impl BudgetScope {
+    /// Whether spend (or an attempt) at `provider` on its `model` is in scope.
+    pub fn covers(&self, provider: &str, model: &str) -> bool {
+        match self {
+            BudgetScope::All => true,
+            BudgetScope::Provider(p) => p == provider,
+            BudgetScope::Model(m) => m == model,
+        }
+    }
+}
+
+impl fmt::Display for BudgetScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BudgetScope::All => f.write_str("all"),
+            BudgetScope::Provider(p) => write!(f, "provider:{p}"),
+            BudgetScope::Model(m) => write!(f, "model:{m}"),
+        }
+    }
+}
+
+/// A budget's period, in local time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetPeriod {
+    Day,
+    /// From Monday 00:00.
+    Week,
+    Month,
+}
+
+impl BudgetPeriod {
+    pub const ALL: [BudgetPeriod; 3] = [BudgetPeriod::Day, BudgetPeriod::Week, BudgetPeriod::Month];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetPeriod::Day => "day",
+            BudgetPeriod::Week => "week",
+            BudgetPeriod::Month => "month",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            BudgetPeriod::Day => 0,
+            BudgetPeriod::Week => 1,
+            BudgetPeriod::Month => 2,
+        }
+    }
+}
+
+/// What a budget does past its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetAction {
+    /// Announce 50, 80 and 100%; never refuse.
+    Warn,
+    /// Announce as `warn` does, and past the limit skip the providers in scope.
+    Block,
+}
+
+/// A `[[budgets]]` entry, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    pub name: String,
+    pub scope: BudgetScope,
+    pub period: BudgetPeriod,
+    pub limit_usd: f64,
+    pub action: BudgetAction,
+}
+
+/// The shares of the limit that are announced, in percent.
+pub const THRESHOLDS: [u8; 3] = [50, 80, 100];
+
+/// A period's span in Unix milliseconds: `start_ms` included, `end_ms` not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bounds {
+    pub start_ms: i64,
+    pub end_ms: i64,
+}
+
+impl Bounds {
+    pub fn contains(self, at_ms: i64) -> bool {
+        self.start_ms <= at_ms && at_ms < self.end_ms
+    }
+}
+
+/// The period that holds `at_ms`, in `zone`: local midnight to local
+/// midnight, so a day is 23 or 25 hours long where the clocks change.
+pub fn bounds(period: BudgetPeriod, at_ms: i64, zone: &TimeZone) -> Bounds {
+    // Fails only outside jiff's range (beyond the years ±9999): a UTC day there.
+    zoned_bounds(period, at_ms, zone).unwrap_or_else(|_| {
+        let start_ms = at_ms - at_ms.rem_euclid(86_400_000);
+        Bounds { start_ms, end_ms: start_ms.saturating_add(86_400_000) }
+    })
+}
+
+fn zoned_bounds(period: BudgetPeriod, at_ms: i64, zone: &TimeZone) -> Result<Bounds, jiff::Error> {
+    let today = Timestamp::from_millisecond(at_ms)?.to_zoned_datetime(zone.clone()).date();
+    let (first, next) = match period {
+        BudgetPeriod::Day => (today, today.tomorrow()?),
+        BudgetPeriod::Week => {
+            let monday = today.checked_sub(i64::from(today.weekday().to_monday_zero_offset()).days())?;
+            (monday, monday.checked_add(7.days())?)
+        }
+        BudgetPeriod::Month => {
+            let first = today.first_of_month();
+            (first, first.checked_add(1.month())?)
+        }
+    };
+    Ok(Bounds { start_ms: midnight(first, zone)?, end_ms: midnight(next, zone)? })
+}
+
+/// When `date` begins in `zone`: midnight, or the first moment after it
+/// where the clocks skip midnight.
+fn midnight(date: Date, zone: &TimeZone) -> Result<i64, jiff::Error> {
+    Ok(date.to_zoned_datetime(zone.clone())?.timestamp().as_millisecond())
+}
+
+/// The highest threshold `spent` has reached (0 for none).
+pub fn level(spent_usd: f64, limit_usd: f64) -> u8 {
+    THRESHOLDS.iter().rev().copied().find(|t| spent_usd >= limit_usd * f64::from(*t) / 100.0).unwrap_or(0)
+}
+
+/// A budget that crossed a threshold with the request just recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Crossing {
+    pub budget: String,
+    pub scope: String,
+    pub period: BudgetPeriod,
+    pub action: BudgetAction,
+    pub threshold: u8,
+    pub spent_usd: f64,
+    pub limit_usd: f64,
+    pub resets_at_ms: i64,
+}
+
+/// Why a candidate may not be tried: a `block` budget over its limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocked {
+    pub budget: String,
+    pub scope: String,
+    pub period: BudgetPeriod,
+    pub spent_usd: f64,
+    pub limit_usd: f64,
+    /// When the period ends and the budget allows requests again.
+    pub resets_at_ms: i64,
+}
+
+impl fmt::Display for Blocked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let resets = Timestamp::from_millisecond(self.resets_at_ms).map(|t| t.to_string()).unwrap_or_default();
+        write!(
+            f,
+            "budget {:?} ({}, per {}) has spent ${:.2} of ${:.2}; it resets at {resets}",
+            self.budget,
+            self.scope,
+            self.period.as_str(),
+            self.spent_usd,
+            self.limit_usd
+        )
+    }
+}
+
+/// A budget as the admin API and the dashboard show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct BudgetRow {
+    pub name: String,
+    /// `all`, `provider:NAME` or `model:NAME`.
+    pub scope: String,
+    pub period: BudgetPeriod,
+    pub action: BudgetAction,
+    pub limit_usd: f64,
+    pub spent_usd: f64,
+    /// Spent over the limit: 1 is the limit.
+    pub fraction: f64,
+    pub period_start_ms: i64,
+    pub resets_at_ms: i64,
+    /// A `block` budget past its limit: requests in scope are refused.
+    pub blocking: bool,
+}
+
+/// USD per provider, then per provider model, in one period.
+#[derive(Debug, Default)]
+struct Tally {
+    bounds: Bounds,
+    spent: HashMap<String, HashMap<String, f64>>,
+}
+
+impl Tally {
+    fn add(&mut self, provider: &str, model: &str, cost: f64) {
+        let models = match self.spent.get_mut(provider) {
+            Some(models) => models,
+            None => self.spent.entry(provider.to_string()).or_default(),
+        };
+        match models.get_mut(model) {
+            Some(sum) => *sum += cost,
+            None => {
+                models.insert(model.to_string(), cost);
+            }
+        }
+    }
+
+    fn spent(&self, scope: &BudgetScope) -> f64 {
+        let mut sum = 0.0;
+        for (provider, models) in &self.spent {
+            for (model, cost) in models {
+                if scope.covers(provider, model) {
+                    sum += cost;
+                }
+            }
+        }
+        sum
+    }
+}
+
+/// A configured budget and the highest threshold announced in its period.
+#[derive(Debug)]
+struct Watched {
+    budget: Budget,
+    /// (period start, threshold): a start other than the current one is a
+    /// period that has ended, with nothing announced in the new one yet.
+    announced: (i64, u8),
+}
+
+#[derive(Debug)]
+struct Ledger {
+    tallies: [Tally; 3],
+    watched: Vec<Watched>,
+}
+
+impl Ledger {
+    /// Starts over every period `now_ms` is not in.
+    fn roll(&mut self, now_ms: i64, zone: &TimeZone) {
+        for period in BudgetPeriod::ALL {
+            let tally = &mut self.tallies[period.index()];
+            if !tally.bounds.contains(now_ms) {
+                *tally = Tally { bounds: bounds(period, now_ms, zone), spent: HashMap::new() };
+            }
+        }
+    }
+
+    fn tally(&self, period: BudgetPeriod) -> &Tally {
+        &self.tallies[period.index()]
+    }
+
+    /// A budget's spend and level now, as announced so far or not.
+    fn announced_now(&self, w: &Watched) -> u8 {
+        let start = self.tally(w.budget.period).bounds.start_ms;
+        if w.announced.0 == start {
+            w.announced.1
+        } else {
+            0
+        }
+    }
+
+    /// Counts every threshold already reached as announced.
+    fn settle(&mut self) {
+        let levels: Vec<(i64, u8)> = self
+            .watched
+            .iter()
+            .map(|w| {
+                let tally = self.tally(w.budget.period);
+                (tally.bounds.start_ms, level(tally.spent(&w.budget.scope), w.budget.limit_usd))
+            })
+            .collect();
+        for (w, now) in self.watched.iter_mut().zip(levels) {
+            w.announced = now;
+        }
+    }
+
+    fn row(&self, b: &Budget) -> BudgetRow {
+        let tally = self.tally(b.period);
+        let spent_usd = tally.spent(&b.scope);
+        BudgetRow {
+            name: b.name.clone(),
+            scope: b.scope.to_string(),
+            period: b.period,
+            action: b.action,
+            limit_usd: b.limit_usd,
+            spent_usd,
+            fraction: spent_usd / b.limit_usd,
+            period_start_ms: tally.bounds.start_ms,
+            resets_at_ms: tally.bounds.end_ms,
+            blocking: b.action == BudgetAction::Block && spent_usd >= b.limit_usd,
+        }
+    }
+}
+
+/// Every budget's spend, shared by the request path and the telemetry.
+#[derive(Debug)]
+pub struct Budgets {
+    zone: TimeZone,
+    ledger: Mutex<Ledger>,
+    /// Whether spend on record has been loaded (once per process).
+    seeded: AtomicBool,
+}
+
+impl Budgets {
+    /// Budgets counted in `zone` (the system's own, but for tests).
+    pub fn new(zone: TimeZone, budgets: &[Budget]) -> Budgets {
+        let watched = budgets.iter().map(|b| Watched { budget: b.clone(), announced: (0, 0) }).collect();
+        Budgets {
+            zone,
+            ledger: Mutex::new(Ledger { tallies: Default::default(), watched }),
+            seeded: AtomicBool::new(false),
+        }
+    }
+
+    fn ledger(&self, now_ms: i64) -> std::sync::MutexGuard<'_, Ledger> {
+        let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        ledger.roll(now_ms, &self.zone);
+        ledger
+    }
+
+    /// Puts a reloaded list in force. A budget kept as it was keeps what it
+    /// announced; a new or changed one announces only what is still ahead,
+    /// not the thresholds its spend already passed.
+    pub fn configure(&self, budgets: &[Budget], now_ms: i64) {
+        let mut ledger = self.ledger(now_ms);
+        let old = std::mem::take(&mut ledger.watched);
+        let mut fresh = Vec::new();
+        for b in budgets {
+            match old.iter().find(|w| w.budget == *b) {
+                Some(w) => ledger.watched.push(Watched { budget: b.clone(), announced: w.announced }),
+                None => {
+                    fresh.push(ledger.watched.len());
+                    ledger.watched.push(Watched { budget: b.clone(), announced: (0, 0) });
+                }
+            }
+        }
+        for i in fresh {
+            let w = &ledger.watched[i];
+            let tally = ledger.tally(w.budget.period);
+            let announced = (tally.bounds.start_ms, level(tally.spent(&w.budget.scope), w.budget.limit_usd));
+            ledger.watched[i].announced = announced;
+        }
+    }
+
+    /// The first call returns true, and only it: spend on record is loaded once.
+    pub fn take_seed(&self) -> bool {
+        !self.seeded.swap(true, Ordering::AcqRel)
+    }
+
+    /// Each period's bounds now, for loading what was spent in them.
+    pub fn periods(&self, now_ms: i64) -> Vec<(BudgetPeriod, Bounds)> {
+        let ledger = self.ledger(now_ms);
+        BudgetPeriod::ALL.iter().map(|p| (*p, ledger.tally(*p).bounds)).collect()
+    }
+
+    /// Spend on record for one period: (provider, provider model, USD) since
+    /// its start. Ignored if the period has ended since it was read.
+    pub fn seed(&self, period: BudgetPeriod, within: Bounds, spent: &[(String, String, f64)], now_ms: i64) {
+        let mut ledger = self.ledger(now_ms);
+        let tally = &mut ledger.tallies[period.index()];
+        if tally.bounds != within {
+            return;
+        }
+        tally.spent.clear();
+        for (provider, model, cost) in spent {
+            tally.add(provider, model, *cost);
+        }
+        // Thresholds passed before the restart were announced then.
+        ledger.settle();
+    }
+
+    /// Counts a request's cost; returns the budgets that crossed a
+    /// threshold with it (the highest each reached, once per period).
+    pub fn record(&self, provider: &str, model: &str, cost_usd: f64, started_ms: i64, now_ms: i64) -> Vec<Crossing> {
+        if !cost_usd.is_finite() || cost_usd <= 0.0 {
+            return Vec::new();
+        }
+        let mut ledger = self.ledger(now_ms);
+        for tally in &mut ledger.tallies {
+            if tally.bounds.contains(started_ms) {
+                tally.add(provider, model, cost_usd);
+            }
+        }
+        let mut crossings = Vec::new();
+        for i in 0..ledger.watched.len() {
+            let w = &ledger.watched[i];
+            if !w.budget.scope.covers(provider, model) {
+                continue;
+            }
+            let tally = ledger.tally(w.budget.period);
+            let spent_usd = tally.spent(&w.budget.scope);
+            let reached = level(spent_usd, w.budget.limit_usd);
+            if reached <= ledger.announced_now(w) {
+                continue;
+            }
+            let bounds = tally.bounds;
+            let b = &w.budget;
+            crossings.push(Crossing {
+                budget: b.name.clone(),
+                scope: b.scope.to_string(),
+                period: b.period,
+                action: b.action,
+                threshold: reached,
+                spent_usd,
+                limit_usd: b.limit_usd,
+                resets_at_ms: bounds.end_ms,
+            });
+            ledger.watched[i].announced = (bounds.start_ms, reached);
+        }
+        crossings
+    }
+
+    /// Whether an attempt at `provider` on its `model` may go: refused by
+    /// the `block` budget in scope past its limit that resets last.
+    pub fn admit(&self, provider: &str, model: &str, now_ms: i64) -> Result<(), Blocked> {
+        let ledger = self.ledger(now_ms);
+        let mut blocked: Option<Blocked> = None;
+        for w in &ledger.watched {
+            let b = &w.budget;
+            if b.action != BudgetAction::Block || !b.scope.covers(provider, model) {
+                continue;
+            }
+            let tally = ledger.tally(b.period);
+            let spent_usd = tally.spent(&b.scope);
+            if spent_usd < b.limit_usd || blocked.as_ref().is_some_and(|x| x.resets_at_ms >= tally.bounds.end_ms) {
+                continue;
+            }
+            blocked = Some(Blocked {
+                budget: b.name.clone(),
+                scope: b.scope.to_string(),
+                period: b.period,
+                spent_usd,
+                limit_usd: b.limit_usd,
+                resets_at_ms: tally.bounds.end_ms,
+            });
+        }
+        blocked.map_or(Ok(()), Err)
+    }
+
+    /// Every budget with its spend in the current period, in config order.
+    pub fn rows(&self, now_ms: i64) -> Vec<BudgetRow> {
+        let ledger = self.ledger(now_ms);
+        ledger.watched.iter().map(|w| ledger.row(&w.budget)).collect()
+    }
+}
+
+#[cfg(test)]
+#[path = "budget_tests.rs"]
+mod tests;
