@@ -153,6 +153,15 @@ async fn a_chain_moves_on_to_providers_outside_the_blocked_scope() {
         r.bytes().await.unwrap();
     }
     assert_eq!((a.calls(), b.calls()), (1, 2));
+    // The blocked provider is on record as passed over, with the budget named.
+    gw.recorded(3).await;
+    let listed = gw.admin("/admin/requests").await;
+    let id = listed["requests"][0]["id"].as_str().unwrap();
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let attempts = detail["attempts"].as_array().unwrap();
+    let outcomes: Vec<_> = attempts.iter().map(|a| (a["provider"].as_str(), a["outcome"].as_str())).collect();
+    assert_eq!(outcomes, [(Some("a"), Some("skipped")), (Some("b"), Some("ok"))], "{detail}");
+    assert!(attempts[0]["error"].as_str().is_some_and(|e| e.contains("provider:a")), "{detail}");
 }
 
 #[tokio::test]
