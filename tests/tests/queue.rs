@@ -148,9 +148,8 @@ async fn a_queued_attempt_that_fails_goes_on_down_the_chain() {
     let slow = Duration::from_millis(300);
     // `a` answers its first request, then fails; `b` answers. Each takes
     // one request at a time and queues the rest.
-    let a = SimProvider::start("a", Script::always(Fault::status(503)).then_once(Fault::None).latency(slow))
-        .await
-        .unwrap();
+    let a =
+        SimProvider::start("a", Script::always(Fault::status(503)).then_once(Fault::None).latency(slow)).await.unwrap();
     let b = SimProvider::start("b", Script::ok().latency(slow)).await.unwrap();
     let one_at_a_time = "policy = { max_concurrency = 1, max_queue = 4 }";
     let config = ConfigText::new()
