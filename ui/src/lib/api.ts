@@ -18,12 +18,14 @@ export type {
   Spend,
   SpendRow,
   BreakerState,
+  CacheStatus,
   Envelope,
   GatewayEvent,
   KeySummary,
   ProbeResult,
   ProviderStateName,
   ProviderView,
+  QueueView,
   RequestDetail,
   RequestOutcome,
   RequestSummary,
@@ -35,6 +37,7 @@ export type {
 import type {
   AttemptRow,
   Bucket,
+  CacheStatus,
   ConfigView,
   ProviderForm,
   Spend,
@@ -61,6 +64,8 @@ export interface RequestFilter {
   model?: string;
   outcome?: RequestOutcome;
   fallback?: boolean;
+  /** What the response cache did. */
+  cache?: CacheStatus;
   since?: string;
   correlation_id?: string;
   /** A request id, a prefix of one, or a correlation id. */
