@@ -1,6 +1,6 @@
 """The response cache's costs: how fast a hit answers, and the CPU a miss
-adds to a request. On one kept-alive connection, raw HTTP/1.1 (as
-bench/stream.py), so the client adds microseconds, not a library's
+adds to a request. On one kept-alive connection, raw HTTP/1.1
+(wire.py), so the client adds microseconds, not a library's
 milliseconds. Every request asks for the cache with `x-switchyard-cache:
 on`, so the gateway needs no cache settings; the same requests without the
 header are the cache off.
@@ -21,10 +21,11 @@ Requests carry the user agent `switchyard-bench-cache`, for the record check.
 
 import json
 import os
-import socket
 import statistics
 import sys
 import time
+
+from wire import Reader, connect
 
 host, port, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 count, turns, out = int(sys.argv[4]), max(1, int(sys.argv[5])), sys.argv[6]
@@ -42,46 +43,13 @@ def request(body, cache):
 
 class Connection:
     def __init__(self):
-        self.sock = socket.create_connection((host, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-
-    def fill(self):
-        data = self.sock.recv(65536)
-        if not data:
-            sys.exit("bench: the connection closed mid-reply")
-        self.buf += data
-
-    def line(self):
-        while b"\r\n" not in self.buf:
-            self.fill()
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def exactly(self, n):
-        while len(self.buf) < n:
-            self.fill()
-        got, self.buf = self.buf[:n], self.buf[n:]
-        return got
+        self.sock = connect(host, port)
+        self.reader = Reader(self.sock)
 
     def ask(self, raw):
         """Sends one request; its cache header and body, once read whole."""
         self.sock.sendall(raw)
-        status = self.line()
-        if b" 200 " not in status:
-            sys.exit(f"bench: a cache request failed: {status!r}")
-        headers = {}
-        while line := self.line():
-            name, _, value = line.partition(b":")
-            headers[name.strip().lower()] = value.strip().lower()
-        if headers.get(b"transfer-encoding") == b"chunked":
-            body = b""
-            while size := int(self.line().split(b";")[0], 16):
-                body += self.exactly(size)
-                self.exactly(2)
-            self.line()
-        else:
-            body = self.exactly(int(headers[b"content-length"]))
+        headers, body = self.reader.reply("a cache request")
         return headers.get(b"x-switchyard-cache", b"none").decode(), body
 
 
