@@ -45,6 +45,10 @@ fn queue_stats(gw: &TestGateway) -> switchyard_core::policy::QueueStats {
     queue_stats_of(gw, "p")
 }
 
+fn queue_stats_of(gw: &TestGateway, provider: &str) -> switchyard_core::policy::QueueStats {
+    gw.gateway.live().provider(provider).unwrap().capacity().counters().snapshot()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_wait_their_turn_and_one_that_cannot_make_it_fails_fast() {
     let slow = Duration::from_millis(300);
@@ -132,7 +136,7 @@ async fn a_key_that_allows_one_request_at_a_time_never_serves_two() {
 }
 
 #[tokio::test]
-async fn the_queue_is_in_the_metrics() {
+async fn the_queue_is_in_the_metrics_the_provider_view_and_the_statistics() {
     let (_p, gw) = gateway(Duration::from_millis(100), "policy = { max_concurrency = 1, max_queue = 4 }").await;
     let two = join_all((0..2).map(|_| send(&gw, 5000))).await;
     assert!(two.iter().all(|r| r.0 == 200), "{two:?}");
@@ -141,6 +145,14 @@ async fn the_queue_is_in_the_metrics() {
     assert!(text.lines().any(|l| l == "switchyard_key_leases{provider=\"p\"} 0"), "{text}");
     let waited = text.lines().find_map(|l| l.strip_prefix("switchyard_queue_wait_seconds_total{provider=\"p\"} "));
     assert!(waited.and_then(|w| w.parse::<f64>().ok()).is_some_and(|w| w >= 0.05), "{text}");
+    // And in the provider's view and its statistics, for the dashboard's card.
+    let providers = gw.admin("/admin/providers").await;
+    let stats = gw.admin("/admin/stats").await;
+    for queue in [&providers[0]["queue"], &stats["providers"][0]["queue"]] {
+        assert_eq!((&queue["depth"], &queue["max_queue"], &queue["in_flight"]), (&json!(0), &json!(4), &json!(0)));
+        assert_eq!((&queue["max_concurrency"], &queue["leases"], &queue["served"]), (&json!(1), &json!(0), &json!(1)));
+        assert!(queue["recent_wait_ms"].as_f64().is_some_and(|w| w >= 50.0), "the one that waited: {queue}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
