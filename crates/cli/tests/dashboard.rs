@@ -69,7 +69,8 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
             "[\"gpt-4o-mini\"]",
             "probe = false\n[providers.policy]\nmax_concurrency = 2\nmax_queue = 4",
         ),
-        "[[routes]]\nmodel = \"gpt-4o-mini\"\nchain = [\"dash-cached\"]\npolicy = { cache = { ttl = \"10m\" } }\n".to_string(),
+        "[[routes]]\nmodel = \"gpt-4o-mini\"\nchain = [\"dash-cached\"]\npolicy = { cache = { ttl = \"10m\" } }\n"
+            .to_string(),
     ]
     .concat();
     std::fs::write(&config, text).unwrap();
