@@ -169,6 +169,19 @@ impl ConfigText {
         self
     }
 
+    /// One simulated provider under both kinds: OpenAI `<name>` for
+    /// `openai_models` and Anthropic `<name>-an` for `anthropic_models` (a
+    /// simulated provider answers either protocol).
+    pub fn both_kinds(self, sim: &SimProvider, openai_models: &[&str], anthropic_models: &[&str]) -> ConfigText {
+        let anthropic = format!("{}-an", sim.name());
+        self.provider(sim, "openai", openai_models).provider_at(
+            &anthropic,
+            &sim.base_url(),
+            "anthropic",
+            anthropic_models,
+        )
+    }
+
     /// An OpenAI-kind provider that speaks Chat Completions only (most
     /// OpenAI-compatible servers): Responses requests are translated for it.
     pub fn chat_only(mut self, sim: &SimProvider, models: &[&str]) -> ConfigText {

@@ -21,12 +21,7 @@ async fn sim(name: &str, script: Script) -> SimProvider {
 /// same fake, and `t`: an Anthropic client's model served by translation).
 async fn gateway(script: Script, policy: &str) -> (SimProvider, TestGateway) {
     let p = sim("p", script).await;
-    let config = ConfigText::new().raw(policy).provider(&p, "openai", &["m", "t"]).provider_at(
-        "p-an",
-        &p.base_url(),
-        "anthropic",
-        &["c"],
-    );
+    let config = ConfigText::new().raw(policy).both_kinds(&p, &["m", "t"], &["c"]);
     let gw = TestGateway::start(config.build(), keys_for(&["p", "p-an"])).await;
     (p, gw)
 }

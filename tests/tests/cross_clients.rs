@@ -232,6 +232,18 @@ fn chat_tool_results(seen: &[Recorded]) -> Vec<String> {
         .collect()
 }
 
+/// The tool message in the first Chat follow-up that carries one, once it
+/// is shown to answer that request's first call, a call to `tool`.
+fn paired_result(seen: &[Recorded], tool: &str) -> Value {
+    let follow_up = seen.iter().map(Recorded::json).find(|b| b.to_string().contains("\"role\":\"tool\"")).unwrap();
+    let messages = follow_up["messages"].as_array().unwrap();
+    let call = messages.iter().find_map(|m| m["tool_calls"].as_array().map(|c| c[0].clone())).unwrap();
+    let result = messages.iter().find(|m| m["role"] == "tool").unwrap().clone();
+    assert_eq!(call["id"], result["tool_call_id"], "{follow_up}");
+    assert_eq!(call["function"]["name"], tool);
+    result
+}
+
 /// The names of the tools a Chat request offered.
 fn chat_tools(body: &Value) -> Vec<String> {
     body["tools"]
@@ -345,12 +357,7 @@ async fn codex_runs_its_shell_tool_for_a_chat_only_provider() {
         "the command's output went back as a tool message: {results:?}"
     );
     // The call's id came back with its result.
-    let follow_up = seen.iter().map(Recorded::json).find(|b| b.to_string().contains("\"role\":\"tool\"")).unwrap();
-    let messages = follow_up["messages"].as_array().unwrap();
-    let call = messages.iter().find_map(|m| m["tool_calls"].as_array().map(|c| c[0].clone())).unwrap();
-    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
-    assert_eq!(call["id"], result["tool_call_id"], "{follow_up}");
-    assert_eq!(call["function"]["name"], "exec_command");
+    paired_result(&seen, "exec_command");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,12 +431,7 @@ async fn gemini_cli_runs_read_file_for_an_openai_kind_provider() {
     assert!(offered.iter().any(|t| t == "read_file"), "{offered:?}");
     // The functionResponse went back as a tool message answering the call,
     // whose id the gateway made up (Gemini's calls have none) and paired.
-    let follow_up = seen.iter().map(Recorded::json).find(|b| b.to_string().contains("\"role\":\"tool\"")).unwrap();
-    let messages = follow_up["messages"].as_array().unwrap();
-    let call = messages.iter().find_map(|m| m["tool_calls"].as_array().map(|c| c[0].clone())).unwrap();
-    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
-    assert_eq!(call["id"], result["tool_call_id"], "{follow_up}");
-    assert_eq!(call["function"]["name"], "read_file");
+    let result = paired_result(&seen, "read_file");
     assert!(result["content"].as_str().unwrap().contains(SECRET), "{result}");
     let listed = gw.admin("/admin/requests?limit=100").await;
     let endpoints: Vec<&str> =

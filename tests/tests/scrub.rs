@@ -233,8 +233,7 @@ async fn an_error_relayed_to_the_client_is_redacted_body_headers_and_stored_copy
 #[tokio::test]
 async fn no_credential_of_the_client_reaches_a_provider() {
     let p = SimProvider::start("p", Script::ok()).await.unwrap();
-    let config =
-        ConfigText::new().provider(&p, "openai", &["m"]).provider_at("p-an", &p.base_url(), "anthropic", &["c"]);
+    let config = ConfigText::new().both_kinds(&p, &["m"], &["c"]);
     let keys = MemoryStore::new().with("p", "main", "sk-p-provider").with("p-an", "main", "sk-p-an-provider");
     let gw = TestGateway::start(config.build(), keys).await;
     let credentials = [

@@ -12,12 +12,7 @@ use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ACCESS_TOKEN, AD
 
 async fn one(extra: &str) -> (SimProvider, TestGateway) {
     let p = SimProvider::start("p", Script::ok()).await.unwrap();
-    let config = ConfigText::new().raw(extra).provider(&p, "openai", &["m"]).provider_at(
-        "p-an",
-        &p.base_url(),
-        "anthropic",
-        &["c"],
-    );
+    let config = ConfigText::new().raw(extra).both_kinds(&p, &["m"], &["c"]);
     let gw = TestGateway::start(config.build(), keys_for(&["p", "p-an"])).await;
     (p, gw)
 }

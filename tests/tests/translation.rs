@@ -288,10 +288,12 @@ async fn a_request_that_cannot_be_translated_skips_that_provider_and_says_why() 
     let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
     let body = json!({ "model": "gpt-5", "previous_response_id": "resp_1", "input": "and then?" });
     let r = gw.post("/v1/responses", &body).await;
-    assert_eq!(r.status(), 503);
+    // No provider could ever take it: the client's to fix, not a 503 to retry.
+    assert_eq!(r.status(), 400);
     let error: Value = r.json().await.unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
     let message = error["error"]["message"].as_str().unwrap();
-    assert!(message.contains("previous_response_id"), "names the field: {message}");
+    assert!(message.starts_with("`previous_response_id`"), "names the field: {message}");
     assert_eq!(oa.calls(), 0, "nothing half-translated was sent");
 }
 
@@ -374,4 +376,204 @@ async fn gemini_kind_providers_serve_gemini_clients_as_they_are_and_others_trans
     let body: Value = r.json().await.unwrap();
     assert!(body["choices"][0]["message"]["content"].as_str().unwrap().contains("Hello from gm"), "{body}");
     assert_eq!(gm.requests()[1].path, "/v1beta/models/gemini-2.5-flash:generateContent");
+}
+
+/// A Messages history whose thinking block carries a signature Anthropic
+/// will not take (truncated, or from another account).
+fn with_stale_thinking() -> Value {
+    let mut ask = messages("claude-x", false);
+    ask["max_tokens"] = json!(2048);
+    ask["thinking"] = json!({ "type": "enabled", "budget_tokens": 1024 });
+    ask["messages"] = json!([
+        { "role": "user", "content": "hi" },
+        { "role": "assistant", "content": [
+            { "type": "thinking", "thinking": "hm", "signature": "EqQBCkgIBxABGAIiQL3Q" },
+            { "type": "text", "text": "hello" },
+        ] },
+        { "role": "user", "content": "and?" },
+    ]);
+    ask
+}
+
+const BAD_SIGNATURE: &str = "messages.1.content.0: Invalid `signature` in `thinking` block";
+
+/// The types of the content blocks of every message in a Messages body.
+fn block_types(body: &Value) -> Vec<String> {
+    let blocks = body["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_array()).flatten();
+    blocks.filter_map(|b| b["type"].as_str().map(str::to_string)).collect()
+}
+
+#[tokio::test]
+async fn a_rejected_thinking_signature_is_retried_once_without_any_thinking() {
+    let an = SimProvider::start("an", Script::ok().then_once(Fault::saying(400, BAD_SIGNATURE))).await.unwrap();
+    let config = ConfigText::new().provider(&an, "anthropic", &["claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an"])).await;
+    let r = gw.post("/v1/messages", &with_stale_thinking()).await;
+    assert_eq!(r.status(), 200);
+    assert!(anthropic_text(&r.text().await.unwrap()).contains("Hello from an"));
+
+    let seen = an.requests();
+    assert_eq!(seen.len(), 2, "exactly one retry");
+    assert_eq!(
+        seen[0].body,
+        serde_json::to_vec(&with_stale_thinking()).unwrap(),
+        "the first went as the client sent it"
+    );
+    let second = seen[1].json();
+    assert!(!block_types(&second).iter().any(|t| t.contains("thinking")), "no thinking block: {second}");
+    assert_eq!(second["thinking"], json!({ "type": "disabled" }));
+    assert_eq!(second["messages"][1]["content"], json!([{ "type": "text", "text": "hello" }]));
+    assert_eq!(seen[1].headers["x-api-key"], "sk-an", "the same key");
+
+    gw.recorded(1).await;
+    let id = gw.admin("/admin/requests").await["requests"][0]["id"].as_str().unwrap().to_string();
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let attempts: Vec<(&str, i64, &str)> = detail["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["provider"].as_str().unwrap(), a["status"].as_i64().unwrap(), a["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(attempts, [("an", 400, "first"), ("an", 200, "retry")], "both attempts on record");
+}
+
+#[tokio::test]
+async fn a_second_rejected_signature_is_the_client_s_and_other_400s_are_not_retried() {
+    let an = SimProvider::start("an", Script::always(Fault::saying(400, BAD_SIGNATURE))).await.unwrap();
+    let config = ConfigText::new().provider(&an, "anthropic", &["claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an"])).await;
+    let r = gw.post("/v1/messages", &with_stale_thinking()).await;
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["message"], BAD_SIGNATURE, "the provider's own error: {body}");
+    assert_eq!(an.calls(), 2, "one repair, not a loop");
+
+    // A body without thinking has nothing to strip: the 400 is relayed at once.
+    let plain = messages("claude-x", false);
+    assert_eq!(gw.post("/v1/messages", &plain).await.status(), 400);
+    assert_eq!(an.calls(), 3);
+    // Another client error is not mended.
+    an.set_script(Script::always(Fault::saying(400, "max_tokens: Field required")));
+    assert_eq!(gw.post("/v1/messages", &with_stale_thinking()).await.status(), 400);
+    assert_eq!(an.calls(), 4);
+}
+
+#[tokio::test]
+async fn a_provider_that_rejects_stream_options_is_asked_again_without_and_remembered() {
+    let rejects = "Unrecognized request argument supplied: stream_options";
+    let oa = SimProvider::start("oa", Script::ok().then_once(Fault::saying(400, rejects))).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["gpt-x", "claude-x"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+
+    let r = gw.post("/v1/chat/completions", &chat("gpt-x", true)).await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("chat.completion.chunk") && text.trim_end().ends_with("data: [DONE]"), "{text}");
+    let seen = oa.requests();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].json().get("stream_options").is_some(), "usage is asked for at first");
+    assert!(seen[1].json().get("stream_options").is_none(), "the retry goes without");
+
+    // Remembered: the next requests, native and translated, go without at once.
+    assert_eq!(gw.post("/v1/chat/completions", &chat("gpt-x", true)).await.status(), 200);
+    assert_eq!(gw.post("/v1/messages", &messages("claude-x", true)).await.status(), 200);
+    let seen = oa.requests();
+    assert_eq!(seen.len(), 4, "no more probing");
+    for request in &seen[2..] {
+        assert!(request.json().get("stream_options").is_none(), "{:?}", request.json());
+    }
+    gw.recorded(3).await;
+    assert_eq!(gw.store.count(CountTable::Attempts).await.unwrap(), 4, "the first request's two attempts on record");
+}
+
+#[tokio::test]
+async fn stream_options_follow_the_profile() {
+    let no = SimProvider::start("no", Script::ok()).await.unwrap();
+    let yes =
+        SimProvider::start("yes", Script::always(Fault::saying(422, "stream_options: extra fields not permitted")))
+            .await
+            .unwrap();
+    let config = ConfigText::new()
+        .chat_only(&no, &["gpt-no"])
+        .raw("profile = { stream_options = \"no\" }")
+        .chat_only(&yes, &["gpt-yes"])
+        .raw("profile = { stream_options = \"yes\" }");
+    let gw = TestGateway::start(config.build(), keys_for(&["no", "yes"])).await;
+    assert_eq!(gw.post("/v1/chat/completions", &chat("gpt-no", true)).await.status(), 200);
+    assert!(no.requests()[0].json().get("stream_options").is_none(), "never sent");
+    // Said to take it: a rejection is not probed around.
+    assert_eq!(gw.post("/v1/chat/completions", &chat("gpt-yes", true)).await.status(), 422);
+    assert_eq!(yes.calls(), 1);
+}
+
+/// A Claude Code request: its system prompt, tools, and a streamed answer.
+fn claude_code(model: &str) -> Value {
+    let mut ask = messages(model, true);
+    ask["tools"] = json!([
+        { "name": "Bash", "description": "Run a command",
+          "input_schema": { "type": "object", "properties": { "command": { "type": "string" } }, "required": ["command"] } },
+        { "name": "Read", "description": "Read a file",
+          "input_schema": { "type": "object", "properties": { "file_path": { "type": "string" } } } },
+    ]);
+    ask["metadata"] = json!({ "user_id": "user_abc_account__session_1234" });
+    ask
+}
+
+#[tokio::test]
+async fn a_provider_without_tools_never_gets_a_request_that_carries_them() {
+    let ol = SimProvider::start("ol", Script::ok()).await.unwrap();
+    let oa = SimProvider::start("oa", Script::agent()).await.unwrap();
+    let config = ConfigText::new()
+        .chat_only(&ol, &["claude-x=qwen3", "qwen3"])
+        .raw("profile = { tools = false }")
+        .chat_only(&oa, &["claude-x=gpt-4.1"])
+        .route("claude-x", &["ol", "oa"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["ol", "oa"])).await;
+
+    // Passed over for the next provider in the chain, which can act.
+    let r = gw.post("/v1/messages", &claude_code("claude-x")).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-switchyard-provider"], "oa");
+    assert_eq!(ol.calls(), 0);
+
+    // No provider can take it: the client's own 400, naming the field.
+    let r = gw.post("/v1/messages", &claude_code("qwen3")).await;
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!((body["type"].as_str(), body["error"]["type"].as_str()), (Some("error"), Some("invalid_request_error")));
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("`tools`") && message.contains("does not support tools"), "{message}");
+    // A Chat client speaking the provider's own format is refused the same way.
+    let mut ask = chat("qwen3", false);
+    ask["tools"] = json!([{ "type": "function", "function": { "name": "Bash", "parameters": { "type": "object" } } }]);
+    let r = gw.post("/v1/chat/completions", &ask).await;
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("does not support tools"), "{body}");
+    assert_eq!(ol.calls(), 0, "nothing with tools reached it");
+
+    // Without tools it serves.
+    assert_eq!(gw.post("/v1/chat/completions", &chat("qwen3", false)).await.status(), 200);
+    assert_eq!(ol.calls(), 1);
+}
+
+#[tokio::test]
+async fn an_anthropic_compatible_provider_gets_only_the_betas_it_allows() {
+    let third = SimProvider::start("third", Script::ok()).await.unwrap();
+    let config = ConfigText::new()
+        .provider(&third, "anthropic", &["claude-x"])
+        .raw("profile = { anthropic_beta = [\"interleaved-thinking-\"] }");
+    let gw = TestGateway::start(config.build(), keys_for(&["third"])).await;
+    let r = http()
+        .post(gw.url("/v1/messages?beta=true"))
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "context-1m-2025-08-07,interleaved-thinking-2025-05-14")
+        .json(&messages("claude-x", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let seen = &third.requests()[0];
+    assert_eq!(seen.headers["anthropic-beta"], "interleaved-thinking-2025-05-14");
+    assert_eq!(seen.headers["anthropic-version"], "2023-06-01");
 }

@@ -36,7 +36,7 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
     let addr = served.addr.clone();
 
     let completed: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
-    let client = reqwest::Client::builder().no_proxy().tls_built_in_root_certs(false).build().unwrap();
+    let client = support::client();
     let mut workers = Vec::new();
     for w in 0..8 {
         let (client, addr, completed) = (client.clone(), addr.clone(), completed.clone());
@@ -82,13 +82,7 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
 
     // The gateway starts again on the same database and keeps recording.
     let again = Served::start(&config, &data, &[]);
-    let addr = again.addr.clone();
-    let r = client
-        .post(format!("http://{addr}/v1/chat/completions"))
-        .json(&serde_json::json!({ "model": "m", "messages": [] }))
-        .send()
-        .await
-        .unwrap();
+    let r = again.chat("m").await;
     assert_eq!(r.status(), 200);
     again.stop();
     let store = Store::open(&data.join("switchyard.db")).await.unwrap();

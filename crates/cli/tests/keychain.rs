@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Output, Stdio};
 
-use support::{client, provider_toml, secret_tool_lookup, switchyard, Served};
+use support::{provider_toml, secret_tool_lookup, switchyard, Served};
 use switchyard_sim::{Script, SimProvider};
 
 /// `switchyard keys set`, with the key on standard input as a user would paste it.
@@ -57,12 +57,7 @@ async fn a_key_set_with_the_cli_lives_in_the_keychain_serves_and_goes() {
     assert!(!listed.contains(secret));
 
     let served = Served::start(&config, &data, &[]);
-    let r = client()
-        .post(format!("http://{}/v1/chat/completions", served.addr))
-        .json(&serde_json::json!({ "model": "m", "messages": [] }))
-        .send()
-        .await
-        .unwrap();
+    let r = served.chat("m").await;
     assert_eq!(r.status(), 200);
     assert_eq!(sim.requests()[0].headers["authorization"], format!("Bearer {secret}").as_str());
     let log = served.stop();
@@ -95,12 +90,7 @@ async fn without_a_keychain_the_gateway_says_so_and_serves_from_the_environment(
     assert!(err.contains("keychain unavailable") && err.contains("SWITCHYARD_KEY_"), "{err}");
 
     let served = Served::start(&config, &data, &no_bus);
-    let r = client()
-        .post(format!("http://{}/v1/chat/completions", served.addr))
-        .json(&serde_json::json!({ "model": "m", "messages": [] }))
-        .send()
-        .await
-        .unwrap();
+    let r = served.chat("m").await;
     assert_eq!(r.status(), 200);
     assert_eq!(sim.requests()[0].headers["authorization"], "Bearer sk-from-env-1234");
     let log = served.stop().join("\n");

@@ -801,11 +801,12 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn parse(text: &str) -> Result<Config, ConfigError> {
+    pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("test.toml"))
     }
 
-    fn invalid(text: &str) -> (usize, String, String) {
+    /// The line, field and message of the error `text` is refused with.
+    pub(super) fn invalid(text: &str) -> (usize, String, String) {
         match parse(text) {
             Err(ConfigError::Invalid { line, field, message, .. }) => (line, field, message),
             other => panic!("expected an invalid config, got {other:?}"),
@@ -819,6 +820,29 @@ mod tests {
         let ollama = config.provider("ollama").unwrap();
         assert_eq!(ollama.auth, Auth::None);
         assert!(config.providers.iter().any(|p| p.kind == Protocol::Anthropic));
+    }
+
+    #[test]
+    fn stream_options_is_yes_no_or_probe_with_the_old_flag_still_read() {
+        let provider = |value: &str| {
+            format!(
+                "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+                 profile = {{ stream_options = {value} }}\n"
+            )
+        };
+        let read = |value: &str| parse(&provider(value)).unwrap().providers[0].profile.stream_options;
+        use crate::protocol::translate::profile::StreamOptions;
+        assert_eq!(read("\"probe\""), StreamOptions::Probe);
+        assert_eq!(read("\"no\""), StreamOptions::No);
+        assert_eq!(read("true"), StreamOptions::Yes, "the earlier boolean form");
+        assert_eq!(read("false"), StreamOptions::No);
+        match parse(&provider("\"sometimes\"")) {
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains("test.toml:5") && text.contains(r#""yes", "no" or "probe""#), "{text}");
+            }
+            Ok(_) => panic!("an unknown stream_options value was accepted"),
+        }
     }
 
     #[test]

@@ -74,17 +74,7 @@ pub mod fuzzing {
     pub use crate::proxy::body::inspect;
 
     /// Every endpoint whose bodies and streams the gateway reads.
-    pub const ENDPOINTS: [Endpoint; 9] = [
-        Endpoint::ChatCompletions,
-        Endpoint::Completions,
-        Endpoint::Embeddings,
-        Endpoint::Responses,
-        Endpoint::Messages,
-        Endpoint::CountTokens,
-        Endpoint::GeminiGenerate,
-        Endpoint::GeminiStream,
-        Endpoint::GeminiCountTokens,
-    ];
+    pub const ENDPOINTS: [Endpoint; 9] = Endpoint::ALL;
 }
 
 pub use config::Config;

@@ -9,7 +9,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Creates `dir` (and its parents) if missing and makes it owner-only,
 /// with every file already in it.
@@ -43,6 +43,32 @@ pub fn options() -> OpenOptions {
 pub fn file(path: &Path) -> std::io::Result<()> {
     options().create(true).truncate(false).write(true).open(path)?;
     restrict(path, 0o600)
+}
+
+/// `path` with `suffix` added to its file name (SQLite's `-wal` and `-shm`,
+/// the spool's `.spool`).
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// A SQLite database's files: the database, and the `-wal` and `-shm`
+/// SQLite keeps beside it.
+pub fn database_files(path: &Path) -> [PathBuf; 3] {
+    [path.to_path_buf(), with_suffix(path, "-wal"), with_suffix(path, "-shm")]
+}
+
+/// Makes a database owner-only before SQLite opens it: the file, created if
+/// missing, and those of its companions that exist (SQLite gives new ones
+/// the database file's permissions). An error names the file it was about.
+pub fn database(path: &Path) -> Result<(), (PathBuf, std::io::Error)> {
+    for f in database_files(path) {
+        if f == path || f.exists() {
+            file(&f).map_err(|e| (f, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` through an owner-only temporary file and a

@@ -115,6 +115,14 @@ struct Offered {
     schema: Value,
 }
 
+impl Offered {
+    /// A function tool declared as `{name, <schema_key>: schema}`.
+    fn function(declared: &Value, schema_key: &str) -> Option<Offered> {
+        let name = str_of(declared, "name")?.to_string();
+        Some(Offered { name, custom: false, schema: declared.get(schema_key).cloned().unwrap_or_default() })
+    }
+}
+
 /// What the agent needs from a request.
 #[derive(Debug, Default, PartialEq)]
 struct Seen {
@@ -446,10 +454,7 @@ fn read_chat(request: &Value) -> Seen {
     let tools = array(request, "tools")
         .filter(|t| str_of(t, "type").unwrap_or("function") == "function")
         .filter_map(|t| t.get("function"))
-        .filter_map(|f| {
-            let name = str_of(f, "name")?.to_string();
-            Some(Offered { name, custom: false, schema: f.get("parameters").cloned().unwrap_or_default() })
-        })
+        .filter_map(|f| Offered::function(f, "parameters"))
         .collect();
     let mut results = Results::default();
     for message in array(request, "messages") {
@@ -496,10 +501,7 @@ fn read_responses(request: &Value) -> Seen {
 fn read_messages(request: &Value) -> Seen {
     let tools = array(request, "tools")
         .filter(|t| str_of(t, "type").is_none_or(|kind| kind == "custom"))
-        .filter_map(|t| {
-            let name = str_of(t, "name")?.to_string();
-            Some(Offered { name, custom: false, schema: t.get("input_schema").cloned().unwrap_or_default() })
-        })
+        .filter_map(|t| Offered::function(t, "input_schema"))
         .collect();
     let mut results = Results::default();
     for message in array(request, "messages") {

@@ -290,6 +290,13 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
             guard.finish();
             return error_response(endpoint, status, &headers);
         }
+        Fault::Saying { status, message } => {
+            guard.finish();
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut response = axum::Json(wire::error_body_saying(endpoint, status, &message)).into_response();
+            *response.status_mut() = status;
+            return response;
+        }
         Fault::EchoRequest { status } => {
             guard.finish();
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -15,6 +15,9 @@ pub enum Fault {
     /// An error status (with a body in the endpoint's own error shape) and
     /// extra headers such as `retry-after` or rate-limit resets.
     Status { status: u16, headers: Vec<(String, String)> },
+    /// An error status whose body, in the endpoint's own error shape,
+    /// says `message` (a provider naming what it rejects).
+    Saying { status: u16, message: String },
     /// Accept the request and never answer.
     Hang,
     /// Streams: send the response head at once, the first event after this delay.
@@ -38,6 +41,12 @@ pub enum Fault {
 impl Fault {
     pub fn status(status: u16) -> Fault {
         Fault::Status { status, headers: Vec::new() }
+    }
+
+    /// A status whose error message is `message`, e.g.
+    /// `Fault::saying(400, "messages.1.content.0: Invalid `signature` in `thinking` block")`.
+    pub fn saying(status: u16, message: &str) -> Fault {
+        Fault::Saying { status, message: message.to_string() }
     }
 
     /// A status with headers, e.g. `Fault::status_with(429, &[("retry-after", "30")])`.

@@ -51,6 +51,16 @@ impl Served {
         Served { child, addr, log }
     }
 
+    /// An empty Chat request for `model`, the least a client can send.
+    pub async fn chat(&self, model: &str) -> reqwest::Response {
+        client()
+            .post(format!("http://{}/v1/chat/completions", self.addr))
+            .json(&serde_json::json!({ "model": model, "messages": [] }))
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// SIGKILL, as a crash would; returns when it happened.
     pub fn kill_9(mut self) -> std::time::Instant {
         Command::new("kill").args(["-KILL", &self.child.id().to_string()]).status().unwrap();

@@ -66,16 +66,24 @@ fn content_type(path: &str) -> &'static str {
 fn page(path: &str, bytes: &'static [u8]) -> Response {
     // Hashed asset names never change content; the page itself always revalidates.
     let cache = if path.starts_with("assets/") { "public, max-age=31536000, immutable" } else { "no-cache" };
+    guarded(StatusCode::OK, (content_type(path), cache), CSP, bytes)
+}
+
+/// A dashboard response of this type and caching under `csp`, with the
+/// headers that keep a browser from sniffing it, framing it or sending it
+/// as a referrer.
+fn guarded(status: StatusCode, (kind, cache): (&str, &str), csp: &str, body: impl IntoResponse) -> Response {
     (
+        status,
         [
-            (header::CONTENT_TYPE, content_type(path)),
+            (header::CONTENT_TYPE, kind),
             (header::CACHE_CONTROL, cache),
-            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::CONTENT_SECURITY_POLICY, csp),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             (header::REFERRER_POLICY, "no-referrer"),
             (header::X_FRAME_OPTIONS, "DENY"),
         ],
-        bytes,
+        body,
     )
         .into_response()
 }

@@ -238,21 +238,7 @@ mod tests {
         let lifetime = Lifetime { ttl: Duration::from_secs(60), stale: Duration::from_secs(600) };
         assert!(matches!(lookup(&store, &key, lifetime, ask, 0).await, Lookup::Miss));
         let body = r#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[]}"#;
-        store.put(
-            key,
-            Entry {
-                endpoint: "/v1/chat/completions".into(),
-                model: "m".into(),
-                provider: None,
-                status: 200,
-                content_type: "application/json".into(),
-                form: Form::Json,
-                body: bytes::Bytes::from_static(body.as_bytes()),
-                usage: crate::protocol::Usage::default(),
-                cost_usd: Some(0.01),
-                created_at_ms: 0,
-            },
-        );
+        store.put(key, Entry { cost_usd: Some(0.01), ..replay::tests::entry(Form::Json, body) });
         store.flush().await;
         let Lookup::Fresh { response, entry } = lookup(&store, &key, lifetime, ask, 30_000).await else {
             panic!("fresh")
@@ -279,19 +265,7 @@ mod tests {
             "usage": {"prompt_tokens": 500, "completion_tokens": 400, "total_tokens": 900}})
         .to_string();
         let key = key::key(Wire::Chat, "m", DETERMINISTIC).unwrap().key;
-        let entry = Entry {
-            endpoint: "/v1/chat/completions".into(),
-            model: "m".into(),
-            provider: None,
-            status: 200,
-            content_type: "application/json".into(),
-            form: Form::Json,
-            body: bytes::Bytes::from(body.clone()),
-            usage: crate::protocol::Usage::default(),
-            cost_usd: None,
-            created_at_ms: 0,
-        };
-        store.put(key, entry);
+        store.put(key, replay::tests::entry(Form::Json, &body));
         store.flush().await;
         let lifetime = Lifetime { ttl: Duration::from_secs(60), stale: Duration::ZERO };
         for stream in [false, true] {

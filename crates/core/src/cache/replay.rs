@@ -126,4 +126,4 @@ pub fn response(replay: Replay, status: CacheStatus, age: Duration) -> Response<
 
 #[cfg(test)]
 #[path = "replay_tests.rs"]
-mod tests;
+pub(super) mod tests;

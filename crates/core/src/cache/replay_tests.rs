@@ -4,7 +4,8 @@ use super::*;
 use crate::protocol::sse::Splitter;
 use crate::protocol::Usage;
 
-fn entry(form: Form, body: &str) -> Entry {
+/// A Chat answer as the cache holds it, in `form`.
+pub(in crate::cache) fn entry(form: Form, body: &str) -> Entry {
     Entry {
         endpoint: "/v1/chat/completions".into(),
         model: "m".into(),

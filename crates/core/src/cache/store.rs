@@ -443,7 +443,7 @@ fn prepare(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheErr
         Ok(opened) => Ok(opened),
         Err(e) => {
             warn!("response cache {} cannot be used ({e}); starting it afresh", path.display());
-            for file in companions(path) {
+            for file in crate::private::database_files(path) {
                 let _ = std::fs::remove_file(file);
             }
             open_file(path)
@@ -451,24 +451,10 @@ fn prepare(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheErr
     }
 }
 
-/// The database file and SQLite's `-wal` and `-shm` beside it.
-fn companions(path: &Path) -> [PathBuf; 3] {
-    let with = |suffix: &str| {
-        let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-        name.push(suffix);
-        path.with_file_name(name)
-    };
-    [path.to_path_buf(), with("-wal"), with("-shm")]
-}
-
 fn open_file(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheError> {
     let open_err = |source| CacheError::Open { path: path.display().to_string(), source };
-    for file in companions(path) {
-        if file == path || file.exists() {
-            crate::private::file(&file)
-                .map_err(|source| CacheError::Private { path: file.display().to_string(), source })?;
-        }
-    }
+    crate::private::database(path)
+        .map_err(|(file, source)| CacheError::Private { path: file.display().to_string(), source })?;
     let conn = connect(path).map_err(open_err)?;
     // Before any table exists, or it has no effect.
     conn.pragma_update(None, "auto_vacuum", "INCREMENTAL").map_err(open_err)?;
@@ -552,7 +538,6 @@ impl Row {
             Ok(_) => return Err("body of the wrong size"),
             Err(_) => return Err("body does not inflate"),
         }
-        let count = |v: Option<i64>| v.and_then(|n| u64::try_from(n).ok());
         Ok(Entry {
             endpoint: self.endpoint,
             model: self.model,
@@ -561,11 +546,7 @@ impl Row {
             content_type: self.content_type,
             form,
             body: Bytes::from(body),
-            usage: Usage {
-                input_tokens: count(self.usage[0]),
-                output_tokens: count(self.usage[1]),
-                cached_tokens: count(self.usage[2]),
-            },
+            usage: Usage::from_columns(self.usage),
             cost_usd: self.cost_usd,
             created_at_ms: self.created_at,
         })
@@ -586,14 +567,8 @@ struct Writer {
 impl Writer {
     fn run(mut self, mut queue: mpsc::Receiver<Job>) {
         let mut jobs = Vec::with_capacity(MAX_BATCH);
-        while let Some(first) = queue.blocking_recv() {
-            jobs.push(first);
-            while jobs.len() < MAX_BATCH {
-                match queue.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
+        // Waits for one job, then takes what else is queued, up to a batch.
+        while queue.blocking_recv_many(&mut jobs, MAX_BATCH) > 0 {
             self.batch(&mut jobs);
         }
     }
@@ -662,7 +637,7 @@ impl Writer {
                         let Ok(body) = compress(&entry.body) else { continue };
                         let size = body.len() as i64 + ROW_OVERHEAD as i64;
                         let old: Option<i64> = size_of.query_row([&key.0[..]], |r| r.get(0)).optional()?;
-                        let tokens = |v: Option<u64>| v.and_then(|n| i64::try_from(n).ok());
+                        let [input, output, cached] = entry.usage.columns();
                         insert.execute(params![
                             &key.0[..],
                             entry.created_at_ms,
@@ -675,9 +650,9 @@ impl Writer {
                             body,
                             entry.body.len() as i64,
                             size,
-                            tokens(entry.usage.input_tokens),
-                            tokens(entry.usage.output_tokens),
-                            tokens(entry.usage.cached_tokens),
+                            input,
+                            output,
+                            cached,
                             entry.cost_usd,
                         ])?;
                         delta += size - old.unwrap_or(0);

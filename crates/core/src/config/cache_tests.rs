@@ -2,18 +2,8 @@
 
 use std::time::Duration;
 
+use super::tests::{invalid, parse};
 use super::*;
-
-fn parse(text: &str) -> Result<Config, ConfigError> {
-    Config::parse(text, Path::new("test.toml"))
-}
-
-fn invalid(text: &str) -> (usize, String, String) {
-    match parse(text) {
-        Err(ConfigError::Invalid { line, field, message, .. }) => (line, field, message),
-        other => panic!("expected an invalid config, got {other:?}"),
-    }
-}
 
 const PROVIDERS: &str = r#"
 [[providers]]

@@ -66,7 +66,7 @@ pub struct Facts<'a> {
 
 impl<'a> Facts<'a> {
     pub fn of(r: &'a RequestRecord) -> Facts<'a> {
-        let tokens = super::insert::tokens;
+        let [input_tokens, output_tokens, cached_tokens] = r.usage.columns();
         Facts {
             id: &r.id,
             started_at: r.started_at_ms,
@@ -75,9 +75,9 @@ impl<'a> Facts<'a> {
             provider_model: r.provider_model.as_deref(),
             outcome: r.outcome.as_str(),
             fallback: r.fallback,
-            input_tokens: tokens(r.usage.input_tokens),
-            output_tokens: tokens(r.usage.output_tokens),
-            cached_tokens: tokens(r.usage.cached_tokens),
+            input_tokens,
+            output_tokens,
+            cached_tokens,
             cost_usd: r.cost_usd,
             cache: r.cache.map(crate::cache::CacheStatus::as_str),
             saved_usd: r.saved_usd,

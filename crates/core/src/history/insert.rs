@@ -96,12 +96,9 @@ fn wait_a_millisecond(tries: i32) -> bool {
     tries < 5000
 }
 
-pub(super) fn tokens(v: Option<u64>) -> Option<i64> {
-    v.and_then(|n| i64::try_from(n).ok())
-}
-
 /// Whether the row was new.
 fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestRecord) -> rusqlite::Result<bool> {
+    let [input, output, cached] = r.usage.columns();
     let inserted = statement.execute(params![
         r.id,
         r.correlation_id,
@@ -119,9 +116,9 @@ fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestReco
         r.fallback,
         r.duration_ms,
         r.ttft_ms,
-        tokens(r.usage.input_tokens),
-        tokens(r.usage.output_tokens),
-        tokens(r.usage.cached_tokens),
+        input,
+        output,
+        cached,
         r.cost_usd,
         r.error_code,
         r.error,
@@ -139,6 +136,7 @@ fn insert_attempt(
     a: &AttemptRecord,
     translation: Option<&AttemptTranslation>,
 ) -> rusqlite::Result<()> {
+    let [input, output, cached] = a.usage.columns();
     statement.execute(params![
         request_id,
         a.seq,
@@ -159,9 +157,9 @@ fn insert_attempt(
         a.retry_after_ms,
         a.breaker_state,
         a.error,
-        tokens(a.usage.input_tokens),
-        tokens(a.usage.output_tokens),
-        tokens(a.usage.cached_tokens),
+        input,
+        output,
+        cached,
         translation.map(AttemptTranslation::column),
     ])?;
     Ok(())

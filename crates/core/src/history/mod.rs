@@ -161,13 +161,6 @@ async fn prune_forever(store: Store, config: HistoryConfig) {
     }
 }
 
-/// `path` with `suffix` added to its file name (SQLite's `-wal` and `-shm`, the spool's `.spool`).
-pub(crate) fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(suffix);
-    path.with_file_name(name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::record::{now_ms, RequestRecord};

@@ -64,9 +64,16 @@ impl Row {
 /// oldest first, at most `limit` of them, in batches. Returns how many.
 pub fn requests(path: &Path, before: Option<i64>, limit: u64) -> rusqlite::Result<u64> {
     let mut conn = connect(path)?;
+    in_batches(limit, |size| batch(&mut conn, before.unwrap_or(i64::MAX), size))
+}
+
+/// Runs `delete` on batches of up to [`BATCH`] rows, pausing between them,
+/// until one deletes less than a full batch or `limit` rows are gone.
+/// Returns how many were.
+fn in_batches(limit: u64, mut delete: impl FnMut(u64) -> rusqlite::Result<u64>) -> rusqlite::Result<u64> {
     let mut removed = 0;
     while removed < limit {
-        let n = batch(&mut conn, before.unwrap_or(i64::MAX), (limit - removed).min(BATCH as u64))?;
+        let n = delete((limit - removed).min(BATCH as u64))?;
         removed += n;
         if n < BATCH as u64 {
             break;
@@ -133,18 +140,13 @@ fn oldest(conn: &Connection, before: i64, limit: u64) -> rusqlite::Result<Vec<Ro
 /// Deletes events older than `before`, in batches.
 pub fn events(path: &Path, before: i64) -> rusqlite::Result<u64> {
     let conn = connect(path)?;
-    let mut removed = 0;
-    loop {
-        let n = conn.execute(
+    in_batches(u64::MAX, |size| {
+        let deleted = conn.execute(
             "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE at < ?1 ORDER BY at LIMIT ?2)",
-            params![before, BATCH as i64],
-        )? as u64;
-        removed += n;
-        if n < BATCH as u64 {
-            return Ok(removed);
-        }
-        std::thread::sleep(PAUSE);
-    }
+            params![before, i64::try_from(size).unwrap_or(i64::MAX)],
+        )?;
+        Ok(deleted as u64)
+    })
 }
 
 /// Returns free pages to the file system, a few at a time.

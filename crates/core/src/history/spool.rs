@@ -112,14 +112,14 @@ impl Spool {
             .create(true)
             .truncate(false)
             .write(true)
-            .open(super::with_suffix(db_path, ".spool.lock"))?;
+            .open(crate::private::with_suffix(db_path, ".spool.lock"))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
-        let current_path = super::with_suffix(db_path, ".spool");
-        let retired_path = super::with_suffix(db_path, ".spool.1");
+        let current_path = crate::private::with_suffix(db_path, ".spool");
+        let retired_path = crate::private::with_suffix(db_path, ".spool.1");
         let mut leftovers = Leftovers::default();
         for path in [&retired_path, &current_path] {
             read_into(path, &mut leftovers)?;

@@ -189,12 +189,8 @@ impl Store {
         let open_err = |source| StoreError::Open { path: path.display().to_string(), source };
         // Created owner-only before SQLite sees it: its -wal and -shm files
         // take the database file's permissions.
-        for file in [path.to_path_buf(), super::with_suffix(path, "-wal"), super::with_suffix(path, "-shm")] {
-            if file == path || file.exists() {
-                crate::private::file(&file)
-                    .map_err(|source| StoreError::Private { path: file.display().to_string(), source })?;
-            }
-        }
+        crate::private::database(path)
+            .map_err(|(file, source)| StoreError::Private { path: file.display().to_string(), source })?;
         let options = SqliteConnectOptions::from_str(&url)
             .map_err(open_err)?
             .create_if_missing(true)
@@ -422,14 +418,7 @@ fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
 }
 
 fn usage_row(r: &SqliteRow) -> Result<Usage, sqlx::Error> {
-    let count = |column: &str| -> Result<Option<u64>, sqlx::Error> {
-        Ok(r.try_get::<Option<i64>, _>(column)?.and_then(|n| u64::try_from(n).ok()))
-    };
-    Ok(Usage {
-        input_tokens: count("input_tokens")?,
-        output_tokens: count("output_tokens")?,
-        cached_tokens: count("cached_tokens")?,
-    })
+    Ok(Usage::from_columns([r.try_get("input_tokens")?, r.try_get("output_tokens")?, r.try_get("cached_tokens")?]))
 }
 
 /// A column that holds one of the values of a serde enum (`outcome`, `reason`).

@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 
 use crate::history::record::AttemptOutcome;
+use crate::protocol::Protocol;
 use crate::upstream::provider::Verdict;
 
 /// What happened when the gateway called a provider.
@@ -42,6 +43,49 @@ pub enum Decision {
     Fail,
     /// The provider refused the gateway's key: revoke it, use another.
     RevokeKey,
+}
+
+/// A refusal the gateway can mend by changing the request, named by the
+/// provider's own words: sent again once, to the same provider and key,
+/// without what it rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repair {
+    /// Anthropic rejected a thinking block's signature (replayed from
+    /// another provider, truncated, or forged): every thinking block goes.
+    StripThinking,
+    /// A Chat server rejected `stream_options` (old Ollama, some gateways):
+    /// it goes, and the provider is not sent it again.
+    WithoutStreamOptions,
+}
+
+/// Whether an error of `status` from a provider of `kind` is worth reading
+/// for a [`Repair`]: only client errors a repair answers are.
+pub fn may_repair(kind: Protocol, status: StatusCode) -> bool {
+    match kind {
+        Protocol::Anthropic => status == StatusCode::BAD_REQUEST,
+        Protocol::OpenAi => matches!(status.as_u16(), 400 | 422),
+        Protocol::Gemini => false,
+    }
+}
+
+/// The repair an error body asks for, if any. Anthropic says
+/// `messages.1.content.0: Invalid `signature` in `thinking` block`; Chat
+/// servers name the field (`Unrecognized request argument supplied:
+/// stream_options`, `extra_forbidden` at `body.stream_options`).
+pub fn repair(kind: Protocol, status: StatusCode, body: &str) -> Option<Repair> {
+    if !may_repair(kind, status) {
+        return None;
+    }
+    let text = body.to_ascii_lowercase();
+    match kind {
+        Protocol::Anthropic => {
+            let signature = text.contains("invalid `signature` in `thinking` block")
+                || text.contains("invalid signature in thinking block");
+            signature.then_some(Repair::StripThinking)
+        }
+        Protocol::OpenAi => text.contains("stream_options").then_some(Repair::WithoutStreamOptions),
+        Protocol::Gemini => None,
+    }
 }
 
 /// Statuses where trying again can help.
@@ -164,6 +208,28 @@ mod tests {
         assert_eq!(decide(Outcome::StreamError, false), Decision::Retry);
         assert_eq!(decide(Outcome::StreamDropped, true), Decision::Fallback);
         assert_eq!(decide(Outcome::Transport, true), Decision::Fallback);
+    }
+
+    #[test]
+    fn only_the_refusals_a_changed_request_answers_are_repaired() {
+        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0: Invalid `signature` in `thinking` block"}}"#;
+        let bad = StatusCode::BAD_REQUEST;
+        assert_eq!(repair(Protocol::Anthropic, bad, anthropic), Some(Repair::StripThinking));
+        assert_eq!(repair(Protocol::Anthropic, StatusCode::INTERNAL_SERVER_ERROR, anthropic), None);
+        assert_eq!(repair(Protocol::Anthropic, bad, r#"{"error":{"message":"max_tokens: Field required"}}"#), None);
+        assert_eq!(repair(Protocol::OpenAi, bad, anthropic), None, "an OpenAI server has no such blocks");
+        let ollama = r#"{"error":{"message":"Unrecognized request argument supplied: stream_options"}}"#;
+        assert_eq!(repair(Protocol::OpenAi, bad, ollama), Some(Repair::WithoutStreamOptions));
+        let fastapi = r#"{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"]}]}"#;
+        assert_eq!(
+            repair(Protocol::OpenAi, StatusCode::UNPROCESSABLE_ENTITY, fastapi),
+            Some(Repair::WithoutStreamOptions)
+        );
+        assert_eq!(repair(Protocol::OpenAi, StatusCode::NOT_FOUND, ollama), None);
+        assert_eq!(repair(Protocol::Anthropic, bad, ollama), None);
+        assert!(
+            !may_repair(Protocol::Gemini, bad) && !may_repair(Protocol::Anthropic, StatusCode::UNPROCESSABLE_ENTITY)
+        );
     }
 
     #[test]

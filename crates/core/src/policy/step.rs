@@ -1,6 +1,7 @@
 //! The retry decision in one place. After each attempt on a provider, [`next`]
 //! says what the request does next: deliver the answer, retry after a wait,
-//! go on with another key, or give this provider up (and why). It is pure:
+//! go on with another key, send a repaired request once, or give this
+//! provider up (and why). It is pure:
 //! the loop in [`crate::proxy`] gathers the facts, asks, and carries the
 //! answer out; [`crate::policy::classify`] is what it asks about the outcome.
 
@@ -10,7 +11,7 @@ use tokio::time::Instant;
 
 use super::deadline::Deadline;
 use super::RequestPolicy;
-use crate::policy::classify::{self, Decision, Outcome};
+use crate::policy::classify::{self, Decision, Outcome, Repair};
 
 /// What is known once an attempt has ended.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +26,49 @@ pub struct Facts<'a> {
     pub keys: Keys,
     pub deadline: &'a Deadline,
     pub now: Instant,
+    /// What the provider's error says a changed request would fix
+    /// ([`classify::repair`]).
+    pub repair: Option<Repair>,
+    /// The repairs this request may still make on this provider.
+    pub repairs_left: Repairs,
+}
+
+/// A set of [`Repair`]s: each is made at most once per request and
+/// provider, and only where the provider's profile allows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Repairs {
+    strip_thinking: bool,
+    without_stream_options: bool,
+}
+
+impl Repairs {
+    /// The set of `repairs`.
+    pub fn of(repairs: &[Repair]) -> Repairs {
+        let mut set = Repairs::default();
+        for r in repairs {
+            *set.slot(*r) = true;
+        }
+        set
+    }
+
+    pub fn has(self, repair: Repair) -> bool {
+        match repair {
+            Repair::StripThinking => self.strip_thinking,
+            Repair::WithoutStreamOptions => self.without_stream_options,
+        }
+    }
+
+    /// Takes `repair` out: it has been made.
+    pub fn spend(&mut self, repair: Repair) {
+        *self.slot(repair) = false;
+    }
+
+    fn slot(&mut self, repair: Repair) -> &mut bool {
+        match repair {
+            Repair::StripThinking => &mut self.strip_thinking,
+            Repair::WithoutStreamOptions => &mut self.without_stream_options,
+        }
+    }
 }
 
 /// The provider's keys, as far as the next step cares.
@@ -47,6 +91,9 @@ pub enum Next {
     Retry(Duration),
     /// The same provider at once with another key (only the key was rate-limited); no retry is spent.
     AnotherKey,
+    /// The same provider and key at once, with the request changed as the
+    /// refusal asked; a retry is spent.
+    Repair(Repair),
     /// The provider refused the key: revoke it, then go on with another
     /// key at once if `another`, else give the provider up.
     RevokeKey { another: bool },
@@ -72,7 +119,15 @@ pub enum GiveUp {
 pub fn next(facts: &Facts<'_>, policy: &RequestPolicy) -> Next {
     let decision = classify::decide(facts.outcome, policy.retry_timeouts);
     match decision {
-        Decision::Deliver | Decision::Fail => return Next::Deliver,
+        Decision::Deliver => return Next::Deliver,
+        // Only the client can fix it, unless the provider named something
+        // the gateway itself put there, or can do without.
+        Decision::Fail => {
+            return match facts.repair.filter(|r| facts.repairs_left.has(*r)) {
+                Some(r) => Next::Repair(r),
+                None => Next::Deliver,
+            }
+        }
         Decision::RevokeKey if facts.keys.used => return Next::RevokeKey { another: facts.keys.another_usable },
         Decision::RevokeKey => return Next::AnotherProvider(GiveUp::KeyRefused),
         Decision::Retry | Decision::Fallback => {}
@@ -137,7 +192,29 @@ mod tests {
             keys: Keys::default(),
             deadline,
             now: Instant::now(),
+            repair: None,
+            repairs_left: Repairs::default(),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_the_gateway_can_mend_is_repaired_once_and_only_where_allowed() {
+        let d = deadline(60);
+        let both = Repairs::of(&[Repair::StripThinking, Repair::WithoutStreamOptions]);
+        let refused = |repair, left| Facts { repair, repairs_left: left, ..after(status(400), &d) };
+        let strip = Some(Repair::StripThinking);
+        assert_eq!(next(&refused(strip, both), &policy()), Next::Repair(Repair::StripThinking));
+        let none_retries = RequestPolicy { max_retries: 0, ..policy() };
+        assert_eq!(next(&refused(strip, both), &none_retries), Next::Repair(Repair::StripThinking));
+        let mut spent = both;
+        spent.spend(Repair::StripThinking);
+        assert!(!spent.has(Repair::StripThinking) && spent.has(Repair::WithoutStreamOptions));
+        assert_eq!(next(&refused(strip, spent), &policy()), Next::Deliver, "once: the second refusal is the client's");
+        let options = Some(Repair::WithoutStreamOptions);
+        assert_eq!(next(&refused(options, Repairs::default()), &policy()), Next::Deliver, "the profile allows none");
+        assert_eq!(next(&refused(None, both), &policy()), Next::Deliver);
+        let ok = Facts { repair: strip, repairs_left: both, ..after(status(200), &d) };
+        assert_eq!(next(&ok, &policy()), Next::Deliver);
     }
 
     #[tokio::test(start_paused = true)]

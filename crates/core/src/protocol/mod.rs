@@ -67,6 +67,17 @@ impl Endpoint {
 
     pub const GEMINI: [Endpoint; 3] = [Endpoint::GeminiGenerate, Endpoint::GeminiStream, Endpoint::GeminiCountTokens];
 
+    /// Every endpoint: the fixed ones, then Gemini's.
+    pub const ALL: [Endpoint; 9] = {
+        let mut all = [Endpoint::ChatCompletions; 9];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = if i < Self::FIXED.len() { Self::FIXED[i] } else { Self::GEMINI[i - Self::FIXED.len()] };
+            i += 1;
+        }
+        all
+    };
+
     pub fn protocol(self) -> Protocol {
         match self {
             Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {

@@ -30,6 +30,19 @@ impl Usage {
         self.input_tokens.is_some() || self.output_tokens.is_some()
     }
 
+    /// The counts as SQLite stores them (input, output, cached): a signed
+    /// integer, or unknown for one too large to be.
+    pub fn columns(&self) -> [Option<i64>; 3] {
+        let column = |v: Option<u64>| v.and_then(|n| i64::try_from(n).ok());
+        [column(self.input_tokens), column(self.output_tokens), column(self.cached_tokens)]
+    }
+
+    /// Read back from [`Usage::columns`]; a negative count is unknown.
+    pub fn from_columns([input, output, cached]: [Option<i64>; 3]) -> Usage {
+        let count = |v: Option<i64>| v.and_then(|n| u64::try_from(n).ok());
+        Usage { input_tokens: count(input), output_tokens: count(output), cached_tokens: count(cached) }
+    }
+
     /// Later readings win field by field (Anthropic sends input first, output last).
     fn merge(&mut self, other: Usage) {
         self.input_tokens = other.input_tokens.or(self.input_tokens);

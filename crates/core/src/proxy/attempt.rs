@@ -41,6 +41,29 @@ const ERROR_SNIPPET_CHARS: usize = 300;
 const ERROR_BODY_WAIT: Duration = Duration::from_secs(2);
 
 impl Upstream {
+    /// Reads an error body into `held` (up to about `limit` bytes, within
+    /// the error-body wait), so it can be judged and still be relayed or
+    /// translated whole; returns what was read, scrubbed.
+    pub async fn hold_error(&mut self, limit: usize) -> String {
+        let mut bytes = BytesMut::from(&self.held[..]);
+        let rest = &mut self.rest;
+        let read = async {
+            while let Some(Ok(chunk)) = rest.data().await {
+                bytes.extend_from_slice(&chunk);
+                if bytes.len() > limit {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
+        self.held = bytes.freeze();
+        let text = match &self.scrub {
+            Some(scrub) => scrub.bytes(&self.held).into_owned(),
+            None => self.held.to_vec(),
+        };
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
     /// A short, single-line, scrubbed excerpt of the error body.
     pub async fn error_text(mut self) -> String {
         let mut bytes = self.held.to_vec();

@@ -107,6 +107,20 @@ pub fn inspect_with_model(body: &[u8], model: &str, stream: bool) -> Result<Requ
     })
 }
 
+/// Whether a body (of any format: each calls them `tools`) offers tools:
+/// a non-empty `tools` array. Read only for a provider without tools.
+pub fn carries_tools(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Tools<'a> {
+        #[serde(borrow)]
+        tools: Option<&'a RawValue>,
+    }
+    serde_json::from_slice::<Tools<'_>>(body)
+        .ok()
+        .and_then(|t| t.tools)
+        .is_some_and(|raw| serde_json::from_str::<Vec<serde::de::IgnoredAny>>(raw.get()).is_ok_and(|v| !v.is_empty()))
+}
+
 impl RequestHead {
     /// The body to send upstream: `model` replaced by `upstream_model` and,
     /// with `include_usage`, `"stream_options":{"include_usage":true}` in
@@ -204,6 +218,14 @@ mod tests {
         let head = inspect(&body).unwrap();
         assert_eq!(head.model, "outer");
         assert_eq!(&head.upstream_body(&body, "x", false)[..], br#"{"tools":[{"model":"inner"}],"model":"x"}"#);
+    }
+
+    #[test]
+    fn tools_are_found_only_when_some_are_offered() {
+        assert!(carries_tools(br#"{"model":"m","tools":[{"name":"Bash"}]}"#));
+        assert!(!carries_tools(br#"{"model":"m","tools":[]}"#));
+        assert!(!carries_tools(br#"{"model":"m","tools":null}"#));
+        assert!(!carries_tools(br#"{"model":"m","messages":[{"tools":[1]}]}"#), "only the top level counts");
     }
 
     #[test]

@@ -36,6 +36,7 @@ impl Run<'_> {
                 Tried::Answered(response) => return Some(response),
                 Tried::Failed => self.last_failed = Some(provider.name().to_string()),
                 Tried::Passed => {}
+                Tried::Refused(why) => self.refused.push(why),
                 Tried::Busy => busy.push(candidate),
             }
         }
@@ -58,6 +59,7 @@ impl Run<'_> {
             match self.queued(candidate).await {
                 Tried::Answered(response) => return Some(response),
                 Tried::Failed => self.last_failed = Some(provider.name().to_string()),
+                Tried::Refused(why) => self.refused.push(why),
                 Tried::Passed | Tried::Busy => {}
             }
             let rest = std::mem::take(&mut busy);

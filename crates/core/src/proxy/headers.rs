@@ -6,6 +6,7 @@
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 
+use crate::protocol::translate::Profile;
 use crate::protocol::Protocol;
 use crate::secrets::ProviderKey;
 
@@ -23,6 +24,7 @@ pub mod name {
     pub const X_CORRELATION_ID: HeaderName = HeaderName::from_static("x-correlation-id");
     pub const X_UPSTREAM_REQUEST_ID: HeaderName = HeaderName::from_static("x-upstream-request-id");
     pub const ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");
+    pub const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
     pub const X_SWITCHYARD_TIMEOUT_MS: HeaderName = HeaderName::from_static("x-switchyard-timeout-ms");
     pub const X_STAINLESS_TIMEOUT: HeaderName = HeaderName::from_static("x-stainless-timeout");
     pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
@@ -138,10 +140,12 @@ fn tokens<'a>(values: &header::GetAll<'a, HeaderValue>) -> impl Iterator<Item = 
     values.iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).map(str::trim)
 }
 
-/// Headers for an upstream request.
+/// Headers for an upstream request to a provider of `kind` under
+/// `profile` (which says what `anthropic-beta` values it takes).
 pub fn upstream_request(
     client: &HeaderMap,
     kind: Protocol,
+    profile: &Profile,
     key: Option<&ProviderKey>,
     correlation_id: &str,
 ) -> HeaderMap {
@@ -155,6 +159,10 @@ pub fn upstream_request(
             || n.starts_with("x-switchyard-")
             || foreign(n, kind)
         {
+            continue;
+        }
+        if name == name::ANTHROPIC_BETA {
+            append_betas(&mut out, value, profile);
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -185,6 +193,23 @@ fn foreign(name: &str, kind: Protocol) -> bool {
         return false;
     };
     family != kind
+}
+
+/// An `anthropic-beta` value as an Anthropic-kind provider may get it:
+/// whole without an allowlist (Anthropic itself), else only the values
+/// the allowlist's prefixes name, or nothing. Third parties reject betas
+/// they do not know ("invalid beta flag").
+fn append_betas(out: &mut HeaderMap, value: &HeaderValue, profile: &Profile) {
+    if profile.anthropic_beta.is_none() {
+        out.append(name::ANTHROPIC_BETA, value.clone());
+        return;
+    }
+    let Ok(text) = value.to_str() else { return };
+    if let Some(kept) = profile.filter_anthropic_beta(text) {
+        if let Ok(v) = HeaderValue::from_str(&kept) {
+            out.append(name::ANTHROPIC_BETA, v);
+        }
+    }
 }
 
 fn inject_key(out: &mut HeaderMap, kind: Protocol, key: &ProviderKey) {
@@ -220,31 +245,36 @@ pub fn client_response(upstream: &HeaderMap) -> HeaderMap {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use secrecy::SecretString;
+
+    /// Headers as a client or provider sends them, in order.
+    pub(in crate::proxy) fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs.iter().map(|&(k, v)| (HeaderName::from_static(k), HeaderValue::from_static(v))).collect()
+    }
 
     fn key() -> ProviderKey {
         ProviderKey { label: "main".into(), secret: SecretString::from("sk-provider".to_string()) }
     }
 
     fn client_headers() -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert("authorization", HeaderValue::from_static("Bearer sk-client"));
-        h.insert("x-api-key", HeaderValue::from_static("sk-client"));
-        h.insert("connection", HeaderValue::from_static("keep-alive, X-Custom-Hop"));
-        h.insert("x-custom-hop", HeaderValue::from_static("1"));
-        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert("host", HeaderValue::from_static("127.0.0.1:4141"));
-        h.insert("anthropic-beta", HeaderValue::from_static("tools-2024"));
-        h.insert("x-stainless-lang", HeaderValue::from_static("python"));
-        h.insert("x-switchyard-timeout-ms", HeaderValue::from_static("100"));
-        h
+        map(&[
+            ("authorization", "Bearer sk-client"),
+            ("x-api-key", "sk-client"),
+            ("connection", "keep-alive, X-Custom-Hop"),
+            ("x-custom-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("host", "127.0.0.1:4141"),
+            ("anthropic-beta", "tools-2024"),
+            ("x-stainless-lang", "python"),
+            ("x-switchyard-timeout-ms", "100"),
+        ])
     }
 
     #[test]
     fn openai_kind_gets_bearer_and_no_client_credentials() {
-        let out = upstream_request(&client_headers(), Protocol::OpenAi, Some(&key()), "cid");
+        let out = upstream_request(&client_headers(), Protocol::OpenAi, &Profile::default(), Some(&key()), "cid");
         assert_eq!(out["authorization"], "Bearer sk-provider");
         assert!(out["authorization"].is_sensitive());
         assert!(!out.contains_key("x-api-key"));
@@ -262,23 +292,48 @@ mod tests {
         let mut client = client_headers();
         client.insert("openai-beta", HeaderValue::from_static("assistants=v2"));
         client.insert("x-goog-api-client", HeaderValue::from_static("genai-js"));
-        let gemini = upstream_request(&client, Protocol::Gemini, Some(&key()), "cid");
+        let gemini = upstream_request(&client, Protocol::Gemini, &Profile::default(), Some(&key()), "cid");
         assert_eq!(gemini["x-goog-api-key"], "sk-provider");
         assert_eq!(gemini["x-goog-api-client"], "genai-js");
         for gone in ["anthropic-beta", "openai-beta", "authorization", "x-api-key"] {
             assert!(!gemini.contains_key(gone), "{gone} reached gemini");
         }
-        let anthropic = upstream_request(&client, Protocol::Anthropic, None, "cid");
+        let anthropic = upstream_request(&client, Protocol::Anthropic, &Profile::default(), None, "cid");
         assert!(!anthropic.contains_key("openai-beta") && !anthropic.contains_key("x-goog-api-client"));
     }
 
     #[test]
     fn anthropic_kind_gets_x_api_key_and_a_version() {
-        let out = upstream_request(&client_headers(), Protocol::Anthropic, Some(&key()), "cid");
+        let out = upstream_request(&client_headers(), Protocol::Anthropic, &Profile::default(), Some(&key()), "cid");
         assert_eq!(out["x-api-key"], "sk-provider");
         assert!(!out.contains_key("authorization"));
         assert_eq!(out["anthropic-beta"], "tools-2024");
         assert_eq!(out["anthropic-version"], DEFAULT_ANTHROPIC_VERSION);
+    }
+
+    #[test]
+    fn anthropic_betas_reach_anthropic_whole_and_a_compatible_provider_only_as_allowed() {
+        let mut client = client_headers();
+        client.insert(
+            "anthropic-beta",
+            HeaderValue::from_static("context-1m-2025-08-07,interleaved-thinking-2025-05-14"),
+        );
+        client.append("anthropic-beta", HeaderValue::from_static("fine-grained-tool-streaming-2025-05-14"));
+        let anthropic = upstream_request(&client, Protocol::Anthropic, &Profile::default(), None, "cid");
+        let all: Vec<_> = anthropic.get_all("anthropic-beta").iter().collect();
+        assert_eq!(
+            all,
+            ["context-1m-2025-08-07,interleaved-thinking-2025-05-14", "fine-grained-tool-streaming-2025-05-14"]
+        );
+        let allow = Profile { anthropic_beta: Some(vec!["interleaved-thinking-".into()]), ..Profile::default() };
+        let third = upstream_request(&client, Protocol::Anthropic, &allow, None, "cid");
+        let kept: Vec<_> = third.get_all("anthropic-beta").iter().collect();
+        assert_eq!(kept, ["interleaved-thinking-2025-05-14"], "only allowed values, and no empty header");
+        let none = Profile { anthropic_beta: Some(Vec::new()), ..Profile::default() };
+        assert!(!upstream_request(&client, Protocol::Anthropic, &none, None, "cid").contains_key("anthropic-beta"));
+        for kind in [Protocol::OpenAi, Protocol::Gemini] {
+            assert!(!upstream_request(&client, kind, &allow, None, "cid").contains_key("anthropic-beta"), "{kind:?}");
+        }
     }
 
     #[test]
@@ -288,7 +343,7 @@ mod tests {
             client.append(name, HeaderValue::from_static("sk-client"));
         }
         for kind in [Protocol::OpenAi, Protocol::Anthropic] {
-            let out = upstream_request(&client, kind, Some(&key()), "cid");
+            let out = upstream_request(&client, kind, &Profile::default(), Some(&key()), "cid");
             let leaked: Vec<_> =
                 out.iter().filter(|(_, v)| v.as_bytes().ends_with(b"sk-client")).map(|(n, _)| n.clone()).collect();
             assert!(leaked.is_empty(), "{kind:?} forwarded {leaked:?}");
@@ -299,18 +354,19 @@ mod tests {
 
     #[test]
     fn keyless_provider_gets_no_credentials_at_all() {
-        let out = upstream_request(&client_headers(), Protocol::OpenAi, None, "cid");
+        let out = upstream_request(&client_headers(), Protocol::OpenAi, &Profile::default(), None, "cid");
         assert!(!out.contains_key("authorization") && !out.contains_key("x-api-key"));
     }
 
     #[test]
     fn response_headers_drop_hop_by_hop_and_rename_upstream_id() {
-        let mut up = HeaderMap::new();
-        up.insert("content-type", HeaderValue::from_static("application/json"));
-        up.insert("content-length", HeaderValue::from_static("10"));
-        up.insert("set-cookie", HeaderValue::from_static("a=b"));
-        up.insert("x-request-id", HeaderValue::from_static("req_up"));
-        up.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("9"));
+        let up = map(&[
+            ("content-type", "application/json"),
+            ("content-length", "10"),
+            ("set-cookie", "a=b"),
+            ("x-request-id", "req_up"),
+            ("x-ratelimit-remaining-requests", "9"),
+        ]);
         let out = client_response(&up);
         assert_eq!(out["content-type"], "application/json");
         assert_eq!(out["x-upstream-request-id"], "req_up");

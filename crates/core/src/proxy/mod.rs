@@ -9,6 +9,7 @@ mod chain;
 pub(crate) mod headers;
 pub(crate) mod journal;
 pub(crate) mod relay;
+pub(crate) mod repair;
 pub(crate) mod scrub;
 pub(crate) mod wire;
 
@@ -23,17 +24,18 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Live};
 use crate::history::record::{AttemptOutcome, Reason};
 use crate::http::correlation::RequestIds;
 use crate::policy::backoff;
 use crate::policy::breaker::Admission;
 use crate::policy::classify::{self, Outcome};
 use crate::policy::deadline::Deadline;
-use crate::policy::step::{self, Facts, GiveUp, Keys, Next};
+use crate::policy::step::{self, Facts, GiveUp, Keys, Next, Repairs};
 use crate::policy::RequestPolicy;
 use crate::protocol::error::{ApiError, ErrorCode};
-use crate::protocol::translate::error as translate_error;
+use crate::protocol::translate::error::{self as translate_error, Untranslatable};
+use crate::protocol::translate::passthrough::Scrub;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
 use crate::upstream::provider::{Gate, Provider, Ticket};
@@ -103,7 +105,7 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
-    if let Some(response) = count_locally(gateway, inbound, &bytes, &head) {
+    if let Some(response) = count_locally(&live, inbound, &bytes, &head) {
         let response = response.map_err(|e| ApiError::new(protocol, ErrorCode::InvalidRequest, e.to_string()))?;
         journal.take().finish_local(response.status()).await;
         return Ok(response);
@@ -134,6 +136,7 @@ async fn serve(
         attempts: 0,
         notes: String::new(),
         out_of_time: false,
+        refused: Vec::new(),
         journal,
         last_failed: None,
         backoff: Duration::ZERO,
@@ -151,11 +154,11 @@ async fn serve(
     if let Some(response) = run.wait_for_capacity(busy).await {
         return Ok(response);
     }
-    let error = run.exhausted(protocol);
+    let error = run.exhausted(protocol, plan.candidates.len());
     // Every provider that counts failed (an Anthropic one down while the
     // chain's others serve the model): the count is estimated, labelled so,
     // as when no provider counts at all. Claude Code counts constantly.
-    if let Some(Ok(response)) = estimate_count(gateway, inbound, &bytes, &head) {
+    if let Some(Ok(response)) = estimate_count(&live, inbound, &bytes, &head) {
         journal.take().finish_local(response.status()).await;
         return Ok(response);
     }
@@ -172,38 +175,32 @@ async fn serve(
     Err(error)
 }
 
+/// A token count answered here, or why its body cannot be read.
+type Counted = Result<Response<Body>, translate_error::Untranslatable>;
+
 /// A token count for a model no provider of the counting API's own kind
 /// serves, answered from a local estimate; `None` when one does (it then
 /// counts, as any request is served).
-fn count_locally(
-    gateway: &Gateway,
-    inbound: &Inbound,
-    body: &[u8],
-    head: &RequestHead,
-) -> Option<Result<Response<Body>, translate_error::Untranslatable>> {
-    if !matches!(inbound.endpoint, Endpoint::CountTokens | Endpoint::GeminiCountTokens) {
+fn count_locally(live: &Live, inbound: &Inbound, body: &[u8], head: &RequestHead) -> Option<Counted> {
+    let counts = is_count(inbound.endpoint)
+        && routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).is_ok();
+    if counts {
         return None;
     }
-    let live = gateway.live();
-    if routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).is_ok() {
-        return None;
-    }
-    estimate_count(gateway, inbound, body, head)
+    estimate_count(live, inbound, body, head)
 }
 
 /// A local estimate for a token count, when some provider serves the model.
-fn estimate_count(
-    gateway: &Gateway,
-    inbound: &Inbound,
-    body: &[u8],
-    head: &RequestHead,
-) -> Option<Result<Response<Body>, translate_error::Untranslatable>> {
-    if !matches!(inbound.endpoint, Endpoint::CountTokens | Endpoint::GeminiCountTokens) {
+fn estimate_count(live: &Live, inbound: &Inbound, body: &[u8], head: &RequestHead) -> Option<Counted> {
+    if !is_count(inbound.endpoint) {
         return None;
     }
-    let live = gateway.live();
     let any = routing::plan(&live.providers, &live.config.routes, Endpoint::Messages, &head.model).is_ok();
     any.then(|| wire::estimated_count(inbound.endpoint, body, head))
+}
+
+fn is_count(endpoint: Endpoint) -> bool {
+    matches!(endpoint, Endpoint::CountTokens | Endpoint::GeminiCountTokens)
 }
 
 /// How one provider's turn ended.
@@ -212,6 +209,9 @@ enum Tried {
     Failed,
     /// Passed over without an attempt (breaker open, cooling down).
     Passed,
+    /// Passed over for what the request asks: the provider cannot take it
+    /// (tools it lacks, state it does not keep), now or later.
+    Refused(Untranslatable),
     /// Passed over for want of capacity (full, its keys all leased, others
     /// queued): its queue may take the request.
     Busy,
@@ -229,6 +229,8 @@ struct Run<'a> {
     attempts: u32,
     notes: String,
     out_of_time: bool,
+    /// Why providers could not take the request at all, in chain order.
+    refused: Vec<Untranslatable>,
     journal: &'a mut Journal,
     /// The last provider that was tried and failed: the next one is a fallback.
     last_failed: Option<String>,
@@ -272,26 +274,16 @@ impl Run<'_> {
     /// fails for good, or the budget says to move on.
     async fn provider(&mut self, candidate: &Candidate<'_>, mut queued: Option<Ticket>) -> Tried {
         let provider = candidate.provider;
-        // Translated once per provider, not per attempt: retries send the same body.
-        let translated = match wire::translate(
-            self.inbound.endpoint,
-            self.head,
-            self.body,
-            &provider.config,
-            candidate.upstream_model,
-        ) {
-            Ok(translated) => translated,
-            Err(untranslatable) => {
-                self.note(provider.name(), &format!("not tried: {untranslatable}"));
-                return Tried::Passed;
+        // Translated once per provider, not per attempt: retries send the
+        // same body (a repair changes it, below).
+        let mut out = match self.outgoing(candidate) {
+            Ok(out) => out,
+            Err(refused) => {
+                self.note(provider.name(), &format!("not tried: `{}`: {}", refused.field, refused.reason));
+                return Tried::Refused(refused);
             }
         };
-        let translated = translated.as_ref();
-        let scrubbed = match translated {
-            None => wire::scrubbed(self.inbound.endpoint, self.inbound.path_model.as_deref(), self.body),
-            Some(_) => None,
-        };
-        let native = scrubbed.as_ref().map(|(body, head)| (body, head));
+        let mut repairs_left = repair::allowed(provider);
         let mut retry = 0u32;
         loop {
             let gate = match queued.take() {
@@ -337,6 +329,8 @@ impl Run<'_> {
                 _ => Reason::Retry,
             };
             self.attempts += 1;
+            let translated = out.translated.as_ref();
+            let native = out.native.as_ref().map(|(body, head)| (body, head));
             let (request, strip_usage) = self.request(candidate, ticket.key.as_ref(), translated, native);
             let key_label = ticket.key.as_ref().map(|k| k.label.clone());
             let index = self.journal.begin(AttemptStart {
@@ -351,9 +345,11 @@ impl Run<'_> {
                 translation: translated.map(|t| (t.client, t.upstream)),
             });
             let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
-            let attempted = attempt::run(self.gateway.client(), request, endpoint, timeout, &self.scrub).await;
+            let mut attempted = attempt::run(self.gateway.client(), request, endpoint, timeout, &self.scrub).await;
             // What the provider said, before a translated answer is rewritten for the client.
             let provider_status = attempted.upstream.as_ref().map(|u| u.status);
+            // Read in the provider's own words, before a translation rewrites them.
+            let refusal = repair::refusal(provider, &mut attempted, repairs_left).await;
             let attempted = match translated {
                 Some(t) => {
                     let left = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
@@ -380,9 +376,23 @@ impl Run<'_> {
                 retry_after: wait,
                 error: None,
             };
+            // A refusal the request can be mended for goes to the step,
+            // which says whether to; the mended request is made now, so
+            // one that would change nothing is delivered as it is.
+            let mended = refusal.and_then(|r| {
+                let facts = Facts {
+                    repair: Some(r),
+                    repairs_left,
+                    ..self.facts(provider, attempted.outcome, wait, retry, key_label.as_deref())
+                };
+                match step::next(&facts, self.policy) {
+                    Next::Repair(r) => repair::mend(r, &out, self.client(), strip_usage).map(|m| (r, m)),
+                    _ => None,
+                }
+            });
             // Matched in place, not as a tuple: a tuple would be another
             // copy of the answer, kept in this future while it is relayed.
-            let deliver = classify::delivers(attempted.outcome);
+            let deliver = classify::delivers(attempted.outcome) && mended.is_none();
             match attempted.upstream {
                 Some(upstream) if deliver => {
                     debug!(
@@ -414,8 +424,11 @@ impl Run<'_> {
                     return Tried::Answered(response);
                 }
                 upstream => {
-                    ticket.record(verdict);
-                    drop(ticket);
+                    // A repaired request keeps the ticket: same provider,
+                    // same key, and one breaker outcome for the pair.
+                    if mended.is_none() {
+                        ticket.record(verdict);
+                    }
                     let detail = match upstream {
                         Some(u) => {
                             let status = u.status;
@@ -430,6 +443,18 @@ impl Run<'_> {
                         AttemptEnd { error: Some(detail.clone()), ..end },
                     );
                     self.note(provider.name(), &detail);
+                    if let Some((r, mended)) = mended {
+                        if r == classify::Repair::WithoutStreamOptions {
+                            provider.refuse_stream_options();
+                        }
+                        self.note(provider.name(), repair::described(r));
+                        repairs_left.spend(r);
+                        out = mended;
+                        queued = Some(ticket);
+                        retry += 1;
+                        continue;
+                    }
+                    drop(ticket);
                     // Asked once the verdict is in: a rate limit has cooled the key by now.
                     let facts = self.facts(provider, attempted.outcome, wait, retry, key_label.as_deref());
                     match step::next(&facts, self.policy) {
@@ -451,12 +476,37 @@ impl Run<'_> {
                             self.out_of_time |= why == GiveUp::OutOfTime;
                             return Tried::Failed;
                         }
-                        // What classify delivers took the arm above.
-                        Next::Deliver => return Tried::Failed,
+                        // What classify delivers took the arm above, and a
+                        // repair was asked about there.
+                        Next::Deliver | Next::Repair(_) => return Tried::Failed,
                     }
                 }
             }
         }
+    }
+
+    /// The client's request as the repair step sees it.
+    fn client(&self) -> (Endpoint, Option<&str>, &Bytes, &RequestHead) {
+        (self.inbound.endpoint, self.inbound.path_model.as_deref(), self.body, self.head)
+    }
+
+    /// What goes to `candidate`: the request translated to its format, or
+    /// the client's own, scrubbed of envelopes; or why it cannot go at all.
+    fn outgoing(&self, candidate: &Candidate<'_>) -> Result<repair::Outgoing, Untranslatable> {
+        let provider = candidate.provider;
+        let endpoint = self.inbound.endpoint;
+        if provider.config.speaks(endpoint) {
+            // Only a provider without tools costs the native body a look.
+            if !provider.config.profile.tools && body::carries_tools(self.body) {
+                return Err(Untranslatable::new("tools", translate_error::NO_TOOLS));
+            }
+            let native = wire::scrubbed(endpoint, self.inbound.path_model.as_deref(), self.body, Scrub::Envelopes);
+            return Ok(repair::Outgoing { translated: None, native });
+        }
+        let profile = provider.profile();
+        let translated =
+            wire::translate(endpoint, self.head, self.body, &provider.config, &profile, candidate.upstream_model)?;
+        Ok(repair::Outgoing { translated, native: None })
     }
 
     /// What [`step::next`] weighs after a failed attempt on `provider`.
@@ -481,7 +531,17 @@ impl Run<'_> {
             Some(_) => Duration::ZERO,
             None => backoff::full_jitter(retries, self.policy.backoff_base, self.policy.backoff_cap, &mut rand::rng()),
         };
-        Facts { outcome, requested_wait, retries, backoff, keys, deadline: &self.deadline, now }
+        Facts {
+            outcome,
+            requested_wait,
+            retries,
+            backoff,
+            keys,
+            deadline: &self.deadline,
+            now,
+            repair: None,
+            repairs_left: Repairs::default(),
+        }
     }
 
     /// The upstream request, the label of the key it carries, and whether the
@@ -497,6 +557,7 @@ impl Run<'_> {
         let headers = headers::upstream_request(
             &self.inbound.headers,
             provider.config.kind,
+            &provider.config.profile,
             key,
             &self.inbound.ids.correlation_id,
         );
@@ -511,15 +572,24 @@ impl Run<'_> {
             && head.stream
             && !head.has_stream_options
             && provider.config.stream_usage
+            && provider.sends_stream_options()
             && self.gateway.sink().is_some();
         let body = head.upstream_body(body, candidate.upstream_model, strip_usage);
         debug!(provider = provider.name(), model = candidate.upstream_model, "attempt");
         (crate::upstream::request(Method::POST, url, headers, body), strip_usage)
     }
 
-    fn exhausted(self, protocol: Protocol) -> ApiError {
+    /// The error when no provider answered. When every one in the chain
+    /// was refused for what the request asks, it is the client's to fix: a
+    /// 400 naming the field, not a 503 a retry would meet again.
+    fn exhausted(self, protocol: Protocol, candidates: usize) -> ApiError {
         let model = &self.head.model;
-        let (code, message) = if self.out_of_time {
+        let (code, message) = if self.attempts == 0 && !self.refused.is_empty() && self.refused.len() == candidates {
+            let first = &self.refused[0];
+            let message =
+                format!("`{}`: {} (no provider for `{model}` can take it: {})", first.field, first.reason, self.notes);
+            (ErrorCode::InvalidRequest, message)
+        } else if self.out_of_time {
             let budget = humantime::format_duration(self.deadline.budget);
             (ErrorCode::DeadlineExceeded, format!("the {budget} deadline for `{model}` ran out: {}", self.notes))
         } else if self.attempts == 0 {

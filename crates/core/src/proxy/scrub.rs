@@ -335,12 +335,13 @@ mod tests {
 
     #[test]
     fn client_credentials_from_every_header_and_the_query() {
-        let mut h = HeaderMap::new();
-        h.insert("authorization", HeaderValue::from_static("Bearer cli-bearer-1"));
-        h.insert("x-api-key", HeaderValue::from_static("cli-xkey-2"));
-        h.insert("api-key", HeaderValue::from_static("cli-azure-3"));
-        h.insert("x-goog-api-key", HeaderValue::from_static("cli-goog-4"));
-        h.insert("cookie", HeaderValue::from_static("a=cli-cookie-5; b=cli-cookie-6"));
+        let h = crate::proxy::headers::tests::map(&[
+            ("authorization", "Bearer cli-bearer-1"),
+            ("x-api-key", "cli-xkey-2"),
+            ("api-key", "cli-azure-3"),
+            ("x-goog-api-key", "cli-goog-4"),
+            ("cookie", "a=cli-cookie-5; b=cli-cookie-6"),
+        ]);
         let mut s = Scrubber::new();
         s.add_client(&h, Some("alt=sse&key=cli-query-7"));
         let text = "Bearer cli-bearer-1 cli-xkey-2 cli-azure-3 cli-goog-4 cli-cookie-5 cli-cookie-6 cli-query-7";

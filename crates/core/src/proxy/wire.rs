@@ -16,7 +16,9 @@ use bytes::{Bytes, BytesMut};
 
 use crate::config::ProviderConfig;
 use crate::policy::classify::Outcome;
+use crate::protocol::translate::passthrough::Scrub;
 use crate::protocol::translate::stream::{Options, StreamTranslator};
+use crate::protocol::translate::Profile;
 use crate::protocol::translate::{self, error as terror, Context, Format, Untranslatable};
 use crate::protocol::Endpoint;
 use crate::proxy::attempt::{error_chain, Attempted, Upstream};
@@ -65,6 +67,7 @@ pub fn translate(
     head: &RequestHead,
     body: &[u8],
     provider: &ProviderConfig,
+    profile: &Profile,
     upstream_model: &str,
 ) -> Result<Option<Translated>, Untranslatable> {
     if provider.speaks(endpoint) {
@@ -81,7 +84,7 @@ pub fn translate(
         request.stream = head.stream;
     }
     let mut ctx = Context { client_model: head.model.clone(), ..Context::default() };
-    let encoded = translate::encode_request(to, &request, &provider.profile, upstream_model, &mut ctx)?;
+    let encoded = translate::encode_request(to, &request, profile, upstream_model, &mut ctx)?;
     let upstream_endpoint = match to {
         Format::Chat => Endpoint::ChatCompletions,
         Format::Responses => Endpoint::Responses,
@@ -96,10 +99,16 @@ pub fn translate(
 /// reasoning envelopes an earlier translated answer left in the client's
 /// history opened for it (its own family's) or taken out (another's): the
 /// provider would reject them. `None` when the body has none, which is
-/// found without parsing it.
-pub fn scrubbed(endpoint: Endpoint, path_model: Option<&str>, body: &[u8]) -> Option<(Bytes, RequestHead)> {
+/// found without parsing it. With [`Scrub::AllReasoning`], every reasoning
+/// block goes (the repair after a rejected signature).
+pub fn scrubbed(
+    endpoint: Endpoint,
+    path_model: Option<&str>,
+    body: &[u8],
+    what: Scrub,
+) -> Option<(Bytes, RequestHead)> {
     let format = endpoint.format()?;
-    let clean = translate::passthrough::scrub(format, body, translate::passthrough::Scrub::Envelopes)?;
+    let clean = translate::passthrough::scrub(format, body, what)?;
     let head = match path_model {
         Some(model) => crate::proxy::body::inspect_with_model(&clean, model, endpoint.streams()),
         None => crate::proxy::body::inspect(&clean),

@@ -233,7 +233,13 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
     let started = Instant::now();
     let key = p.keys.peek(started);
     let url = format!("{}/models", p.config.base_url.as_str().trim_end_matches('/'));
-    let headers = headers::upstream_request(&axum::http::HeaderMap::new(), p.config.kind, key.as_ref(), "probe");
+    let headers = headers::upstream_request(
+        &axum::http::HeaderMap::new(),
+        p.config.kind,
+        &p.config.profile,
+        key.as_ref(),
+        "probe",
+    );
     let sent = match axum::http::Uri::try_from(url) {
         Ok(uri) => {
             let request = crate::upstream::request(axum::http::Method::GET, uri, headers, bytes::Bytes::new());

@@ -2,6 +2,7 @@
 //! policy state that protects it (breaker, rate-limit cool-down, buckets,
 //! concurrency cap, fallback share).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +19,7 @@ use crate::policy::deadline::Deadline;
 use crate::policy::limiter::Rates;
 use crate::policy::queue::{Capacity, KeyLease, Permit, Ready};
 use crate::policy::share::{self, WindowCounter};
+use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
 use crate::telemetry::events::GatewayEvent;
@@ -48,6 +50,9 @@ pub struct Provider {
     capacity: Arc<Capacity>,
     health: Mutex<Health>,
     telemetry: Arc<Telemetry>,
+    /// The provider rejected `stream_options` under a profile that probes
+    /// for it: it is not sent again while the gateway runs.
+    stream_options_refused: AtomicBool,
 }
 
 /// Why a provider was passed over for an attempt.
@@ -194,6 +199,36 @@ impl Provider {
             telemetry,
             config,
             keys,
+            stream_options_refused: AtomicBool::new(false),
+        }
+    }
+
+    /// The profile requests are written under: the configured one, less
+    /// what the provider has been seen to reject.
+    pub fn profile(&self) -> Cow<'_, Profile> {
+        if self.stream_options_refused.load(Ordering::Relaxed) {
+            Cow::Owned(Profile { stream_options: StreamOptions::No, ..self.config.profile.clone() })
+        } else {
+            Cow::Borrowed(&self.config.profile)
+        }
+    }
+
+    /// Whether Chat streams to this provider ask for usage.
+    pub fn sends_stream_options(&self) -> bool {
+        self.config.profile.stream_options.sends() && !self.stream_options_refused.load(Ordering::Relaxed)
+    }
+
+    /// Whether a rejected `stream_options` may be learned from (the profile
+    /// probes, and nothing was learned yet).
+    pub fn probes_stream_options(&self) -> bool {
+        self.config.profile.stream_options == StreamOptions::Probe
+            && !self.stream_options_refused.load(Ordering::Relaxed)
+    }
+
+    /// The provider rejected `stream_options`: it is not sent again.
+    pub fn refuse_stream_options(&self) {
+        if !self.stream_options_refused.swap(true, Ordering::Relaxed) {
+            warn!(provider = %self.config.name, "rejects stream_options: streams to it go without, and carry no usage");
         }
     }
 

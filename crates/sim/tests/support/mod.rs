@@ -67,25 +67,18 @@ pub struct Tool {
 }
 
 pub fn bash() -> Tool {
-    Tool {
-        name: "Bash",
-        schema: Some(json!({
-            "type": "object",
-            "properties": { "command": { "type": "string" }, "timeout": { "type": "number" } },
-            "required": ["command"],
-        })),
-    }
+    function("Bash", "command", ("timeout", "number"))
 }
 
 pub fn read() -> Tool {
-    Tool {
-        name: "Read",
-        schema: Some(json!({
-            "type": "object",
-            "properties": { "file_path": { "type": "string" }, "limit": { "type": "integer" } },
-            "required": ["file_path"],
-        })),
-    }
+    function("Read", "file_path", ("limit", "integer"))
+}
+
+/// A function tool taking one required string and one optional value of
+/// JSON type `kind`, as coding agents' tools do.
+fn function(name: &'static str, required: &str, (optional, kind): (&str, &str)) -> Tool {
+    let properties = json!({ required: { "type": "string" }, optional: { "type": kind } });
+    Tool { name, schema: Some(json!({ "type": "object", "properties": properties, "required": [required] })) }
 }
 
 pub fn apply_patch() -> Tool {

@@ -3,8 +3,8 @@
 //! by the app: it carries no figures, no script and no app bundle, only a
 //! form that posts the admin token to `/ui/login`.
 
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 
 /// Nothing but the page's own inline style, and a form posting to this gateway.
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; \
@@ -65,17 +65,5 @@ pub fn page(notice: Notice) -> Response {
         html.push_str("</p>");
     }
     html.push_str(FORM);
-    (
-        notice.status(),
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-store"),
-            (header::CONTENT_SECURITY_POLICY, CSP),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
-            (header::X_FRAME_OPTIONS, "DENY"),
-        ],
-        html,
-    )
-        .into_response()
+    super::guarded(notice.status(), ("text/html; charset=utf-8", "no-store"), CSP, html)
 }

@@ -45,6 +45,10 @@ const FOREIGN_REASONING: &str =
     "reasoning state is only valid for the provider family that produced it; a foreign or unsigned block is a 400";
 const NO_TOOLS: &str = "tool_choice and parallel_tool_calls without tools (or naming a dropped tool) are rejected";
 const CACHE: &str = "prompt-cache markers exist only in Anthropic Messages; other providers cache implicitly";
+const ORPHAN: &str = "a result without its call is rejected";
+const FOREIGN_EXTRAS: &str = "fields unknown to the gateway pass only within their own provider family";
+const NO_CACHE_KEY: &str = "this provider's profile takes no prompt_cache_key";
+const NO_SAMPLING: &str = "this provider's profile rejects temperature and top_p (OpenAI reasoning models)";
 
 /// The table. Keep rows grouped by stage, then format.
 pub const TABLE: &[Row] = &[
@@ -83,14 +87,14 @@ pub const TABLE: &[Row] = &[
     e(Chat, "reasoning.budget", "Chat takes an effort, not a budget; the budget became an effort"),
     e(Chat, "reasoning.summary", NOT_IN_FORMAT),
     e(Chat, "tools[hosted]", HOSTED),
-    e(Chat, "prompt_cache_key", "this provider's profile takes no prompt_cache_key"),
-    e(Responses, "prompt_cache_key", "this provider's profile takes no prompt_cache_key"),
+    e(Chat, "prompt_cache_key", NO_CACHE_KEY),
+    e(Responses, "prompt_cache_key", NO_CACHE_KEY),
     e(Chat, "reasoning_effort", "this provider's profile does not accept reasoning_effort"),
     e(Chat, "stop[4..]", "Chat takes at most four stop sequences"),
     e(Chat, "store", NO_STATE),
     e(Chat, "tool_choice", NO_TOOLS),
     e(Chat, "parallel_tools", "this provider's profile does not accept parallel_tool_calls"),
-    e(Chat, "sampling", "this provider's profile rejects temperature and top_p (OpenAI reasoning models)"),
+    e(Chat, "sampling", NO_SAMPLING),
     e(Responses, "top_k", NOT_IN_FORMAT),
     e(Responses, "stop", "Responses has no stop sequences"),
     e(Responses, "seed", NOT_IN_FORMAT),
@@ -100,11 +104,12 @@ pub const TABLE: &[Row] = &[
     e(Responses, "tools[hosted]", HOSTED),
     e(Responses, "reasoning.budget", "Responses takes an effort, not a budget; the budget became an effort"),
     e(Responses, "tool_choice", NO_TOOLS),
-    e(Responses, "sampling", "this provider's profile rejects temperature and top_p (OpenAI reasoning models)"),
+    e(Responses, "sampling", NO_SAMPLING),
     e(Messages, "seed", NOT_IN_FORMAT),
     e(Messages, "penalties", NOT_IN_FORMAT),
     e(Messages, "logprobs", "Anthropic returns no log probabilities; the reply has none"),
     e(Messages, "reasoning", FOREIGN_REASONING),
+    e(Messages, "reasoning.budget", "adaptive thinking takes an effort, not a budget; the budget became an effort"),
     e(Messages, "temperature", "Anthropic requires the default temperature while thinking"),
     e(Messages, "top_k", "Anthropic rejects top_k while thinking"),
     e(Messages, "top_p", "Anthropic requires top_p of at least 0.95 while thinking"),
@@ -132,14 +137,14 @@ pub const TABLE: &[Row] = &[
     e(Gemini, "tool_choice", NO_TOOLS),
     e(Gemini, "parallel_tools", NOT_IN_FORMAT),
     e(Gemini, "prompt_cache_key", "Gemini caches implicitly"),
-    e(Messages, "tool_result.orphan", "a result without its call is rejected"),
-    e(Chat, "tool_result.orphan", "a result without its call is rejected"),
-    e(Responses, "tool_result.orphan", "a result without its call is rejected"),
-    e(Gemini, "tool_result.orphan", "a result without its call is rejected"),
-    e(Chat, "extras", "fields unknown to the gateway pass only within their own provider family"),
-    e(Responses, "extras", "fields unknown to the gateway pass only within their own provider family"),
-    e(Messages, "extras", "fields unknown to the gateway pass only within their own provider family"),
-    e(Gemini, "extras", "fields unknown to the gateway pass only within their own provider family"),
+    e(Messages, "tool_result.orphan", ORPHAN),
+    e(Chat, "tool_result.orphan", ORPHAN),
+    e(Responses, "tool_result.orphan", ORPHAN),
+    e(Gemini, "tool_result.orphan", ORPHAN),
+    e(Chat, "extras", FOREIGN_EXTRAS),
+    e(Responses, "extras", FOREIGN_EXTRAS),
+    e(Messages, "extras", FOREIGN_EXTRAS),
+    e(Gemini, "extras", FOREIGN_EXTRAS),
 ];
 
 /// Why `field` is dropped at `stage` for `format`, when the table says it is.
@@ -163,14 +168,20 @@ pub struct Drops {
 impl Drops {
     /// Records a drop of `field` by a codec of `format` at `stage`.
     pub fn note(&mut self, stage: Stage, format: Format, field: &str) {
-        match row(stage, format, field) {
-            Some(r) if !self.rows.contains(&r) => self.rows.push(r),
-            Some(_) => {}
-            None => {
-                tracing::warn!(?stage, %format, field, "translation dropped a field the drop table does not list");
-                self.unlisted.push((stage, format, field.to_owned()));
-            }
+        if !self.note_listed(stage, format, field) {
+            tracing::warn!(?stage, %format, field, "translation dropped a field the drop table does not list");
+            self.unlisted.push((stage, format, field.to_owned()));
         }
+    }
+
+    /// Records a drop of `field` when the table lists it, and says whether
+    /// it does; an unlisted field is left to the caller.
+    pub fn note_listed(&mut self, stage: Stage, format: Format, field: &str) -> bool {
+        let Some(r) = row(stage, format, field) else { return false };
+        if !self.rows.contains(&r) {
+            self.rows.push(r);
+        }
+        true
     }
 
     pub fn extend(&mut self, other: &Drops) {

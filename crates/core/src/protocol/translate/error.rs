@@ -25,6 +25,12 @@ pub struct Untranslatable {
     pub reason: String,
 }
 
+/// Why a request with tools does not go to a provider without them
+/// (`tools = false`: Ollama's "does not support tools"). Stripping them
+/// would leave an agent talking to a model that cannot act.
+pub const NO_TOOLS: &str =
+    "the provider does not support tools, and an agent's request without them would change its meaning";
+
 impl Untranslatable {
     pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Untranslatable {
         Untranslatable { field: field.into(), reason: reason.into() }

@@ -82,6 +82,17 @@ pub enum StopReason {
     PauseTurn,
 }
 
+impl StopReason {
+    /// How a turn that made tool calls ends: a plain end, or a matched stop
+    /// sequence, becomes `ToolUse`, which every client reads as "run them".
+    pub fn with_calls(self, called: bool) -> StopReason {
+        match self {
+            StopReason::EndTurn | StopReason::StopSequence if called => StopReason::ToolUse,
+            r => r,
+        }
+    }
+}
+
 /// Token counts in one normalised shape: `input` includes cached tokens
 /// (as OpenAI and Gemini count), unlike Anthropic's `input_tokens`; each
 /// encoder converts to its format's convention.

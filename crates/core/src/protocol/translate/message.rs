@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::dropped::Drops;
+use super::dropped::{Drops, Stage};
 use super::ir::{Family, Format, Opaque, StopReason, Tokens};
 
 /// A request in no particular wire format.
@@ -58,6 +58,26 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request decoded from `source`, holding so far the top-level fields
+    /// of `body` that its decoder does not map (those not in `mapped`).
+    pub(crate) fn unmapped(source: Format, body: &Map<String, Value>, mapped: &[&str]) -> Request {
+        let mut req = Request { source: Some(source), ..Request::default() };
+        for (k, v) in body.iter().filter(|(k, _)| !mapped.contains(&k.as_str())) {
+            req.keep_unmapped(k, k, v);
+        }
+        req
+    }
+
+    /// Keeps a source field the decoder does not map: noted as dropped when
+    /// the drop table lists `key` for the source format, otherwise carried
+    /// as an extra under `name`, to pass only within its own family.
+    pub(crate) fn keep_unmapped(&mut self, key: &str, name: &str, v: &Value) {
+        let listed = self.source.is_some_and(|f| self.drops.note_listed(Stage::Decode, f, key));
+        if !listed {
+            self.extras.insert(name.to_owned(), v.clone());
+        }
+    }
+
     /// Removes every reasoning part: the retry after a provider rejected a
     /// signature. Encoders then switch thinking off where it is required.
     pub fn strip_reasoning(&mut self) {

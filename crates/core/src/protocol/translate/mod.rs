@@ -31,7 +31,8 @@
 //! - `chat`, `responses`, `messages`, `gemini`: one codec per format;
 //!   `openai` holds what Chat and Responses spell alike.
 //! - `shape`: passes every request goes through before encoding.
-//! - [`profile`]: per-provider capabilities the encoders consult.
+//! - [`profile`]: per-provider capabilities the encoders consult;
+//!   [`quirks`]: the per-model corrections to them.
 //! - [`dropped`]: the drop table.
 //! - [`envelope`]: opaque reasoning state across families.
 //! - [`names`], [`schema`]: tool names/ids and schemas made acceptable.
@@ -57,6 +58,7 @@ pub mod names;
 mod openai;
 pub mod passthrough;
 pub mod profile;
+pub mod quirks;
 mod reply;
 mod responses;
 pub mod schema;
@@ -122,7 +124,9 @@ pub fn encode_request_report(
     }
     let mut drops = req.drops.clone();
     let mut req = req.clone();
-    let mut enc = shape::Enc { target, profile, drops: &mut drops };
+    // What the model itself rejects corrects what the provider takes.
+    let profile = profile.for_model(upstream_model);
+    let mut enc = shape::Enc { target, profile: &profile, drops: &mut drops };
     shape::prepare(&mut req, &mut enc, ctx)?;
     let body = match target {
         Format::Chat => chat::encode_request(&req, upstream_model, &mut enc),

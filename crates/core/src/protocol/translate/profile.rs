@@ -7,7 +7,11 @@
 //! llama.cpp, LM Studio, most hosted compat APIs): it sends nothing a strict
 //! server could reject and asks for streamed usage.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
+
+use super::quirks::{self, ModelRule};
 
 /// The capability profile of one provider.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,9 +19,11 @@ use serde::{Deserialize, Serialize};
 pub struct Profile {
     /// An OpenAI-kind provider that also speaks the Responses API.
     pub responses: bool,
-    /// Chat: accepts `stream_options: {include_usage: true}` (old Ollama and
-    /// some gateways reject it; without it a stream carries no usage).
-    pub stream_options: bool,
+    /// Chat: whether streams ask for usage with `stream_options:
+    /// {include_usage: true}` (old Ollama and some gateways reject it;
+    /// without it a stream carries no usage). Applies to a Chat client's own
+    /// requests too, where the gateway adds it.
+    pub stream_options: StreamOptions,
     /// Chat: the assistant-message field that carries reasoning, when the
     /// provider reads one back.
     pub reasoning_field: ReasoningField,
@@ -53,9 +59,11 @@ pub struct Profile {
     pub tool_name_max: usize,
     /// Longest tool-call id the provider takes.
     pub tool_id_max: usize,
-    /// Messages: `anthropic-beta` values (by prefix) the provider accepts;
-    /// empty means none are forwarded.
-    pub anthropic_beta: Vec<String>,
+    /// Messages: the `anthropic-beta` values (by prefix) an
+    /// Anthropic-compatible provider accepts. Unset, every value goes
+    /// (Anthropic itself); `[]` forwards none. No `anthropic-*` header ever
+    /// reaches a provider of another kind.
+    pub anthropic_beta: Option<Vec<String>>,
     /// Messages: `max_tokens` when the client sent no limit (it is required).
     pub default_max_tokens: u32,
     /// Messages: add prompt-cache breakpoints (system, last tool, last two
@@ -68,13 +76,16 @@ pub struct Profile {
     /// Google's documented `skip_thought_signature_validator` (Gemini 3
     /// rejects them otherwise).
     pub thought_signature_sentinel: bool,
+    /// Per-model corrections, applied over the built-in ones
+    /// ([`quirks::BUILTIN`]) for the models they match.
+    pub models: Vec<ModelRule>,
 }
 
 impl Default for Profile {
     fn default() -> Profile {
         Profile {
             responses: false,
-            stream_options: true,
+            stream_options: StreamOptions::Probe,
             reasoning_field: ReasoningField::None,
             reasoning_replay_required: false,
             system_as_string: true,
@@ -89,11 +100,12 @@ impl Default for Profile {
             schema_dialect: SchemaDialect::OpenApi,
             tool_name_max: 64,
             tool_id_max: 64,
-            anthropic_beta: Vec::new(),
+            anthropic_beta: None,
             default_max_tokens: 8192,
             cache_breakpoints: true,
             prompt_cache_key: false,
             thought_signature_sentinel: true,
+            models: Vec::new(),
         }
     }
 }
@@ -101,14 +113,90 @@ impl Default for Profile {
 impl Profile {
     /// Whether an `anthropic-beta` value may be forwarded to this provider.
     pub fn beta_allowed(&self, value: &str) -> bool {
-        self.anthropic_beta.iter().any(|prefix| !prefix.is_empty() && value.starts_with(prefix.as_str()))
+        match &self.anthropic_beta {
+            None => true,
+            Some(allowed) => allowed.iter().any(|prefix| !prefix.is_empty() && value.starts_with(prefix.as_str())),
+        }
     }
 
-    /// The allowed part of an `anthropic-beta` header (comma-separated), or
-    /// `None` when nothing is left to send.
-    pub fn filter_anthropic_beta(&self, header: &str) -> Option<String> {
-        let kept: Vec<&str> = header.split(',').map(str::trim).filter(|v| self.beta_allowed(v)).collect();
-        (!kept.is_empty()).then(|| kept.join(","))
+    /// What of an `anthropic-beta` header (comma-separated) may be sent:
+    /// all of it (borrowed) without an allowlist, the allowed values
+    /// otherwise, `None` when nothing is left.
+    pub fn filter_anthropic_beta<'a>(&self, header: &'a str) -> Option<Cow<'a, str>> {
+        if self.anthropic_beta.is_none() {
+            return Some(Cow::Borrowed(header));
+        }
+        let kept: Vec<&str> =
+            header.split(',').map(str::trim).filter(|v| !v.is_empty() && self.beta_allowed(v)).collect();
+        (!kept.is_empty()).then(|| Cow::Owned(kept.join(",")))
+    }
+
+    /// The profile for `model`: this one, corrected by the built-in model
+    /// rules and then the profile's own (later rules win). Borrowed when no
+    /// rule matches.
+    pub fn for_model(&self, model: &str) -> Cow<'_, Profile> {
+        quirks::apply(self, model)
+    }
+}
+
+/// Whether Chat streams ask for usage (`stream_options`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamOptions {
+    /// Always sent: the provider is known to take it.
+    Yes,
+    /// Never sent: the provider rejects it (its streams then carry no usage).
+    No,
+    /// Sent until the provider rejects it (a 400 or 422 naming
+    /// `stream_options`); the request is then retried once without it, and
+    /// the provider is not sent it again while the gateway runs.
+    #[default]
+    Probe,
+}
+
+impl StreamOptions {
+    /// Whether a request asks for usage, before anything was learned.
+    pub fn sends(self) -> bool {
+        matches!(self, StreamOptions::Yes | StreamOptions::Probe)
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            StreamOptions::Yes => "yes",
+            StreamOptions::No => "no",
+            StreamOptions::Probe => "probe",
+        }
+    }
+}
+
+impl Serialize for StreamOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// `"yes"`, `"no"` or `"probe"`; `true` and `false`, the flag's earlier
+/// form, still mean yes and no.
+impl<'de> Deserialize<'de> for StreamOptions {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<StreamOptions, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = StreamOptions;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(r#""yes", "no" or "probe""#)
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<StreamOptions, E> {
+                Ok(if v { StreamOptions::Yes } else { StreamOptions::No })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StreamOptions, E> {
+                match v {
+                    "yes" => Ok(StreamOptions::Yes),
+                    "no" => Ok(StreamOptions::No),
+                    "probe" => Ok(StreamOptions::Probe),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -170,7 +258,8 @@ mod tests {
         let p: Profile = toml::from_str(
             "reasoning_field = \"reasoning_content\"\nreasoning_replay_required = true\n\
              max_tokens_field = \"max_completion_tokens\"\nschema_dialect = \"json_schema\"\n\
-             thinking_style = \"adaptive\"\nanthropic_beta = [\"interleaved-thinking-\"]\n",
+             thinking_style = \"adaptive\"\nanthropic_beta = [\"interleaved-thinking-\"]\n\
+             stream_options = \"no\"\n",
         )
         .unwrap();
         assert_eq!(p.reasoning_field, ReasoningField::ReasoningContent);
@@ -178,18 +267,36 @@ mod tests {
         assert_eq!(p.max_tokens_field, MaxTokensField::MaxCompletionTokens);
         assert_eq!(p.schema_dialect, SchemaDialect::JsonSchema);
         assert_eq!(p.thinking_style, ThinkingStyle::Adaptive);
+        assert_eq!(p.stream_options, StreamOptions::No);
         assert!(toml::from_str::<Profile>("no_such_field = 1").is_err());
     }
 
     #[test]
+    fn stream_options_is_yes_no_or_probe_and_still_takes_a_bool() {
+        let read = |text: &str| toml::from_str::<Profile>(text).map(|p| p.stream_options);
+        assert_eq!(read("").unwrap(), StreamOptions::Probe);
+        assert_eq!(read("stream_options = \"yes\"").unwrap(), StreamOptions::Yes);
+        assert_eq!(read("stream_options = \"probe\"").unwrap(), StreamOptions::Probe);
+        assert_eq!(read("stream_options = true").unwrap(), StreamOptions::Yes);
+        assert_eq!(read("stream_options = false").unwrap(), StreamOptions::No);
+        let err = read("stream_options = \"maybe\"").unwrap_err().to_string();
+        assert!(err.contains(r#""yes", "no" or "probe""#), "{err}");
+        assert!(!StreamOptions::No.sends() && StreamOptions::Probe.sends());
+    }
+
+    #[test]
     fn betas_are_allowed_by_prefix() {
-        let p = Profile { anthropic_beta: vec!["interleaved-thinking-".into()], ..Profile::default() };
+        let p = Profile { anthropic_beta: Some(vec!["interleaved-thinking-".into()]), ..Profile::default() };
         assert!(p.beta_allowed("interleaved-thinking-2025-05-14"));
         assert!(!p.beta_allowed("context-1m-2025-08-07"));
         assert_eq!(
             p.filter_anthropic_beta("context-1m-2025-08-07, interleaved-thinking-2025-05-14").as_deref(),
             Some("interleaved-thinking-2025-05-14")
         );
-        assert_eq!(Profile::default().filter_anthropic_beta("interleaved-thinking-2025-05-14"), None);
+        assert_eq!(p.filter_anthropic_beta("context-1m-2025-08-07"), None);
+        let none = Profile { anthropic_beta: Some(Vec::new()), ..Profile::default() };
+        assert_eq!(none.filter_anthropic_beta("interleaved-thinking-2025-05-14"), None);
+        let all = "context-1m-2025-08-07,interleaved-thinking-2025-05-14";
+        assert!(matches!(Profile::default().filter_anthropic_beta(all), Some(Cow::Borrowed(v)) if v == all));
     }
 }

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::error::UpstreamError;
-use super::ir::{Context, ErrorClass, StopReason};
+use super::ir::{Context, ErrorClass};
 use super::message::{Part, Reply};
 use super::wire::{random_id, short_hash};
 
@@ -22,9 +22,7 @@ pub(crate) fn finish(mut reply: Reply) -> Result<Reply, UpstreamError> {
     if had_calls && !reply.has_tool_calls() {
         return Err(UpstreamError::new(ErrorClass::Server, "the provider returned tool calls without a tool name"));
     }
-    if reply.has_tool_calls() && matches!(reply.stop, StopReason::EndTurn | StopReason::StopSequence) {
-        reply.stop = StopReason::ToolUse;
-    }
+    reply.stop = reply.stop.with_calls(reply.has_tool_calls());
     Ok(reply)
 }
 

@@ -44,6 +44,21 @@ impl Enc<'_> {
     pub fn drop(&mut self, field: &str) {
         self.drops.note(Stage::Encode, self.target, field);
     }
+
+    /// Drops the OpenAI-only request fields a target outside the OpenAI
+    /// family cannot express: a stored completion, a verbosity hint and a
+    /// prompt-cache key, in that order.
+    pub fn drop_openai_only(&mut self, req: &Request) {
+        if req.store == Some(true) {
+            self.drop("store");
+        }
+        if req.verbosity.is_some() {
+            self.drop("verbosity");
+        }
+        if req.prompt_cache_key.is_some() {
+            self.drop("prompt_cache_key");
+        }
+    }
 }
 
 /// Runs every pass for `target`.
@@ -103,7 +118,7 @@ fn refuse(req: &Request, enc: &Enc<'_>) -> Result<(), Untranslatable> {
     }
     let real_tools = req.tools.iter().filter(|t| !matches!(t.kind, ToolKind::Hosted { .. })).count();
     if real_tools > 0 && !enc.profile.tools {
-        return Err(Untranslatable::new("tools", "the provider does not support tools"));
+        return Err(Untranslatable::new("tools", super::error::NO_TOOLS));
     }
     let list = turns_path(req.source);
     for (i, turn) in req.turns.iter().enumerate() {

@@ -117,6 +117,12 @@ pub(crate) fn args_text(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "{}".to_owned())
 }
 
+/// The `text` of each object in a JSON list (a block's `content`, a
+/// reasoning item's `summary`); none when the value is not a list.
+pub(crate) fn texts<'a>(list: Option<&'a Value>) -> impl Iterator<Item = &'a str> + 'a {
+    list.and_then(Value::as_array).into_iter().flatten().filter_map(|p| p.get("text").and_then(Value::as_str))
+}
+
 /// The text of text parts, joined.
 pub(crate) fn joined(texts: impl IntoIterator<Item = impl AsRef<str>>, sep: &str) -> String {
     let mut out = String::new();

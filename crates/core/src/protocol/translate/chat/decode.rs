@@ -49,17 +49,7 @@ const MAPPED: &[&str] = &[
 
 pub(crate) fn decode(body: &[u8]) -> Result<Request, Untranslatable> {
     let m = parse_body(body)?;
-    let mut req = Request { source: Some(Format::Chat), ..Request::default() };
-    for (k, v) in &m {
-        if MAPPED.contains(&k.as_str()) {
-            continue;
-        }
-        if crate::protocol::translate::dropped::dropped(Stage::Decode, Format::Chat, k).is_some() {
-            req.drops.note(Stage::Decode, Format::Chat, k);
-        } else {
-            req.extras.insert(k.clone(), v.clone());
-        }
-    }
+    let mut req = Request::unmapped(Format::Chat, &m, MAPPED);
     req.model = opt_str(&m, "model", "")?.unwrap_or_default().to_owned();
     refuse_audio_output(&m)?;
     messages(&m, &mut req)?;

@@ -46,7 +46,7 @@ pub(crate) fn encode(req: &Request, model: &str, enc: &mut Enc<'_>) -> Value {
     cache_key(req, enc, &mut b);
     if req.stream {
         b.insert("stream".into(), json!(true));
-        if enc.profile.stream_options {
+        if enc.profile.stream_options.sends() {
             b.insert("stream_options".into(), json!({"include_usage": true}));
         }
     }

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::protocol::translate::dropped::{self, Stage};
+use crate::protocol::translate::dropped::Stage;
 use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::Untranslatable;
 use crate::protocol::translate::ir::{Family, Format};
@@ -87,11 +87,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Request, Untranslatable> {
         if MAPPED.contains(&key.as_str()) {
             continue;
         }
-        if dropped::dropped(Stage::Decode, Format::Gemini, &key).is_some() {
-            req.drops.note(Stage::Decode, Format::Gemini, &key);
-        } else {
-            req.extras.insert(k.clone(), v.clone());
-        }
+        req.keep_unmapped(&key, k, v);
     }
     if gf(&m, "cachedContent").is_some() {
         return Err(bad(
@@ -358,11 +354,7 @@ fn config(c: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
         if key == "responseModalities" && v.as_array().is_some_and(|a| a.iter().any(|m| m != "TEXT")) {
             return Err(bad(field, "only text output is translated"));
         }
-        if dropped::dropped(Stage::Decode, Format::Gemini, &field).is_some() {
-            req.drops.note(Stage::Decode, Format::Gemini, &field);
-        } else {
-            req.extras.insert(field, v.clone());
-        }
+        req.keep_unmapped(&field, &field, v);
     }
     let f = |name: &str| gf(c, name);
     let num = |name: &str| f(name).and_then(Value::as_f64);

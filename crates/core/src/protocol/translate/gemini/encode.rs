@@ -9,6 +9,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::Signed;
 use crate::protocol::translate::ir::Family;
 use crate::protocol::translate::message::{
     Effort, Media, OutputFormat, Part, Request, Role, Tool, ToolChoice, ToolKind, Turn,
@@ -63,17 +64,16 @@ pub(crate) fn encode(req: &Request, enc: &mut Enc<'_>) -> Value {
 
 fn content(turn: &Turn, enc: &mut Enc<'_>) -> Value {
     let role = if turn.role == Role::Assistant { "model" } else { "user" };
-    let mut parts: Vec<Value> = Vec::new();
+    let mut signed = Signed::default();
     let mut media: Vec<Value> = Vec::new();
-    let mut pending: Option<String> = None;
     let mut first_call = true;
     for part in &turn.parts {
-        let mut v = match part {
+        let v = match part {
             Part::Reasoning { text, opaque, .. } => {
                 let sig = opaque.as_ref().filter(|o| o.origin == Family::Gemini).map(|o| o.value.clone());
                 match (sig, text.is_empty()) {
                     (Some(sig), true) => {
-                        pending = Some(sig);
+                        signed.pending = Some(sig);
                         continue;
                     }
                     (Some(sig), false) => json!({"text": text, "thought": true, "thoughtSignature": sig}),
@@ -84,19 +84,14 @@ fn content(turn: &Turn, enc: &mut Enc<'_>) -> Value {
                 }
             }
             Part::ToolCall { name, args, .. } => {
-                let mut call = json!({"functionCall": {"name": name, "args": args_object(args)}});
-                if pending.is_none() && first_call && enc.profile.thought_signature_sentinel {
-                    pending = Some(SKIP_SIGNATURE.to_owned());
+                if signed.pending.is_none() && first_call && enc.profile.thought_signature_sentinel {
+                    signed.pending = Some(SKIP_SIGNATURE.to_owned());
                 }
                 first_call = false;
-                if let Some(sig) = pending.take() {
-                    call["thoughtSignature"] = json!(sig);
-                }
-                parts.push(call);
-                continue;
+                json!({"functionCall": {"name": name, "args": args_object(args)}})
             }
             Part::ToolResult { name, content, is_error, .. } => {
-                parts.push(function_response(name.as_deref().unwrap_or(""), content, *is_error));
+                signed.parts.push(function_response(name.as_deref().unwrap_or(""), content, *is_error));
                 media.extend(content.iter().filter(|p| !matches!(p, Part::Text { .. })).filter_map(data_part));
                 continue;
             }
@@ -105,14 +100,9 @@ fn content(turn: &Turn, enc: &mut Enc<'_>) -> Value {
                 None => continue,
             },
         };
-        if let Some(sig) = pending.take() {
-            v["thoughtSignature"] = json!(sig);
-        }
-        parts.push(v);
+        signed.push(v);
     }
-    if let Some(sig) = pending {
-        parts.push(json!({"text": "", "thoughtSignature": sig}));
-    }
+    let mut parts = signed.finish();
     // Media a tool returned go after every function response of the turn,
     // so the responses stay together and in call order.
     let responses = parts.iter().take_while(|p| p.get("functionResponse").is_some()).count();
@@ -221,49 +211,32 @@ fn declaration(t: &Tool, s: &Value, enc: &Enc<'_>) -> Value {
 
 fn config(req: &Request, enc: &mut Enc<'_>) -> Map<String, Value> {
     let mut c = Map::new();
-    let mut put = |k: &str, v: Value| {
-        c.insert(k.into(), v);
-    };
-    if let Some(t) = req.temperature {
-        put("temperature", json!(t));
-    }
-    if let Some(p) = req.top_p {
-        put("topP", json!(p));
-    }
-    if let Some(k) = req.top_k {
-        put("topK", json!(k));
-    }
-    if let Some(n) = req.n {
-        put("candidateCount", json!(n));
-    }
-    if let Some(m) = req.max_output {
-        put("maxOutputTokens", json!(m));
-    }
-    if !req.stop.is_empty() {
-        put("stopSequences", json!(req.stop.iter().take(MAX_STOP).collect::<Vec<_>>()));
-    }
-    if let Some(s) = req.seed {
-        put("seed", json!(s));
-    }
-    if let Some(p) = req.presence_penalty {
-        put("presencePenalty", json!(p));
-    }
-    if let Some(f) = req.frequency_penalty {
-        put("frequencyPenalty", json!(f));
-    }
-    if let Some(l) = req.logprobs {
-        put("responseLogprobs", json!(true));
-        if let Some(top) = l.top {
-            put("logprobs", json!(top));
+    // Each parameter the request sets, in this order.
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            c.insert(k.into(), v);
         }
+    };
+    put("temperature", req.temperature.map(Value::from));
+    put("topP", req.top_p.map(Value::from));
+    put("topK", req.top_k.map(Value::from));
+    put("candidateCount", req.n.map(Value::from));
+    put("maxOutputTokens", req.max_output.map(Value::from));
+    put("stopSequences", (!req.stop.is_empty()).then(|| json!(req.stop.iter().take(MAX_STOP).collect::<Vec<_>>())));
+    put("seed", req.seed.map(Value::from));
+    put("presencePenalty", req.presence_penalty.map(Value::from));
+    put("frequencyPenalty", req.frequency_penalty.map(Value::from));
+    if let Some(l) = req.logprobs {
+        put("responseLogprobs", Some(json!(true)));
+        put("logprobs", l.top.map(Value::from));
     }
     match &req.output_format {
-        Some(OutputFormat::JsonObject) => put("responseMimeType", json!("application/json")),
+        Some(OutputFormat::JsonObject) => put("responseMimeType", Some(json!("application/json"))),
         Some(OutputFormat::JsonSchema { schema: s, .. }) => {
-            put("responseMimeType", json!("application/json"));
+            put("responseMimeType", Some(json!("application/json")));
             match enc.profile.schema_dialect {
-                SchemaDialect::JsonSchema => put("responseJsonSchema", s.clone()),
-                SchemaDialect::OpenApi => put("responseSchema", schema::gemini(s)),
+                SchemaDialect::JsonSchema => put("responseJsonSchema", Some(s.clone())),
+                SchemaDialect::OpenApi => put("responseSchema", Some(schema::gemini(s))),
             }
         }
         None => {}
@@ -278,7 +251,7 @@ fn config(req: &Request, enc: &mut Enc<'_>) -> Map<String, Value> {
                 (None, None) => json!({"includeThoughts": true}),
             }
         };
-        put("thinkingConfig", cfg);
+        put("thinkingConfig", Some(cfg));
     }
     if req.stop.len() > MAX_STOP {
         enc.drop("stop[5..]");
@@ -309,15 +282,7 @@ fn rest(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     if req.service_tier.is_some() {
         enc.drop("service_tier");
     }
-    if req.store == Some(true) {
-        enc.drop("store");
-    }
-    if req.verbosity.is_some() {
-        enc.drop("verbosity");
-    }
-    if req.prompt_cache_key.is_some() {
-        enc.drop("prompt_cache_key");
-    }
+    enc.drop_openai_only(req);
     let source_gemini = req.source == Some(crate::protocol::translate::ir::Format::Gemini);
     if !req.extras.is_empty() && !source_gemini {
         enc.drop("extras");

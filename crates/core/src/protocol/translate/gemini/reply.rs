@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use super::Signed;
 use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::UpstreamError;
 use crate::protocol::translate::ir::{Context, ErrorClass, Family, Opaque, StopReason, Tokens};
@@ -109,23 +110,22 @@ pub(crate) fn usage(u: &Value) -> Tokens {
 }
 
 pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
-    let mut parts: Vec<Value> = Vec::new();
-    let mut pending: Option<String> = None;
+    let mut signed = Signed::default();
     for part in &reply.parts {
-        let mut v = match part {
+        let v = match part {
             Part::Reasoning { text, opaque, id, redacted } => {
                 let slot =
                     envelope::write_slot(Family::Gemini, reply.origin, opaque.as_ref(), text, id.as_deref(), *redacted)
                         .filter(|_| opaque.is_some());
                 if text.is_empty() {
-                    pending = slot.or(pending);
+                    signed.pending = slot.or(signed.pending.take());
                     continue;
                 }
                 let mut t = json!({"text": text, "thought": true});
                 if let Some(s) = slot {
                     t["thoughtSignature"] = json!(s);
                 }
-                parts.push(t);
+                signed.parts.push(t);
                 continue;
             }
             Part::Text { text, .. } | Part::Refusal { text } if !text.is_empty() => json!({"text": text}),
@@ -135,14 +135,9 @@ pub(crate) fn encode(reply: &Reply, ctx: &Context) -> Value {
             }
             _ => continue,
         };
-        if let Some(sig) = pending.take() {
-            v["thoughtSignature"] = json!(sig);
-        }
-        parts.push(v);
+        signed.push(v);
     }
-    if let Some(sig) = pending {
-        parts.push(json!({"text": "", "thoughtSignature": sig}));
-    }
+    let parts = signed.finish();
     let finish_reason = if reply.has_tool_calls() { "STOP" } else { vocab::gemini_finish(reply.stop) };
     json!({
         "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish_reason, "index": 0}],

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::protocol::translate::dropped::{self, Stage};
+use crate::protocol::translate::dropped::Stage;
 use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::Untranslatable;
 use crate::protocol::translate::ir::{Family, Format};
@@ -46,17 +46,7 @@ const SERVER_BLOCKS: &[&str] = &[
 
 pub(crate) fn decode(body: &[u8]) -> Result<Request, Untranslatable> {
     let m = parse_body(body)?;
-    let mut req = Request { source: Some(Format::Messages), ..Request::default() };
-    for (k, v) in &m {
-        if MAPPED.contains(&k.as_str()) {
-            continue;
-        }
-        if dropped::dropped(Stage::Decode, Format::Messages, k).is_some() {
-            req.drops.note(Stage::Decode, Format::Messages, k);
-        } else {
-            req.extras.insert(k.clone(), v.clone());
-        }
-    }
+    let mut req = Request::unmapped(Format::Messages, &m, MAPPED);
     req.model = opt_str(&m, "model", "")?.unwrap_or_default().to_owned();
     req.system = match get(&m, "system") {
         None => Vec::new(),
@@ -129,14 +119,7 @@ fn block(b: &Obj, path: &str, req: &mut Request) -> Result<Option<Part>, Untrans
         },
         "search_result" => {
             let title = opt_str(b, "title", path)?.unwrap_or_default();
-            let texts: Vec<&str> = b
-                .get("content")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c.get("text").and_then(Value::as_str))
-                .collect();
-            Part::text(format!("{title}\n{}", joined(&texts, "\n")).trim().to_owned())
+            Part::text(format!("{title}\n{}", content_text(b)).trim().to_owned())
         }
         "thinking" => {
             let text = opt_str(b, "thinking", path)?.unwrap_or_default();
@@ -188,6 +171,12 @@ fn reasoning(text: &str, signature: &str, redacted: bool) -> Part {
     }
 }
 
+/// The texts of a block's `content[]` entries, one a line: how a search
+/// result and a content-sourced document carry their text.
+fn content_text(o: &Obj) -> String {
+    joined(texts(o.get("content")), "\n")
+}
+
 fn source(b: &Obj, path: &str) -> Result<Media, Untranslatable> {
     let s = as_obj(get(b, "source").ok_or_else(|| bad(at(path, "source"), "required"))?, &at(path, "source"))?;
     let path = at(path, "source");
@@ -199,16 +188,7 @@ fn source(b: &Obj, path: &str) -> Result<Media, Untranslatable> {
         Some("url") => Media::Url(opt_str(s, "url", &path)?.unwrap_or_default().to_owned()),
         Some("file") => Media::FileId(opt_str(s, "file_id", &path)?.unwrap_or_default().to_owned()),
         Some("text") => Media::Text(opt_str(s, "data", &path)?.unwrap_or_default().to_owned()),
-        Some("content") => {
-            let texts: Vec<&str> = s
-                .get("content")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c.get("text").and_then(Value::as_str))
-                .collect();
-            Media::Text(joined(&texts, "\n"))
-        }
+        Some("content") => Media::Text(content_text(s)),
         other => return Err(bad(at(&path, "type"), format!("unknown source type `{}`", other.unwrap_or("")))),
     })
 }

@@ -58,7 +58,7 @@ pub(crate) fn encode(req: &Request, model: &str, enc: &mut Enc<'_>) -> Value {
     }
     sampling(&req, thinking.is_some(), enc, &mut b);
     let mut config = Map::new();
-    if let (Some(t), Some(e)) = (&thinking, req.reasoning.as_ref().and_then(|r| r.effort)) {
+    if let (Some(t), Some(e)) = (&thinking, req.reasoning.as_ref().and_then(adaptive_effort)) {
         if t["type"] == "adaptive" {
             config.insert("effort".into(), json!(anthropic_effort(e)));
         }
@@ -82,6 +82,13 @@ fn anthropic_effort(e: Effort) -> &'static str {
     }
 }
 
+/// The effort adaptive thinking is asked for with: the client's, or the
+/// one its budget stands for (a model that takes only adaptive thinking
+/// has no budget).
+fn adaptive_effort(r: &crate::protocol::translate::message::Reasoning) -> Option<Effort> {
+    r.effort.or_else(|| r.budget.map(Effort::from_budget))
+}
+
 fn wants_thinking(req: &Request) -> bool {
     req.reasoning.as_ref().is_some_and(|r| !r.disabled && (r.effort.is_some() || r.budget.is_some()))
 }
@@ -91,7 +98,7 @@ fn signed(p: &Part) -> bool {
 }
 
 /// The `thinking` object, or `None` when thinking must be (or stay) off.
-fn thinking(req: &Request, max_tokens: u32, enc: &Enc<'_>) -> Option<Value> {
+fn thinking(req: &Request, max_tokens: u32, enc: &mut Enc<'_>) -> Option<Value> {
     if !wants_thinking(req) {
         return None;
     }
@@ -101,6 +108,9 @@ fn thinking(req: &Request, max_tokens: u32, enc: &Enc<'_>) -> Option<Value> {
     }
     let r = req.reasoning.as_ref()?;
     if enc.profile.thinking_style == ThinkingStyle::Adaptive {
+        if r.effort.is_none() && r.budget.is_some() {
+            enc.drop("reasoning.budget");
+        }
         return Some(json!({"type": "adaptive"}));
     }
     let budget = match (r.budget, r.effort) {
@@ -398,15 +408,7 @@ fn rest(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     if req.logprobs.is_some() {
         enc.drop("logprobs");
     }
-    if req.store == Some(true) {
-        enc.drop("store");
-    }
-    if req.verbosity.is_some() {
-        enc.drop("verbosity");
-    }
-    if req.prompt_cache_key.is_some() {
-        enc.drop("prompt_cache_key");
-    }
+    enc.drop_openai_only(req);
     if !req.extras.is_empty() {
         enc.drop("extras");
     }

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::protocol::translate::chat;
-use crate::protocol::translate::dropped::{self, Stage};
+use crate::protocol::translate::dropped::Stage;
 use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::Untranslatable;
 use crate::protocol::translate::ir::{Family, Format};
@@ -55,17 +55,7 @@ const HOSTED_ITEMS: &[&str] = &[
 
 pub(crate) fn decode(body: &[u8]) -> Result<Request, Untranslatable> {
     let m = parse_body(body)?;
-    let mut req = Request { source: Some(Format::Responses), ..Request::default() };
-    for (k, v) in &m {
-        if MAPPED.contains(&k.as_str()) {
-            continue;
-        }
-        if dropped::dropped(Stage::Decode, Format::Responses, k).is_some() {
-            req.drops.note(Stage::Decode, Format::Responses, k);
-        } else {
-            req.extras.insert(k.clone(), v.clone());
-        }
-    }
+    let mut req = Request::unmapped(Format::Responses, &m, MAPPED);
     refuse_state(&m)?;
     req.model = opt_str(&m, "model", "")?.unwrap_or_default().to_owned();
     if let Some(i) = opt_str(&m, "instructions", "")? {
@@ -208,16 +198,8 @@ fn call(item: &Obj, path: &str, args: String, kind: CallKind) -> Result<Part, Un
 }
 
 fn reasoning(item: &Obj, path: &str) -> Result<Part, Untranslatable> {
-    let texts = |key: &str| -> Vec<String> {
-        item.get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.get("text").and_then(Value::as_str).map(str::to_owned))
-            .collect()
-    };
-    let summary = texts("summary");
-    let full = texts("content");
+    let summary: Vec<&str> = texts(item.get("summary")).collect();
+    let full: Vec<&str> = texts(item.get("content")).collect();
     let mut text = joined(if full.is_empty() { &summary } else { &full }, "\n\n");
     let mut id = opt_str(item, "id", path)?.map(str::to_owned);
     let mut opaque = None;

@@ -144,27 +144,16 @@ fn output(content: &[Part], is_error: bool) -> Value {
 fn input_part(p: &Part) -> Option<Value> {
     Some(match p {
         Part::Text { text, .. } | Part::Refusal { text } => json!({"type": "input_text", "text": text}),
+        Part::Image { source: Media::Text(t), .. } | Part::Document { source: Media::Text(t), .. } => {
+            json!({"type": "input_text", "text": t})
+        }
         Part::Image { source, detail, .. } => {
-            let mut v = match source {
-                Media::Base64 { media_type, data } => {
-                    json!({"type": "input_image", "image_url": to_data_url(media_type, data)})
-                }
-                Media::Url(u) => json!({"type": "input_image", "image_url": u}),
-                Media::FileId(id) => json!({"type": "input_image", "file_id": id}),
-                Media::Text(t) => return Some(json!({"type": "input_text", "text": t})),
-            };
+            let mut v = media_item(source, "input_image", ("image_url", "image_url"));
             v["detail"] = json!(detail.as_deref().unwrap_or("auto"));
             v
         }
         Part::Document { source, filename, title, .. } => {
-            let mut v = match source {
-                Media::Base64 { media_type, data } => {
-                    json!({"type": "input_file", "file_data": to_data_url(media_type, data)})
-                }
-                Media::Url(u) => json!({"type": "input_file", "file_url": u}),
-                Media::FileId(id) => json!({"type": "input_file", "file_id": id}),
-                Media::Text(t) => return Some(json!({"type": "input_text", "text": t})),
-            };
+            let mut v = media_item(source, "input_file", ("file_data", "file_url"));
             if let Some(name) = filename.as_ref().or(title.as_ref()) {
                 v["filename"] = json!(name);
             }
@@ -173,6 +162,17 @@ fn input_part(p: &Part) -> Option<Value> {
         // Refused before encoding: Responses takes no audio.
         Part::Audio { .. } | Part::Reasoning { .. } | Part::ToolCall { .. } | Part::ToolResult { .. } => return None,
     })
+}
+
+/// A media input item of type `kind`, its data URL and its URL under the
+/// keys `kind` names them by (an image puts both in `image_url`).
+fn media_item(source: &Media, kind: &str, (data_key, url_key): (&str, &str)) -> Value {
+    match source {
+        Media::Base64 { media_type, data } => json!({"type": kind, data_key: to_data_url(media_type, data)}),
+        Media::Url(u) => json!({"type": kind, url_key: u}),
+        Media::FileId(id) => json!({"type": kind, "file_id": id}),
+        Media::Text(t) => json!({"type": "input_text", "text": t}),
+    }
 }
 
 fn assistant_items(turn: &Turn, req: &Request, enc: &mut Enc<'_>, items: &mut Vec<Value>, replays: &mut bool) {

@@ -9,7 +9,7 @@ use crate::protocol::translate::message::{CallKind, Part, Reply};
 use crate::protocol::translate::openai;
 use crate::protocol::translate::reply::{self as common, finish, item_id, n};
 use crate::protocol::translate::vocab::{self, Classified};
-use crate::protocol::translate::wire::{args_text, joined};
+use crate::protocol::translate::wire::{args_text, joined, texts};
 
 fn unreadable(what: &str) -> UpstreamError {
     UpstreamError::new(ErrorClass::Server, format!("the provider's reply is unreadable: {what}"))
@@ -53,16 +53,8 @@ fn output_item(item: &Value, parts: &mut Vec<Part>) {
     let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     match item.get("type").and_then(Value::as_str) {
         Some("reasoning") => {
-            let texts = |key: &str| -> Vec<String> {
-                item.get(key)
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_owned))
-                    .collect()
-            };
-            let summary = texts("summary");
-            let full = texts("content");
+            let summary: Vec<&str> = texts(item.get("summary")).collect();
+            let full: Vec<&str> = texts(item.get("content")).collect();
             let text = joined(if summary.is_empty() { &full } else { &summary }, "\n\n");
             let opaque = item
                 .get("encrypted_content")

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::data;
 use crate::protocol::translate::dropped::{Row, TABLE};
 use crate::protocol::translate::ir::Format::{self, Chat, Gemini, Messages, Responses};
-use crate::protocol::translate::profile::Profile;
+use crate::protocol::translate::profile::{Profile, ThinkingStyle};
 use crate::protocol::translate::translate_request_report;
 
 /// Every request fixture, with the format it is in.
@@ -34,6 +34,7 @@ fn profiles() -> [Profile; 2] {
         parallel_tools: false,
         reasoning_effort: false,
         cache_breakpoints: false,
+        thinking_style: ThinkingStyle::Adaptive,
         ..Profile::default()
     };
     [Profile::default(), strict]

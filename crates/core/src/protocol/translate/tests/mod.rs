@@ -11,6 +11,7 @@ mod requests;
 use serde_json::Value;
 
 use super::ir::{Context, Format};
+use super::message::Part;
 use super::profile::Profile;
 use super::{translate_request_report, Drops};
 
@@ -37,6 +38,16 @@ pub(super) fn go_model(from: Format, to: Format, fixture: &str, profile: &Profil
     let body = data(&format!("requests/{fixture}"));
     let (out, _) = super::translate_request(from, to, &body, profile, model).unwrap();
     json(&out)
+}
+
+/// The text of each text part, in order.
+pub(super) fn texts(parts: &[Part]) -> Vec<&str> {
+    parts.iter().filter_map(|p| if let Part::Text { text, .. } = p { Some(text.as_str()) } else { None }).collect()
+}
+
+/// The reasoning parts' text, run together.
+pub(super) fn reasoning(parts: &[Part]) -> String {
+    parts.iter().filter_map(|p| if let Part::Reasoning { text, .. } = p { Some(text.as_str()) } else { None }).collect()
 }
 
 pub(super) fn dropped(drops: &Drops, field: &str) -> bool {

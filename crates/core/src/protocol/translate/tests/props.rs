@@ -122,15 +122,7 @@ enum ViewPart {
 }
 
 fn view(req: &Request, c: Caps) -> View {
-    let system = req
-        .system
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n");
+    let system = super::texts(&req.system).join("\n\n");
     let mut turns: Vec<(Role, Vec<ViewPart>)> = Vec::new();
     for t in &req.turns {
         let parts: Vec<ViewPart> = t.parts.iter().filter_map(|p| view_part(p, c)).collect();
@@ -186,13 +178,7 @@ fn view_part(p: &Part, c: Caps) -> Option<ViewPart> {
             args: serde_json::from_str(args).unwrap_or(Value::Null),
         },
         Part::ToolResult { call_id, content, is_error, .. } => {
-            let text: String = content
-                .iter()
-                .filter_map(|p| match p {
-                    Part::Text { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let text = super::texts(content).concat();
             let (text, is_error) = match (c.is_error, *is_error) {
                 (false, true) => (format!("Error: {text}"), false),
                 (_, e) => (text, e),

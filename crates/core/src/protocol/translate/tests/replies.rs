@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{data, json};
+use super::{data, json, reasoning, texts};
 use crate::protocol::translate::ir::Format::{self, Chat, Gemini, Messages, Responses};
 use crate::protocol::translate::ir::{Context, ErrorClass, StopReason};
 use crate::protocol::translate::message::Part;
@@ -30,24 +30,8 @@ fn every_reply_reaches_every_client() {
             let out = translate_reply(from, to, &fixture(from), &ctx()).unwrap();
             let v = json(&out);
             let back = decode_reply(to, &out).unwrap_or_else(|e| panic!("{from}->{to}: {e}"));
-            let texts: Vec<&str> = back
-                .parts
-                .iter()
-                .filter_map(|p| match p {
-                    Part::Text { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(texts, ["I'll list."], "{from}->{to}");
-            let reasoning: String = back
-                .parts
-                .iter()
-                .filter_map(|p| match p {
-                    Part::Reasoning { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(reasoning, "Need ls.", "{from}->{to}");
+            assert_eq!(texts(&back.parts), ["I'll list."], "{from}->{to}");
+            assert_eq!(reasoning(&back.parts), "Need ls.", "{from}->{to}");
             let calls: Vec<(String, Value)> = back
                 .parts
                 .iter()
@@ -217,26 +201,10 @@ fn gemini_reply(finish: &str, calls: bool) -> Value {
     json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish}], "responseId": "r1"})
 }
 
-/// One row of translation.md §C.2: what each client sees.
-struct Row {
-    from: Format,
-    body: Value,
-    msgs: &'static str,
-    chat: &'static str,
-    resp: (&'static str, Option<&'static str>),
-    gem: &'static str,
-}
-
-fn row(
-    from: Format,
-    body: Value,
-    msgs: &'static str,
-    chat: &'static str,
-    resp: (&'static str, Option<&'static str>),
-    gem: &'static str,
-) -> Row {
-    Row { from, body, msgs, chat, resp, gem }
-}
+/// One row of translation.md §C.2: the reply in its format, and what a
+/// Messages, Chat, Responses (status, incomplete reason) and Gemini client
+/// sees as its stop.
+type Row = (Format, Value, &'static str, &'static str, (&'static str, Option<&'static str>), &'static str);
 
 const DONE: (&str, Option<&str>) = ("completed", None);
 const LONG: (&str, Option<&str>) = ("incomplete", Some("max_output_tokens"));
@@ -245,45 +213,24 @@ const FILTERED: (&str, Option<&str>) = ("incomplete", Some("content_filter"));
 #[test]
 fn stop_reasons_map_per_table() {
     let rows = [
-        row(Messages, messages_reply("end_turn", false), "end_turn", "stop", DONE, "STOP"),
-        row(Messages, messages_reply("stop_sequence", false), "stop_sequence", "stop", DONE, "STOP"),
-        row(Messages, messages_reply("max_tokens", false), "max_tokens", "length", LONG, "MAX_TOKENS"),
-        row(Messages, messages_reply("tool_use", true), "tool_use", "tool_calls", DONE, "STOP"),
-        row(Messages, messages_reply("pause_turn", false), "pause_turn", "stop", DONE, "STOP"),
-        row(Messages, messages_reply("refusal", false), "refusal", "content_filter", FILTERED, "SAFETY"),
-        row(
-            Messages,
-            messages_reply("model_context_window_exceeded", false),
-            "max_tokens",
-            "length",
-            LONG,
-            "MAX_TOKENS",
-        ),
-        row(Chat, chat_reply(json!("stop"), false, json!({})), "end_turn", "stop", DONE, "STOP"),
-        row(
-            Chat,
-            chat_reply(json!("stop"), false, json!({"stop_reason": "END"})),
-            "stop_sequence",
-            "stop",
-            DONE,
-            "STOP",
-        ),
-        row(Chat, chat_reply(json!("length"), false, json!({})), "max_tokens", "length", LONG, "MAX_TOKENS"),
-        row(Chat, chat_reply(json!("tool_calls"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
-        row(Chat, chat_reply(json!("function_call"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
+        (Messages, messages_reply("end_turn", false), "end_turn", "stop", DONE, "STOP"),
+        (Messages, messages_reply("stop_sequence", false), "stop_sequence", "stop", DONE, "STOP"),
+        (Messages, messages_reply("max_tokens", false), "max_tokens", "length", LONG, "MAX_TOKENS"),
+        (Messages, messages_reply("tool_use", true), "tool_use", "tool_calls", DONE, "STOP"),
+        (Messages, messages_reply("pause_turn", false), "pause_turn", "stop", DONE, "STOP"),
+        (Messages, messages_reply("refusal", false), "refusal", "content_filter", FILTERED, "SAFETY"),
+        (Messages, messages_reply("model_context_window_exceeded", false), "max_tokens", "length", LONG, "MAX_TOKENS"),
+        (Chat, chat_reply(json!("stop"), false, json!({})), "end_turn", "stop", DONE, "STOP"),
+        (Chat, chat_reply(json!("stop"), false, json!({"stop_reason": "END"})), "stop_sequence", "stop", DONE, "STOP"),
+        (Chat, chat_reply(json!("length"), false, json!({})), "max_tokens", "length", LONG, "MAX_TOKENS"),
+        (Chat, chat_reply(json!("tool_calls"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
+        (Chat, chat_reply(json!("function_call"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
         // Some compat servers say `stop` with calls present.
-        row(Chat, chat_reply(json!("stop"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
-        row(
-            Chat,
-            chat_reply(json!("content_filter"), false, json!({})),
-            "refusal",
-            "content_filter",
-            FILTERED,
-            "SAFETY",
-        ),
-        row(Responses, responses_reply("completed", None, true), "tool_use", "tool_calls", DONE, "STOP"),
-        row(Responses, responses_reply("completed", None, false), "end_turn", "stop", DONE, "STOP"),
-        row(
+        (Chat, chat_reply(json!("stop"), true, json!({})), "tool_use", "tool_calls", DONE, "STOP"),
+        (Chat, chat_reply(json!("content_filter"), false, json!({})), "refusal", "content_filter", FILTERED, "SAFETY"),
+        (Responses, responses_reply("completed", None, true), "tool_use", "tool_calls", DONE, "STOP"),
+        (Responses, responses_reply("completed", None, false), "end_turn", "stop", DONE, "STOP"),
+        (
             Responses,
             responses_reply("incomplete", Some("max_output_tokens"), false),
             "max_tokens",
@@ -291,7 +238,7 @@ fn stop_reasons_map_per_table() {
             LONG,
             "MAX_TOKENS",
         ),
-        row(
+        (
             Responses,
             responses_reply("incomplete", Some("content_filter"), false),
             "refusal",
@@ -299,39 +246,38 @@ fn stop_reasons_map_per_table() {
             FILTERED,
             "SAFETY",
         ),
-        row(Gemini, gemini_reply("STOP", true), "tool_use", "tool_calls", DONE, "STOP"),
-        row(Gemini, gemini_reply("STOP", false), "end_turn", "stop", DONE, "STOP"),
-        row(Gemini, gemini_reply("OTHER", false), "end_turn", "stop", DONE, "STOP"),
-        row(Gemini, gemini_reply("FINISH_REASON_UNSPECIFIED", false), "end_turn", "stop", DONE, "STOP"),
-        row(Gemini, gemini_reply("MAX_TOKENS", false), "max_tokens", "length", LONG, "MAX_TOKENS"),
+        (Gemini, gemini_reply("STOP", true), "tool_use", "tool_calls", DONE, "STOP"),
+        (Gemini, gemini_reply("STOP", false), "end_turn", "stop", DONE, "STOP"),
+        (Gemini, gemini_reply("OTHER", false), "end_turn", "stop", DONE, "STOP"),
+        (Gemini, gemini_reply("FINISH_REASON_UNSPECIFIED", false), "end_turn", "stop", DONE, "STOP"),
+        (Gemini, gemini_reply("MAX_TOKENS", false), "max_tokens", "length", LONG, "MAX_TOKENS"),
     ];
     for blocked in ["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE"] {
-        let r = row(Gemini, gemini_reply(blocked, false), "refusal", "content_filter", FILTERED, "SAFETY");
+        let r = (Gemini, gemini_reply(blocked, false), "refusal", "content_filter", FILTERED, "SAFETY");
         check(&r);
     }
-    for r in &rows {
-        check(r);
+    for r in rows {
+        check(&r);
     }
 }
 
-fn check(r: &Row) {
-    let body = r.body.to_string();
-    let what = format!("{} {}", r.from, body);
+fn check((from, body, msgs, chat, (status, incomplete), gem): &Row) {
+    let body = body.to_string();
+    let what = format!("{from} {body}");
     let via = |to| {
         json(
-            &translate_reply(r.from, to, body.as_bytes(), &Context::default())
-                .unwrap_or_else(|e| panic!("{what}: {e}")),
+            &translate_reply(*from, to, body.as_bytes(), &Context::default()).unwrap_or_else(|e| panic!("{what}: {e}")),
         )
     };
-    assert_eq!(via(Messages)["stop_reason"], r.msgs, "{what}");
-    if r.msgs == "stop_sequence" {
+    assert_eq!(via(Messages)["stop_reason"], *msgs, "{what}");
+    if *msgs == "stop_sequence" {
         assert_eq!(via(Messages)["stop_sequence"], "END");
     }
-    assert_eq!(via(Chat)["choices"][0]["finish_reason"], r.chat, "{what}");
+    assert_eq!(via(Chat)["choices"][0]["finish_reason"], *chat, "{what}");
     let resp = via(Responses);
-    assert_eq!(resp["status"], r.resp.0, "{what}");
-    assert_eq!(resp["incomplete_details"]["reason"].as_str(), r.resp.1, "{what}");
-    assert_eq!(via(Gemini)["candidates"][0]["finishReason"], r.gem, "{what}");
+    assert_eq!(resp["status"], *status, "{what}");
+    assert_eq!(resp["incomplete_details"]["reason"].as_str(), *incomplete, "{what}");
+    assert_eq!(via(Gemini)["candidates"][0]["finishReason"], *gem, "{what}");
 }
 
 #[test]

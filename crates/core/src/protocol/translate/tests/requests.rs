@@ -5,8 +5,10 @@ use serde_json::{json, Value};
 use super::{data, dropped, go, go_model, json};
 use crate::protocol::translate::estimate::estimate_input_tokens;
 use crate::protocol::translate::ir::Format::{self, Chat, Gemini, Messages, Responses};
-use crate::protocol::translate::profile::{MaxTokensField, Profile, ReasoningField, SchemaDialect};
-use crate::protocol::translate::{decode_request, translate_request};
+use crate::protocol::translate::profile::{
+    MaxTokensField, Profile, ReasoningField, SchemaDialect, StreamOptions, ThinkingStyle,
+};
+use crate::protocol::translate::{decode_request, translate_request, translate_request_report};
 
 fn openai() -> Profile {
     Profile { max_tokens_field: MaxTokensField::MaxCompletionTokens, prompt_cache_key: true, ..Profile::default() }
@@ -25,7 +27,8 @@ fn anthropic() -> Profile {
 fn golden_bodies() {
     let cases: [(&str, Format, Format, Profile, &str, &str); 3] = [
         // §H 1: one system string without the billing line, no cache
-        // markers, `stop`, `max_completion_tokens`, no `top_k`.
+        // markers, `stop`, `max_completion_tokens`, no `top_k`, and no
+        // `temperature` (o3 takes only the default).
         ("msgs_params.json", Messages, Chat, openai(), "o3", "msgs_params.chat.json"),
         // §H 2: calls in one assistant message; results in call order, the
         // error marked; the image a tool returned in a synthetic user
@@ -353,7 +356,7 @@ fn tool_call_ids_are_sanitised_in_pairs() {
 /// accepted.
 #[test]
 fn provider_quirks_come_from_the_profile() {
-    let groq = Profile { reasoning_effort: false, stream_options: false, ..Profile::default() };
+    let groq = Profile { reasoning_effort: false, stream_options: StreamOptions::No, ..Profile::default() };
     let (out, _, drops) = go(Responses, Chat, "codex.json", &groq);
     assert!(out["messages"].as_array().unwrap().iter().all(|m| m.get("reasoning_content").is_none()));
     assert!(out["messages"][0]["content"].is_string());
@@ -511,4 +514,48 @@ fn long_end_user_ids_are_hashed_for_openai() {
     assert_eq!(again["user"], json!(sent), "the same user hashes the same way");
     // The cache key is the session, not the user.
     assert_eq!(again["prompt_cache_key"], json!("c".repeat(36)));
+}
+
+/// §B.7 per-model rules: OpenAI's reasoning models get no temperature or
+/// top_p (a listed drop); newer Claude models get adaptive thinking with an
+/// effort (from the budget when only a budget was asked for); Claude Haiku
+/// 4.5 gets a budget even where the profile says adaptive.
+#[test]
+fn model_rules_correct_the_profile() {
+    let report = |from, to, body: &Value, profile: &Profile, model| {
+        let (encoded, _) = translate_request_report(from, to, body.to_string().as_bytes(), profile, model).unwrap();
+        assert!(encoded.drops.unlisted.is_empty(), "{:?}", encoded.drops.unlisted);
+        (json(&encoded.body), encoded.drops)
+    };
+    let sampled = json!({"model": "claude-x", "max_tokens": 64, "temperature": 0.2, "top_p": 0.9,
+                         "messages": [{"role": "user", "content": "hi"}]});
+    for model in ["gpt-5", "o3-mini", "openai/gpt-5-mini"] {
+        let (out, drops) = report(Messages, Chat, &sampled, &Profile::default(), model);
+        assert!(out.get("temperature").is_none() && out.get("top_p").is_none(), "{model}: {out}");
+        assert!(dropped(&drops, "sampling"), "{model}");
+        let (out, _) = report(Messages, Responses, &sampled, &Profile::default(), model);
+        assert!(out.get("temperature").is_none(), "{model}: {out}");
+    }
+    let (out, drops) = report(Messages, Chat, &sampled, &Profile::default(), "gpt-4.1");
+    assert_eq!((out["temperature"].as_f64(), out["top_p"].as_f64()), (Some(0.2), Some(0.9)));
+    assert!(!dropped(&drops, "sampling"));
+
+    let effort = json!({"model": "gpt-5", "max_tokens": 40000, "reasoning_effort": "high",
+                        "messages": [{"role": "user", "content": "hi"}]});
+    let (out, _) = report(Chat, Messages, &effort, &Profile::default(), "claude-opus-4-6");
+    assert_eq!(out["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(out["output_config"]["effort"], "high");
+    let (out, _) = report(Chat, Messages, &effort, &Profile::default(), "claude-sonnet-4-5");
+    assert_eq!(out["thinking"], json!({"type": "enabled", "budget_tokens": 16384}));
+    let adaptive = Profile { thinking_style: ThinkingStyle::Adaptive, ..Profile::default() };
+    let (out, _) = report(Chat, Messages, &effort, &adaptive, "claude-haiku-4-5-20251001");
+    assert_eq!(out["thinking"], json!({"type": "enabled", "budget_tokens": 16384}), "Haiku 4.5 takes no adaptive");
+    assert!(out.get("output_config").is_none(), "{out}");
+
+    let budget = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                        "generationConfig": {"maxOutputTokens": 20000, "thinkingConfig": {"thinkingBudget": 10000}}});
+    let (out, drops) = report(Gemini, Messages, &budget, &Profile::default(), "claude-opus-4-6");
+    assert_eq!(out["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(out["output_config"]["effort"], "medium", "a 10000-token budget is a medium effort");
+    assert!(dropped(&drops, "reasoning.budget"));
 }

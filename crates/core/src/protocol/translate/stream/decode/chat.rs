@@ -11,7 +11,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{upstream_error, Emitter};
+use super::{upstream_error, Emitter, Open, OpenProse};
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::maps::{count, count_in};
 use crate::protocol::translate::vocab;
@@ -19,16 +19,10 @@ use crate::protocol::translate::vocab;
 #[derive(Debug, Default)]
 pub(crate) struct Chat {
     /// The open text or reasoning block.
-    open: Option<(Open, usize)>,
+    open: OpenProse,
     tools: Vec<Tool>,
     /// The first finish reason; `None` inside for one that is an error.
     finish: Option<Option<StopReason>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Open {
-    Text,
-    Reasoning,
 }
 
 #[derive(Debug, Default)]
@@ -139,39 +133,15 @@ impl Chat {
     fn delta(&mut self, delta: ChoiceDelta, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
         let reasoning = delta.reasoning_content.or(delta.reasoning).filter(|r| !r.is_empty());
         if let Some(text) = reasoning {
-            let index = self.ensure(Open::Reasoning, emit, out);
+            let index = self.open.ensure(Open::Reasoning, emit, out);
             emit.delta(index, Delta::Reasoning(text), out);
         }
         if let Some(text) = delta.content.filter(|c| !c.is_empty()) {
-            let index = self.ensure(Open::Text, emit, out);
+            let index = self.open.ensure(Open::Text, emit, out);
             emit.delta(index, Delta::Text(text), out);
         }
         for call in delta.tool_calls.unwrap_or_default() {
             self.tool(call, emit, out);
-        }
-    }
-
-    /// The open text or reasoning block of this kind, opened (and the other
-    /// kind closed) if need be.
-    fn ensure(&mut self, kind: Open, emit: &mut Emitter, out: &mut Vec<StreamEvent>) -> usize {
-        match self.open {
-            Some((k, index)) if k == kind => index,
-            _ => {
-                self.close_open(emit, out);
-                let block = match kind {
-                    Open::Text => BlockKind::Text,
-                    Open::Reasoning => BlockKind::Reasoning { id: None },
-                };
-                let index = emit.open(block, out);
-                self.open = Some((kind, index));
-                index
-            }
-        }
-    }
-
-    fn close_open(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        if let Some((_, index)) = self.open.take() {
-            emit.stop(index, out);
         }
     }
 
@@ -230,7 +200,7 @@ impl Chat {
     }
 
     fn open_tool(&mut self, at: usize, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        self.close_open(emit, out);
+        self.open.close(emit, out);
         let ordinal = emit.tool_calls();
         let tool = &mut self.tools[at];
         let id = tool.id.clone().unwrap_or_else(|| format!("call_{ordinal}"));
@@ -243,7 +213,7 @@ impl Chat {
     /// The first finish: close everything. Calls that never got an id open
     /// now with a made-up one; calls that never got a name are dropped.
     fn finish(&mut self, reason: &str, stop_sequence: bool, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        self.close_open(emit, out);
+        self.open.close(emit, out);
         for at in 0..self.tools.len() {
             if self.tools[at].block.is_none() && !self.tools[at].name.is_empty() {
                 self.open_tool(at, emit, out);

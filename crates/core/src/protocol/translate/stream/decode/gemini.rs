@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{upstream_error, Emitter};
+use super::{upstream_error, Emitter, Open, OpenProse};
 use crate::protocol::translate::ir::{BlockKind, Delta, ErrorClass, Family, Opaque, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::maps::count;
 use crate::protocol::translate::vocab;
@@ -22,16 +22,10 @@ use crate::protocol::translate::{reply, wire};
 
 #[derive(Debug, Default)]
 pub(crate) struct Gemini {
-    open: Option<(Open, usize)>,
+    open: OpenProse,
     /// The response id, for made-up call ids unique across turns.
     response_id: String,
     reason: Option<Result<StopReason, String>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Open {
-    Text,
-    Reasoning,
 }
 
 #[derive(Deserialize)]
@@ -135,7 +129,7 @@ impl Gemini {
         }
         let text = part.text.unwrap_or_default();
         if part.thought {
-            let index = self.ensure(Open::Reasoning, emit, out);
+            let index = self.open.ensure(Open::Reasoning, emit, out);
             emit.delta(index, Delta::Reasoning(text), out);
             if let Some(signature) = signature {
                 emit.delta(index, Delta::Opaque(signature), out);
@@ -148,7 +142,7 @@ impl Gemini {
             self.signature_before(signature, emit, out);
         }
         if !text.is_empty() {
-            let index = self.ensure(Open::Text, emit, out);
+            let index = self.open.ensure(Open::Text, emit, out);
             emit.delta(index, Delta::Text(text), out);
         }
     }
@@ -157,29 +151,10 @@ impl Gemini {
     /// before it, and closes that block.
     fn signature_before(&mut self, signature: Option<Opaque>, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
         if let Some(signature) = signature {
-            let index = self.ensure(Open::Reasoning, emit, out);
+            let index = self.open.ensure(Open::Reasoning, emit, out);
             emit.delta(index, Delta::Opaque(signature), out);
         }
-        self.close(emit, out);
-    }
-
-    fn ensure(&mut self, kind: Open, emit: &mut Emitter, out: &mut Vec<StreamEvent>) -> usize {
-        match self.open {
-            Some((k, index)) if k == kind => index,
-            _ => {
-                self.close(emit, out);
-                let block = if kind == Open::Text { BlockKind::Text } else { BlockKind::Reasoning { id: None } };
-                let index = emit.open(block, out);
-                self.open = Some((kind, index));
-                index
-            }
-        }
-    }
-
-    fn close(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        if let Some((_, index)) = self.open.take() {
-            emit.stop(index, out);
-        }
+        self.open.close(emit, out);
     }
 
     /// An id for a call that had none, unique across turns: the client

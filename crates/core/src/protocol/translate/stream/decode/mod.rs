@@ -99,6 +99,44 @@ impl Inner {
     }
 }
 
+/// Text or reasoning: the two kinds of block a format without blocks of
+/// its own (Chat, Gemini) interleaves in one stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Open {
+    Text,
+    Reasoning,
+}
+
+/// The one text or reasoning block open in such a stream.
+#[derive(Debug, Default)]
+pub(crate) struct OpenProse(Option<(Open, usize)>);
+
+impl OpenProse {
+    /// The open block of this kind, opened (and the other kind closed) if
+    /// need be.
+    pub(crate) fn ensure(&mut self, kind: Open, emit: &mut Emitter, out: &mut Vec<StreamEvent>) -> usize {
+        match self.0 {
+            Some((k, index)) if k == kind => index,
+            _ => {
+                self.close(emit, out);
+                let block = match kind {
+                    Open::Text => BlockKind::Text,
+                    Open::Reasoning => BlockKind::Reasoning { id: None },
+                };
+                let index = emit.open(block, out);
+                self.0 = Some((kind, index));
+                index
+            }
+        }
+    }
+
+    pub(crate) fn close(&mut self, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
+        if let Some((_, index)) = self.0.take() {
+            emit.stop(index, out);
+        }
+    }
+}
+
 /// Writes the intermediate stream and keeps its rules.
 #[derive(Debug)]
 pub(crate) struct Emitter {
@@ -199,10 +237,7 @@ impl Emitter {
         if self.done {
             return;
         }
-        let reason = match reason {
-            StopReason::EndTurn | StopReason::StopSequence if self.tool_calls > 0 => StopReason::ToolUse,
-            r => r,
-        };
+        let reason = reason.with_calls(self.tool_calls > 0);
         if reason == StopReason::ToolUse && self.tool_calls == 0 {
             return self.error(ErrorClass::Server, "the provider ended its turn for tool calls but sent none", out);
         }

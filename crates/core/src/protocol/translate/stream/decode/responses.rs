@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{upstream_error, Emitter};
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StreamEvent, Tokens};
 use crate::protocol::translate::stream::maps::{count, count_in};
-use crate::protocol::translate::vocab;
+use crate::protocol::translate::{vocab, wire};
 
 #[derive(Debug, Default)]
 pub(crate) struct Responses {
@@ -223,8 +223,7 @@ fn message_text(item: &Value) -> String {
 
 /// The summary of a done reasoning item, its parts a paragraph each.
 fn summary_text(item: &Value) -> String {
-    let parts = item.get("summary").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n\n")
+    wire::texts(item.get("summary")).collect::<Vec<_>>().join("\n\n")
 }
 
 /// Responses usage: `input_tokens` includes cached tokens.

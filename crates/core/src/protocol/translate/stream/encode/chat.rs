@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
-use super::{prefixed, upstream, Input, Options, ToJson, Tools};
+use super::{in_order, prefixed, upstream, Input, Options, ToJson, Tools};
 use crate::protocol::translate::ir::{BlockKind, Delta, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::custom::Unwrapper;
 use crate::protocol::translate::stream::frames;
@@ -127,15 +127,10 @@ impl Chat {
 
     fn finish(&mut self, reason: StopReason, tokens: &Tokens, out: &mut BytesMut) {
         self.start("", out);
-        let mut open: Vec<usize> = self.calls.keys().copied().collect();
-        open.sort_unstable();
-        for index in open {
+        for index in in_order(&self.calls) {
             self.stop(index, out);
         }
-        let reason = match reason {
-            StopReason::EndTurn | StopReason::StopSequence if self.next_call > 0 => StopReason::ToolUse,
-            r => r,
-        };
+        let reason = reason.with_calls(self.next_call > 0);
         self.chunk(json!({}), Some(vocab::chat_finish(reason)), out);
         if self.opts.include_usage {
             let mut chunk = self.base();

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
-use super::{prefixed, upstream, ToJson, Tools};
+use super::{in_order, prefixed, upstream, ToJson, Tools};
 use crate::protocol::translate::ir::{BlockKind, Delta, Family, Opaque, StopReason, StreamEvent, Tokens};
 use crate::protocol::translate::stream::{frames, maps};
 use crate::protocol::translate::{envelope, names};
@@ -198,15 +198,10 @@ impl Messages {
 
     fn finish(&mut self, reason: StopReason, tokens: &Tokens, out: &mut BytesMut) {
         self.start("", &Tokens::default(), out);
-        let mut open: Vec<usize> = self.blocks.keys().copied().collect();
-        open.sort_unstable();
-        for index in open {
+        for index in in_order(&self.blocks) {
             self.stop(index, out);
         }
-        let reason = match reason {
-            StopReason::EndTurn | StopReason::StopSequence if self.tool_calls > 0 => StopReason::ToolUse,
-            r => r,
-        };
+        let reason = reason.with_calls(self.tool_calls > 0);
         let delta = json!({"stop_reason": vocab::messages_reason_name(reason), "stop_sequence": null});
         frames::write(
             out,

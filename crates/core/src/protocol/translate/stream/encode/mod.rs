@@ -12,6 +12,8 @@ mod messages;
 mod responses;
 mod sequence;
 
+use std::collections::HashMap;
+
 use bytes::BytesMut;
 
 use super::custom;
@@ -163,6 +165,14 @@ impl ToJson {
 }
 
 /// An id with the client's prefix, unless it has it already.
+/// The indexes of the blocks still open, in stream order, so a finish closes
+/// them as the client opened them.
+pub(crate) fn in_order<V>(open: &HashMap<usize, V>) -> Vec<usize> {
+    let mut keys: Vec<usize> = open.keys().copied().collect();
+    keys.sort_unstable();
+    keys
+}
+
 pub(crate) fn prefixed(prefix: &str, id: &str) -> String {
     if id.starts_with(prefix) {
         id.to_string()

@@ -326,10 +326,7 @@ impl Writer {
     }
 
     fn finish(&mut self, reason: StopReason, tokens: &Tokens, tools: &Tools, opts: &Options, out: &mut BytesMut) {
-        let reason = match reason {
-            StopReason::EndTurn | StopReason::StopSequence if self.calls > 0 => StopReason::ToolUse,
-            r => r,
-        };
+        let reason = reason.with_calls(self.calls > 0);
         let (kind, status) = match vocab::responses_incomplete_reason(reason) {
             Some(_) => ("response.incomplete", "incomplete"),
             None => ("response.completed", "completed"),
