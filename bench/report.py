@@ -119,7 +119,10 @@ db = sqlite3.connect(os.path.join(work, "data", "switchyard.db"))
 # abandoning up to 32 in-flight requests, which the gateway may already have
 # answered (and recorded) or records as canceled.
 tags = {"c32": [g for _, g, _ in c32_runs]} | {name: [oha(f"{name}-{i}.json") for i in runs] for name in TIMED}
-untimed = "user_agent IS NULL OR user_agent NOT IN (" + ", ".join(f"'switchyard-bench-{t}'" for t in tags) + ")"
+# The cache phase is checked on its own, below: its hits have no attempts.
+untimed = "user_agent IS NULL OR user_agent NOT IN (" + ", ".join(
+    f"'switchyard-bench-{t}'" for t in [*tags, "cache"]
+) + ")"
 request_rows = db.execute(f"select count(*) from requests where {untimed}").fetchone()[0]
 attempt_rows = db.execute(
     f"select count(*) from attempts where request_id in (select id from requests where {untimed})"
@@ -234,6 +237,31 @@ checks = [
      request_rows == gateway_requests and attempt_rows == expected_attempts
      and all(seen <= rows <= seen + 32 * repeat for rows, seen in tagged.values())),
 ]
+# The response cache (bench/cache.py): hit latency, the CPU a miss adds, and
+# every one of its requests on record with the status its header said.
+cache = json.load(open(os.path.join(work, "cache.json")))
+cache_rows = dict(db.execute(
+    "select coalesce(cache, 'none'), count(*) from requests where user_agent = 'switchyard-bench-cache' group by 1"
+).fetchall())
+cache_attempts = db.execute(
+    "select count(*) from attempts where request_id in "
+    "(select id from requests where user_agent = 'switchyard-bench-cache')"
+).fetchone()[0]
+cache_expected_attempts = cache["requests"] - cache["statuses"].get("hit", 0)
+r["cache"] = cache | {"rows": cache_rows, "attempt_rows": cache_attempts}
+hit_json, hit_stream = cache["hit_ms"]["json"], cache["hit_ms"]["stream"]
+miss = cache["miss"]
+checks += [
+    ("a cache hit answers in < 1 ms at p50, JSON / streamed",
+     f"{hit_json['p50_ms']:.3f} / {hit_stream['p50_ms']:.3f} ms", hit_json["p50_ms"] < 1 and hit_stream["p50_ms"] < 1),
+    ("a cache miss adds < 20 µs of CPU to a request",
+     f"{miss['added_cpu_us']:.1f} µs ({miss['cpu_us_per_request_on']:.1f} against {miss['cpu_us_per_request_off']:.1f}, "
+     f"{miss['requests_each_way']} requests each way)", miss["added_cpu_us"] < 20),
+    ("every cache request recorded with its status",
+     ", ".join(f"{n} {s}" for s, n in sorted(cache_rows.items())) + f"; {cache_attempts}/{cache_expected_attempts} attempts",
+     cache_rows == cache["statuses"] and cache_attempts == cache_expected_attempts),
+]
+
 history = None
 history_file = os.path.join(work, "history.json")
 if os.path.exists(history_file) and os.path.getsize(history_file) > 0:
@@ -280,6 +308,11 @@ rows = [
     ("fallback path p50 / p99 (ms)", "—", "{p50:.3f} / {p99:.3f}".format(**r["fallback_ms"]), "503, then served"),
     ("gateway peak RSS", "—", f"{peak_rss_mib:.1f} MiB", ""),
     ("gateway CPU per request (c=32)", "—", f"{cpu_us_per_request:.1f} µs", ""),
+    ("cache hit p50 / p99 (ms): JSON", "—", f"{hit_json['p50_ms']:.3f} / {hit_json['p99_ms']:.3f}", "no upstream call"),
+    ("cache hit p50 / p99 (ms): streamed", "—", f"{hit_stream['p50_ms']:.3f} / {hit_stream['p99_ms']:.3f}",
+     "replayed as events"),
+    ("CPU per request at c=1, cache off → a miss (µs)", "—",
+     f"{miss['cpu_us_per_request_off']:.1f} → {miss['cpu_us_per_request_on']:.1f}", f"{miss['added_cpu_us']:+.1f}"),
 ]
 
 floor_rows = [

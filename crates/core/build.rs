@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 fn main() {
     // A new migration file must rebuild the crate that embeds them.
     println!("cargo:rerun-if-changed=migrations");
-    let dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ui/dist");
+    // Read when the script runs, not when it was compiled: a build script
+    // compiled for a copy of this tree elsewhere (a seeded target directory)
+    // must still embed this tree's dashboard.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+    let dist = Path::new(&manifest).join("../../ui/dist");
     println!("cargo:rerun-if-changed={}", dist.display());
     let mut files = Vec::new();
     collect(&dist, &mut files);

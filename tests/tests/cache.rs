@@ -181,7 +181,7 @@ async fn an_expired_answer_stands_in_only_when_the_chain_fails() {
     assert!(p.calls() > 2, "the chain was tried first");
     gw.recorded(3).await;
     let detail = gw.admin(&format!("/admin/requests/{id}")).await;
-    assert_eq!(detail["outcome"], "ok", "{detail}");
+    assert_eq!((&detail["outcome"], &detail["cache"]), (&json!("ok"), &json!("stale")), "{detail}");
     let attempts = detail["attempts"].as_array().unwrap();
     assert!(!attempts.is_empty() && attempts.iter().all(|a| a["status"] == 503), "{detail}");
 }
@@ -225,7 +225,7 @@ async fn a_hit_is_on_record_as_answered_with_no_attempts_and_no_cost() {
     let detail = gw.admin(&format!("/admin/requests/{id}")).await;
     assert_eq!((&detail["outcome"], &detail["status"]), (&json!("ok"), &json!(200)), "{detail}");
     assert_eq!(detail["attempts"], json!([]));
-    assert_eq!(detail["cost_usd"], json!(0.0));
+    assert_eq!((&detail["cost_usd"], &detail["cache"]), (&json!(0.0), &json!("hit")));
     let stats = gw.cache.counters().snapshot();
     assert_eq!((stats.hits, stats.misses), (1, 1));
 }

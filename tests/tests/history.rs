@@ -320,3 +320,62 @@ async fn bodies_are_stored_only_when_asked_and_truncated() {
     let r = gw.post("/v1/chat/completions", &chat("m", false)).await;
     assert!(recorded_detail(&gw, r, 1).await.1["request_body"].is_null());
 }
+
+#[tokio::test]
+async fn each_request_says_what_the_cache_did_and_hits_count_what_they_saved() {
+    let p = sim("p", Script::ok()).await;
+    // A cache on `gpt-4o-mini` (priced), none on `mystery-model`.
+    let config = ConfigText::new()
+        .provider(&p, "openai", &["gpt-4o-mini", "mystery-model"])
+        .route("gpt-4o-mini", &["p"])
+        .raw("policy = { cache = { ttl = \"10m\" } }")
+        .route("mystery-model", &["p"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["p"])).await;
+    let deterministic =
+        |model: &str| json!({ "model": model, "temperature": 0, "messages": [{ "role": "user", "content": "hi" }] });
+    let sampled =
+        json!({ "model": "gpt-4o-mini", "temperature": 0.7, "messages": [{ "role": "user", "content": "hi" }] });
+    let mut ids = Vec::new();
+    for body in [deterministic("gpt-4o-mini"), deterministic("gpt-4o-mini"), sampled, deterministic("mystery-model")] {
+        let r = gw.post("/v1/chat/completions", &body).await;
+        ids.push(request_id(&r));
+        r.bytes().await.unwrap();
+        gw.cache.flush().await;
+    }
+    assert_eq!(p.calls(), 3, "the second was answered from the cache");
+    gw.recorded(4).await;
+    let mut rows = Vec::new();
+    for id in &ids {
+        rows.push(gw.admin(&format!("/admin/requests/{id}")).await);
+    }
+    let statuses: Vec<&Value> = rows.iter().map(|r| &r["cache"]).collect();
+    assert_eq!(statuses, [&json!("miss"), &json!("hit"), &json!("bypass"), &Value::Null]);
+    // The hit cost nothing and saved what the first answer costs at today's prices.
+    let (first, hit) = (&rows[0], &rows[1]);
+    let cost = first["cost_usd"].as_f64().unwrap();
+    assert!(cost > 0.0, "{first}");
+    assert_eq!((&hit["cost_usd"], &hit["attempts"], &hit["provider"]), (&json!(0.0), &json!([]), &json!("p")));
+    assert!((hit["saved_usd"].as_f64().unwrap() - cost).abs() < 1e-12, "{hit}");
+    assert!(first["saved_usd"].is_null() && rows[3]["saved_usd"].is_null());
+
+    // The list says the same, and filters on it.
+    let page = gw.admin("/admin/requests").await;
+    let listed: Vec<&Value> = page["requests"].as_array().unwrap().iter().map(|r| &r["cache"]).collect();
+    assert_eq!(listed, [&Value::Null, &json!("bypass"), &json!("hit"), &json!("miss")], "newest first");
+    let hits = gw.admin("/admin/requests?cache=hit").await;
+    let hit_ids: Vec<&str> = hits["requests"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(hit_ids, [ids[1].as_str()]);
+    let misses = gw.admin("/admin/requests?cache=miss&provider=p").await;
+    assert_eq!(misses["requests"].as_array().unwrap().len(), 1);
+    let bad = http().get(gw.url("/admin/requests?cache=maybe")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+
+    // The spend sums what the hits saved, apart from what was spent.
+    let spend = gw.admin("/admin/spend?bucket=hour&since=1h").await;
+    let mini = spend["rows"].as_array().unwrap().iter().find(|r| r["model"] == "gpt-4o-mini").unwrap();
+    assert_eq!(mini["requests"], 3);
+    assert!((mini["saved_usd"].as_f64().unwrap() - cost).abs() < 1e-12, "{mini}");
+    assert!((spend["totals"]["saved_today_usd"].as_f64().unwrap() - cost).abs() < 1e-12, "{spend}");
+    let spent = spend["totals"]["today_usd"].as_f64().unwrap();
+    assert!(spent > cost && spent < 3.0 * cost, "the hit is not spend: {spend}");
+}

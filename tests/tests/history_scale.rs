@@ -97,6 +97,8 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
         response_body: None,
         attempts,
         translations: Vec::new(),
+        cache: None,
+        saved_usd: None,
     }
 }
 

@@ -114,6 +114,8 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
             usage,
         }],
         translations: Vec::new(),
+        cache: None,
+        saved_usd: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! Waiting for capacity instead of failing, end to end: a provider at its
 //! concurrency cap queues requests in FIFO order within their deadlines,
 //! refuses at once one that cannot be served in time, forgets a client that
-//! left, and a key that allows one request at a time never serves two.
+//! left, goes on down the chain when the attempt it waited for fails, and a
+//! key that allows one request at a time never serves two.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use serde_json::{json, Value};
-use switchyard_sim::{Script, SimProvider};
+use switchyard_sim::{Fault, Script, SimProvider};
 use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
 
 const POLICY: &str = "[policy]\nmin_fallback_budget = \"100ms\"";
@@ -41,7 +42,11 @@ async fn send(gw: &TestGateway, ms: u64) -> (u16, Duration, String) {
 }
 
 fn queue_stats(gw: &TestGateway) -> switchyard_core::policy::QueueStats {
-    gw.gateway.live().provider("p").unwrap().capacity().counters().snapshot()
+    queue_stats_of(gw, "p")
+}
+
+fn queue_stats_of(gw: &TestGateway, provider: &str) -> switchyard_core::policy::QueueStats {
+    gw.gateway.live().provider(provider).unwrap().capacity().counters().snapshot()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,7 +136,7 @@ async fn a_key_that_allows_one_request_at_a_time_never_serves_two() {
 }
 
 #[tokio::test]
-async fn the_queue_is_in_the_metrics() {
+async fn the_queue_is_in_the_metrics_the_provider_view_and_the_statistics() {
     let (_p, gw) = gateway(Duration::from_millis(100), "policy = { max_concurrency = 1, max_queue = 4 }").await;
     let two = join_all((0..2).map(|_| send(&gw, 5000))).await;
     assert!(two.iter().all(|r| r.0 == 200), "{two:?}");
@@ -140,4 +145,66 @@ async fn the_queue_is_in_the_metrics() {
     assert!(text.lines().any(|l| l == "switchyard_key_leases{provider=\"p\"} 0"), "{text}");
     let waited = text.lines().find_map(|l| l.strip_prefix("switchyard_queue_wait_seconds_total{provider=\"p\"} "));
     assert!(waited.and_then(|w| w.parse::<f64>().ok()).is_some_and(|w| w >= 0.05), "{text}");
+    // And in the provider's view and its statistics, for the dashboard's card.
+    let providers = gw.admin("/admin/providers").await;
+    let stats = gw.admin("/admin/stats").await;
+    for queue in [&providers[0]["queue"], &stats["providers"][0]["queue"]] {
+        assert_eq!((&queue["depth"], &queue["max_queue"], &queue["in_flight"]), (&json!(0), &json!(4), &json!(0)));
+        assert_eq!((&queue["max_concurrency"], &queue["leases"], &queue["served"]), (&json!(1), &json!(0), &json!(1)));
+        assert!(queue["recent_wait_ms"].as_f64().is_some_and(|w| w >= 50.0), "the one that waited: {queue}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_attempt_that_fails_goes_on_down_the_chain() {
+    let slow = Duration::from_millis(300);
+    // `a` answers its first request, then fails; `b` answers. Each takes
+    // one request at a time and queues the rest.
+    let a =
+        SimProvider::start("a", Script::always(Fault::status(503)).then_once(Fault::None).latency(slow)).await.unwrap();
+    let b = SimProvider::start("b", Script::ok().latency(slow)).await.unwrap();
+    let one_at_a_time = "policy = { max_concurrency = 1, max_queue = 4 }";
+    let config = ConfigText::new()
+        .raw("[policy]\nmin_fallback_budget = \"100ms\"\nmax_retries = 1\nbackoff_base = \"5ms\"\nbackoff_cap = \"10ms\"")
+        .provider(&a, "openai", &["m"])
+        .raw(one_at_a_time)
+        .provider(&b, "openai", &["m"])
+        .raw(one_at_a_time)
+        .route("m", &["a", "b"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["a", "b"])).await;
+    // The first takes `a`, the second `b`: the third waits in `a`'s queue
+    // (the first in the chain, on a tie), and `a` fails it twice.
+    let first = tokio::spawn({
+        let url = gw.url("/v1/chat/completions");
+        async move { http().post(&url).json(&chat()).send().await.unwrap().status().as_u16() }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = tokio::spawn({
+        let url = gw.url("/v1/chat/completions");
+        async move { http().post(&url).json(&chat()).send().await.unwrap().status().as_u16() }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = http()
+        .post(gw.url("/v1/chat/completions"))
+        .header("x-switchyard-timeout-ms", "5000")
+        .json(&chat())
+        .send()
+        .await
+        .unwrap();
+    let (status, id) = (r.status().as_u16(), switchyard_tests::request_id(&r));
+    let provider = r.headers().get("x-switchyard-provider").map(|v| v.to_str().unwrap().to_string());
+    let body = r.text().await.unwrap();
+    assert_eq!((status, provider.as_deref()), (200, Some("b")), "{body}");
+    assert_eq!((first.await.unwrap(), second.await.unwrap()), (200, 200));
+    assert_eq!((a.calls(), b.calls()), (3, 2));
+    gw.recorded(3).await;
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let hops: Vec<(&str, &str)> = detail["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["provider"].as_str().unwrap(), a["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(hops, [("a", "first"), ("a", "retry"), ("b", "fallback")]);
+    assert_eq!(queue_stats_of(&gw, "a").served, 1, "it waited in a's queue");
 }

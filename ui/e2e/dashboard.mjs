@@ -49,6 +49,17 @@ async function chat(model, { stream = false, signal } = {}) {
   return { status: r.status, provider: r.headers.get('x-switchyard-provider') };
 }
 
+/** A deterministic request (one the cache may answer); its cache header. */
+async function deterministic(model) {
+  const r = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, temperature: 0, messages: [{ role: 'user', content: 'the same question' }] }),
+  });
+  await r.text();
+  return r.headers.get('x-switchyard-cache');
+}
+
 /** A request the client gives up on while its provider still thinks. */
 async function abandoned(model) {
   const controller = new AbortController();
@@ -101,6 +112,11 @@ try {
   check(broken.status >= 500, `a request to the broken provider fails (${broken.status})`);
   await card(page, 'dash-broken').locator('[data-state="open"]').waitFor({ timeout: WAIT });
   check((await card(page, 'dash-broken').innerText()).includes('Breaker open until'), 'an open breaker says until when');
+  const queue = card(page, 'dash-cached').locator('[data-queue]');
+  await queue.waitFor({ timeout: WAIT });
+  check((await queue.locator('[data-figure="depth"]').innerText()) === '0 / 4', 'the card shows its queue: none waiting of 4 places');
+  check((await queue.locator('[data-figure="in-flight"]').innerText()) === '0 / 2', 'and its requests in flight against its cap');
+  check((await queue.locator('[data-figure="leases"]').innerText()) === '0', 'and its key leases');
   await shot(page, 'overview');
 
   // Live: a fallback appears as it happens and links to its request.
@@ -158,6 +174,32 @@ try {
   await select.selectOption('');
   await shot(page, 'requests-outcomes');
 
+  // The cache: a repeated deterministic request is a hit, in its own
+  // column and filter, and what it saved is in the Spend view.
+  check((await deterministic('gpt-4o-mini')) === 'miss', 'the first deterministic request misses the cache');
+  let status = null;
+  for (let waited = 0; status !== 'hit' && waited < WAIT; waited += 100) {
+    await new Promise((r) => setTimeout(r, 100));
+    status = await deterministic('gpt-4o-mini');
+  }
+  check(status === 'hit', 'the same request again is answered from the cache');
+  const cacheSelect = page.getByLabel('Cache', { exact: true });
+  await cacheSelect.selectOption('hit');
+  const hitRow = page.locator('[role="row"][data-cache="hit"]').first();
+  await hitRow.waitFor({ timeout: WAIT });
+  check((await hitRow.locator('[data-column="cache"]').innerText()).trim() === 'Hit', 'the Requests view shows the hit in its cache column');
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('[role="row"][id^="row-"]')].every((r) => r.getAttribute('data-cache') === 'hit'),
+    null,
+    { timeout: WAIT },
+  );
+  check(true, 'the cache filter shows hits only');
+  await hitRow.click();
+  await page.locator('dd[data-cache="hit"]').waitFor({ timeout: WAIT });
+  check(!['$0', '—'].includes((await page.locator('dd[data-saved]').innerText()).trim()), 'the request detail says what the hit saved');
+  await cacheSelect.selectOption('');
+  await shot(page, 'requests-cache');
+
   // Keyboard: the history table moves and opens with keys.
   await page.locator('[role="grid"][aria-label="Requests"]').focus();
   await page.keyboard.press('End');
@@ -199,6 +241,8 @@ try {
   // The remaining views, and the small window in dark mode.
   await page.goto(`${base}/ui/#/spend`);
   await page.locator('[data-total="today"]').waitFor({ timeout: WAIT });
+  const saved = (await page.locator('[data-total="saved"]').innerText()).trim();
+  check(saved.startsWith('$') && saved !== '$0', `the Spend view shows what the cache saved (${saved})`);
   await shot(page, 'spend');
   await page.goto(`${base}/ui/#/settings`);
   await page.locator('h2', { hasText: 'Circuit breaker and fallback' }).waitFor({ timeout: WAIT });

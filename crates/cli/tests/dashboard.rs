@@ -45,6 +45,8 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
             .await
             .unwrap();
     let thinking = SimProvider::start("thinking", Script::always(Fault::Hang)).await.unwrap();
+    // A priced model behind the response cache, with a queue: what a hit saves, and queue figures.
+    let cached = SimProvider::start("cached", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
     let text = [
@@ -61,6 +63,14 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
         provider_toml("dash-refusing", &refusing, "[\"e\"]", NO_PROBE),
         provider_toml("dash-dropping", &dropping, "[\"f\"]", NO_PROBE),
         provider_toml("dash-thinking", &thinking, "[\"s\"]", NO_PROBE),
+        provider_toml(
+            "dash-cached",
+            &cached,
+            "[\"gpt-4o-mini\"]",
+            "probe = false\n[providers.policy]\nmax_concurrency = 2\nmax_queue = 4",
+        ),
+        "[[routes]]\nmodel = \"gpt-4o-mini\"\nchain = [\"dash-cached\"]\npolicy = { cache = { ttl = \"10m\" } }\n"
+            .to_string(),
     ]
     .concat();
     std::fs::write(&config, text).unwrap();
@@ -73,6 +83,7 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
         ("SWITCHYARD_KEY_DASH_REFUSING", "sk-dash-refusing"),
         ("SWITCHYARD_KEY_DASH_DROPPING", "sk-dash-dropping"),
         ("SWITCHYARD_KEY_DASH_THINKING", "sk-dash-thinking"),
+        ("SWITCHYARD_KEY_DASH_CACHED", "sk-dash-cached"),
     ];
     let served = Served::start(&config, &data, &envs);
     let base = format!("http://{}", served.addr);
@@ -117,4 +128,5 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
     assert_eq!(stored.as_deref(), Some(secret.as_str()), "the key typed in the form is in the keychain");
     assert!(!log.iter().any(|l| l.contains(&secret)), "the key is in no log line");
     assert!(backup.calls() >= 4, "the fallback and the requests after disabling reached the backup");
+    assert!(cached.calls() >= 1, "the cached route's provider answered the first request");
 }

@@ -41,6 +41,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         PassiveHealth::decl(cfg),
         KeyStatus::decl(cfg),
         EventKind::decl(cfg),
+        crate::cache::CacheStatus::decl(cfg),
         // Providers.
         Usage::decl(cfg),
         Window::decl(cfg),
@@ -49,6 +50,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         KeySummary::decl(cfg),
         ModelView::decl(cfg),
         ProviderState::decl(cfg),
+        crate::telemetry::health::QueueView::decl(cfg),
         ProviderView::decl(cfg),
         ProbeResult::decl(cfg),
         ProviderStats::decl(cfg),

@@ -19,12 +19,14 @@ export type {
   Spend,
   SpendRow,
   BreakerState,
+  CacheStatus,
   Envelope,
   GatewayEvent,
   KeySummary,
   ProbeResult,
   ProviderStateName,
   ProviderView,
+  QueueView,
   RequestDetail,
   RequestOutcome,
   RequestSummary,
@@ -37,6 +39,7 @@ import type {
   AttemptRow,
   Bucket,
   BudgetRow,
+  CacheStatus,
   ConfigView,
   ProviderForm,
   Spend,
@@ -63,6 +66,8 @@ export interface RequestFilter {
   model?: string;
   outcome?: RequestOutcome;
   fallback?: boolean;
+  /** What the response cache did. */
+  cache?: CacheStatus;
   since?: string;
   correlation_id?: string;
   /** A request id, a prefix of one, or a correlation id. */

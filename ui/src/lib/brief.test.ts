@@ -6,7 +6,7 @@ const event: FinishedEvent = {
   id: 4, at_ms: 10_000, type: 'request_finished',
   request: {
     id: 'r1', endpoint: '/v1/chat/completions', model: 'm', provider: 'b', outcome: 'ok', status: 200,
-    duration_ms: 250, ttft_ms: null, input_tokens: 3, output_tokens: 4, cost_usd: null,
+    duration_ms: 250, ttft_ms: null, input_tokens: 3, output_tokens: 4, cost_usd: null, cache: 'miss',
     attempts: ['a:503', 'b:200'],
   },
 };
@@ -28,5 +28,7 @@ describe('live rows', () => {
     expect(matches(r, { outcome: 'error' })).toBe(false);
     expect(matches(r, { q: 'r' })).toBe(true);
     expect(matches(r, { q: 'x' })).toBe(false);
+    expect(matches(r, { cache: 'miss' })).toBe(true);
+    expect(matches(r, { cache: 'hit' })).toBe(false);
   });
 });

@@ -28,6 +28,9 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
     cost_usd: b.cost_usd,
     error_code: null,
     error: null,
+    cache: b.cache,
+    // The saving is in the history row; the table shows the status.
+    saved_usd: null,
   };
 }
 
@@ -37,6 +40,7 @@ export function matches(r: RequestSummary, f: RequestFilter): boolean {
   if (f.model && r.model !== f.model) return false;
   if (f.outcome && r.outcome !== f.outcome) return false;
   if (f.fallback && !r.fallback) return false;
+  if (f.cache && r.cache !== f.cache) return false;
   if (f.correlation_id && r.correlation_id !== f.correlation_id) return false;
   if (f.q && !r.id.startsWith(f.q.trim()) && r.correlation_id !== f.q.trim()) return false;
   return true;

@@ -19,6 +19,8 @@ export type KeyStatus = "ok" | "revoked" | "cooling";
 
 export type EventKind = "request_finished" | "fallback" | "breaker" | "health" | "key_revoked" | "key_cooling" | "provider_toggled" | "config_reloaded" | "alert";
 
+export type CacheStatus = "hit" | "miss" | "stale" | "bypass";
+
 export type Usage = { 
 /**
  * All input tokens, cached ones included.
@@ -49,7 +51,38 @@ export type ProviderState = { state: ProviderStateName,
  */
 until_ms: number | null, detail: string | null, };
 
-export type ProviderView = { name: string, kind: string, base_url: string, enabled: boolean, breaker: BreakerState, passive_healthy: boolean, stats: Windows, models: Array<ModelView>, today: Today, keys: Array<KeySummary>, probe: boolean, state: ProviderStateName, 
+export type QueueView = { 
+/**
+ * Requests waiting in line now.
+ */
+depth: number, 
+/**
+ * Places in line (`max_queue`); 0: no queue, a full provider is passed over.
+ */
+max_queue: number, in_flight: number, 
+/**
+ * `max_concurrency`; null: no cap.
+ */
+max_concurrency: number | null, 
+/**
+ * Key leases held now (for keys that allow only so many requests at once).
+ */
+leases: number, 
+/**
+ * A moving average of recent waits in line; null when nobody was
+ * served from the queue in the last few minutes.
+ */
+recent_wait_ms: number | null, 
+/**
+ * Served from the queue, and refused (full, or not in time), since start.
+ */
+served: number, refused: number, };
+
+export type ProviderView = { name: string, kind: string, base_url: string, enabled: boolean, breaker: BreakerState, passive_healthy: boolean, stats: Windows, models: Array<ModelView>, today: Today, keys: Array<KeySummary>, probe: boolean, 
+/**
+ * Absent from a gateway older than the queue: read as empty.
+ */
+queue: QueueView, state: ProviderStateName, 
 /**
  * When a rate limit or an open breaker ends (Unix ms), if known.
  */
@@ -57,7 +90,7 @@ until_ms: number | null, detail: string | null, };
 
 export type ProbeResult = { provider: string, ok: boolean, status: number | null, duration_ms: number, error: string | null, breaker: BreakerState, };
 
-export type ProviderStats = { name: string, state: ProviderStateName, stats: Windows, models: Array<ModelView>, today: Today, };
+export type ProviderStats = { name: string, state: ProviderStateName, stats: Windows, models: Array<ModelView>, today: Today, queue: QueueView, };
 
 export type StatsView = { providers: Array<ProviderStats>, cost_today_usd: number, last_event_id: number, 
 /**
@@ -69,7 +102,15 @@ export type RequestSummary = { id: string, correlation_id: string, started_at: n
 /**
  * Attempts made (the detail view lists them as `attempts`).
  */
-attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: Usage, cost_usd: number | null, error_code: string | null, error: string | null, };
+attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: Usage, cost_usd: number | null, error_code: string | null, error: string | null, 
+/**
+ * What the response cache did; null when it was not consulted.
+ */
+cache: CacheStatus | null, 
+/**
+ * For an answer from the cache: what it would have cost from the provider.
+ */
+saved_usd: number | null, };
 
 export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, 
 /**
@@ -93,7 +134,15 @@ translations: Array<AttemptTranslation>, id: string, correlation_id: string, sta
 /**
  * Attempts made (the detail view lists them as `attempts`).
  */
-attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: Usage, cost_usd: number | null, error_code: string | null, error: string | null, };
+attempt_count: number, fallback: boolean, duration_ms: number, ttft_ms: number | null, usage: Usage, cost_usd: number | null, error_code: string | null, error: string | null, 
+/**
+ * What the response cache did; null when it was not consulted.
+ */
+cache: CacheStatus | null, 
+/**
+ * For an answer from the cache: what it would have cost from the provider.
+ */
+saved_usd: number | null, };
 
 export type Page = { requests: Array<RequestSummary>, next_cursor: string | null, };
 
@@ -107,9 +156,13 @@ failed: number, fallbacks: number, input_tokens: number, output_tokens: number, 
 /**
  * Null when no request in the bucket had a known price.
  */
-cost_usd: number | null, };
+cost_usd: number | null, 
+/**
+ * What the answers from the cache would have cost (zero without any).
+ */
+saved_usd: number, };
 
-export type SpendTotals = { today_usd: number, last_7_days_usd: number, last_30_days_usd: number, };
+export type SpendTotals = { today_usd: number, last_7_days_usd: number, last_30_days_usd: number, saved_today_usd: number, saved_last_7_days_usd: number, saved_last_30_days_usd: number, };
 
 export type Spend = { bucket: Bucket, rows: Array<SpendRow>, totals: SpendTotals, };
 
@@ -162,6 +215,10 @@ path: string | null, editable: boolean, providers: Array<ProviderEntry>, routes:
 export type AlertKind = "budget_threshold" | "breaker_open" | "key_revoked" | "fallback_storm";
 
 export type RequestBrief = { id: string, endpoint: string, model: string | null, provider: string | null, outcome: RequestOutcome, status: number | null, duration_ms: number, ttft_ms: number | null, input_tokens: number | null, output_tokens: number | null, cost_usd: number | null, 
+/**
+ * What the response cache did; null when it was not consulted.
+ */
+cache: CacheStatus | null, 
 /**
  * `provider:status-or-outcome` per attempt, in order.
  */

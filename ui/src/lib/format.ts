@@ -1,6 +1,6 @@
 // Numbers and states in words, the same everywhere in the dashboard.
 
-import type { AttemptOutcome, ProviderStateName, ProviderView, RequestOutcome } from './api';
+import type { AttemptOutcome, CacheStatus, ProviderStateName, ProviderView, RequestOutcome } from './api';
 
 export function ms(value: number | null | undefined): string {
   if (value === null || value === undefined || !Number.isFinite(value)) return '—';
@@ -85,6 +85,29 @@ export const REQUEST_OUTCOME_WORDS: Record<RequestOutcome, string> = {
 
 /** The outcomes a request can have, in the order the filter offers them. */
 export const REQUEST_OUTCOMES = Object.keys(REQUEST_OUTCOME_WORDS) as RequestOutcome[];
+
+/** What the response cache did for a request, in words; its keys are the filter's choices. */
+export const CACHE_WORDS: Record<CacheStatus, string> = {
+  hit: 'Hit',
+  stale: 'Stale',
+  miss: 'Miss',
+  bypass: 'Bypass',
+};
+
+/** The cache statuses, in the order the filter offers them. */
+export const CACHE_STATUSES = Object.keys(CACHE_WORDS) as CacheStatus[];
+
+/** A cache status in words; a dash when the cache was not consulted. */
+export function cacheWords(status: CacheStatus | null | undefined): string {
+  return status ? CACHE_WORDS[status] : '—';
+}
+
+/** Answered from the cache (fresh or stale), only looked up, or left alone. */
+export function cacheTone(status: CacheStatus | null | undefined): 'ok' | 'warn' | 'muted' {
+  if (status === 'hit') return 'ok';
+  if (status === 'stale') return 'warn';
+  return 'muted';
+}
 
 const ATTEMPT_OUTCOME_WORDS: Record<AttemptOutcome, string> = {
   ok: 'OK',

@@ -4,7 +4,7 @@ import { bucketRange, bucketTime, byName, perMinute, stack, topModels } from './
 
 const row = (over: Partial<SpendRow>): SpendRow => ({
   bucket: '2026-11-29', provider: 'a', model: 'm', requests: 1, failed: 0, fallbacks: 0, input_tokens: 10, output_tokens: 5,
-  cached_tokens: 0, cost_usd: 0.01, ...over,
+  cached_tokens: 0, cost_usd: 0.01, saved_usd: 0, ...over,
 });
 
 describe('series', () => {
@@ -43,6 +43,13 @@ describe('spend axis', () => {
     const g = byName([row({ bucket: '2026-11-28', cost_usd: 0.5 })], 'provider', (r) => r.cost_usd, axis);
     expect(g.series[0].values).toEqual([null, 0.5, null]);
     expect(bucketRange('hour', 2, now)).toEqual([bucketTime('2026-11-29T20:00Z'), bucketTime('2026-11-29T21:00Z')]);
+  });
+
+  it('ranks models with what the cache saved for them', () => {
+    const top = topModels([row({ saved_usd: 0.02 }), row({ bucket: '2026-11-29', saved_usd: 0.01 })]);
+    expect(top).toHaveLength(1);
+    expect(top[0].saved).toBeCloseTo(0.03);
+    expect(top[0].requests).toBe(2);
   });
 
   it('stacks tallest first', () => {

@@ -60,14 +60,16 @@ export function byName(
   return { times, series: [...names].map(([name, values]) => ({ name, values })) };
 }
 
-/** Models ranked by cost (unknown cost last), with their tokens. */
+/** Models ranked by cost (unknown cost last), with their tokens and what the cache saved. */
 export function topModels(rows: SpendRow[], limit = 10) {
-  const totals = new Map<string, { model: string; provider: string; requests: number; tokens: number; cost: number | null }>();
+  type Top = { model: string; provider: string; requests: number; tokens: number; cost: number | null; saved: number };
+  const totals = new Map<string, Top>();
   for (const r of rows) {
     const k = `${r.provider}\u0000${r.model}`;
-    const t = totals.get(k) ?? { model: r.model, provider: r.provider, requests: 0, tokens: 0, cost: null };
+    const t = totals.get(k) ?? { model: r.model, provider: r.provider, requests: 0, tokens: 0, cost: null, saved: 0 };
     t.requests += r.requests;
     t.tokens += r.input_tokens + r.output_tokens;
+    t.saved += r.saved_usd;
     if (r.cost_usd !== null) t.cost = (t.cost ?? 0) + r.cost_usd;
     totals.set(k, t);
   }

@@ -102,6 +102,7 @@ pub struct ProviderStats {
     pub stats: health::Windows,
     pub models: Vec<health::ModelView>,
     pub today: Today,
+    pub queue: health::QueueView,
 }
 
 async fn stats(State(gw): State<Gateway>) -> Json<StatsView> {
@@ -109,7 +110,14 @@ async fn stats(State(gw): State<Gateway>) -> Json<StatsView> {
     let cost_today_usd: f64 = views.iter().map(|v| v.today.cost_usd).sum();
     let providers = views
         .into_iter()
-        .map(|v| ProviderStats { name: v.name, state: v.state.state, stats: v.stats, models: v.models, today: v.today })
+        .map(|v| ProviderStats {
+            name: v.name,
+            state: v.state.state,
+            stats: v.stats,
+            models: v.models,
+            today: v.today,
+            queue: v.queue,
+        })
         .collect();
     Json(StatsView {
         providers,

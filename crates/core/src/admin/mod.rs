@@ -179,6 +179,8 @@ struct ListQuery {
     failed: bool,
     #[serde(default)]
     fallback: bool,
+    /// What the response cache did: hit, stale, miss or bypass.
+    cache: Option<String>,
     correlation_id: Option<String>,
     /// A request id, a prefix of one, or a correlation id.
     q: Option<String>,
@@ -209,6 +211,17 @@ fn outcome_param(value: &str) -> Result<RequestOutcome, AdminError> {
     })
 }
 
+/// `cache=`, one of the statuses history records.
+fn cache_param(value: &str) -> Result<crate::cache::CacheStatus, AdminError> {
+    serde_json::from_value(serde_json::Value::String(value.into())).map_err(|_| {
+        AdminError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_cache",
+            format!("cache={value:?} is not a cache status: hit, stale, miss or bypass"),
+        )
+    })
+}
+
 async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) -> Result<Response, AdminError> {
     let filter = RequestFilter {
         since: time_param("since", q.since.as_deref())?,
@@ -218,6 +231,7 @@ async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) ->
         outcome: q.outcome.as_deref().map(outcome_param).transpose()?,
         failed: q.failed,
         fallback: q.fallback,
+        cache: q.cache.as_deref().map(cache_param).transpose()?,
         correlation_id: q.correlation_id,
         search: q.q,
         cursor: q.cursor,
@@ -250,15 +264,20 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
     let rows = store.spend(q.bucket, since).await?;
     let month = store.spend(Bucket::Day, now - 30 * day).await?;
     let today_start = now - now.rem_euclid(day);
-    let total = |from: i64| {
+    let since_day = |from: i64| {
         let from_bucket = humantime::format_rfc3339(UNIX_EPOCH + Duration::from_millis(from.max(0) as u64)).to_string();
-        let from_day = &from_bucket[..10];
-        month.iter().filter(|r| r.bucket.as_str() >= from_day).filter_map(|r| r.cost_usd).sum::<f64>()
+        let from_day = from_bucket[..10].to_string();
+        month.iter().filter(move |r| r.bucket.as_str() >= from_day.as_str())
     };
+    let spent = |from: i64| since_day(from).filter_map(|r| r.cost_usd).sum::<f64>();
+    let saved = |from: i64| since_day(from).map(|r| r.saved_usd).sum::<f64>();
     let totals = SpendTotals {
-        today_usd: total(today_start),
-        last_7_days_usd: total(today_start - 6 * day),
-        last_30_days_usd: total(today_start - 29 * day),
+        today_usd: spent(today_start),
+        last_7_days_usd: spent(today_start - 6 * day),
+        last_30_days_usd: spent(today_start - 29 * day),
+        saved_today_usd: saved(today_start),
+        saved_last_7_days_usd: saved(today_start - 6 * day),
+        saved_last_30_days_usd: saved(today_start - 29 * day),
     };
     Ok(Json(Spend { bucket: q.bucket, rows, totals }).into_response())
 }
@@ -277,13 +296,17 @@ pub(crate) struct Spend {
     totals: SpendTotals,
 }
 
-/// Spend over the last calendar days, today included.
+/// Spend over the last calendar days, today included, and what answers
+/// from the response cache saved over the same days.
 #[derive(Debug, serde::Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 pub(crate) struct SpendTotals {
     today_usd: f64,
     last_7_days_usd: f64,
     last_30_days_usd: f64,
+    saved_today_usd: f64,
+    saved_last_7_days_usd: f64,
+    saved_last_30_days_usd: f64,
 }
 
 #[derive(Debug, serde::Serialize)]

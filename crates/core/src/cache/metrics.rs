@@ -4,10 +4,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// What the cache did for a request, as the `x-switchyard-cache` header says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What the cache did for a request, as the `x-switchyard-cache` header
+/// says it, and as its history row records it (none when the cache was not
+/// consulted). The variants' order is the spool's encoding: add new ones last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum CacheStatus {
     /// Answered from the cache, fresh.

@@ -1,5 +1,5 @@
-//! The tables derived from the request rows (migration 0004 describes
-//! them): `rollups`, sums per minute, hour and day, provider, model and
+//! The tables derived from the request rows (migrations 0004 and 0006
+//! describe them): `rollups`, sums per minute, hour and day, provider, model and
 //! outcome, which spend reads instead of the rows; and `request_facets`,
 //! one entry per filter a request matches among those that select few rows,
 //! which filtered lists walk instead of the whole time index.
@@ -32,6 +32,8 @@ pub enum Facet {
     /// Any outcome but ok.
     Failed = 4,
     Fallback = 5,
+    /// What the response cache did (`hit`, `stale`, `miss`, `bypass`).
+    Cache = 6,
 }
 
 impl Facet {
@@ -55,6 +57,9 @@ pub struct Facts<'a> {
     pub output_tokens: Option<i64>,
     pub cached_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
+    /// The cache status, as stored.
+    pub cache: Option<&'a str>,
+    pub saved_usd: Option<f64>,
     /// The providers of its attempts.
     pub tried: Vec<&'a str>,
 }
@@ -74,6 +79,8 @@ impl<'a> Facts<'a> {
             output_tokens,
             cached_tokens,
             cost_usd: r.cost_usd,
+            cache: r.cache.map(crate::cache::CacheStatus::as_str),
+            saved_usd: r.saved_usd,
             tried: r.attempts.iter().map(|a| a.provider.as_str()).collect(),
         }
     }
@@ -99,6 +106,9 @@ impl<'a> Facts<'a> {
         if self.fallback {
             push(Facet::Fallback, "");
         }
+        if let Some(status) = self.cache {
+            push(Facet::Cache, status);
+        }
         facets
     }
 }
@@ -113,6 +123,7 @@ struct Sums {
     cached_tokens: i64,
     cost_usd: f64,
     priced: i64,
+    saved_usd: f64,
 }
 
 impl Sums {
@@ -124,6 +135,7 @@ impl Sums {
         self.cached_tokens += other.cached_tokens;
         self.cost_usd += other.cost_usd;
         self.priced += other.priced;
+        self.saved_usd += other.saved_usd;
     }
 
     fn of(f: &Facts<'_>, sign: i64) -> Sums {
@@ -135,6 +147,7 @@ impl Sums {
             cached_tokens: sign * f.cached_tokens.unwrap_or(0),
             cost_usd: sign as f64 * f.cost_usd.unwrap_or(0.0),
             priced: sign * i64::from(f.cost_usd.is_some()),
+            saved_usd: sign as f64 * f.saved_usd.unwrap_or(0.0),
         }
     }
 }
@@ -152,11 +165,13 @@ pub struct Derived<'a> {
 }
 
 const UPSERT_ROLLUP: &str = "INSERT INTO rollups (span, start, provider, model, outcome, requests, fallbacks,
-    input_tokens, output_tokens, cached_tokens, cost_usd, priced) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+    input_tokens, output_tokens, cached_tokens, cost_usd, priced, saved_usd)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
     ON CONFLICT (span, start, provider, model, outcome) DO UPDATE SET requests = requests + excluded.requests,
     fallbacks = fallbacks + excluded.fallbacks, input_tokens = input_tokens + excluded.input_tokens,
     output_tokens = output_tokens + excluded.output_tokens, cached_tokens = cached_tokens + excluded.cached_tokens,
-    cost_usd = cost_usd + excluded.cost_usd, priced = priced + excluded.priced";
+    cost_usd = cost_usd + excluded.cost_usd, priced = priced + excluded.priced,
+    saved_usd = saved_usd + excluded.saved_usd";
 const DROP_EMPTY_ROLLUP: &str = "DELETE FROM rollups
     WHERE span = ?1 AND start = ?2 AND provider = ?3 AND model = ?4 AND outcome = ?5 AND requests <= 0";
 const INSERT_FACET: &str =
@@ -208,7 +223,8 @@ impl<'a> Derived<'a> {
                     s.output_tokens,
                     s.cached_tokens,
                     s.cost_usd,
-                    s.priced
+                    s.priced,
+                    s.saved_usd
                 ])?;
                 if s.requests < 0 {
                     drop_empty.execute(params![span, start, p, m, o])?;
@@ -227,11 +243,10 @@ impl<'a> Derived<'a> {
     }
 }
 
-/// The statements that fill both tables from the rows: the end of the
-/// migration that made them.
+/// The statements that fill both tables from the rows: those that ended
+/// the migration that made them, brought up to the columns added since.
 fn fill_statements() -> &'static str {
-    const MIGRATION: &str = include_str!("../../migrations/0004_rollups_and_facets.sql");
-    MIGRATION.split_once("-- rebuild:\n").map_or("", |(_, fill)| fill)
+    include_str!("rebuild.sql")
 }
 
 /// Computes both tables again from the rows, in one transaction. It holds
@@ -248,6 +263,7 @@ pub fn rebuild(conn: &mut Connection) -> rusqlite::Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::cache::CacheStatus;
     use crate::history::record::{sample_request, AttemptOutcome, AttemptRecord, Reason, Record};
     use crate::history::store::{RequestFilter, Store};
     use crate::protocol::usage::Usage;
@@ -256,7 +272,8 @@ pub(crate) mod tests {
     #[test]
     fn the_rebuild_runs_the_migrations_fill_statements() {
         let fill = fill_statements();
-        assert!(fill.trim_start().starts_with("INSERT INTO rollups"), "{fill}");
+        assert!(fill.contains("INSERT INTO rollups"), "{fill}");
+        assert!(fill.contains("TOTAL(r.saved_usd)"), "{fill}");
         assert!(fill.contains("INSERT OR IGNORE INTO request_facets"), "{fill}");
     }
 
@@ -308,6 +325,13 @@ pub(crate) mod tests {
                     r.attempts.insert(0, attempt(0, "down", Reason::First));
                     r.attempts[1] = attempt(1, provider, Reason::Fallback);
                 }
+                // Some answered by the cache, with what they saved; some missed it.
+                if i % 5 == 1 {
+                    (r.cache, r.saved_usd, r.cost_usd, r.attempts) =
+                        (Some(CacheStatus::Hit), Some((i % 9) as f64 * 1e-5), Some(0.0), vec![]);
+                } else if i % 5 == 2 {
+                    r.cache = Some([CacheStatus::Miss, CacheStatus::Bypass, CacheStatus::Stale][(i % 3) as usize]);
+                }
                 if i % 17 == 0 {
                     (r.provider, r.provider_model, r.outcome, r.attempts) =
                         (None, None, RequestOutcome::Rejected, vec![]);
@@ -323,27 +347,30 @@ pub(crate) mod tests {
         for span in SPANS {
             let rollups = key_sums(store, &format!(
                 "SELECT start, provider, model, outcome, requests, fallbacks, input_tokens, output_tokens, cached_tokens,
-                        priced, cost_usd FROM rollups WHERE span = {span}"
+                        priced, cost_usd, saved_usd FROM rollups WHERE span = {span}"
             ))
             .await;
             let rows = key_sums(store, &format!(
                 "SELECT started_at - started_at % {span}, COALESCE(provider, ''), COALESCE(provider_model, model, ''),
                         outcome, COUNT(*), SUM(fallback), SUM(COALESCE(input_tokens, 0)), SUM(COALESCE(output_tokens, 0)),
-                        SUM(COALESCE(cached_tokens, 0)), COUNT(cost_usd), TOTAL(cost_usd)
+                        SUM(COALESCE(cached_tokens, 0)), COUNT(cost_usd), TOTAL(cost_usd), TOTAL(saved_usd)
                  FROM requests GROUP BY 1, 2, 3, 4"
             ))
             .await;
             assert_eq!(rollups.len(), rows.len(), "span {span}: keys");
-            for ((key, counts, cost), (row_key, row_counts, row_cost)) in rollups.iter().zip(&rows) {
+            for ((key, counts, sums), (row_key, row_counts, row_sums)) in rollups.iter().zip(&rows) {
                 assert_eq!((key, counts), (row_key, row_counts), "span {span}");
-                assert!((cost - row_cost).abs() < 1e-12, "span {span} {key}: cost {cost} against {row_cost}");
+                for (sum, row_sum) in sums.iter().zip(row_sums) {
+                    assert!((sum - row_sum).abs() < 1e-12, "span {span} {key}: {sums:?} against {row_sums:?}");
+                }
             }
         }
     }
 
-    async fn key_sums(store: &Store, sql: &str) -> Vec<(String, Vec<i64>, f64)> {
+    /// Per key: its counts, then its cost and what it saved.
+    async fn key_sums(store: &Store, sql: &str) -> Vec<(String, Vec<i64>, [f64; 2])> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).fetch_all(store.pool()).await.unwrap();
-        let mut out: Vec<(String, Vec<i64>, f64)> = rows
+        let mut out: Vec<(String, Vec<i64>, [f64; 2])> = rows
             .iter()
             .map(|r| {
                 let key = format!(
@@ -353,7 +380,7 @@ pub(crate) mod tests {
                     r.get::<String, _>(2),
                     r.get::<String, _>(3)
                 );
-                (key, (4..10).map(|i| r.get::<i64, _>(i)).collect(), r.get::<f64, _>(10))
+                (key, (4..10).map(|i| r.get::<i64, _>(i)).collect(), [r.get::<f64, _>(10), r.get::<f64, _>(11)])
             })
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -372,6 +399,9 @@ pub(crate) mod tests {
             ("fallback", "fallback = 1"),
             ("failed+provider", "outcome <> 'ok' AND (provider = 'p1' OR id IN (SELECT request_id FROM attempts WHERE provider = 'p1'))"),
             ("fallback+model", "fallback = 1 AND (model = 'm2' OR provider_model = 'm2')"),
+            ("cache", "cache = 'hit'"),
+            ("cache+provider", "cache = 'stale' AND (provider = 'p1' OR id IN (SELECT request_id FROM attempts WHERE provider = 'p1'))"),
+            ("failed+cache", "outcome <> 'ok' AND cache = 'miss'"),
         ];
         for (name, condition) in naive {
             let filter = match name {
@@ -382,6 +412,11 @@ pub(crate) mod tests {
                 "failed" => RequestFilter { failed: true, ..Default::default() },
                 "fallback" => RequestFilter { fallback: true, ..Default::default() },
                 "failed+provider" => RequestFilter { failed: true, provider: Some("p1".into()), ..Default::default() },
+                "cache" => RequestFilter { cache: Some(CacheStatus::Hit), ..Default::default() },
+                "cache+provider" => {
+                    RequestFilter { cache: Some(CacheStatus::Stale), provider: Some("p1".into()), ..Default::default() }
+                }
+                "failed+cache" => RequestFilter { failed: true, cache: Some(CacheStatus::Miss), ..Default::default() },
                 _ => RequestFilter { fallback: true, model: Some("m2".into()), ..Default::default() },
             };
             let sql = format!("SELECT id FROM requests WHERE {condition} ORDER BY started_at DESC, id DESC");

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache::CacheStatus;
 use crate::protocol::usage::Usage;
 
 /// Why an attempt started.
@@ -177,9 +178,16 @@ pub struct RequestRecord {
     pub request_body: Option<String>,
     pub response_body: Option<String>,
     pub attempts: Vec<AttemptRecord>,
-    /// The attempts sent in a format other than the client's. Last, so a
-    /// spool frame written before it existed reads with none (see spool.rs).
+    /// The attempts sent in a format other than the client's. After the
+    /// fields of version 1 of the spool's frames, so that a frame written
+    /// before it existed reads with none (see spool.rs).
     pub translations: Vec<AttemptTranslation>,
+    /// What the response cache did; `None` when it was not consulted.
+    /// Version 3 of the frames added this and `saved_usd`, last.
+    pub cache: Option<CacheStatus>,
+    /// What an answer from the cache would have cost from the provider
+    /// (its stored usage at today's prices); `None` for other requests.
+    pub saved_usd: Option<f64>,
 }
 
 /// An attempt translated for its provider: the client's format and the one

@@ -34,6 +34,8 @@ struct Row {
     fallback: bool,
     tokens: [Option<i64>; 3],
     cost_usd: Option<f64>,
+    cache: Option<String>,
+    saved_usd: Option<f64>,
     tried: Vec<String>,
 }
 
@@ -51,6 +53,8 @@ impl Row {
             output_tokens: self.tokens[1],
             cached_tokens: self.tokens[2],
             cost_usd: self.cost_usd,
+            cache: self.cache.as_deref(),
+            saved_usd: self.saved_usd,
             tried: self.tried.iter().map(String::as_str).collect(),
         }
     }
@@ -104,7 +108,7 @@ fn batch(conn: &mut Connection, before: i64, limit: u64) -> rusqlite::Result<u64
 fn oldest(conn: &Connection, before: i64, limit: u64) -> rusqlite::Result<Vec<Row>> {
     let mut select = conn.prepare_cached(
         "SELECT id, started_at, provider, model, provider_model, outcome, fallback,
-                input_tokens, output_tokens, cached_tokens, cost_usd
+                input_tokens, output_tokens, cached_tokens, cost_usd, cache, saved_usd
          FROM requests WHERE started_at < ?1 ORDER BY started_at, id LIMIT ?2",
     )?;
     let mut tried = conn.prepare_cached("SELECT provider FROM attempts WHERE request_id = ?1 ORDER BY seq")?;
@@ -121,6 +125,8 @@ fn oldest(conn: &Connection, before: i64, limit: u64) -> rusqlite::Result<Vec<Ro
                 fallback: r.get(6)?,
                 tokens: [r.get(7)?, r.get(8)?, r.get(9)?],
                 cost_usd: r.get(10)?,
+                cache: r.get(11)?,
+                saved_usd: r.get(12)?,
                 tried: Vec::new(),
             })
         })?

@@ -53,8 +53,17 @@ const FRAME_V1: u8 = 1;
 /// Version 2 added [`RequestRecord::translations`], as its last field: a
 /// version 1 payload reads as version 2 with an empty list appended.
 const FRAME_V2: u8 = 2;
+/// Version 3 added [`RequestRecord::cache`] and [`RequestRecord::saved_usd`],
+/// last: an older payload reads with both `None` appended.
+const FRAME_V3: u8 = 3;
 /// postcard's encoding of an empty sequence.
 const EMPTY_SEQ: u8 = 0;
+/// postcard's encoding of `None`.
+const NONE: u8 = 0;
+/// What each older version's payload lacks, in postcard: the fields added
+/// since, each empty.
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE];
+const UPGRADE_V2: &[u8] = &[NONE, NONE];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -221,7 +230,7 @@ impl Spool {
 fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
     let start = frames.len();
     // The format byte, then room for the length and checksum, filled in below.
-    frames.push(FRAME_V2);
+    frames.push(FRAME_V3);
     frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
     if let Err(e) = postcard::to_extend(record, Tail(frames)) {
         warn!("history spool: cannot encode a record: {e}");
@@ -296,22 +305,24 @@ fn next_frame(bytes: &[u8]) -> &[u8] {
 /// `None` if the frame is cut short or damaged.
 fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
     let (header, rest) = bytes.split_at_checked(FRAME_HEADER)?;
-    let version = header[0];
-    if version != FRAME_V1 && version != FRAME_V2 {
-        return None;
-    }
+    let upgrade: &[u8] = match header[0] {
+        FRAME_V1 => UPGRADE_V1,
+        FRAME_V2 => UPGRADE_V2,
+        FRAME_V3 => &[],
+        _ => return None,
+    };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
     let crc = u32::from_le_bytes(header[5..9].try_into().ok()?);
     let (payload, after) = rest.split_at_checked(len)?;
     if crc32fast::hash(payload) != crc {
         return None;
     }
-    let record = if version == FRAME_V1 {
-        let mut upgraded = payload.to_vec();
-        upgraded.push(EMPTY_SEQ);
-        postcard::from_bytes(&upgraded).ok()
-    } else {
+    let record = if upgrade.is_empty() {
         postcard::from_bytes(payload).ok()
+    } else {
+        let mut upgraded = payload.to_vec();
+        upgraded.extend_from_slice(upgrade);
+        postcard::from_bytes(&upgraded).ok()
     };
     Some((record, after))
 }
@@ -415,31 +426,51 @@ mod tests {
                 client: crate::protocol::Format::Messages,
                 provider: crate::protocol::Format::Chat,
             }],
+            cache: Some(crate::cache::CacheStatus::Stale),
+            saved_usd: Some(0.5),
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
     }
 
-    /// A frame version 1 wrote, before `translations`, still reads: as the
-    /// same record with none.
-    #[test]
-    fn a_version_1_frame_reads_with_no_translations() {
+    /// A frame of `version` whose payload is the hex `payload`.
+    fn old_frame(version: u8, payload: &str) -> Vec<u8> {
         let payload: Vec<u8> =
-            (0..PINNED_V1.len()).step_by(2).map(|i| u8::from_str_radix(&PINNED_V1[i..i + 2], 16).unwrap()).collect();
-        let mut frame = vec![FRAME_V1];
+            (0..payload.len()).step_by(2).map(|i| u8::from_str_radix(&payload[i..i + 2], 16).unwrap()).collect();
+        let mut frame = vec![version];
         frame.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_le_bytes());
         frame.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         frame.extend_from_slice(&payload);
+        frame
+    }
+
+    /// A frame version 1 wrote, before `translations`, still reads: as the
+    /// same record with none, and no cache status.
+    #[test]
+    fn a_version_1_frame_reads_with_no_translations() {
+        let frame = old_frame(FRAME_V1, PINNED_V1);
         let (record, rest) = read_frame(&frame).unwrap();
         let record = record.expect("a version 1 payload decodes");
         assert!(rest.is_empty());
         assert_eq!((record.id.as_str(), record.attempts.len(), record.translations.len()), ("i", 1, 0));
         assert_eq!(record.attempts[0].breaker_state.as_deref(), Some("closed"));
+        assert_eq!((record.cache, record.saved_usd), (None, None));
+    }
+
+    /// A frame version 2 wrote, before the cache's fields, reads with them empty.
+    #[test]
+    fn a_version_2_frame_reads_with_no_cache_status() {
+        let frame = old_frame(FRAME_V2, &format!("{PINNED_V1}{PINNED_V2_TAIL}"));
+        let (record, rest) = read_frame(&frame).unwrap();
+        let record = record.expect("a version 2 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.id.as_str(), record.translations.len()), ("i", 1));
+        assert_eq!((record.cache, record.saved_usd), (None, None));
     }
 
     /// A skipped attempt is written as the variant appended last: the
@@ -474,6 +505,11 @@ mod tests {
     /// What version 2 appends to the sample: one translation (`01`), seq 0,
     /// messages (`02`) to chat (`00`).
     const PINNED_V2_TAIL: &str = "01000200";
+
+    /// What version 3 appends: a cache status (`01` for some, then `02`:
+    /// stale, the third variant), then a saved cost (`01`, then 0.5 as a
+    /// little-endian f64).
+    const PINNED_V3_TAIL: &str = concat!("0102", "01000000000000e03f");
 
     /// Version 1 of the frame payload: the sample record above, without
     /// its `translations`.

@@ -15,6 +15,7 @@ use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::insert::Inserter;
 use super::record::{AttemptRecord, AttemptTranslation, Record, RequestOutcome};
 use super::retire;
+use crate::cache::CacheStatus;
 use crate::protocol::usage::Usage;
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +63,8 @@ pub struct RequestFilter {
     /// Only requests that involved a fallback.
     #[serde(default)]
     pub fallback: bool,
+    /// Only requests the response cache did this for.
+    pub cache: Option<CacheStatus>,
     pub correlation_id: Option<String>,
     /// A request id, a prefix of one, or a correlation id.
     pub search: Option<String>,
@@ -100,6 +103,10 @@ pub struct RequestSummary {
     pub cost_usd: Option<f64>,
     pub error_code: Option<String>,
     pub error: Option<String>,
+    /// What the response cache did; null when it was not consulted.
+    pub cache: Option<CacheStatus>,
+    /// For an answer from the cache: what it would have cost from the provider.
+    pub saved_usd: Option<f64>,
 }
 
 /// A request with its attempts in order.
@@ -139,6 +146,8 @@ pub struct SpendRow {
     pub cached_tokens: i64,
     /// Null when no request in the bucket had a known price.
     pub cost_usd: Option<f64>,
+    /// What the answers from the cache would have cost (zero without any).
+    pub saved_usd: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, Default)]
@@ -257,7 +266,8 @@ impl Store {
             ", start / 1000, 'unixepoch') AS bucket, provider, model, SUM(requests) AS requests,
              SUM(CASE WHEN outcome <> 'ok' THEN requests ELSE 0 END) AS failed, SUM(fallbacks) AS fallbacks,
              SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
-             SUM(cached_tokens) AS cached_tokens, CASE WHEN SUM(priced) > 0 THEN SUM(cost_usd) END AS cost_usd
+             SUM(cached_tokens) AS cached_tokens, CASE WHEN SUM(priced) > 0 THEN SUM(cost_usd) END AS cost_usd,
+             TOTAL(saved_usd) AS saved_usd
              FROM (",
         );
         push_pieces(&mut q, "*", bucket, since);
@@ -276,6 +286,7 @@ impl Store {
                     output_tokens: r.try_get("output_tokens")?,
                     cached_tokens: r.try_get("cached_tokens")?,
                     cost_usd: r.try_get("cost_usd")?,
+                    saved_usd: r.try_get("saved_usd")?,
                 })
             })
             .collect()
@@ -383,7 +394,8 @@ pub enum CountTable {
 
 const SUMMARY_COLUMNS: &str = "r.id, r.correlation_id, r.started_at, r.finished_at, r.user_agent, r.endpoint,
     r.model, r.streamed, r.outcome, r.status, r.provider, r.provider_model, r.attempts, r.fallback, r.duration_ms,
-    r.ttft_ms, r.input_tokens, r.output_tokens, r.cached_tokens, r.cost_usd, r.error_code, r.error";
+    r.ttft_ms, r.input_tokens, r.output_tokens, r.cached_tokens, r.cost_usd, r.error_code, r.error, r.cache,
+    r.saved_usd";
 
 /// The rollups that sum to a spend chart since `since` (to the minute), as
 /// (span, from, to): the bucket's own span from its first whole bucket on,
@@ -429,6 +441,15 @@ fn usage_row(r: &SqliteRow) -> Result<Usage, sqlx::Error> {
 /// A column that holds one of the values of a serde enum (`outcome`, `reason`).
 fn named<T: serde::de::DeserializeOwned>(r: &SqliteRow, column: &str) -> Result<T, StoreError> {
     let text: String = r.try_get(column)?;
+    from_name(column, text)
+}
+
+/// A nullable column of a serde enum's values (`cache`).
+fn maybe_named<T: serde::de::DeserializeOwned>(r: &SqliteRow, column: &str) -> Result<Option<T>, StoreError> {
+    r.try_get::<Option<String>, _>(column)?.map(|text| from_name(column, text)).transpose()
+}
+
+fn from_name<T: serde::de::DeserializeOwned>(column: &str, text: String) -> Result<T, StoreError> {
     serde_json::from_value(serde_json::Value::String(text.clone()))
         .map_err(|_| StoreError::Corrupt(format!("{column} {text:?} is not one this version knows")))
 }
@@ -454,6 +475,9 @@ fn driving_facet(filter: &RequestFilter) -> Option<(Facet, &str)> {
     }
     if filter.failed {
         return Some((Facet::Failed, ""));
+    }
+    if let Some(c) = filter.cache {
+        return Some((Facet::Cache, c.as_str()));
     }
     if let Some(p) = &filter.provider {
         return Some((Facet::Provider, p));
@@ -507,6 +531,9 @@ fn list_query(select: &str, filter: &RequestFilter) -> Result<QueryBuilder<Sqlit
     if filter.fallback {
         q.push(" AND r.fallback = 1");
     }
+    if let Some(c) = filter.cache.filter(|_| others(Facet::Cache)) {
+        q.push(" AND r.cache = ").push_bind(c.as_str());
+    }
     if let Some(text) = filter.search.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
         q.push(" AND (r.correlation_id = ").push_bind(text.to_string());
         q.push(" OR substr(r.id, 1, ").push_bind(text.chars().count() as i64);
@@ -555,6 +582,8 @@ fn summary(r: &SqliteRow) -> Result<RequestSummary, StoreError> {
         cost_usd: r.try_get("cost_usd")?,
         error_code: r.try_get("error_code")?,
         error: r.try_get("error")?,
+        cache: maybe_named(r, "cache")?,
+        saved_usd: r.try_get("saved_usd")?,
     })
 }
 
@@ -624,6 +653,7 @@ mod tests {
             RequestFilter { outcome: Some(RequestOutcome::Error), ..RequestFilter::default() },
             RequestFilter { provider: Some("p".into()), ..RequestFilter::default() },
             RequestFilter { model: Some("m".into()), ..RequestFilter::default() },
+            RequestFilter { cache: Some(CacheStatus::Hit), ..RequestFilter::default() },
             RequestFilter {
                 failed: true,
                 provider: Some("p".into()),

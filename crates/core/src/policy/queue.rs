@@ -32,7 +32,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -136,6 +136,11 @@ pub struct QueueCounters {
     /// Total and longest wait of those served, in microseconds.
     pub wait_total_us: AtomicU64,
     pub wait_max_us: AtomicU64,
+    /// A moving average of the waits of those served lately, in microseconds.
+    pub wait_recent_us: AtomicU64,
+    /// When the last one was served (Unix ms; 0: never), to tell a recent
+    /// average from an old one.
+    pub served_at_ms: AtomicI64,
 }
 
 impl QueueCounters {
@@ -152,9 +157,31 @@ impl QueueCounters {
             refused_time: get(&self.refused_time),
             wait_total_ms: get(&self.wait_total_us) as f64 / 1000.0,
             wait_max_ms: get(&self.wait_max_us) as f64 / 1000.0,
+            wait_recent_ms: get(&self.wait_recent_us) as f64 / 1000.0,
+            served_at_ms: self.served_at_ms.load(Ordering::Relaxed),
         }
     }
+
+    /// Counts one served after waiting `waited_us`.
+    fn served(&self, waited_us: u64) {
+        self.served.fetch_add(1, Ordering::Relaxed);
+        self.wait_total_us.fetch_add(waited_us, Ordering::Relaxed);
+        self.wait_max_us.fetch_max(waited_us, Ordering::Relaxed);
+        let first = self.served_at_ms.swap(crate::history::record::now_ms(), Ordering::Relaxed) == 0;
+        // Two served at once may each weigh the other's old average: a
+        // figure for people to read, it need not be exact.
+        let _ = self.wait_recent_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
+            Some(if first {
+                waited_us
+            } else {
+                (avg as f64 * (1.0 - WAIT_WEIGHT) + waited_us as f64 * WAIT_WEIGHT) as u64
+            })
+        });
+    }
 }
+
+/// Weight of the newest wait in [`QueueCounters::wait_recent_us`].
+const WAIT_WEIGHT: f64 = 0.3;
 
 /// A copy of [`QueueCounters`] at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -169,6 +196,9 @@ pub struct QueueStats {
     pub refused_time: u64,
     pub wait_total_ms: f64,
     pub wait_max_ms: f64,
+    pub wait_recent_ms: f64,
+    /// Unix ms; 0 when nobody has been served from the queue.
+    pub served_at_ms: i64,
 }
 
 /// One provider's capacity: its concurrency cap, its key leases, its queue.
@@ -214,6 +244,11 @@ impl Capacity {
 
     pub fn policy(&self) -> QueuePolicy {
         self.policy
+    }
+
+    /// Requests in flight at once at most (`None`: no cap).
+    pub fn limit(&self) -> Option<u32> {
+        self.limit
     }
 
     pub fn counters(&self) -> &QueueCounters {
@@ -406,11 +441,7 @@ impl Place {
 
     fn served(&mut self, entered: Instant) {
         self.leave();
-        let c = &self.capacity.counters;
-        let waited = entered.elapsed().as_micros() as u64;
-        c.served.fetch_add(1, Ordering::Relaxed);
-        c.wait_total_us.fetch_add(waited, Ordering::Relaxed);
-        c.wait_max_us.fetch_max(waited, Ordering::Relaxed);
+        self.capacity.counters.served(entered.elapsed().as_micros() as u64);
     }
 
     fn refused(&mut self, why: Refusal) -> Refusal {

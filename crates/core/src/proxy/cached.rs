@@ -56,13 +56,20 @@ impl Cached {
     }
 
     /// A fresh answer from the cache, on record as answered with no attempt
-    /// and no cost; an expired one is kept for [`Cached::stale`].
+    /// and no cost; an expired one is kept for [`Cached::stale`]. The
+    /// record says `miss` or `bypass` until an answer from the cache says
+    /// otherwise.
     pub async fn lookup(&mut self, journal: &mut Journal) -> Option<Response<Body>> {
+        journal.cache(self.live_status());
         let Plan::Lookup { key, lifetime } = self.plan else { return None };
         match cache::lookup(&self.store, &key, lifetime, self.ask, now_ms()).await {
             Lookup::Fresh { response, entry } => {
-                self.store.counters().count(CacheStatus::Hit, entry.cost_usd);
-                journal.take().finish_cached(response.status()).await;
+                let saved = journal.saved(&entry);
+                self.store.counters().count(CacheStatus::Hit, saved);
+                journal
+                    .take()
+                    .finish_cached(response.status(), CacheStatus::Hit, entry.provider.as_deref(), saved)
+                    .await;
                 Some(response)
             }
             Lookup::Stale(hit) => {
@@ -78,8 +85,10 @@ impl Cached {
     pub async fn stale(&mut self, journal: &mut Journal) -> Option<Response<Body>> {
         let hit = self.stale.take()?;
         let response = cache::serve_stale(&hit, self.ask)?;
-        self.store.counters().count(CacheStatus::Stale, hit.entry.cost_usd);
-        journal.take().finish_cached(response.status()).await;
+        let saved = journal.saved(&hit.entry);
+        self.store.counters().count(CacheStatus::Stale, saved);
+        let provider = hit.entry.provider.as_deref();
+        journal.take().finish_cached(response.status(), CacheStatus::Stale, provider, saved).await;
         Some(response)
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use tokio::time::Instant;
 
+use crate::cache::{CacheStatus, Entry};
 use crate::history::pricing::Prices;
 use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
 use crate::history::Recorder;
@@ -109,6 +110,8 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         response_body: None,
         attempts: Vec::new(),
         translations: Vec::new(),
+        cache: None,
+        saved_usd: None,
     }
 }
 
@@ -289,13 +292,42 @@ impl Journal {
         sink.prices.cost(record.provider.as_deref()?, record.provider_model.as_deref()?, usage)
     }
 
-    /// The response cache answered: no provider was paid (a stale answer
-    /// keeps the failed attempts that came before it on record).
-    pub async fn finish_cached(mut self, status: StatusCode) {
+    /// What the response cache does for this request, as far as it is
+    /// known before the chain is asked (a miss or a bypass).
+    pub fn cache(&mut self, status: CacheStatus) {
+        if let Some(record) = self.record.as_deref_mut() {
+            record.cache = Some(status);
+        }
+    }
+
+    /// What a stored answer would cost from its provider now: its stored
+    /// usage at today's prices, else what it cost when it was stored.
+    pub fn saved(&self, entry: &Entry) -> Option<f64> {
+        let priced = match (&self.sink, &entry.provider) {
+            (Some(sink), Some(provider)) => sink.prices.cost(provider, &entry.model, &entry.usage),
+            _ => None,
+        };
+        priced.or(entry.cost_usd)
+    }
+
+    /// The response cache answered (`status` says fresh or stale) with an
+    /// answer `provider` gave before: no provider was paid, and `saved` is
+    /// what it would have cost. A stale answer keeps the failed attempts
+    /// that came before it on record.
+    pub async fn finish_cached(
+        mut self,
+        status: StatusCode,
+        cache: CacheStatus,
+        provider: Option<&str>,
+        saved: Option<f64>,
+    ) {
         let Some(record) = self.record.as_deref_mut() else { return };
         record.status = Some(status.as_u16());
         record.outcome = RequestOutcome::Ok;
         record.cost_usd = Some(0.0);
+        record.cache = Some(cache);
+        record.provider = provider.map(str::to_string);
+        record.saved_usd = saved;
         self.send().await;
     }
 

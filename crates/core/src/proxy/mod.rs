@@ -5,6 +5,7 @@
 pub(crate) mod attempt;
 pub(crate) mod body;
 pub(crate) mod cached;
+mod chain;
 pub(crate) mod headers;
 pub(crate) mod journal;
 pub(crate) mod relay;
@@ -38,7 +39,7 @@ use crate::protocol::translate::error::{self as translate_error, Untranslatable}
 use crate::protocol::translate::passthrough::Scrub;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
-use crate::upstream::provider::{Gate, Pass, Provider, Ticket};
+use crate::upstream::provider::{Gate, Provider, Ticket};
 use crate::upstream::routing::{self, Candidate, RouteError};
 use body::{BodyError, RequestHead};
 use journal::{AttemptEnd, AttemptStart, Journal, Skip};
@@ -149,37 +150,11 @@ async fn serve(
     }
     // Candidates passed over only for want of capacity, in chain order.
     let mut busy = Vec::new();
-    for candidate in &plan.candidates {
-        let provider = candidate.provider;
-        if let Err(blocked) = gateway.budgets().admit(provider.name(), candidate.upstream_model, now_ms()) {
-            run.blocked(candidate, blocked);
-            continue;
-        }
-        if run.last_failed.is_some() {
-            if !run.deadline.allows_fallback(policy.min_fallback_budget, Instant::now()) {
-                run.out_of_time = true;
-                run.note(provider.name(), "not tried: too little time left for a fallback");
-                break;
-            }
-            if !provider.allows_fallback() {
-                run.note(provider.name(), &format!("not tried: {}", Pass::FallbackShare));
-                continue;
-            }
-        }
-        match run.provider(candidate, None).await {
-            Tried::Answered(response) => return Ok(response),
-            Tried::Failed => run.last_failed = Some(provider.name().to_string()),
-            Tried::Passed => {}
-            Tried::Refused(why) => run.refused.push(why),
-            Tried::Busy => busy.push(candidate),
-        }
+    if let Some(response) = run.walk(plan.candidates.iter(), &mut busy).await {
+        return Ok(response);
     }
-    // Nobody could take it now: wait for the provider that frees up first,
-    // if one will in time.
-    if run.attempts == 0 && run.last_failed.is_none() && !busy.is_empty() {
-        if let Some(response) = run.queue(&busy).await {
-            return Ok(response);
-        }
+    if let Some(response) = run.wait_for_capacity(busy).await {
+        return Ok(response);
     }
     let error = run.exhausted(protocol, plan.candidates.len());
     // Every provider that counts failed (an Anthropic one down while the
@@ -332,30 +307,6 @@ impl Run<'_> {
 
     /// Tries one provider: attempts, retries with backoff, until it answers,
     /// fails for good, or the budget says to move on.
-    /// Waits in the queue of the busy candidate expected to free up first,
-    /// within the deadline (less what a fallback needs), then tries it. A
-    /// client that leaves drops this future and its place in line.
-    async fn queue(&mut self, busy: &[&Candidate<'_>]) -> Option<Response<Body>> {
-        let waits = busy.iter().map(|c| c.provider.capacity().expected_wait());
-        let candidate = crate::policy::queue::earliest(waits).and_then(|i| busy.get(i).copied())?;
-        let provider = candidate.provider;
-        let until = self.deadline.at.checked_sub(self.policy.min_fallback_budget).unwrap_or(self.deadline.at);
-        let (tokens, deadline, min) = (self.tokens, self.deadline, self.policy.min_fallback_budget);
-        match provider.capacity().wait(until, || provider.ready(tokens, &deadline, min)).await {
-            Ok((permit, mut ticket)) => {
-                ticket.hold(permit);
-                match self.provider(candidate, Some(ticket)).await {
-                    Tried::Answered(response) => Some(response),
-                    Tried::Failed | Tried::Passed | Tried::Refused(_) | Tried::Busy => None,
-                }
-            }
-            Err(refusal) => {
-                self.note(provider.name(), &format!("not queued: {refusal}"));
-                None
-            }
-        }
-    }
-
     async fn provider(&mut self, candidate: &Candidate<'_>, mut queued: Option<Ticket>) -> Tried {
         let provider = candidate.provider;
         // Translated once per provider, not per attempt: retries send the

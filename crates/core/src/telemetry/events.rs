@@ -35,6 +35,8 @@ pub struct RequestBrief {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
+    /// What the response cache did; null when it was not consulted.
+    pub cache: Option<crate::cache::CacheStatus>,
     /// `provider:status-or-outcome` per attempt, in order.
     pub attempts: Vec<String>,
 }

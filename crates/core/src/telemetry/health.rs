@@ -84,6 +84,49 @@ pub struct ProviderView {
     pub today: Today,
     pub keys: Vec<KeySummary>,
     pub probe: bool,
+    /// Absent from a gateway older than the queue: read as empty.
+    #[serde(default)]
+    pub queue: QueueView,
+}
+
+/// A provider's capacity now: its queue, its requests in flight, its key leases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct QueueView {
+    /// Requests waiting in line now.
+    pub depth: u64,
+    /// Places in line (`max_queue`); 0: no queue, a full provider is passed over.
+    pub max_queue: u32,
+    pub in_flight: u64,
+    /// `max_concurrency`; null: no cap.
+    pub max_concurrency: Option<u32>,
+    /// Key leases held now (for keys that allow only so many requests at once).
+    pub leases: u64,
+    /// A moving average of recent waits in line; null when nobody was
+    /// served from the queue in the last few minutes.
+    pub recent_wait_ms: Option<f64>,
+    /// Served from the queue, and refused (full, or not in time), since start.
+    pub served: u64,
+    pub refused: u64,
+}
+
+/// How long a queue's recent wait stays worth showing.
+const RECENT_WAIT_MS: i64 = 5 * 60_000;
+
+fn queue(p: &Provider) -> QueueView {
+    let capacity = p.capacity();
+    let s = capacity.counters().snapshot();
+    let recent = s.served_at_ms > 0 && now_ms() - s.served_at_ms < RECENT_WAIT_MS;
+    QueueView {
+        depth: s.depth,
+        max_queue: capacity.policy().max_queue,
+        in_flight: s.in_use,
+        max_concurrency: capacity.limit(),
+        leases: s.leases,
+        recent_wait_ms: recent.then_some(s.wait_recent_ms),
+        served: s.served,
+        refused: s.refused_full + s.refused_time,
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -164,6 +207,7 @@ pub fn view(gw: &Gateway, p: &Arc<Provider>) -> ProviderView {
         today,
         keys: p.keys.summary(Instant::now()),
         probe: p.config.probe,
+        queue: queue(p),
     }
 }
 

@@ -195,6 +195,7 @@ fn brief(r: &RequestRecord) -> RequestBrief {
         input_tokens: r.usage.input_tokens,
         output_tokens: r.usage.output_tokens,
         cost_usd: r.cost_usd,
+        cache: r.cache,
         attempts: r
             .attempts
             .iter()

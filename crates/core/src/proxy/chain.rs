@@ -1,0 +1,112 @@
+//! Going down a request's chain: each candidate in order, fallbacks only
+//! with time left and within their share, and, when nobody can take the
+//! request now, a wait in the queue of the provider that frees up first.
+//!
+//! A queued attempt is an attempt like any other: when it fails, the
+//! request goes on down the chain, and the candidates that were busy are
+//! asked again (those free by then are tried, the others may be queued
+//! for in turn), all within the one deadline.
+
+use axum::body::Body;
+use axum::http::Response;
+use tokio::time::Instant;
+
+use super::{Run, Tried};
+use crate::history::record::now_ms;
+use crate::policy::queue::earliest;
+use crate::upstream::provider::{Pass, Provider};
+use crate::upstream::routing::Candidate;
+
+impl Run<'_> {
+    /// Tries `candidates` in chain order until one answers. Those passed
+    /// over only for want of capacity are added to `busy`, in order.
+    pub(super) async fn walk<'c>(
+        &mut self,
+        candidates: impl Iterator<Item = &'c Candidate<'c>> + Send,
+        busy: &mut Vec<&'c Candidate<'c>>,
+    ) -> Option<Response<Body>> {
+        for candidate in candidates {
+            let provider = candidate.provider;
+            if let Err(blocked) = self.gateway.budgets().admit(provider.name(), candidate.upstream_model, now_ms()) {
+                self.blocked(candidate, blocked);
+                continue;
+            }
+            if self.last_failed.is_some() && !self.may_fall_back(provider) {
+                if self.out_of_time {
+                    break;
+                }
+                continue;
+            }
+            match self.provider(candidate, None).await {
+                Tried::Answered(response) => return Some(response),
+                Tried::Failed => self.last_failed = Some(provider.name().to_string()),
+                Tried::Passed => {}
+                Tried::Refused(why) => self.refused.push(why),
+                Tried::Busy => busy.push(candidate),
+            }
+        }
+        None
+    }
+
+    /// Waits for the busy candidate expected to free up first, then tries
+    /// it. If its queue refuses the request or its attempt fails, the
+    /// others go on as after any failure: walked again, and queued for
+    /// while some are still busy. Each turn takes one candidate out of
+    /// `busy` for good, so the loop ends.
+    pub(super) async fn wait_for_capacity<'c>(&mut self, mut busy: Vec<&'c Candidate<'c>>) -> Option<Response<Body>> {
+        while !busy.is_empty() && !self.out_of_time {
+            let waits = busy.iter().map(|c| c.provider.capacity().expected_wait());
+            let candidate = busy.remove(earliest(waits)?);
+            let provider = candidate.provider;
+            if self.last_failed.is_some() && !self.may_fall_back(provider) {
+                continue;
+            }
+            match self.queued(candidate).await {
+                Tried::Answered(response) => return Some(response),
+                Tried::Failed => self.last_failed = Some(provider.name().to_string()),
+                Tried::Refused(why) => self.refused.push(why),
+                Tried::Passed | Tried::Busy => {}
+            }
+            let rest = std::mem::take(&mut busy);
+            if let Some(response) = self.walk(rest.into_iter(), &mut busy).await {
+                return Some(response);
+            }
+        }
+        None
+    }
+
+    /// Waits in `candidate`'s queue within the deadline (less what a
+    /// fallback needs), then tries it with the slot the wait won. A client
+    /// that leaves drops this future and its place in line.
+    async fn queued(&mut self, candidate: &Candidate<'_>) -> Tried {
+        let provider = candidate.provider;
+        let until = self.deadline.at.checked_sub(self.policy.min_fallback_budget).unwrap_or(self.deadline.at);
+        let (tokens, deadline, min) = (self.tokens, self.deadline, self.policy.min_fallback_budget);
+        match provider.capacity().wait(until, || provider.ready(tokens, &deadline, min)).await {
+            Ok((permit, mut ticket)) => {
+                ticket.hold(permit);
+                self.provider(candidate, Some(ticket)).await
+            }
+            Err(refusal) => {
+                self.note(provider.name(), &format!("not queued: {refusal}"));
+                Tried::Passed
+            }
+        }
+    }
+
+    /// Whether `provider` may take the request as a fallback: enough of the
+    /// deadline left (else the request is out of time), and its share of
+    /// fallback traffic not taken.
+    fn may_fall_back(&mut self, provider: &Provider) -> bool {
+        if !self.deadline.allows_fallback(self.policy.min_fallback_budget, Instant::now()) {
+            self.out_of_time = true;
+            self.note(provider.name(), "not tried: too little time left for a fallback");
+            return false;
+        }
+        if !provider.allows_fallback() {
+            self.note(provider.name(), &format!("not tried: {}", Pass::FallbackShare));
+            return false;
+        }
+        true
+    }
+}
