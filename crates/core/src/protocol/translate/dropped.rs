@@ -113,6 +113,7 @@ pub const TABLE: &[Row] = &[
     e(Messages, "temperature", "Anthropic requires the default temperature while thinking"),
     e(Messages, "top_k", "Anthropic rejects top_k while thinking"),
     e(Messages, "top_p", "Anthropic requires top_p of at least 0.95 while thinking"),
+    e(Messages, "sampling", "this model takes only the default sampling (Claude Opus 4.7 and later)"),
     e(Messages, "tools[hosted]", HOSTED),
     e(Messages, "tools[].strict", "strict tools need an Anthropic beta most compatible servers lack"),
     e(Messages, "metadata", "Anthropic metadata takes only user_id"),

@@ -68,7 +68,21 @@ pub const BUILTIN: &[Builtin] = &[
     Builtin { pattern: "gpt-5*-chat*", sampling: Some(true), thinking_style: None, why: "not a reasoning model" },
     thinking("claude-opus-4-6*", ThinkingStyle::Adaptive, ADAPTIVE_ONLY),
     thinking("claude-sonnet-4-6*", ThinkingStyle::Adaptive, ADAPTIVE_ONLY),
-    thinking("claude-opus-4-7*", ThinkingStyle::Adaptive, ADAPTIVE_ONLY),
+    // Opus 4.7 and later take adaptive thinking only, and refuse sampling
+    // parameters other than the default.
+    Builtin {
+        pattern: "claude-opus-4-7*",
+        sampling: Some(false),
+        thinking_style: Some(ThinkingStyle::Adaptive),
+        why: ADAPTIVE_ONLY,
+    },
+    Builtin {
+        pattern: "claude-opus-4-8*",
+        sampling: Some(false),
+        thinking_style: Some(ThinkingStyle::Adaptive),
+        why: ADAPTIVE_ONLY,
+    },
+    thinking("claude-sonnet-5*", ThinkingStyle::Adaptive, ADAPTIVE_ONLY),
     thinking(
         "claude-haiku-4-5*",
         ThinkingStyle::Enabled,
@@ -165,6 +179,10 @@ mod tests {
         assert_eq!(base.for_model("claude-opus-4-6").thinking_style, ThinkingStyle::Adaptive);
         assert_eq!(base.for_model("claude-sonnet-4-6-20260217").thinking_style, ThinkingStyle::Adaptive);
         assert_eq!(base.for_model("claude-sonnet-4-5").thinking_style, ThinkingStyle::Enabled);
+        let opus = base.for_model("claude-opus-4-7");
+        assert!(!opus.sampling && opus.thinking_style == ThinkingStyle::Adaptive);
+        assert!(!base.for_model("claude-opus-4-8-20260501").sampling);
+        assert!(base.for_model("claude-opus-4-6").sampling, "Opus 4.6 still takes sampling");
         let adaptive = Profile { thinking_style: ThinkingStyle::Adaptive, ..Profile::default() };
         assert_eq!(adaptive.for_model("claude-haiku-4-5").thinking_style, ThinkingStyle::Enabled);
     }

@@ -356,6 +356,19 @@ fn tool(t: &Tool, enc: &mut Enc<'_>) -> Value {
 /// Anthropic requires the default temperature, no `top_k` and a `top_p` of
 /// at least 0.95, so anything else is dropped.
 fn sampling(req: &Request, thinking: bool, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
+    if !enc.profile.sampling {
+        if req.temperature.is_some() || req.top_p.is_some() || req.top_k.is_some() {
+            enc.drop("sampling");
+        }
+    } else {
+        sampling_allowed(req, thinking, enc, b);
+    }
+    if !req.stop.is_empty() {
+        b.insert("stop_sequences".into(), json!(req.stop));
+    }
+}
+
+fn sampling_allowed(req: &Request, thinking: bool, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     if let Some(t) = req.temperature {
         if thinking && t != 1.0 {
             enc.drop("temperature");
@@ -376,9 +389,6 @@ fn sampling(req: &Request, thinking: bool, enc: &mut Enc<'_>, b: &mut Map<String
         } else {
             b.insert("top_k".into(), json!(k));
         }
-    }
-    if !req.stop.is_empty() {
-        b.insert("stop_sequences".into(), json!(req.stop));
     }
 }
 
