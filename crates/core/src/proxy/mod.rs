@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::gateway::{Gateway, Live};
-use crate::history::record::{now_ms, AttemptOutcome, Reason};
+use crate::history::record::{AttemptOutcome, Reason};
 use crate::http::correlation::RequestIds;
 use crate::policy::backoff;
 use crate::policy::breaker::Admission;
