@@ -74,10 +74,12 @@ fn relay(client: TcpStream, target: &str, log: &Arc<Mutex<Vec<u8>>>) {
     std::thread::spawn(move || {
         let mut buf = [0u8; 8192];
         while let Ok(n) = c_read.read(&mut buf) {
+            // Kept before it is passed on: once passed on, the answer can
+            // reach the client, and the test look, before this thread runs.
+            upstream_log.lock().unwrap().extend_from_slice(&buf[..n]);
             if n == 0 || s_write.write_all(&buf[..n]).is_err() {
                 break;
             }
-            upstream_log.lock().unwrap().extend_from_slice(&buf[..n]);
         }
         let _ = s_write.shutdown(std::net::Shutdown::Write);
     });
