@@ -20,6 +20,17 @@ pub struct Served {
     pub log: Arc<Mutex<Vec<String>>>,
 }
 
+/// A test that fails before `stop` still ends its gateway: a child left
+/// running would outlive the test run and hold its output open.
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Served {
     pub fn start(config: &Path, data: &Path, envs: &[(&str, &str)]) -> Served {
         let mut cmd = switchyard();
@@ -27,6 +38,7 @@ impl Served {
             .arg(config)
             .arg("--data-dir")
             .arg(data)
+            .stdout(Stdio::null())
             .stderr(Stdio::piped());
         for (k, v) in envs {
             cmd.env(k, v);
