@@ -66,6 +66,7 @@ fn serve_answers_and_stops_cleanly_on_sigterm() {
     let mut child = switchyard()
         .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--data-dir"])
         .arg(dir.path())
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

@@ -203,6 +203,7 @@ fn the_data_directory_is_owner_only_whatever_the_umask() {
         .arg("--data-dir")
         .arg(&data)
         .env_remove("SWITCHYARD_LISTEN")
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
