@@ -194,7 +194,11 @@ impl Relay {
             };
             let chunk = self.scrubbed(chunk);
             let out = self.observe(chunk);
-            if self.ended_already() {
+            // A translated stream is over for the client at its terminal
+            // event, which may come before the provider's body ends: the
+            // request goes on record then, so a client that closes on the
+            // terminal (Codex does) has an answered request, not a canceled one.
+            if self.ended_already() || self.translator.as_ref().is_some_and(|t| t.is_done()) {
                 return last(self.end(out).await);
             }
             if !out.is_empty() {
