@@ -332,6 +332,13 @@ pub struct Budgets {
     ledger: Mutex<Ledger>,
     /// Whether spend on record has been loaded (once per process).
     seeded: AtomicBool,
+    /// Whether any budget blocks: without one, admitting a candidate on
+    /// the request path takes no lock.
+    blocking: AtomicBool,
+}
+
+fn any_blocks(budgets: &[Budget]) -> bool {
+    budgets.iter().any(|b| b.action == BudgetAction::Block)
 }
 
 impl Budgets {
@@ -342,6 +349,7 @@ impl Budgets {
             zone,
             ledger: Mutex::new(Ledger { tallies: Default::default(), watched }),
             seeded: AtomicBool::new(false),
+            blocking: AtomicBool::new(any_blocks(budgets)),
         }
     }
 
@@ -356,6 +364,7 @@ impl Budgets {
     /// not the thresholds its spend already passed.
     pub fn configure(&self, budgets: &[Budget], now_ms: i64) {
         let mut ledger = self.ledger(now_ms);
+        self.blocking.store(any_blocks(budgets), Ordering::Release);
         let old = std::mem::take(&mut ledger.watched);
         let mut fresh = Vec::new();
         for b in budgets {
@@ -446,6 +455,9 @@ impl Budgets {
     /// Whether an attempt at `provider` on its `model` may go: refused by
     /// the `block` budget in scope past its limit that resets last.
     pub fn admit(&self, provider: &str, model: &str, now_ms: i64) -> Result<(), Blocked> {
+        if !self.blocking.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let ledger = self.ledger(now_ms);
         let mut blocked: Option<Blocked> = None;
         for w in &ledger.watched {
