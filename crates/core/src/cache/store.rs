@@ -16,8 +16,14 @@
 //!
 //! Reads run on the blocking pool, on a few pooled connections (WAL lets
 //! them read while the writer writes). Writes go to one thread of their own
-//! over a bounded queue, batched into a transaction per wake-up: bodies are
-//! compressed there (zlib, whose checksum catches a damaged body), the size
+//! over a bounded queue, batched into one transaction per [`LINGER`]: at
+//! c=1 a transaction per miss was most of what a miss cost (a commit is a
+//! log write and a lock round trip, several times the insert), and nothing
+//! waits on a store but a later hit. Bodies of [`RAW_BELOW`] bytes and more
+//! are compressed there (zlib, whose checksum catches a damaged body, with
+//! one compressor kept for the thread's life); smaller ones are stored as
+//! they are with a CRC-32, because deflate must clear some 160 KiB of
+//! tables for each body, which costs more than a short answer saves. The size
 //! cap is kept there by evicting the least recently used entries, and hits'
 //! last-use times are applied there. A full queue drops the write (it is
 //! counted): unlike the history, a cache entry not written costs only a
@@ -29,10 +35,10 @@
 //! a miss, never an error.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -45,7 +51,7 @@ use super::metrics::CacheCounters;
 use crate::protocol::Usage;
 
 /// The schema this code reads and writes; a file of another is made again.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE entries (
@@ -58,6 +64,8 @@ CREATE TABLE entries (
     status        INTEGER NOT NULL,
     content_type  TEXT NOT NULL,
     form          TEXT NOT NULL,
+    encoding      TEXT NOT NULL,
+    checksum      INTEGER,
     body          BLOB NOT NULL,
     raw_size      INTEGER NOT NULL,
     size          INTEGER NOT NULL,
@@ -71,10 +79,17 @@ CREATE INDEX entries_by_use ON entries (last_used_at);
 
 /// Bytes a row costs besides its compressed body (key, columns, index entries).
 const ROW_OVERHEAD: u64 = 160;
+/// Bodies shorter than this are stored uncompressed (with a CRC-32 in
+/// `checksum`): deflating a few hundred bytes saves less than a kilobyte
+/// and costs a clear of the compressor's tables, the largest part of a miss.
+const RAW_BELOW: usize = 2048;
 /// Jobs queued for the writer before writes are dropped.
 const QUEUE: usize = 1024;
 /// Jobs written in one transaction at most.
 const MAX_BATCH: usize = 256;
+/// How long the writer lets jobs gather before a transaction. A flush or a
+/// purge cuts it short; a hit on an answer still lingering here is a miss.
+pub const LINGER: Duration = Duration::from_millis(20);
 /// Idle read connections kept.
 const READERS: usize = 4;
 /// Evicting stops this far under the cap, so that a full cache does not
@@ -222,6 +237,8 @@ struct Inner {
     index: Mutex<HashMap<u64, i64>>,
     readers: Mutex<Vec<Connection>>,
     jobs: mpsc::Sender<Job>,
+    /// The writer thread, unparked to cut its linger short.
+    writer: OnceLock<std::thread::Thread>,
     counters: Arc<CacheCounters>,
 }
 
@@ -248,13 +265,22 @@ impl Store {
             index: Mutex::new(index),
             readers: Mutex::new(Vec::new()),
             jobs,
+            writer: OnceLock::new(),
             counters: counters.clone(),
         });
-        let writer = Writer { conn, stored, limits, counters, inner: Arc::downgrade(&inner) };
-        std::thread::Builder::new()
+        let writer = Writer {
+            conn,
+            stored,
+            limits,
+            counters,
+            inner: Arc::downgrade(&inner),
+            deflate: flate2::Compress::new(flate2::Compression::default(), true),
+        };
+        let thread = std::thread::Builder::new()
             .name("switchyard-cache".into())
             .spawn(move || writer.run(queue))
             .map_err(CacheError::Writer)?;
+        let _ = inner.writer.set(thread.thread().clone());
         Ok(Store { inner })
     }
 
@@ -338,6 +364,7 @@ impl Store {
         if self.inner.jobs.send(Job::Purge(tx)).await.is_err() {
             return Err(CacheError::Stopped);
         }
+        self.wake_writer();
         rx.await.map_err(|_| CacheError::Stopped)?
     }
 
@@ -345,7 +372,14 @@ impl Store {
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.inner.jobs.send(Job::Flush(tx)).await.is_ok() {
+            self.wake_writer();
             let _ = rx.await;
+        }
+    }
+
+    fn wake_writer(&self) {
+        if let Some(writer) = self.inner.writer.get() {
+            writer.unpark();
         }
     }
 
@@ -492,6 +526,8 @@ struct Row {
     status: i64,
     content_type: String,
     form: String,
+    encoding: String,
+    checksum: Option<i64>,
     body: Vec<u8>,
     raw_size: i64,
     usage: [Option<i64>; 3],
@@ -502,7 +538,7 @@ struct Row {
 fn select(conn: &Connection, key: &CacheKey) -> rusqlite::Result<Option<Row>> {
     let mut statement = conn.prepare_cached(
         "SELECT endpoint, model, provider, status, content_type, form, body, raw_size,
-                input_tokens, output_tokens, cached_tokens, cost_usd, created_at
+                input_tokens, output_tokens, cached_tokens, cost_usd, created_at, encoding, checksum
          FROM entries WHERE key = ?1",
     )?;
     statement
@@ -519,6 +555,8 @@ fn select(conn: &Connection, key: &CacheKey) -> rusqlite::Result<Option<Row>> {
                 usage: [r.get(8)?, r.get(9)?, r.get(10)?],
                 cost_usd: r.get(11)?,
                 created_at: r.get(12)?,
+                encoding: r.get(13)?,
+                checksum: r.get(14)?,
             })
         })
         .optional()
@@ -529,15 +567,15 @@ impl Row {
         let form = Form::parse(&self.form).ok_or("unknown form")?;
         let status = u16::try_from(self.status).map_err(|_| "bad status")?;
         let raw_size = usize::try_from(self.raw_size).map_err(|_| "bad size")?;
-        let mut body = Vec::with_capacity(raw_size.min(64 * 1024 * 1024));
-        // One byte more than recorded: a longer body is damage too.
-        let read =
-            flate2::read::ZlibDecoder::new(self.body.as_slice()).take(raw_size as u64 + 1).read_to_end(&mut body);
-        match read {
-            Ok(n) if n == raw_size => {}
-            Ok(_) => return Err("body of the wrong size"),
-            Err(_) => return Err("body does not inflate"),
-        }
+        let body = match self.encoding.as_str() {
+            "zlib" => inflate(&self.body, raw_size)?,
+            "raw" if self.body.len() != raw_size => return Err("body of the wrong size"),
+            "raw" if self.checksum != Some(i64::from(crc32fast::hash(&self.body))) => {
+                return Err("body does not match its checksum")
+            }
+            "raw" => self.body,
+            _ => return Err("unknown encoding"),
+        };
         Ok(Entry {
             endpoint: self.endpoint,
             model: self.model,
@@ -553,6 +591,27 @@ impl Row {
     }
 }
 
+fn inflate(stored: &[u8], raw_size: usize) -> Result<Vec<u8>, &'static str> {
+    let mut body = Vec::with_capacity(raw_size.min(64 * 1024 * 1024));
+    // One byte more than recorded: a longer body is damage too.
+    match flate2::read::ZlibDecoder::new(stored).take(raw_size as u64 + 1).read_to_end(&mut body) {
+        Ok(n) if n == raw_size => Ok(body),
+        Ok(_) => Err("body of the wrong size"),
+        Err(_) => Err("body does not inflate"),
+    }
+}
+
+/// A body as stored: its bytes, encoding and (uncompressed) checksum.
+fn encode(
+    deflate: &mut flate2::Compress,
+    body: &[u8],
+) -> Result<(Vec<u8>, &'static str, Option<i64>), flate2::CompressError> {
+    if body.len() < RAW_BELOW {
+        return Ok((body.to_vec(), "raw", Some(i64::from(crc32fast::hash(body)))));
+    }
+    Ok((compress(deflate, body)?, "zlib", None))
+}
+
 /// The thread that writes.
 struct Writer {
     conn: Connection,
@@ -562,13 +621,27 @@ struct Writer {
     counters: Arc<CacheCounters>,
     /// To take evicted keys out of the index; gone once every store is.
     inner: std::sync::Weak<Inner>,
+    /// Reset for each body.
+    deflate: flate2::Compress,
 }
 
 impl Writer {
     fn run(mut self, mut queue: mpsc::Receiver<Job>) {
         let mut jobs = Vec::with_capacity(MAX_BATCH);
-        // Waits for one job, then takes what else is queued, up to a batch.
-        while queue.blocking_recv_many(&mut jobs, MAX_BATCH) > 0 {
+        while let Some(first) = queue.blocking_recv() {
+            let waited_for = matches!(first, Job::Flush(_) | Job::Purge(_));
+            jobs.push(first);
+            if !waited_for {
+                // Not reading the queue meanwhile, so senders do not wake
+                // the writer per job; a flush or purge unparks it.
+                std::thread::park_timeout(LINGER);
+            }
+            while jobs.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
             self.batch(&mut jobs);
         }
     }
@@ -625,8 +698,9 @@ impl Writer {
             let mut size_of = tx.prepare_cached("SELECT size FROM entries WHERE key = ?1")?;
             let mut insert = tx.prepare_cached(
                 "INSERT OR REPLACE INTO entries (key, created_at, last_used_at, endpoint, model, provider, status,
-                    content_type, form, body, raw_size, size, input_tokens, output_tokens, cached_tokens, cost_usd)
-                 VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                    content_type, form, body, raw_size, size, input_tokens, output_tokens, cached_tokens, cost_usd,
+                    encoding, checksum)
+                 VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             )?;
             let mut touch =
                 tx.prepare_cached("UPDATE entries SET last_used_at = max(last_used_at, ?2) WHERE key = ?1")?;
@@ -634,7 +708,7 @@ impl Writer {
             for job in jobs {
                 match job {
                     Job::Put(key, entry) => {
-                        let Ok(body) = compress(&entry.body) else { continue };
+                        let Ok((body, encoding, checksum)) = encode(&mut self.deflate, &entry.body) else { continue };
                         let size = body.len() as i64 + ROW_OVERHEAD as i64;
                         let old: Option<i64> = size_of.query_row([&key.0[..]], |r| r.get(0)).optional()?;
                         let [input, output, cached] = entry.usage.columns();
@@ -654,6 +728,8 @@ impl Writer {
                             output,
                             cached,
                             entry.cost_usd,
+                            encoding,
+                            checksum,
                         ])?;
                         delta += size - old.unwrap_or(0);
                         if old.is_none() {
@@ -725,11 +801,18 @@ impl Writer {
     }
 }
 
-fn compress(body: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder =
-        flate2::write::ZlibEncoder::new(Vec::with_capacity(body.len() / 3), flate2::Compression::default());
-    encoder.write_all(body)?;
-    encoder.finish()
+/// A zlib stream of `body`, from a compressor reused across bodies.
+fn compress(deflate: &mut flate2::Compress, body: &[u8]) -> Result<Vec<u8>, flate2::CompressError> {
+    deflate.reset();
+    let mut out = Vec::with_capacity(body.len() / 2 + 64);
+    loop {
+        let read = usize::try_from(deflate.total_in()).unwrap_or(body.len()).min(body.len());
+        match deflate.compress_vec(&body[read..], &mut out, flate2::FlushCompress::Finish)? {
+            flate2::Status::StreamEnd => return Ok(out),
+            // Out of room: the rest goes into more.
+            flate2::Status::Ok | flate2::Status::BufError => out.reserve(out.capacity().max(64)),
+        }
+    }
 }
 
 #[cfg(test)]

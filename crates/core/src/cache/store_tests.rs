@@ -96,6 +96,7 @@ async fn a_damaged_row_is_skipped_and_deleted() {
     store.put(key(2), entry(body.clone(), NOW));
     store.put(key(3), entry(body, NOW));
     store.put(key(4), entry(&b"{}"[..], NOW));
+    store.put(key(5), entry(&b"{\"answer\":42}"[..], NOW));
     store.flush().await;
     {
         let conn = Connection::open(dir.path().join("switchyard.cache.db")).unwrap();
@@ -104,15 +105,21 @@ async fn a_damaged_row_is_skipped_and_deleted() {
         conn.execute("UPDATE entries SET body = substr(body, 1, length(body) / 2) WHERE key = ?1", [&key(2).0[..]])
             .unwrap();
         conn.execute("UPDATE entries SET form = 'xml' WHERE key = ?1", [&key(3).0[..]]).unwrap();
+        // A short body, stored uncompressed: one byte changed, its length kept.
+        conn.execute(
+            "UPDATE entries SET body = CAST(replace(body, '42', '43') AS BLOB) WHERE key = ?1",
+            [&key(5).0[..]],
+        )
+        .unwrap();
     }
-    for n in 1..=3 {
+    for n in [1, 2, 3, 5] {
         assert_eq!(store.get(&key(n), NOW, lifetime(10, 0)).await, None, "entry {n}");
     }
     assert!(store.get(&key(4), NOW, lifetime(10, 0)).await.is_some(), "the others still answer");
     store.flush().await;
     assert_eq!(rows(dir.path()), 1);
     let stats = store.counters().snapshot();
-    assert_eq!((stats.corrupt, stats.entries), (3, 1));
+    assert_eq!((stats.corrupt, stats.entries), (4, 1));
 }
 
 #[tokio::test]
@@ -158,7 +165,8 @@ async fn a_purge_deletes_every_answer_in_the_gateway_or_from_outside() {
     let path = dir.path().join("switchyard.cache.db");
     let store = open(dir.path(), Limits::default()).await;
     let secret = b"{\"content\":\"the launch code is 0000-SECRET-1234\"}";
-    let stored = compress(secret).unwrap();
+    // Short, so stored as it is: the answer's own bytes must not survive a purge.
+    let stored = secret.to_vec();
     store.put(key(1), entry(&secret[..], NOW));
     store.put(key(2), entry(&b"{}"[..], NOW));
     store.flush().await;
@@ -212,4 +220,20 @@ async fn a_file_that_is_not_a_cache_is_made_again() {
 #[test]
 fn the_cache_file_sits_beside_the_history() {
     assert_eq!(path_beside(Path::new("/d/switchyard.db")), Path::new("/d/switchyard.cache.db"));
+}
+
+#[tokio::test]
+async fn stores_are_written_after_the_linger_without_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(key(1), entry(&b"{\"a\":1}"[..], NOW));
+    store.put(key(2), entry(&b"{\"b\":2}"[..], NOW));
+    // Lingering, not parked for good: both land in one transaction soon after.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while store.get(&key(2), NOW, lifetime(10, 60)).await.is_none() {
+        assert!(std::time::Instant::now() < deadline, "the writer never wrote without a flush");
+        tokio::time::sleep(LINGER).await;
+    }
+    let first = store.get(&key(1), NOW, lifetime(10, 60)).await.expect("written with the second");
+    assert_eq!(&first.entry.body[..], b"{\"a\":1}", "a reused compressor starts each body afresh");
 }
