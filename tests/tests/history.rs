@@ -302,6 +302,9 @@ async fn spend_sums_tokens_and_cost_per_provider_and_model() {
     let mystery = rows.iter().find(|r| r["model"] == "mystery-model").unwrap();
     assert!(mystery["cost_usd"].is_null());
     assert!((spend["totals"]["today_usd"].as_f64().unwrap() - expected).abs() < 1e-12);
+    // The default chart (by day, 30 days) gives its totals from its own rows: the same.
+    let by_day = gw.admin("/admin/spend").await;
+    assert_eq!(by_day["totals"], spend["totals"], "{by_day}");
 }
 
 #[tokio::test]

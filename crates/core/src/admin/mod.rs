@@ -262,8 +262,15 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
     let day = i64::try_from(Duration::from_secs(86_400).as_millis()).unwrap_or(86_400_000);
     let since = time_param("since", q.since.as_deref())?.unwrap_or(now - 30 * day);
     let rows = store.spend(q.bucket, since).await?;
-    let month = store.spend(Bucket::Day, now - 30 * day).await?;
     let today_start = now - now.rem_euclid(day);
+    // The totals need the last 30 days by day, which a day chart reaching
+    // that far back (the default) already holds: no second query for it.
+    let month = if q.bucket == Bucket::Day && since <= today_start - 29 * day {
+        None
+    } else {
+        Some(store.spend(Bucket::Day, now - 30 * day).await?)
+    };
+    let month = month.as_deref().unwrap_or(&rows);
     let since_day = |from: i64| {
         let from_bucket = humantime::format_rfc3339(UNIX_EPOCH + Duration::from_millis(from.max(0) as u64)).to_string();
         let from_day = from_bucket[..10].to_string();
