@@ -44,11 +44,28 @@ impl Capture {
         }
         let whole = match self.form {
             Form::Sse => fold::is_whole(wire, &self.buf),
-            Form::Json => {
-                matches!(serde_json::from_slice(&self.buf), Ok(serde_json::Value::Object(m)) if !m.contains_key("error"))
-            }
+            Form::Json => matches!(serde_json::from_slice(&self.buf), Ok(Top { error: Seen(false) })),
         };
         whole.then(|| Bytes::from(self.buf))
+    }
+}
+
+/// A JSON object's top level, read only to learn whether it has an `error`
+/// member: the rest is checked as JSON and skipped, not built into a tree
+/// (which was most of what a stored miss cost).
+#[derive(serde::Deserialize)]
+struct Top {
+    #[serde(default)]
+    error: Seen,
+}
+
+/// Whether a member was there, whatever its value (`null` too).
+#[derive(Default)]
+struct Seen(bool);
+
+impl<'de> serde::Deserialize<'de> for Seen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Seen, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Seen(true))
     }
 }
 
@@ -71,6 +88,15 @@ mod tests {
         let mut error = Capture::new(Form::Json, 64);
         error.push(br#"{"error":{"message":"x"}}"#);
         assert_eq!(error.finish(Wire::Chat), None);
+        let mut null_error = Capture::new(Form::Json, 64);
+        null_error.push(br#"{"choices":[],"error":null}"#);
+        assert_eq!(null_error.finish(Wire::Chat), None, "an error member, even null");
+        let mut array = Capture::new(Form::Json, 64);
+        array.push(b"[1,2]");
+        assert_eq!(array.finish(Wire::Chat), None, "not an object");
+        let mut trailing = Capture::new(Form::Json, 64);
+        trailing.push(br#"{"choices":[]} x"#);
+        assert_eq!(trailing.finish(Wire::Chat), None, "not JSON");
         let mut stream = Capture::new(Form::Sse, 1024);
         stream.push(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
         assert!(stream.finish(Wire::Messages).is_some());
