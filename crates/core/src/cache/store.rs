@@ -17,9 +17,8 @@
 //! Reads run on the blocking pool, on a few pooled connections (WAL lets
 //! them read while the writer writes). Writes go to one thread of their own
 //! over a bounded queue, batched into one transaction per [`LINGER`]: at
-//! c=1 a transaction per miss was most of what a miss cost (a commit is a
-//! log write and a lock round trip, several times the insert), and nothing
-//! waits on a store but a later hit. Bodies of [`RAW_BELOW`] bytes and more
+//! c=1 each miss was otherwise a commit (a log write) and a wake-up of the
+//! thread of its own, and nothing waits on a store but a later hit. Bodies of [`RAW_BELOW`] bytes and more
 //! are compressed there (zlib, whose checksum catches a damaged body, with
 //! one compressor kept for the thread's life); smaller ones are stored as
 //! they are with a CRC-32, because deflate must clear some 160 KiB of
