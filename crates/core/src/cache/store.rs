@@ -135,6 +135,32 @@ impl Form {
     }
 }
 
+/// How a body is kept in its row (`entries.encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    /// A zlib stream, whose own checksum catches damage.
+    Zlib,
+    /// As it is, with a CRC-32 in `checksum`.
+    Raw,
+}
+
+impl Encoding {
+    fn as_str(self) -> &'static str {
+        match self {
+            Encoding::Zlib => "zlib",
+            Encoding::Raw => "raw",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Encoding> {
+        match s {
+            "zlib" => Some(Encoding::Zlib),
+            "raw" => Some(Encoding::Raw),
+            _ => None,
+        }
+    }
+}
+
 /// A stored answer. Its `Debug` shows the body's length, never the body:
 /// the answer is as sensitive as the prompt.
 #[derive(Clone, PartialEq)]
@@ -566,14 +592,13 @@ impl Row {
         let form = Form::parse(&self.form).ok_or("unknown form")?;
         let status = u16::try_from(self.status).map_err(|_| "bad status")?;
         let raw_size = usize::try_from(self.raw_size).map_err(|_| "bad size")?;
-        let body = match self.encoding.as_str() {
-            "zlib" => inflate(&self.body, raw_size)?,
-            "raw" if self.body.len() != raw_size => return Err("body of the wrong size"),
-            "raw" if self.checksum != Some(i64::from(crc32fast::hash(&self.body))) => {
+        let body = match Encoding::parse(&self.encoding).ok_or("unknown encoding")? {
+            Encoding::Zlib => inflate(&self.body, raw_size)?,
+            Encoding::Raw if self.body.len() != raw_size => return Err("body of the wrong size"),
+            Encoding::Raw if self.checksum != Some(checksum(&self.body)) => {
                 return Err("body does not match its checksum")
             }
-            "raw" => self.body,
-            _ => return Err("unknown encoding"),
+            Encoding::Raw => self.body,
         };
         Ok(Entry {
             endpoint: self.endpoint,
@@ -600,15 +625,17 @@ fn inflate(stored: &[u8], raw_size: usize) -> Result<Vec<u8>, &'static str> {
     }
 }
 
-/// A body as stored: its bytes, encoding and (uncompressed) checksum.
-fn encode(
-    deflate: &mut flate2::Compress,
-    body: &[u8],
-) -> Result<(Vec<u8>, &'static str, Option<i64>), flate2::CompressError> {
+/// A body as stored, and how.
+fn encode(deflate: &mut flate2::Compress, body: &[u8]) -> Result<(Vec<u8>, Encoding), flate2::CompressError> {
     if body.len() < RAW_BELOW {
-        return Ok((body.to_vec(), "raw", Some(i64::from(crc32fast::hash(body)))));
+        return Ok((body.to_vec(), Encoding::Raw));
     }
-    Ok((compress(deflate, body)?, "zlib", None))
+    Ok((compress(deflate, body)?, Encoding::Zlib))
+}
+
+/// A raw body's `checksum` column.
+fn checksum(body: &[u8]) -> i64 {
+    i64::from(crc32fast::hash(body))
 }
 
 /// The thread that writes.
@@ -627,20 +654,8 @@ struct Writer {
 impl Writer {
     fn run(mut self, mut queue: mpsc::Receiver<Job>) {
         let mut jobs = Vec::with_capacity(MAX_BATCH);
-        while let Some(first) = queue.blocking_recv() {
-            let waited_for = matches!(first, Job::Flush(_) | Job::Purge(_));
-            jobs.push(first);
-            if !waited_for {
-                // Not reading the queue meanwhile, so senders do not wake
-                // the writer per job; a flush or purge unparks it.
-                std::thread::park_timeout(LINGER);
-            }
-            while jobs.len() < MAX_BATCH {
-                match queue.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
+        let urgent = |job: &Job| matches!(job, Job::Flush(_) | Job::Purge(_));
+        while crate::history::writer::gather(&mut queue, &mut jobs, MAX_BATCH, LINGER, urgent) {
             self.batch(&mut jobs);
         }
     }
@@ -707,7 +722,7 @@ impl Writer {
             for job in jobs {
                 match job {
                     Job::Put(key, entry) => {
-                        let Ok((body, encoding, checksum)) = encode(&mut self.deflate, &entry.body) else { continue };
+                        let Ok((body, encoding)) = encode(&mut self.deflate, &entry.body) else { continue };
                         let size = body.len() as i64 + ROW_OVERHEAD as i64;
                         let old: Option<i64> = size_of.query_row([&key.0[..]], |r| r.get(0)).optional()?;
                         let [input, output, cached] = entry.usage.columns();
@@ -727,8 +742,8 @@ impl Writer {
                             output,
                             cached,
                             entry.cost_usd,
-                            encoding,
-                            checksum,
+                            encoding.as_str(),
+                            (encoding == Encoding::Raw).then(|| checksum(&body)),
                         ])?;
                         delta += size - old.unwrap_or(0);
                         if old.is_none() {

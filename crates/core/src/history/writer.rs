@@ -225,6 +225,33 @@ fn yield_to_requests() {
     }
 }
 
+/// A group commit's batch, for a writer thread: waits for one item, then,
+/// unless `urgent` says someone waits on it, lets more gather for `linger`
+/// without reading the queue (so senders do not wake the thread per item;
+/// whoever sends an urgent item unparks it), then takes what is queued, up
+/// to `max` in all. False once the queue is closed and drained.
+pub(crate) fn gather<T>(
+    rx: &mut mpsc::Receiver<T>,
+    into: &mut Vec<T>,
+    max: usize,
+    linger: Duration,
+    urgent: impl Fn(&T) -> bool,
+) -> bool {
+    let Some(first) = rx.blocking_recv() else { return false };
+    let wait = !urgent(&first);
+    into.push(first);
+    if wait {
+        std::thread::park_timeout(linger);
+    }
+    while into.len() < max {
+        match rx.try_recv() {
+            Ok(item) => into.push(item),
+            Err(_) => break,
+        }
+    }
+    true
+}
+
 struct Writer {
     store: Store,
     spool: Option<Arc<Spool>>,
@@ -236,20 +263,7 @@ struct Writer {
 impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Item>) {
         let mut items = Vec::with_capacity(MAX_BATCH);
-        while let Some(first) = rx.blocking_recv() {
-            let flush = matches!(first, Item::Flush(_));
-            items.push(first);
-            if !flush {
-                // Not reading the queue meanwhile: senders do not wake the
-                // writer per record. A flush unparks it early.
-                std::thread::park_timeout(self.linger);
-            }
-            while items.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(item) => items.push(item),
-                    Err(_) => break,
-                }
-            }
+        while gather(&mut rx, &mut items, MAX_BATCH, self.linger, |item| matches!(item, Item::Flush(_))) {
             self.commit(&mut items);
         }
     }
