@@ -279,6 +279,33 @@ if os.path.exists(history_file) and os.path.getsize(history_file) > 0:
         ("history writer ≥ 30,000 records/s", f"{history['writer_records_per_s']:,.0f}/s", history["writer_records_per_s"] >= 30000),
         ("no read or commit waits > 10 ms on retention", f"{wait_worst:.2f} ms (longest)", wait_worst <= 10),
     ]
+open_streams = None
+open_file = os.path.join(work, "open-streams.json")
+if os.path.exists(open_file) and os.path.getsize(open_file) > 0:
+    open_streams = json.load(open(open_file))
+    r["open_streams"] = open_streams
+    held, left = open_streams["held"], open_streams["left"]
+    before, during, after = held["plain_before"], held["plain_during"], held["plain_after"]
+    # The run-to-run spread of c=1 p50: the two quiet measures, before and after.
+    spread = abs(before["p50_ms"] - after["p50_ms"])
+    quiet = max(before["p50_ms"], after["p50_ms"])
+    label = f"{held['streams']:,} streams held {held['seconds']:.0f} s"
+    checks += [
+        (f"{label}: every stream intact", f"{held['intact']:,} of {held['streams']:,}", held["intact"] == held["streams"]),
+        (f"{label}: peak RSS per open stream < 16 KiB above idle",
+         f"{held['kib_per_stream']:.1f} KiB ({held['idle_rss_kib'] / 1024:.1f} → {held['peak_rss_kib'] / 1024:.1f} MiB)",
+         held["kib_per_stream"] < 16),
+        (f"{label}: CPU per event < 5 µs", f"{held['us_per_event']:.2f} µs ({held['events_in_window']:,} events)",
+         held["us_per_event"] < 5),
+        (f"{label}: c=1 p50 of plain requests meanwhile within the run-to-run spread",
+         f"{during['p50_ms']:.3f} ms during, {before['p50_ms']:.3f} before, {after['p50_ms']:.3f} after",
+         during["p50_ms"] <= quiet + spread),
+        (f"{left['streams']:,} clients leave mid-stream: every upstream closed within 100 ms",
+         f"{left['close_max_ms']:.1f} ms (slowest; p50 {left['close_p50_ms']:.1f}, p99 {left['close_p99_ms']:.1f})",
+         left["close_max_ms"] <= 100),
+        (f"{left['streams']:,} clients leave mid-stream: every attempt recorded as canceled",
+         f"{left['canceled_on_record']:,} of {left['streams']:,}", left["canceled_on_record"] == left["streams"]),
+    ]
 r["targets"] = [{"target": t, "measured": m, "met": ok} for t, m, ok in checks]
 
 cpu = "unknown"
@@ -484,6 +511,19 @@ if history:
            f"{ret['removed']:,} requests in {ret['seconds']:.1f} s; meanwhile the longest read took {ret['read_max_ms_during']:.2f} ms "
            f"(idle: {ret['read_max_ms_idle']:.2f}) and the longest one-record commit {ret['commit_max_ms_during']:.2f} ms "
            f"(idle: {ret['commit_max_ms_idle']:.2f})."]
+if open_streams:
+    held, left = open_streams["held"], open_streams["left"]
+    md += ["", f"## {held['streams']:,} open streams", "",
+           f"A fresh gateway (the release binary) in front of a scripted upstream that holds each stream open, one event every "
+           f"{held['interval_ms']} ms, {held['events_per_stream']} events a stream; every stream compared byte for byte with what the "
+           f"upstream sent. Memory is the gateway's peak RSS against its RSS before the streams; CPU is its own over the middle half "
+           f"of the run, per event sent. Plain requests ran one at a time on a kept-alive connection before, during and after:", "",
+           "| plain requests, c=1 | n | p50 (ms) | p99 (ms) |", "| --- | --- | --- | --- |"]
+    md += [f"| {name} | {held[key]['n']:,} | {held[key]['p50_ms']:.3f} | {held[key]['p99_ms']:.3f} |"
+           for name, key in (("before", "plain_before"), ("during", "plain_during"), ("after", "plain_after"))]
+    md += ["", f"Then {left['streams']:,} clients read {left['read_before_leaving']} events each and left together: the upstream saw its connection closed "
+           f"{left['close_p50_ms']:.1f} ms after its client left at the median, {left['close_p99_ms']:.1f} ms at p99 and "
+           f"{left['close_max_ms']:.1f} ms at the slowest; {left['canceled_on_record']:,} attempts are on record as canceled."]
 notes = os.path.join(root, "docs", "benchmarks-notes.md")
 if os.path.exists(notes):
     md += ["", open(notes).read().strip()]
