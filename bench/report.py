@@ -284,7 +284,7 @@ open_file = os.path.join(work, "open-streams.json")
 if os.path.exists(open_file) and os.path.getsize(open_file) > 0:
     open_streams = json.load(open(open_file))
     r["open_streams"] = open_streams
-    held, left = open_streams["held"], open_streams["left"]
+    held, left, floor_held = open_streams["held"], open_streams["left"], open_streams["floor"]
     before, during, after = held["plain_before"], held["plain_during"], held["plain_after"]
     # The run-to-run spread of c=1 p50: the two quiet measures, before and after.
     spread = abs(before["p50_ms"] - after["p50_ms"])
@@ -293,9 +293,13 @@ if os.path.exists(open_file) and os.path.getsize(open_file) > 0:
     checks += [
         (f"{label}: every stream intact", f"{held['intact']:,} of {held['streams']:,}", held["intact"] == held["streams"]),
         (f"{label}: peak RSS per open stream < 16 KiB above idle",
-         f"{held['kib_per_stream']:.1f} KiB ({held['idle_rss_kib'] / 1024:.1f} → {held['peak_rss_kib'] / 1024:.1f} MiB)",
+         f"{held['kib_per_stream']:.1f} KiB ({held['idle_rss_kib'] / 1024:.1f} → {held['peak_rss_kib'] / 1024:.1f} MiB); "
+         f"nginx-as-proxy {floor_held['kib_per_stream']:.1f} KiB, "
+         f"{held['kib_per_stream'] / floor_held['kib_per_stream']:.2f}× it",
          held["kib_per_stream"] < 16),
-        (f"{label}: CPU per event < 5 µs", f"{held['us_per_event']:.2f} µs ({held['events_in_window']:,} events)",
+        (f"{label}: CPU per event < 5 µs",
+         f"{held['us_per_event']:.2f} µs ({held['events_in_window']:,} events); nginx-as-proxy "
+         f"{floor_held['us_per_event']:.2f} µs, {held['us_per_event'] / floor_held['us_per_event']:.2f}× it",
          held["us_per_event"] < 5),
         (f"{label}: c=1 p50 of plain requests meanwhile within the run-to-run spread",
          f"{during['p50_ms']:.3f} ms during, {before['p50_ms']:.3f} before, {after['p50_ms']:.3f} after",
@@ -512,14 +516,22 @@ if history:
            f"(idle: {ret['read_max_ms_idle']:.2f}) and the longest one-record commit {ret['commit_max_ms_during']:.2f} ms "
            f"(idle: {ret['commit_max_ms_idle']:.2f})."]
 if open_streams:
-    held, left = open_streams["held"], open_streams["left"]
+    held, left, floor_held = open_streams["held"], open_streams["left"], open_streams["floor"]
     md += ["", f"## {held['streams']:,} open streams", "",
            f"A fresh gateway (the release binary) in front of a scripted upstream that holds each stream open, one event every "
            f"{held['interval_ms']} ms, {held['events_per_stream']} events a stream; every stream compared byte for byte with what the "
-           f"upstream sent. Memory is the gateway's peak RSS against its RSS before the streams; CPU is its own over the middle half "
-           f"of the run, per event sent. Plain requests ran one at a time on a kept-alive connection before, during and after:", "",
-           "| plain requests, c=1 | n | p50 (ms) | p99 (ms) |", "| --- | --- | --- | --- |"]
-    md += [f"| {name} | {held[key]['n']:,} | {held[key]['p50_ms']:.3f} | {held[key]['p99_ms']:.3f} |"
+           f"upstream sent, then the same through nginx as a plain reverse proxy (the floor). Memory is the proxy's peak RSS against "
+           f"its RSS before the streams; CPU is its own over the run's second quarter, with nothing but the streams, per event "
+           f"sent. Plain requests ran one at a time on a kept-alive connection before, in the third quarter, and after:", "",
+           "| | Switchyard | nginx-as-proxy (the floor) | ratio |", "| --- | --- | --- | --- |",
+           f"| RSS per open stream above idle (KiB) | {held['kib_per_stream']:.1f} | {floor_held['kib_per_stream']:.1f} "
+           f"| {held['kib_per_stream'] / floor_held['kib_per_stream']:.2f}× |",
+           f"| CPU per event (µs) | {held['us_per_event']:.2f} | {floor_held['us_per_event']:.2f} "
+           f"| {held['us_per_event'] / floor_held['us_per_event']:.2f}× |",
+           f"| idle → peak RSS (MiB) | {held['idle_rss_kib'] / 1024:.1f} → {held['peak_rss_kib'] / 1024:.1f} "
+           f"| {floor_held['idle_rss_kib'] / 1024:.1f} → {floor_held['peak_rss_kib'] / 1024:.1f} | |"]
+    md += [f"| plain requests {name}, c=1 p50 / p99 (ms) | {held[key]['p50_ms']:.3f} / {held[key]['p99_ms']:.3f} "
+           f"| {floor_held[key]['p50_ms']:.3f} / {floor_held[key]['p99_ms']:.3f} | |"
            for name, key in (("before", "plain_before"), ("during", "plain_during"), ("after", "plain_after"))]
     md += ["", f"Then {left['streams']:,} clients read {left['read_before_leaving']} events each and left together: the upstream saw its connection closed "
            f"{left['close_p50_ms']:.1f} ms after its client left at the median, {left['close_p99_ms']:.1f} ms at p99 and "

@@ -391,12 +391,6 @@ impl Binary {
         }
         binary
     }
-
-    fn status_field(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    }
 }
 
 impl Measured for Binary {
@@ -404,20 +398,98 @@ impl Measured for Binary {
         self.addr
     }
     fn memory_kib(&self) -> Option<(u64, u64)> {
-        Some((self.status_field("VmRSS:"), self.status_field("VmHWM:")))
+        Some(process_memory_kib(self.child.id()))
     }
     fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        // Fields after the command name, which is in parentheses: utime is
-        // the 14th field of the line, stime the 15th, in clock ticks (100/s).
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-        Some(ticks as f64 / 100.0)
+        Some(process_cpu_seconds(self.child.id()))
     }
 }
 
 impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The floor: nginx as a plain reverse proxy in front of the same upstream
+/// (kept-alive upstream connections, nothing buffered), one process as
+/// the gateway is, sending a request where its correlation id says.
+struct Nginx {
+    addr: SocketAddr,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    async fn start(nginx: &str, holder: &Holder, events: u32) -> Nginx {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let d = dir.path().display();
+        let conf = format!(
+            "master_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
+             worker_rlimit_nofile 20000;\nevents {{ worker_connections 16384; }}\n\
+             http {{\n  access_log off;\n  keepalive_requests 1000000;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+               upstream holder {{ server {}; keepalive 64; keepalive_requests 1000000; }}\n\
+               map $http_x_correlation_id $target {{ plain /plain/v1/chat/completions; default /hold/{events}/v1/chat/completions; }}\n\
+               server {{\n    listen {addr};\n    location / {{\n      proxy_pass http://holder$target;\n\
+                 proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_buffering off;\n\
+                 proxy_request_buffering off;\n    }}\n  }}\n}}\n",
+            holder.addr
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = Command::new(nginx)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{nginx}: {e}"));
+        let started = Instant::now();
+        while TcpStream::connect(addr).await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "nginx did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Nginx { addr, child, _dir: dir }
+    }
+}
+
+/// Memory and CPU of a process, from /proc.
+fn process_memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn process_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name, which is in parentheses: utime is
+    // the 14th field of the line, stime the 15th, in clock ticks (100/s).
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+impl Measured for Nginx {
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+    fn memory_kib(&self) -> Option<(u64, u64)> {
+        Some(process_memory_kib(self.child.id()))
+    }
+    fn cpu_seconds(&self) -> Option<f64> {
+        Some(process_cpu_seconds(self.child.id()))
+    }
+}
+
+impl Drop for Nginx {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -441,9 +513,12 @@ fn providers(holder: &Holder, events: u32) -> ConfigText {
 async fn hold_phase(gateway: &impl Measured, holder: &Holder, n: usize, events: u32) -> Value {
     let addr = gateway.addr();
     let stop = Arc::new(AtomicBool::new(false));
+    // Warmed up first: a fresh process's first requests are slower.
+    plain_latencies(addr, Some(200), stop.clone()).await;
     let before = summary(plain_latencies(addr, Some(500), stop.clone()).await);
     let idle = gateway.memory_kib();
     let expected = Arc::new(whole_stream(events));
+    let completed_before = holder.shared.completed.load(Ordering::Relaxed);
     let started = Instant::now();
     let streams: Vec<_> = (0..n).map(|i| tokio::spawn(stream_to_end(addr, i, expected.clone()))).collect();
     // Measured once every stream is open and before the first ends, in the
@@ -467,7 +542,8 @@ async fn hold_phase(gateway: &impl Measured, holder: &Holder, n: usize, events: 
     }
     let took = started.elapsed();
     assert!(failures.is_empty(), "{} of {n} streams failed, first: {}", failures.len(), failures[0]);
-    assert_eq!(holder.shared.completed.load(Ordering::Relaxed), n, "every upstream stream ran to its end");
+    let completed = holder.shared.completed.load(Ordering::Relaxed) - completed_before;
+    assert_eq!(completed, n, "every upstream stream ran to its end");
     let after = summary(plain_latencies(addr, Some(500), Arc::new(AtomicBool::new(false))).await);
     let events_in_window = sent_to - sent_from;
     let mut report = json!({
@@ -594,5 +670,10 @@ async fn benchmark() {
     let gateway = Binary::start(bin, providers(&holder, events).build()).await;
     let held = hold_phase(&gateway, &holder, n, events).await;
     let left = leave_phase(&gateway, &holder, n).await;
-    println!("STREAMS_BENCH {}", json!({ "held": held, "left": left }));
+    drop(gateway);
+    // The floor, on the same upstream and clients, after the gateway has stopped.
+    let nginx = std::env::var("STREAMS_NGINX").unwrap_or_else(|_| "/usr/sbin/nginx".into());
+    let floor = Nginx::start(&nginx, &holder, events).await;
+    let floor = hold_phase(&floor, &holder, n, events).await;
+    println!("STREAMS_BENCH {}", json!({ "held": held, "left": left, "floor": floor }));
 }
