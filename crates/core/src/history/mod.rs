@@ -6,6 +6,7 @@
 //! - [`insert`]: the rows it writes.
 //! - [`derived`]: the rollups and facets kept with the rows.
 //! - [`retire`]: retention's deletes, in small batches.
+//! - [`spend`]: the spend chart, summed from the rollups.
 //! - [`spool`]: the append-only file that keeps completed requests across a crash.
 //! - [`pricing`]: what tokens cost.
 //! - this file: [`History`], which owns the writer and prunes by age and
@@ -17,6 +18,7 @@ pub(crate) mod insert;
 pub(crate) mod pricing;
 pub(crate) mod record;
 pub(crate) mod retire;
+pub(crate) mod spend;
 pub(crate) mod spool;
 pub(crate) mod store;
 pub(crate) mod writer;

@@ -162,7 +162,7 @@ pub enum Bucket {
 }
 
 impl Bucket {
-    fn span(self) -> i64 {
+    pub(super) fn span(self) -> i64 {
         match self {
             Bucket::Day => DAY_MS,
             Bucket::Hour => HOUR_MS,
@@ -170,7 +170,7 @@ impl Bucket {
         }
     }
 
-    fn format(self) -> &'static str {
+    pub(super) fn format(self) -> &'static str {
         match self {
             Bucket::Day => "%Y-%m-%d",
             Bucket::Hour => "%Y-%m-%dT%H:00Z",
@@ -261,35 +261,7 @@ impl Store {
     /// `since`, taken to the minute: read from the rollups, a row per key and
     /// bucket, however many requests the buckets hold.
     pub async fn spend(&self, bucket: Bucket, since: i64) -> Result<Vec<SpendRow>, StoreError> {
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT strftime(");
-        q.push_bind(bucket.format()).push(
-            ", start / 1000, 'unixepoch') AS bucket, provider, model, SUM(requests) AS requests,
-             SUM(CASE WHEN outcome <> 'ok' THEN requests ELSE 0 END) AS failed, SUM(fallbacks) AS fallbacks,
-             SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
-             SUM(cached_tokens) AS cached_tokens, CASE WHEN SUM(priced) > 0 THEN SUM(cost_usd) END AS cost_usd,
-             TOTAL(saved_usd) AS saved_usd
-             FROM (",
-        );
-        push_pieces(&mut q, "*", bucket, since);
-        q.push(") WHERE provider <> '' GROUP BY 1, 2, 3 ORDER BY 1 DESC, cost_usd DESC");
-        let rows = q.build().fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(SpendRow {
-                    bucket: r.try_get("bucket")?,
-                    provider: r.try_get("provider")?,
-                    model: r.try_get("model")?,
-                    requests: r.try_get("requests")?,
-                    failed: r.try_get("failed")?,
-                    fallbacks: r.try_get("fallbacks")?,
-                    input_tokens: r.try_get("input_tokens")?,
-                    output_tokens: r.try_get("output_tokens")?,
-                    cached_tokens: r.try_get("cached_tokens")?,
-                    cost_usd: r.try_get("cost_usd")?,
-                    saved_usd: r.try_get("saved_usd")?,
-                })
-            })
-            .collect()
+        self.blocking(move |path| super::spend::read(path, bucket, since)).await
     }
 
     /// Cost per provider and provider model since `since` (to the minute),
@@ -401,7 +373,7 @@ const SUMMARY_COLUMNS: &str = "r.id, r.correlation_id, r.started_at, r.finished_
 /// (span, from, to): the bucket's own span from its first whole bucket on,
 /// and before that the finer spans up to their next boundaries, so that a
 /// first bucket that began before `since` counts only what came after.
-fn spend_pieces(bucket: Bucket, since: i64) -> Vec<(i64, i64, i64)> {
+pub(super) fn spend_pieces(bucket: Bucket, since: i64) -> Vec<(i64, i64, i64)> {
     let ceil = |at: i64, span: i64| at + (span - at.rem_euclid(span)) % span;
     let mut from = since - since.rem_euclid(MINUTE_MS);
     let mut pieces = Vec::with_capacity(SPANS.len());
