@@ -231,8 +231,12 @@ impl<'a> Derived<'a> {
                 }
             }
         }
+        // In key order, so that consecutive inserts land on the same leaf
+        // pages instead of seeking back and forth between facets.
+        let mut added: Vec<_> = self.added.iter().collect();
+        added.sort_unstable_by(|a, b| (a.0.code(), a.1, a.2, a.3).cmp(&(b.0.code(), b.1, b.2, b.3)));
         let mut insert = tx.prepare_cached(INSERT_FACET)?;
-        for (facet, value, at, id) in &self.added {
+        for (facet, value, at, id) in added {
             insert.execute(params![facet.code(), value, at, id])?;
         }
         let mut delete = tx.prepare_cached(DELETE_FACET)?;
