@@ -6,7 +6,8 @@
 //! against a gateway in this process; `bench/run` runs the ignored
 //! `benchmark` against the release binary, with 2,000 streams held 30 s,
 //! and records memory per open stream, CPU per event and the c=1 latency
-//! of plain requests sent meanwhile:
+//! of plain requests sent meanwhile, then the same held streams through
+//! nginx as a plain reverse proxy, the floor:
 //!
 //!   STREAMS_BIN=target/release/switchyard cargo test --release -p switchyard-tests \
 //!     --test streams_scale -- --ignored --nocapture benchmark
