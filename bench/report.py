@@ -279,6 +279,11 @@ if os.path.exists(history_file) and os.path.getsize(history_file) > 0:
         ("history writer ≥ 30,000 records/s", f"{history['writer_records_per_s']:,.0f}/s", history["writer_records_per_s"] >= 30000),
         ("no read or commit waits > 10 ms on retention", f"{wait_worst:.2f} ms (longest)", wait_worst <= 10),
     ]
+    if history.get("first_paint_ms"):
+        paints = history["first_paint_ms"]
+        slowest = max(paints, key=paints.get)
+        checks.append((f"the dashboard's first paint of each view < 300 ms at {rows_label}",
+                       f"{paints[slowest]:.0f} ms (slowest: {slowest})", paints[slowest] < 300))
 open_streams = None
 open_file = os.path.join(work, "open-streams.json")
 if os.path.exists(open_file) and os.path.getsize(open_file) > 0:
@@ -510,7 +515,9 @@ if history:
     md += [f"| `/admin/spend?bucket={k}` | {v:.2f} |" for k, v in history["spend_ms"].items()]
     md += [f"| `/admin/requests?{k}` first page | {v:.2f} |" if k != "unfiltered" else f"| `/admin/requests` first page | {v:.2f} |"
            for k, v in history["requests_first_page_ms"].items()]
-    md += [f"| `/admin/requests/{{id}}` | {history['request_detail_ms']:.2f} |", "",
+    md += [f"| `/admin/requests/{{id}}` | {history['request_detail_ms']:.2f} |"]
+    md += [f"| dashboard first paint: {view} (one fresh load, after a warm-up) | {v:.1f} |" for view, v in (history.get("first_paint_ms") or {}).items()]
+    md += ["",
            f"Writer: {history['writer_records_per_s']:,.0f} records/s sustained over the fill. Retention removed "
            f"{ret['removed']:,} requests in {ret['seconds']:.1f} s; meanwhile the longest read took {ret['read_max_ms_during']:.2f} ms "
            f"(idle: {ret['read_max_ms_idle']:.2f}) and the longest one-record commit {ret['commit_max_ms_during']:.2f} ms "

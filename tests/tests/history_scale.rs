@@ -213,8 +213,10 @@ async fn run(n: u64) -> Value {
     assert_eq!(detail["id"], id);
     assert_eq!(detail["attempts"].as_array().unwrap().len(), 1);
 
+    let first_paint = first_paints(&gw).await;
     let retention = retention(&gw, n, now).await;
     json!({
+        "first_paint_ms": first_paint,
         "rows": n,
         "writer_records_per_s": per_second.round(),
         "spend_ms": spend,
@@ -222,6 +224,33 @@ async fn run(n: u64) -> Value {
         "request_detail_ms": detail_ms,
         "retention": retention,
     })
+}
+
+/// The dashboard's first paint of each view on this history, measured in
+/// Chromium by `ui/e2e/paint.mjs`, when `HISTORY_PAINT` is set (`bench/run`
+/// sets it where the UI's packages and Chromium are installed).
+async fn first_paints(gw: &TestGateway) -> Value {
+    if std::env::var_os("HISTORY_PAINT").is_none() {
+        return Value::Null;
+    }
+    let ui = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui");
+    let base = gw.url("");
+    // Off the runtime's threads: the gateway in this process serves the browser.
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .arg(ui.join("e2e/paint.mjs"))
+            .current_dir(&ui)
+            .env("SWITCHYARD_BASE", base)
+            .env("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs ui/e2e/paint.mjs");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ui/e2e/paint.mjs failed: {said}{}", String::from_utf8_lossy(&out.stderr));
+    let line = said.lines().find_map(|l| l.strip_prefix("PAINT_BENCH ")).expect("a PAINT_BENCH line");
+    serde_json::from_str(line).unwrap()
 }
 
 /// Removes the oldest tenth of the history while a reader lists requests

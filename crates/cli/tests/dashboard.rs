@@ -50,7 +50,8 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("switchyard.toml");
     let text = [
-        "[policy]\nmax_retries = 0\nbackoff_base = \"1ms\"\n".to_string(),
+        // The browser run ends by recording 10,000 requests from one address.
+        "[server]\nrate_limit_per_minute = 1000000\n\n[policy]\nmax_retries = 0\nbackoff_base = \"1ms\"\n".to_string(),
         provider_toml("dash-primary", &primary, "[\"m\"]", NO_PROBE),
         provider_toml("dash-backup", &backup, "[\"m\"]", NO_PROBE),
         provider_toml(

@@ -1,6 +1,8 @@
 // Hash routes (`#/requests/<id>`), so the same build works under /ui/ and
 // from the desktop app's bundle without server-side routing.
 
+import { opened } from './paint.svelte';
+
 export const VIEWS = ['overview', 'live', 'requests', 'spend', 'providers', 'tools', 'settings'] as const;
 export type View = (typeof VIEWS)[number] | 'login';
 
@@ -21,12 +23,18 @@ export function parse(hash: string): Route {
   };
 }
 
+/** The name a route's view is timed under (`paint.svelte.ts`): an item of a view is `<view>/item`. */
+export function timedAs(route: Route): string {
+  return route.arg ? `${route.view}/item` : route.view;
+}
+
 export class Router {
   route = $state<Route>(parse(location.hash));
 
   constructor() {
     addEventListener('hashchange', () => {
       this.route = parse(location.hash);
+      opened(timedAs(this.route));
     });
   }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parse } from './route.svelte';
+import { parse, timedAs } from './route.svelte';
 
 describe('routes', () => {
   it('read the view, its argument and parameters', () => {
@@ -8,5 +8,11 @@ describe('routes', () => {
     expect(parse('#/login?expired=1').params.get('expired')).toBe('1');
     expect(parse('').view).toBe('overview');
     expect(parse('#/nonsense').view).toBe('overview');
+  });
+
+  it('time a view and an item of it under names of their own', () => {
+    expect(timedAs(parse('#/requests'))).toBe('requests');
+    expect(timedAs(parse('#/requests/01a2'))).toBe('requests/item');
+    expect(timedAs(parse(''))).toBe('overview');
   });
 });
