@@ -43,11 +43,11 @@ struct Clients {
 
 async fn clients(State(gw): State<Gateway>) -> Result<Json<Clients>, AdminError> {
     let store = store(&gw).await?;
-    // SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum.
+    // Kept by the history writer (migration 0007): a row per client, not a
+    // pass over every request on record.
     let rows = sqlx::query(
-        "SELECT user_agent, COUNT(*) AS requests, MAX(started_at) AS last_at, id, model, outcome
-         FROM requests WHERE user_agent IS NOT NULL AND user_agent <> ''
-         GROUP BY user_agent ORDER BY last_at DESC LIMIT ?",
+        "SELECT user_agent, requests, last_at, last_id AS id, last_model AS model, last_outcome AS outcome
+         FROM clients ORDER BY last_at DESC LIMIT ?",
     )
     .bind(MAX_CLIENTS)
     .fetch_all(store.pool())

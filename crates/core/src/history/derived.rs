@@ -1,10 +1,11 @@
-//! The tables derived from the request rows (migrations 0004 and 0006
+//! The tables derived from the request rows (migrations 0004, 0006 and 0007
 //! describe them): `rollups`, sums per minute, hour and day, provider, model and
-//! outcome, which spend reads instead of the rows; and `request_facets`,
+//! outcome, which spend reads instead of the rows; `request_facets`,
 //! one entry per filter a request matches among those that select few rows,
-//! which filtered lists walk instead of the whole time index.
+//! which filtered lists walk instead of the whole time index; and `clients`,
+//! a row per user agent, which the Tools view reads.
 //!
-//! Both change only with the rows, in the same transaction: the writer adds
+//! All change only with the rows, in the same transaction: the writer adds
 //! what it inserts ([`Derived::add`]), retention takes away what it deletes
 //! ([`Derived::remove`]), and [`rebuild`] computes both again from the rows.
 
@@ -48,6 +49,7 @@ impl Facet {
 pub struct Facts<'a> {
     pub id: &'a str,
     pub started_at: i64,
+    pub user_agent: Option<&'a str>,
     pub provider: Option<&'a str>,
     pub model: Option<&'a str>,
     pub provider_model: Option<&'a str>,
@@ -70,6 +72,7 @@ impl<'a> Facts<'a> {
         Facts {
             id: &r.id,
             started_at: r.started_at_ms,
+            user_agent: r.user_agent.as_deref(),
             provider: r.provider.as_deref(),
             model: r.model.as_deref(),
             provider_model: r.provider_model.as_deref(),
@@ -155,11 +158,22 @@ impl Sums {
 /// A rollup key at minute span: start, provider, model, outcome.
 type Key<'a> = (i64, &'a str, &'a str, &'a str);
 
+/// One client's change over a transaction: requests added (or, negative,
+/// removed) and the newest request added.
+#[derive(Debug, Default)]
+struct ClientChange<'a> {
+    requests: i64,
+    /// started_at, id, model asked for, outcome.
+    newest: Option<(i64, &'a str, Option<&'a str>, &'a str)>,
+}
+
 /// Changes to the derived tables gathered over one transaction's rows.
 #[derive(Debug, Default)]
 pub struct Derived<'a> {
     /// By minute; coarser spans are summed from these when written.
     sums: HashMap<Key<'a>, Sums>,
+    /// By user agent.
+    clients: HashMap<&'a str, ClientChange<'a>>,
     added: Vec<(Facet, &'a str, i64, &'a str)>,
     removed: Vec<(Facet, &'a str, i64, &'a str)>,
 }
@@ -176,6 +190,16 @@ const DROP_EMPTY_ROLLUP: &str = "DELETE FROM rollups
     WHERE span = ?1 AND start = ?2 AND provider = ?3 AND model = ?4 AND outcome = ?5 AND requests <= 0";
 const INSERT_FACET: &str =
     "INSERT OR IGNORE INTO request_facets (facet, value, started_at, id) VALUES (?1, ?2, ?3, ?4)";
+// Columns on the right of SET are the row's values before the update.
+const UPSERT_CLIENT: &str = "INSERT INTO clients (user_agent, requests, last_at, last_id, last_model, last_outcome)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    ON CONFLICT (user_agent) DO UPDATE SET requests = requests + excluded.requests,
+    last_id = CASE WHEN excluded.last_at >= last_at THEN excluded.last_id ELSE last_id END,
+    last_model = CASE WHEN excluded.last_at >= last_at THEN excluded.last_model ELSE last_model END,
+    last_outcome = CASE WHEN excluded.last_at >= last_at THEN excluded.last_outcome ELSE last_outcome END,
+    last_at = MAX(last_at, excluded.last_at)";
+const REMOVE_FROM_CLIENT: &str = "UPDATE clients SET requests = requests + ?2 WHERE user_agent = ?1";
+const DROP_EMPTY_CLIENT: &str = "DELETE FROM clients WHERE user_agent = ?1 AND requests <= 0";
 const DELETE_FACET: &str = "DELETE FROM request_facets WHERE facet = ?1 AND value = ?2 AND started_at = ?3 AND id = ?4";
 
 impl<'a> Derived<'a> {
@@ -199,6 +223,13 @@ impl<'a> Derived<'a> {
             f.outcome,
         );
         self.sums.entry(key).or_default().add(&Sums::of(f, sign));
+        if let Some(agent) = f.user_agent.filter(|a| !a.is_empty()) {
+            let client = self.clients.entry(agent).or_default();
+            client.requests += sign;
+            if sign > 0 && client.newest.is_none_or(|(at, ..)| f.started_at >= at) {
+                client.newest = Some((f.started_at, f.id, f.model, f.outcome));
+            }
+        }
     }
 
     /// Writes the changes in `tx`, the transaction of the rows they come from.
@@ -235,6 +266,7 @@ impl<'a> Derived<'a> {
         // pages instead of seeking back and forth between facets.
         let mut added: Vec<_> = self.added.iter().collect();
         added.sort_unstable_by(|a, b| (a.0.code(), a.1, a.2, a.3).cmp(&(b.0.code(), b.1, b.2, b.3)));
+        self.write_clients(tx)?;
         let mut insert = tx.prepare_cached(INSERT_FACET)?;
         for (facet, value, at, id) in added {
             insert.execute(params![facet.code(), value, at, id])?;
@@ -247,7 +279,29 @@ impl<'a> Derived<'a> {
     }
 }
 
-/// The statements that fill both tables from the rows: those that ended
+impl Derived<'_> {
+    fn write_clients(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let mut upsert = tx.prepare_cached(UPSERT_CLIENT)?;
+        let mut remove = tx.prepare_cached(REMOVE_FROM_CLIENT)?;
+        let mut drop_empty = tx.prepare_cached(DROP_EMPTY_CLIENT)?;
+        for (agent, change) in &self.clients {
+            match change.newest {
+                Some((at, id, model, outcome)) => {
+                    upsert.execute(params![agent, change.requests, at, id, model, outcome])?;
+                }
+                None => {
+                    remove.execute(params![agent, change.requests])?;
+                }
+            }
+            if change.requests < 0 {
+                drop_empty.execute([agent])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The statements that fill the derived tables from the rows: those that ended
 /// the migration that made them, brought up to the columns added since.
 fn fill_statements() -> &'static str {
     include_str!("rebuild.sql")
@@ -259,7 +313,7 @@ fn fill_statements() -> &'static str {
 /// in the spool for the next start.
 pub fn rebuild(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute_batch("DELETE FROM rollups; DELETE FROM request_facets;")?;
+    tx.execute_batch("DELETE FROM rollups; DELETE FROM request_facets; DELETE FROM clients;")?;
     tx.execute_batch(fill_statements())?;
     tx.commit()
 }
@@ -297,6 +351,10 @@ pub(crate) mod tests {
                 r.model = Some(["m1", "m2", "alias"][(i % 5 % 3) as usize].into());
                 r.provider = Some(provider.into());
                 r.provider_model = Some(["m1", "m2"][(i % 2) as usize].into());
+                // Three clients, a request with an empty user agent and one without.
+                r.user_agent = [Some("claude-cli/2.1"), Some("codex_cli_rs/0.5"), Some("aider/0.86"), Some(""), None]
+                    [(i % 7 % 5) as usize]
+                    .map(str::to_string);
                 r.usage = Usage { input_tokens: Some(i % 100), output_tokens: Some(i % 7), cached_tokens: None };
                 r.cost_usd = (i % 4 != 0).then_some((i % 13) as f64 * 1e-6);
                 if i % 11 == 0 {
@@ -369,6 +427,33 @@ pub(crate) mod tests {
                 }
             }
         }
+        assert_clients_match_rows(store).await;
+    }
+
+    /// The clients table against the rows grouped by user agent.
+    async fn assert_clients_match_rows(store: &Store) {
+        let read = |sql: &'static str| async move {
+            sqlx::query(sql)
+                .fetch_all(store.pool())
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let text = |i: usize| r.get::<Option<String>, _>(i).unwrap_or_default();
+                    (text(0), r.get::<i64, _>(1), r.get::<i64, _>(2), text(3), text(4), text(5))
+                })
+                .collect::<Vec<_>>()
+        };
+        let clients =
+            read("SELECT user_agent, requests, last_at, last_id, last_model, last_outcome FROM clients ORDER BY 1")
+                .await;
+        let rows = read(
+            "SELECT user_agent, COUNT(*), MAX(started_at), id, model, outcome FROM requests
+             WHERE user_agent <> '' GROUP BY user_agent ORDER BY 1",
+        )
+        .await;
+        assert!(!rows.is_empty());
+        assert_eq!(clients, rows, "clients");
     }
 
     /// Per key: its counts, then its cost and what it saved.

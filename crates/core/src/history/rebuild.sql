@@ -21,3 +21,9 @@ UNION ALL SELECT 3, outcome, started_at, id FROM requests WHERE outcome <> 'ok'
 UNION ALL SELECT 4, '', started_at, id FROM requests WHERE outcome <> 'ok'
 UNION ALL SELECT 5, '', started_at, id FROM requests WHERE fallback = 1
 UNION ALL SELECT 6, cache, started_at, id FROM requests WHERE cache IS NOT NULL;
+
+-- The clients of migration 0007, as it filled them.
+INSERT INTO clients (user_agent, requests, last_at, last_id, last_model, last_outcome)
+SELECT user_agent, COUNT(*), MAX(started_at), id, model, outcome
+FROM requests WHERE user_agent IS NOT NULL AND user_agent <> ''
+GROUP BY user_agent;

@@ -27,6 +27,7 @@ const PAUSE: Duration = Duration::from_millis(5);
 struct Row {
     id: String,
     started_at: i64,
+    user_agent: Option<String>,
     provider: Option<String>,
     model: Option<String>,
     provider_model: Option<String>,
@@ -44,6 +45,7 @@ impl Row {
         Facts {
             id: &self.id,
             started_at: self.started_at,
+            user_agent: self.user_agent.as_deref(),
             provider: self.provider.as_deref(),
             model: self.model.as_deref(),
             provider_model: self.provider_model.as_deref(),
@@ -108,7 +110,7 @@ fn batch(conn: &mut Connection, before: i64, limit: u64) -> rusqlite::Result<u64
 fn oldest(conn: &Connection, before: i64, limit: u64) -> rusqlite::Result<Vec<Row>> {
     let mut select = conn.prepare_cached(
         "SELECT id, started_at, provider, model, provider_model, outcome, fallback,
-                input_tokens, output_tokens, cached_tokens, cost_usd, cache, saved_usd
+                input_tokens, output_tokens, cached_tokens, cost_usd, cache, saved_usd, user_agent
          FROM requests WHERE started_at < ?1 ORDER BY started_at, id LIMIT ?2",
     )?;
     let mut tried = conn.prepare_cached("SELECT provider FROM attempts WHERE request_id = ?1 ORDER BY seq")?;
@@ -127,6 +129,7 @@ fn oldest(conn: &Connection, before: i64, limit: u64) -> rusqlite::Result<Vec<Ro
                 cost_usd: r.get(10)?,
                 cache: r.get(11)?,
                 saved_usd: r.get(12)?,
+                user_agent: r.get(13)?,
                 tried: Vec::new(),
             })
         })?
