@@ -38,13 +38,10 @@ impl Inserter {
     /// Opens the database, which [`Store::open`](super::Store::open) has
     /// already created, migrated and put in WAL mode.
     pub fn open(path: &Path) -> rusqlite::Result<Inserter> {
-        let conn = connect(path)?;
-        // The pages a year of history keeps writing to (the ends of the
-        // request and facet indexes, the rollups of the day) stay cached:
-        // with SQLite's default 2 MiB the writer read them back from the
-        // file as the database grew.
-        conn.pragma_update(None, "cache_size", -16 * 1024)?;
-        Ok(Inserter { conn })
+        // SQLite's default page cache (2 MiB): 16 MiB gained the writer 3%
+        // at a million rows and cost the gateway as much again in peak RSS
+        // (docs/benchmarks-notes.md, round seven).
+        Ok(Inserter { conn: connect(path)? })
     }
 
     /// Writes a batch in one transaction.
