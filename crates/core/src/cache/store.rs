@@ -710,12 +710,15 @@ impl Writer {
         let mut delta: i64 = 0;
         {
             let mut size_of = tx.prepare_cached("SELECT size FROM entries WHERE key = ?1")?;
-            let mut insert = tx.prepare_cached(
-                "INSERT OR REPLACE INTO entries (key, created_at, last_used_at, endpoint, model, provider, status,
+            // A miss stores a key that is almost always new: insert first,
+            // and only when the key is there already read its old size and
+            // replace it, rather than look it up before every insert.
+            let columns = "INTO entries (key, created_at, last_used_at, endpoint, model, provider, status,
                     content_type, form, body, raw_size, size, input_tokens, output_tokens, cached_tokens, cost_usd,
                     encoding, checksum)
-                 VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            )?;
+                 VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+            let mut insert_new = tx.prepare_cached(&format!("INSERT OR IGNORE {columns}"))?;
+            let mut replace = tx.prepare_cached(&format!("INSERT OR REPLACE {columns}"))?;
             let mut touch =
                 tx.prepare_cached("UPDATE entries SET last_used_at = max(last_used_at, ?2) WHERE key = ?1")?;
             let mut delete = tx.prepare_cached("DELETE FROM entries WHERE key = ?1")?;
@@ -724,9 +727,9 @@ impl Writer {
                     Job::Put(key, entry) => {
                         let Ok((body, encoding)) = encode(&mut self.deflate, &entry.body) else { continue };
                         let size = body.len() as i64 + ROW_OVERHEAD as i64;
-                        let old: Option<i64> = size_of.query_row([&key.0[..]], |r| r.get(0)).optional()?;
                         let [input, output, cached] = entry.usage.columns();
-                        insert.execute(params![
+                        let crc = (encoding == Encoding::Raw).then(|| checksum(&body));
+                        let values = params![
                             &key.0[..],
                             entry.created_at_ms,
                             entry.endpoint,
@@ -743,8 +746,15 @@ impl Writer {
                             cached,
                             entry.cost_usd,
                             encoding.as_str(),
-                            (encoding == Encoding::Raw).then(|| checksum(&body)),
-                        ])?;
+                            crc,
+                        ];
+                        let old: Option<i64> = if insert_new.execute(values)? == 1 {
+                            None
+                        } else {
+                            let old = size_of.query_row([&key.0[..]], |r| r.get(0)).optional()?;
+                            replace.execute(values)?;
+                            old
+                        };
                         delta += size - old.unwrap_or(0);
                         if old.is_none() {
                             self.counters.entries.fetch_add(1, Ordering::Relaxed);

@@ -237,3 +237,27 @@ async fn stores_are_written_after_the_linger_without_a_flush() {
     let first = store.get(&key(1), NOW, lifetime(10, 60)).await.expect("written with the second");
     assert_eq!(&first.entry.body[..], b"{\"a\":1}", "a reused compressor starts each body afresh");
 }
+
+#[tokio::test]
+async fn a_refreshed_answer_replaces_its_entry_and_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(key(1), entry(noise(3000, 1), NOW));
+    store.put(key(2), entry(noise(1000, 2), NOW));
+    store.flush().await;
+    let before = store.counters().snapshot();
+    assert_eq!(before.entries, 2);
+    // The same question stored again (`x-switchyard-cache: refresh`), with a longer answer.
+    store.put(key(1), entry(noise(5000, 3), NOW + MINUTE));
+    store.flush().await;
+    let after = store.counters().snapshot();
+    assert_eq!(after.entries, 2, "replaced, not added");
+    assert_eq!(rows(dir.path()), 2);
+    assert_eq!(after.bytes - before.bytes, 2000, "the new body's size less the old one's");
+    let hit = store.get(&key(1), NOW + MINUTE, lifetime(10, 60)).await.unwrap();
+    assert_eq!(&hit.entry.body[..], &noise(5000, 3)[..]);
+    drop(store);
+    // And the same figure when counted afresh from the file.
+    let store = open(dir.path(), Limits::default()).await;
+    assert_eq!(store.counters().snapshot().bytes, after.bytes);
+}
