@@ -458,7 +458,7 @@ impl Nginx {
     }
 }
 
-/// Memory and CPU of a process, from /proc.
+/// A process's resident memory now and at its peak, KiB, from /proc.
 fn process_memory_kib(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let field = |name: &str| -> u64 {
@@ -468,6 +468,7 @@ fn process_memory_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// The CPU time a process has used, user and system, in seconds.
 fn process_cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // Fields after the command name, which is in parentheses: utime is
