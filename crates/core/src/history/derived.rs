@@ -7,7 +7,7 @@
 //!
 //! All change only with the rows, in the same transaction: the writer adds
 //! what it inserts ([`Derived::add`]), retention takes away what it deletes
-//! ([`Derived::remove`]), and [`rebuild`] computes both again from the rows.
+//! ([`Derived::remove`]), and [`rebuild`] computes them all again from the rows.
 
 use std::collections::HashMap;
 
@@ -262,11 +262,11 @@ impl<'a> Derived<'a> {
                 }
             }
         }
+        self.write_clients(tx)?;
         // In key order, so that consecutive inserts land on the same leaf
         // pages instead of seeking back and forth between facets.
         let mut added: Vec<_> = self.added.iter().collect();
         added.sort_unstable_by(|a, b| (a.0.code(), a.1, a.2, a.3).cmp(&(b.0.code(), b.1, b.2, b.3)));
-        self.write_clients(tx)?;
         let mut insert = tx.prepare_cached(INSERT_FACET)?;
         for (facet, value, at, id) in added {
             insert.execute(params![facet.code(), value, at, id])?;
@@ -280,6 +280,8 @@ impl<'a> Derived<'a> {
 }
 
 impl Derived<'_> {
+    /// Each client's change: added requests move its newest request
+    /// forward, removed ones only its count, and a client left with none goes.
     fn write_clients(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
         let mut upsert = tx.prepare_cached(UPSERT_CLIENT)?;
         let mut remove = tx.prepare_cached(REMOVE_FROM_CLIENT)?;
