@@ -359,18 +359,25 @@ impl Measured for TestGateway {
     }
 }
 
-/// The release binary, serving on a port of its own with its own data dir.
-struct Binary {
+/// A proxy under test in a process of its own (the release binary, or
+/// nginx), serving on a port of its own from a directory of its own; read
+/// from /proc, killed when dropped.
+struct Process {
     addr: SocketAddr,
     child: Child,
     _dir: tempfile::TempDir,
 }
 
-impl Binary {
-    async fn start(path: &str, config: &str) -> Binary {
+/// A loopback address no one listens on now, for a process to bind.
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+impl Process {
+    /// The release binary, serving on a port of its own with its own data dir.
+    async fn binary(path: &str, config: &str) -> Process {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let addr = free_addr();
         let config = config.replacen("[server]\n", &format!("[server]\nlisten = \"{addr}\"\n"), 1);
         std::fs::write(dir.path().join("switchyard.toml"), config).unwrap();
         let child = Command::new(path)
@@ -384,7 +391,7 @@ impl Binary {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("{path}: {e}"));
-        let binary = Binary { addr, child, _dir: dir };
+        let binary = Process { addr, child, _dir: dir };
         let started = Instant::now();
         while http().get(format!("http://{addr}/healthz")).send().await.is_err() {
             assert!(started.elapsed() < Duration::from_secs(20), "{path} did not start");
@@ -394,39 +401,13 @@ impl Binary {
     }
 }
 
-impl Measured for Binary {
-    fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-    fn memory_kib(&self) -> Option<(u64, u64)> {
-        Some(process_memory_kib(self.child.id()))
-    }
-    fn cpu_seconds(&self) -> Option<f64> {
-        Some(process_cpu_seconds(self.child.id()))
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The floor: nginx as a plain reverse proxy in front of the same upstream
-/// (kept-alive upstream connections, nothing buffered), one process as
-/// the gateway is, sending a request where its correlation id says.
-struct Nginx {
-    addr: SocketAddr,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Nginx {
-    async fn start(nginx: &str, holder: &Holder, events: u32) -> Nginx {
+impl Process {
+    /// The floor: nginx as a plain reverse proxy in front of the same upstream
+    /// (kept-alive upstream connections, nothing buffered), one process as
+    /// the gateway is, sending a request where its correlation id says.
+    async fn nginx(nginx: &str, holder: &Holder, events: u32) -> Process {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let addr = free_addr();
         let d = dir.path().display();
         let conf = format!(
             "master_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
@@ -454,7 +435,7 @@ impl Nginx {
             assert!(started.elapsed() < Duration::from_secs(10), "nginx did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Nginx { addr, child, _dir: dir }
+        Process { addr, child, _dir: dir }
     }
 }
 
@@ -479,7 +460,7 @@ fn process_cpu_seconds(pid: u32) -> f64 {
     ticks as f64 / 100.0
 }
 
-impl Measured for Nginx {
+impl Measured for Process {
     fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -491,7 +472,7 @@ impl Measured for Nginx {
     }
 }
 
-impl Drop for Nginx {
+impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -669,13 +650,13 @@ async fn benchmark() {
     let interval = Duration::from_millis(100);
     let holder = Holder::start(interval).await;
     let events = seconds * 10;
-    let gateway = Binary::start(bin, providers(&holder, events).build()).await;
+    let gateway = Process::binary(bin, providers(&holder, events).build()).await;
     let held = hold_phase(&gateway, &holder, n, events).await;
     let left = leave_phase(&gateway, &holder, n).await;
     drop(gateway);
     // The floor, on the same upstream and clients, after the gateway has stopped.
     let nginx = std::env::var("STREAMS_NGINX").unwrap_or_else(|_| "/usr/sbin/nginx".into());
-    let floor = Nginx::start(&nginx, &holder, events).await;
+    let floor = Process::nginx(&nginx, &holder, events).await;
     let floor = hold_phase(&floor, &holder, n, events).await;
     println!("STREAMS_BENCH {}", json!({ "held": held, "left": left, "floor": floor }));
 }

@@ -116,21 +116,21 @@ impl<'a> Facts<'a> {
     }
 }
 
-/// Sums for one rollup key.
+/// Sums for one rollup key: a rollup row's columns.
 #[derive(Debug, Clone, Copy, Default)]
-struct Sums {
-    requests: i64,
-    fallbacks: i64,
-    input_tokens: i64,
-    output_tokens: i64,
-    cached_tokens: i64,
-    cost_usd: f64,
-    priced: i64,
-    saved_usd: f64,
+pub(super) struct Sums {
+    pub(super) requests: i64,
+    pub(super) fallbacks: i64,
+    pub(super) input_tokens: i64,
+    pub(super) output_tokens: i64,
+    pub(super) cached_tokens: i64,
+    pub(super) cost_usd: f64,
+    pub(super) priced: i64,
+    pub(super) saved_usd: f64,
 }
 
 impl Sums {
-    fn add(&mut self, other: &Sums) {
+    pub(super) fn add(&mut self, other: &Sums) {
         self.requests += other.requests;
         self.fallbacks += other.fallbacks;
         self.input_tokens += other.input_tokens;

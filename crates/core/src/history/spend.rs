@@ -13,20 +13,15 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::derived::Sums;
 use super::store::{spend_pieces, Bucket, SpendRow};
 
-/// The sums of one bucket, provider and model.
+/// The sums of one bucket, provider and model: its rollup rows added up,
+/// and the requests among them that did not end ok.
 #[derive(Debug, Default)]
-struct Sums {
-    requests: i64,
+struct Bucketed {
+    sums: Sums,
     failed: i64,
-    fallbacks: i64,
-    input_tokens: i64,
-    output_tokens: i64,
-    cached_tokens: i64,
-    cost_usd: f64,
-    priced: i64,
-    saved_usd: f64,
 }
 
 const ROWS: &str = "SELECT start, provider, model, outcome <> 'ok', requests, fallbacks, input_tokens, \
@@ -40,7 +35,7 @@ pub(super) fn read(path: &Path, bucket: Bucket, since: i64) -> rusqlite::Result<
     let span = bucket.span();
     // Provider and model pairs, few, so that a row costs no allocation.
     let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut sums: HashMap<(i64, usize), Sums> = HashMap::new();
+    let mut buckets: HashMap<(i64, usize), Bucketed> = HashMap::new();
     let mut rows = conn.prepare(ROWS)?;
     for (piece, from, to) in spend_pieces(bucket, since) {
         let mut found = rows.query((piece, from, to))?;
@@ -54,29 +49,33 @@ pub(super) fn read(path: &Path, bucket: Bucket, since: i64) -> rusqlite::Result<
                     pairs.len() - 1
                 }
             };
-            let requests: i64 = row.get(4)?;
-            let s = sums.entry((start - start.rem_euclid(span), pair)).or_default();
-            s.requests += requests;
-            s.failed += if row.get::<_, bool>(3)? { requests } else { 0 };
-            s.fallbacks += row.get::<_, i64>(5)?;
-            s.input_tokens += row.get::<_, i64>(6)?;
-            s.output_tokens += row.get::<_, i64>(7)?;
-            s.cached_tokens += row.get::<_, i64>(8)?;
-            s.cost_usd += row.get::<_, f64>(9)?;
-            s.priced += row.get::<_, i64>(10)?;
-            s.saved_usd += row.get::<_, f64>(11)?;
+            let rollup = Sums {
+                requests: row.get(4)?,
+                fallbacks: row.get(5)?,
+                input_tokens: row.get(6)?,
+                output_tokens: row.get(7)?,
+                cached_tokens: row.get(8)?,
+                cost_usd: row.get(9)?,
+                priced: row.get(10)?,
+                saved_usd: row.get(11)?,
+            };
+            let bucketed = buckets.entry((start - start.rem_euclid(span), pair)).or_default();
+            bucketed.sums.add(&rollup);
+            if row.get::<_, bool>(3)? {
+                bucketed.failed += rollup.requests;
+            }
         }
     }
-    let mut out: Vec<(i64, SpendRow)> = sums
+    let mut out: Vec<(i64, SpendRow)> = buckets
         .into_iter()
-        .map(|((at, pair), s)| {
+        .map(|((at, pair), Bucketed { sums: s, failed })| {
             let (provider, model) = pairs[pair].clone();
             let row = SpendRow {
                 bucket: String::new(),
                 provider,
                 model,
                 requests: s.requests,
-                failed: s.failed,
+                failed,
                 fallbacks: s.fallbacks,
                 input_tokens: s.input_tokens,
                 output_tokens: s.output_tokens,
@@ -93,14 +92,15 @@ pub(super) fn read(path: &Path, bucket: Bucket, since: i64) -> rusqlite::Result<
             .then_with(|| b.cost_usd.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.cost_usd.unwrap_or(f64::NEG_INFINITY)))
             .then_with(|| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)))
     });
-    let mut labels: Vec<(i64, String)> = Vec::new();
+    // Rows of one bucket are together: its label is formatted once.
+    let mut last: Option<(i64, String)> = None;
     Ok(out
         .into_iter()
         .map(|(at, mut row)| {
-            if labels.last().is_none_or(|(last, _)| *last != at) {
-                labels.push((at, label(at, bucket)));
-            }
-            row.bucket = labels.last().map(|(_, l)| l.clone()).unwrap_or_default();
+            row.bucket = match &last {
+                Some((was, text)) if *was == at => text.clone(),
+                _ => last.insert((at, label(at, bucket))).1.clone(),
+            };
             row
         })
         .collect())
