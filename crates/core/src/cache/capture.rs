@@ -9,6 +9,7 @@ use bytes::Bytes;
 use super::fold;
 use super::key::Wire;
 use super::store::Form;
+use crate::protocol::usage::string_end;
 
 #[derive(Debug)]
 pub struct Capture {
@@ -44,29 +45,61 @@ impl Capture {
         }
         let whole = match self.form {
             Form::Sse => fold::is_whole(wire, &self.buf),
-            Form::Json => matches!(serde_json::from_slice(&self.buf), Ok(Top { error: Seen(false) })),
+            Form::Json => is_answer_object(&self.buf),
         };
         whole.then(|| Bytes::from(self.buf))
     }
 }
 
-/// A JSON object's top level, read only to learn whether it has an `error`
-/// member: the rest is checked as JSON and skipped, not built into a tree
-/// (which was most of what a stored miss cost).
-#[derive(serde::Deserialize)]
-struct Top {
-    #[serde(default)]
-    error: Seen,
-}
-
-/// Whether a member was there, whatever its value (`null` too).
-#[derive(Default)]
-struct Seen(bool);
-
-impl<'de> serde::Deserialize<'de> for Seen {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Seen, D::Error> {
-        serde::de::IgnoredAny::deserialize(d).map(|_| Seen(true))
+/// Whether `body` is one whole JSON object, with nothing after it but
+/// whitespace, and no top-level `error` member (whatever its value, `null`
+/// too: some providers send an error with a success status).
+///
+/// A structural check, not a parse: strings are crossed whole (escapes
+/// included) by `memchr`, brackets must pair, and the tokens between them
+/// are not read. It catches what matters here, a body cut short or an
+/// error, at a fraction of a parse's cost, and the bytes stored are the
+/// provider's as the first client got them. A body that passes it and is
+/// not JSON replays as it came; an answer retold in another form (a JSON
+/// answer as a stream) is parsed then, and one that fails is a miss.
+fn is_answer_object(body: &[u8]) -> bool {
+    let start = body.len() - body.trim_ascii_start().len();
+    if body.get(start) != Some(&b'{') {
+        return false;
     }
+    // Open brackets, innermost last; the top level's `{` included.
+    let mut open: Vec<u8> = Vec::with_capacity(16);
+    let mut at_key = false;
+    let mut i = start;
+    while let Some(&b) = body.get(i) {
+        match b {
+            b'"' => {
+                let Some(end) = string_end(body, i + 1) else { return false };
+                if at_key && open.len() == 1 && &body[i + 1..end] == b"error" {
+                    return false;
+                }
+                at_key = false;
+                i = end;
+            }
+            b'{' | b'[' => {
+                open.push(b);
+                at_key = b == b'{' && open.len() == 1;
+            }
+            b'}' | b']' => {
+                let opener = if b == b'}' { b'{' } else { b'[' };
+                if open.pop() != Some(opener) {
+                    return false;
+                }
+                if open.is_empty() {
+                    return body[i + 1..].trim_ascii().is_empty();
+                }
+            }
+            b',' => at_key = open.len() == 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 #[cfg(test)]
@@ -97,6 +130,17 @@ mod tests {
         let mut trailing = Capture::new(Form::Json, 64);
         trailing.push(br#"{"choices":[]} x"#);
         assert_eq!(trailing.finish(Wire::Chat), None, "not JSON");
+        let mut later_error = Capture::new(Form::Json, 64);
+        later_error.push(br#"{"choices":[{"a":1}], "error":{}}"#);
+        assert_eq!(later_error.finish(Wire::Chat), None, "an error member after others");
+        let mut escaped = Capture::new(Form::Json, 1024);
+        escaped.push(b" {\"text\":\"a } ] \\\" \\\\\",\"meta\":{\"error\":null}}\n");
+        assert!(escaped.finish(Wire::Chat).is_some(), "brackets and quotes in strings, a nested error member");
+        for broken in [&br#"{"a":[1}"#[..], br#"{"a":[1}]"#, br#"{"a":"x}"#, br#"{"a":1}}"#, b"{", b"", b"   "] {
+            let mut c = Capture::new(Form::Json, 64);
+            c.push(broken);
+            assert_eq!(c.finish(Wire::Chat), None, "{:?}", String::from_utf8_lossy(broken));
+        }
         let mut stream = Capture::new(Form::Sse, 1024);
         stream.push(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
         assert!(stream.finish(Wire::Messages).is_some());

@@ -293,7 +293,7 @@ fn member<'a>(body: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
 /// The index of the quote that closes the string whose content starts at
 /// `i`. The reply's text is most of a body's bytes, so strings are crossed
 /// by `memchr`, several bytes at a time.
-fn string_end(body: &[u8], mut i: usize) -> Option<usize> {
+pub(crate) fn string_end(body: &[u8], mut i: usize) -> Option<usize> {
     loop {
         i += memchr::memchr2(b'"', b'\\', body.get(i..)?)?;
         match body[i] {
@@ -336,6 +336,9 @@ pub struct Tap {
 enum Mode {
     /// A JSON body: kept up to a limit, parsed at the end.
     Json { buf: Vec<u8>, overflow: bool },
+    /// A JSON body whose usage has been read: what follows is passed on
+    /// unread (nothing does: it is read once the body has ended).
+    Read,
     /// An event stream, read event by event.
     Events { splitter: Splitter, strip_usage: bool, out: BytesMut },
 }
@@ -371,6 +374,7 @@ impl Tap {
                 }
                 chunk
             }
+            Mode::Read => chunk,
             Mode::Events { splitter, strip_usage, out } => {
                 for event in splitter.push(&chunk) {
                     // Most events carry no usage: skip parsing those.
@@ -406,11 +410,14 @@ impl Tap {
         }
     }
 
-    /// The usage read so far (complete once the body has ended).
+    /// The usage read so far (complete once the body has ended). A JSON
+    /// body is read at the first call, once: the cache's copy and the
+    /// record both ask for it.
     pub fn usage(&mut self) -> Usage {
         if let Mode::Json { buf, overflow: false } = &self.mode {
             if !buf.is_empty() {
-                return from_body(self.endpoint, buf);
+                self.usage = from_body(self.endpoint, buf);
+                self.mode = Mode::Read;
             }
         }
         self.usage
@@ -556,6 +563,19 @@ mod tests {
         out.extend_from_slice(&tap.flush());
         assert_eq!(String::from_utf8(out).unwrap(), expected);
         assert_eq!(tap.usage().input_tokens, Some(3));
+    }
+
+    #[test]
+    fn a_json_body_is_read_once_and_asked_for_again() {
+        let mut tap = Tap::new(Endpoint::ChatCompletions, false, false, None);
+        let body = br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}"#;
+        for piece in body.chunks(9) {
+            assert_eq!(&tap.observe(Bytes::copy_from_slice(piece))[..], piece, "passed on as it came");
+        }
+        let first = tap.usage();
+        assert_eq!((first.input_tokens, first.output_tokens), (Some(7), Some(2)));
+        assert!(matches!(tap.mode, Mode::Read), "the body's copy is let go once read");
+        assert_eq!(tap.usage(), first);
     }
 
     #[test]
