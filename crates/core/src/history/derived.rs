@@ -1,4 +1,4 @@
-//! The tables derived from the request rows (migrations 0004, 0006 and 0007
+//! The tables derived from the request rows (migrations 0004, 0006, 0007 and 0008
 //! describe them): `rollups`, sums per minute, hour and day, provider, model and
 //! outcome, which spend reads instead of the rows; `request_facets`,
 //! one entry per filter a request matches among those that select few rows,
@@ -33,7 +33,10 @@ pub enum Facet {
     /// Any outcome but ok.
     Failed = 4,
     Fallback = 5,
-    /// What the response cache did (`hit`, `stale`, `miss`, `bypass`).
+    /// An answer from the response cache (`hit` or `stale`). The chain's
+    /// answers (`miss`, `bypass`) have none, like `ok` has no outcome
+    /// entry: on a route with the cache on they are most requests, and
+    /// their filters walk the time index.
     Cache = 6,
 }
 
@@ -109,7 +112,7 @@ impl<'a> Facts<'a> {
         if self.fallback {
             push(Facet::Fallback, "");
         }
-        if let Some(status) = self.cache {
+        if let Some(status) = self.cache.filter(|s| crate::cache::CacheStatus::stored_from_cache(s)) {
             push(Facet::Cache, status);
         }
         facets
@@ -493,6 +496,8 @@ pub(crate) mod tests {
             ("cache", "cache = 'hit'"),
             ("cache+provider", "cache = 'stale' AND (provider = 'p1' OR id IN (SELECT request_id FROM attempts WHERE provider = 'p1'))"),
             ("failed+cache", "outcome <> 'ok' AND cache = 'miss'"),
+            ("miss", "cache = 'miss'"),
+            ("bypass+model", "cache = 'bypass' AND (model = 'm2' OR provider_model = 'm2')"),
         ];
         for (name, condition) in naive {
             let filter = match name {
@@ -508,6 +513,10 @@ pub(crate) mod tests {
                     RequestFilter { cache: Some(CacheStatus::Stale), provider: Some("p1".into()), ..Default::default() }
                 }
                 "failed+cache" => RequestFilter { failed: true, cache: Some(CacheStatus::Miss), ..Default::default() },
+                "miss" => RequestFilter { cache: Some(CacheStatus::Miss), ..Default::default() },
+                "bypass+model" => {
+                    RequestFilter { cache: Some(CacheStatus::Bypass), model: Some("m2".into()), ..Default::default() }
+                }
                 _ => RequestFilter { fallback: true, model: Some("m2".into()), ..Default::default() },
             };
             let sql = format!("SELECT id FROM requests WHERE {condition} ORDER BY started_at DESC, id DESC");
