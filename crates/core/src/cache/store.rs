@@ -26,8 +26,18 @@
 //! cap is kept there by evicting the least recently used entries, and hits'
 //! last-use times are applied there. A full queue drops the write (it is
 //! counted): unlike the history, a cache entry not written costs only a
-//! later miss. An in-memory index of key prefixes and creation times
-//! answers most misses without touching SQLite at all.
+//! later miss.
+//!
+//! An in-memory index maps each key's first eight bytes to its newest
+//! entry's creation time and row id: it answers most misses without
+//! touching SQLite at all, and a hit reads its row by id. SQLite keeps no
+//! index of the keys: a key is a uniformly random 32 bytes, so each new
+//! entry in such an index lands on a page of its own, and every store paid
+//! for that page's write to the log (most of a store's cost once the cache
+//! holds a few thousand answers). Rows are appended in id order instead.
+//! The row's `key` column is checked on every read, so an index entry that
+//! has gone stale (a purge from outside, a row id used again, two keys
+//! sharing a prefix) is a miss, never another question's answer.
 //!
 //! A row that cannot be read back (its body does not inflate, or not to
 //! its recorded size, or its form is unknown) is skipped and deleted; it is
@@ -50,11 +60,12 @@ use super::metrics::CacheCounters;
 use crate::protocol::Usage;
 
 /// The schema this code reads and writes; a file of another is made again.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE entries (
-    key           BLOB NOT NULL UNIQUE,
+    id            INTEGER PRIMARY KEY,
+    key           BLOB NOT NULL,
     created_at    INTEGER NOT NULL,
     last_used_at  INTEGER NOT NULL,
     endpoint      TEXT NOT NULL,
@@ -243,10 +254,22 @@ pub fn path_beside(history: &Path) -> PathBuf {
 
 enum Job {
     Put(CacheKey, Box<Entry>),
-    Touch(CacheKey, i64),
-    Delete(CacheKey),
+    /// A hit on the row with this id (and key) at this time.
+    Touch(i64, CacheKey, i64),
+    /// A damaged row.
+    Delete(i64, CacheKey),
     Purge(oneshot::Sender<Result<u64, CacheError>>),
     Flush(oneshot::Sender<()>),
+}
+
+/// What the in-memory index knows of the newest entry under a key prefix.
+/// Ordered by creation time, then row: of two, the newer is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Slot {
+    /// Unix milliseconds: a lookup for anything older misses at once.
+    created_at: i64,
+    /// Its row, once written; `None` while its write is still queued.
+    row: Option<i64>,
 }
 
 /// The response cache's database; cheap to clone.
@@ -258,13 +281,18 @@ pub struct Store {
 struct Inner {
     path: PathBuf,
     limits: Limits,
-    /// Key prefix to the newest creation time among the keys that share it.
-    index: Mutex<HashMap<u64, i64>>,
+    index: Mutex<HashMap<u64, Slot>>,
     readers: Mutex<Vec<Connection>>,
     jobs: mpsc::Sender<Job>,
     /// The writer thread, unparked to cut its linger short.
     writer: OnceLock<std::thread::Thread>,
     counters: Arc<CacheCounters>,
+}
+
+impl Inner {
+    fn index(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl std::fmt::Debug for Inner {
@@ -321,8 +349,8 @@ impl Store {
         &self.inner.counters
     }
 
-    fn index(&self) -> MutexGuard<'_, HashMap<u64, i64>> {
-        self.inner.index.lock().unwrap_or_else(|p| p.into_inner())
+    fn index(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
+        self.inner.index()
     }
 
     /// The entry for `key` if it is younger than `ttl + stale` at `now_ms`
@@ -333,20 +361,24 @@ impl Store {
         let oldest = now_ms.saturating_sub(millis(lifetime.ttl.saturating_add(lifetime.stale)));
         // The index holds the newest creation time of any key with this
         // prefix: absent or too old here is absent or too old in SQLite.
-        match self.index().get(&key.prefix()) {
-            Some(created) if *created >= oldest => {}
+        // An entry not written yet is not found either.
+        let row = match self.index().get(&key.prefix()) {
+            Some(Slot { created_at, row: Some(row) }) if *created_at >= oldest => *row,
             _ => return None,
-        }
+        };
         let this = self.clone();
         let k = *key;
-        let read = tokio::task::spawn_blocking(move || this.read(&k)).await;
+        let read = tokio::task::spawn_blocking(move || this.read(row, &k)).await;
         let entry = match read {
-            Ok(Ok(Some(entry))) => entry,
-            Ok(Ok(None)) => {
-                // Gone from SQLite (purged from outside, or its write was
-                // dropped): forget it, unless its write may still be queued.
+            Ok(Ok(Lookup::Found(entry))) => entry,
+            // Another key's answer: one that shares the prefix (its slot),
+            // or one whose row took the id after a purge from outside.
+            Ok(Ok(Lookup::Other)) => return None,
+            Ok(Ok(Lookup::Gone)) => {
+                // Gone from SQLite (purged from outside, damaged): forget
+                // it, unless a newer write has taken the slot since.
                 let mut index = self.index();
-                if index.get(&key.prefix()).is_some_and(|t| *t < now_ms.saturating_sub(60_000)) {
+                if index.get(&key.prefix()).is_some_and(|s| s.row == Some(row)) {
                     index.remove(&key.prefix());
                 }
                 return None;
@@ -365,7 +397,7 @@ impl Store {
         }
         let age_ms = now_ms.saturating_sub(entry.created_at_ms).max(0);
         let freshness = if age_ms <= millis(lifetime.ttl) { Freshness::Fresh } else { Freshness::Stale };
-        self.send(Job::Touch(*key, now_ms));
+        self.send(Job::Touch(row, *key, now_ms));
         Some(Hit { entry, age: Duration::from_millis(age_ms as u64), freshness })
     }
 
@@ -376,10 +408,12 @@ impl Store {
             debug!(size = entry.body.len(), "answer too large to cache");
             return;
         }
+        // The row (an older answer's, if any) stays found until the writer
+        // has written this one in its place.
         self.index()
             .entry(key.prefix())
-            .and_modify(|t| *t = (*t).max(entry.created_at_ms))
-            .or_insert(entry.created_at_ms);
+            .and_modify(|s| s.created_at = s.created_at.max(entry.created_at_ms))
+            .or_insert(Slot { created_at: entry.created_at_ms, row: None });
         self.send(Job::Put(key, Box::new(entry)));
     }
 
@@ -419,22 +453,25 @@ impl Store {
         }
     }
 
-    /// Reads and inflates one entry; a damaged one is deleted and missed.
-    fn read(&self, key: &CacheKey) -> Result<Option<Entry>, CacheError> {
+    /// Reads and inflates the entry for `key` in row `id`; a damaged one is
+    /// deleted and missed.
+    fn read(&self, id: i64, key: &CacheKey) -> Result<Lookup, CacheError> {
         let conn = self.reader()?;
-        let row = select(&conn, key);
+        let row = select(&conn, id);
         self.give_back(conn);
         let Some(row) = row? else {
-            return Ok(None);
+            return Ok(Lookup::Gone);
         };
+        if row.key != key.0 {
+            return Ok(Lookup::Other);
+        }
         match row.inflate() {
-            Ok(entry) => Ok(Some(entry)),
+            Ok(entry) => Ok(Lookup::Found(entry)),
             Err(why) => {
                 warn!(key = ?key, "response cache entry unreadable ({why}): deleted");
                 self.inner.counters.corrupt.fetch_add(1, Ordering::Relaxed);
-                self.index().remove(&key.prefix());
-                self.send(Job::Delete(*key));
-                Ok(None)
+                self.send(Job::Delete(id, *key));
+                Ok(Lookup::Gone)
             }
         }
     }
@@ -497,7 +534,7 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
 
 /// Opens the file (making it again if it cannot be used), and reads the
 /// index and the bytes stored.
-fn prepare(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheError> {
+fn prepare(path: &Path) -> Result<(Connection, HashMap<u64, Slot>, u64), CacheError> {
     match open_file(path) {
         Ok(opened) => Ok(opened),
         Err(e) => {
@@ -510,7 +547,7 @@ fn prepare(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheErr
     }
 }
 
-fn open_file(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheError> {
+fn open_file(path: &Path) -> Result<(Connection, HashMap<u64, Slot>, u64), CacheError> {
     let open_err = |source| CacheError::Open { path: path.display().to_string(), source };
     crate::private::database(path)
         .map_err(|(file, source)| CacheError::Private { path: file.display().to_string(), source })?;
@@ -527,15 +564,17 @@ fn open_file(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheE
     let mut index = HashMap::new();
     let mut stored = 0u64;
     {
-        let mut rows = conn.prepare("SELECT key, created_at, size FROM entries").map_err(open_err)?;
+        let mut rows = conn.prepare("SELECT id, key, created_at, size FROM entries").map_err(open_err)?;
         let mut rows = rows.query([]).map_err(open_err)?;
         while let Some(row) = rows.next().map_err(open_err)? {
-            let key: Vec<u8> = row.get(0).map_err(open_err)?;
-            let created: i64 = row.get(1).map_err(open_err)?;
-            let size: i64 = row.get(2).map_err(open_err)?;
+            let id: i64 = row.get(0).map_err(open_err)?;
+            let key: Vec<u8> = row.get(1).map_err(open_err)?;
+            let created: i64 = row.get(2).map_err(open_err)?;
+            let size: i64 = row.get(3).map_err(open_err)?;
             if let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) {
-                let t = index.entry(CacheKey(k).prefix()).or_insert(created);
-                *t = (*t).max(created);
+                // Of two rows under one prefix, the newer is the one found.
+                let slot = Slot { created_at: created, row: Some(id) };
+                index.entry(CacheKey(k).prefix()).and_modify(|s: &mut Slot| *s = (*s).max(slot)).or_insert(slot);
             }
             stored += size.max(0) as u64;
         }
@@ -543,8 +582,18 @@ fn open_file(path: &Path) -> Result<(Connection, HashMap<u64, i64>, u64), CacheE
     Ok((conn, index, stored))
 }
 
+/// What a row id held for a key.
+enum Lookup {
+    Found(Entry),
+    /// No such row, or a damaged one (deleted).
+    Gone,
+    /// Another key's row.
+    Other,
+}
+
 /// A row as stored, body still compressed.
 struct Row {
+    key: Vec<u8>,
     endpoint: String,
     model: String,
     provider: Option<String>,
@@ -560,14 +609,14 @@ struct Row {
     created_at: i64,
 }
 
-fn select(conn: &Connection, key: &CacheKey) -> rusqlite::Result<Option<Row>> {
+fn select(conn: &Connection, id: i64) -> rusqlite::Result<Option<Row>> {
     let mut statement = conn.prepare_cached(
         "SELECT endpoint, model, provider, status, content_type, form, body, raw_size,
-                input_tokens, output_tokens, cached_tokens, cost_usd, created_at, encoding, checksum
-         FROM entries WHERE key = ?1",
+                input_tokens, output_tokens, cached_tokens, cost_usd, created_at, encoding, checksum, key
+         FROM entries WHERE id = ?1",
     )?;
     statement
-        .query_row([&key.0[..]], |r| {
+        .query_row([id], |r| {
             Ok(Row {
                 endpoint: r.get(0)?,
                 model: r.get(1)?,
@@ -582,6 +631,7 @@ fn select(conn: &Connection, key: &CacheKey) -> rusqlite::Result<Option<Row>> {
                 created_at: r.get(12)?,
                 encoding: r.get(13)?,
                 checksum: r.get(14)?,
+                key: r.get(15)?,
             })
         })
         .optional()
@@ -684,7 +734,7 @@ impl Writer {
         let n = purge_all(&self.conn)?;
         self.stored = 0;
         if let Some(inner) = self.inner.upgrade() {
-            inner.index.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            inner.index().clear();
         }
         self.counters.entries.store(0, Ordering::Relaxed);
         self.counters.bytes.store(0, Ordering::Relaxed);
@@ -706,30 +756,46 @@ impl Writer {
     }
 
     fn try_write(&mut self, jobs: Vec<Job>) -> Result<(), CacheError> {
+        let Some(inner) = self.inner.upgrade() else { return Ok(()) };
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut delta: i64 = 0;
+        // Rows written, for the index once they are committed.
+        let mut written: Vec<(CacheKey, i64, i64)> = Vec::new();
         {
-            let mut size_of = tx.prepare_cached("SELECT size FROM entries WHERE key = ?1")?;
-            // A miss stores a key that is almost always new: insert first,
-            // and only when the key is there already read its old size and
-            // replace it, rather than look it up before every insert.
-            let columns = "INTO entries (key, created_at, last_used_at, endpoint, model, provider, status,
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO entries (key, created_at, last_used_at, endpoint, model, provider, status,
                     content_type, form, body, raw_size, size, input_tokens, output_tokens, cached_tokens, cost_usd,
                     encoding, checksum)
-                 VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
-            let mut insert_new = tx.prepare_cached(&format!("INSERT OR IGNORE {columns}"))?;
-            let mut replace = tx.prepare_cached(&format!("INSERT OR REPLACE {columns}"))?;
-            let mut touch =
-                tx.prepare_cached("UPDATE entries SET last_used_at = max(last_used_at, ?2) WHERE key = ?1")?;
-            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE key = ?1")?;
+                 VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            )?;
+            let mut touch = tx
+                .prepare_cached("UPDATE entries SET last_used_at = max(last_used_at, ?3) WHERE id = ?1 AND key = ?2")?;
+            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE id = ?1 AND key = ?2 RETURNING size")?;
             for job in jobs {
                 match job {
                     Job::Put(key, entry) => {
                         let Ok((body, encoding)) = encode(&mut self.deflate, &entry.body) else { continue };
+                        // The answer stored before under this key, if the
+                        // index still finds it (a refresh, or two misses of
+                        // one question), goes: one row per key.
+                        let before = written
+                            .iter()
+                            .rev()
+                            .find(|(k, ..)| k.prefix() == key.prefix())
+                            .map(|(_, id, _)| *id)
+                            .or_else(|| inner.index().get(&key.prefix()).and_then(|s| s.row));
+                        if let Some(id) = before {
+                            if let Some(old) =
+                                delete.query_row(params![id, &key.0[..]], |r| r.get::<_, i64>(0)).optional()?
+                            {
+                                delta -= old;
+                                self.counters.entries.fetch_sub(1, Ordering::Relaxed);
+                            }
+                        }
                         let size = body.len() as i64 + ROW_OVERHEAD as i64;
                         let [input, output, cached] = entry.usage.columns();
                         let crc = (encoding == Encoding::Raw).then(|| checksum(&body));
-                        let values = params![
+                        insert.execute(params![
                             &key.0[..],
                             entry.created_at_ms,
                             entry.endpoint,
@@ -747,26 +813,19 @@ impl Writer {
                             entry.cost_usd,
                             encoding.as_str(),
                             crc,
-                        ];
-                        let old: Option<i64> = if insert_new.execute(values)? == 1 {
-                            None
-                        } else {
-                            let old = size_of.query_row([&key.0[..]], |r| r.get(0)).optional()?;
-                            replace.execute(values)?;
-                            old
-                        };
-                        delta += size - old.unwrap_or(0);
-                        if old.is_none() {
-                            self.counters.entries.fetch_add(1, Ordering::Relaxed);
-                        }
+                        ])?;
+                        written.push((key, tx.last_insert_rowid(), entry.created_at_ms));
+                        delta += size;
+                        self.counters.entries.fetch_add(1, Ordering::Relaxed);
                         self.counters.stores.fetch_add(1, Ordering::Relaxed);
                     }
-                    Job::Touch(key, at) => {
-                        touch.execute(params![&key.0[..], at])?;
+                    Job::Touch(id, key, at) => {
+                        touch.execute(params![id, &key.0[..], at])?;
                     }
-                    Job::Delete(key) => {
-                        if let Some(old) = size_of.query_row([&key.0[..]], |r| r.get::<_, i64>(0)).optional()? {
-                            delete.execute([&key.0[..]])?;
+                    Job::Delete(id, key) => {
+                        if let Some(old) =
+                            delete.query_row(params![id, &key.0[..]], |r| r.get::<_, i64>(0)).optional()?
+                        {
                             delta -= old;
                             self.counters.entries.fetch_sub(1, Ordering::Relaxed);
                         }
@@ -778,6 +837,12 @@ impl Writer {
         tx.commit()?;
         self.stored = (self.stored as i64 + delta).max(0) as u64;
         self.counters.bytes.store(self.stored, Ordering::Relaxed);
+        // Found from now on: committed, so a reader sees the row.
+        let mut index = inner.index();
+        for (key, id, created_at) in written {
+            let slot = Slot { created_at, row: Some(id) };
+            index.entry(key.prefix()).and_modify(|s| s.row = Some(id)).or_insert(slot);
+        }
         Ok(())
     }
 
@@ -788,30 +853,34 @@ impl Writer {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut evicted = Vec::new();
         {
-            let mut oldest = tx.prepare_cached("SELECT key, size FROM entries ORDER BY last_used_at, created_at")?;
+            let mut oldest =
+                tx.prepare_cached("SELECT id, key, size FROM entries ORDER BY last_used_at, created_at")?;
             let mut rows = oldest.query([])?;
             let mut left = self.stored;
             while left > target {
                 let Some(row) = rows.next()? else { break };
-                let key: Vec<u8> = row.get(0)?;
-                let size: i64 = row.get(1)?;
+                let id: i64 = row.get(0)?;
+                let key: Vec<u8> = row.get(1)?;
+                let size: i64 = row.get(2)?;
                 left = left.saturating_sub(size.max(0) as u64);
-                evicted.push(key);
+                evicted.push((id, key));
             }
             self.stored = left;
         }
         {
-            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE key = ?1")?;
-            for key in &evicted {
-                delete.execute([key])?;
+            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE id = ?1")?;
+            for (id, _) in &evicted {
+                delete.execute([id])?;
             }
         }
         tx.commit()?;
         self.conn.execute_batch("PRAGMA incremental_vacuum")?;
         if let Some(inner) = self.inner.upgrade() {
-            let mut index = inner.index.lock().unwrap_or_else(|p| p.into_inner());
-            for key in &evicted {
-                if let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) {
+            let mut index = inner.index();
+            for (id, key) in &evicted {
+                let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) else { continue };
+                // Unless a newer answer under the prefix has the slot.
+                if index.get(&CacheKey(k).prefix()).is_some_and(|s| s.row == Some(*id)) {
                     index.remove(&CacheKey(k).prefix());
                 }
             }

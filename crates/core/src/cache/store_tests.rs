@@ -261,3 +261,66 @@ async fn a_refreshed_answer_replaces_its_entry_and_its_bytes() {
     let store = open(dir.path(), Limits::default()).await;
     assert_eq!(store.counters().snapshot().bytes, after.bytes);
 }
+
+#[tokio::test]
+async fn a_question_stored_twice_in_one_batch_keeps_one_row_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(key(1), entry(&b"{\"first\":1}"[..], NOW));
+    store.put(key(1), entry(&b"{\"second\":2}"[..], NOW + 1));
+    store.flush().await;
+    assert_eq!(rows(dir.path()), 1);
+    assert_eq!(store.counters().snapshot().entries, 1);
+    let hit = store.get(&key(1), NOW + 1, lifetime(10, 60)).await.unwrap();
+    assert_eq!(&hit.entry.body[..], b"{\"second\":2}");
+}
+
+/// Two keys whose first eight bytes (the in-memory index's prefix) agree.
+fn twins() -> (CacheKey, CacheKey) {
+    let a = CacheKey([9; 32]);
+    let mut b = [9; 32];
+    b[20] = 1;
+    (a, CacheKey(b))
+}
+
+#[tokio::test]
+async fn keys_that_share_a_prefix_never_answer_for_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = twins();
+    assert_eq!(a.prefix(), b.prefix());
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(a, entry(&b"{\"for\":\"a\"}"[..], NOW));
+    store.flush().await;
+    store.put(b, entry(&b"{\"for\":\"b\"}"[..], NOW + 1));
+    store.flush().await;
+    // The index finds b's row for both: a misses rather than get b's answer.
+    assert_eq!(store.get(&a, NOW + 1, lifetime(10, 60)).await, None);
+    assert_eq!(&store.get(&b, NOW + 1, lifetime(10, 60)).await.unwrap().entry.body[..], b"{\"for\":\"b\"}");
+    assert_eq!(rows(dir.path()), 2, "a's row is not b's to delete");
+    drop(store);
+    let store = open(dir.path(), Limits::default()).await;
+    assert_eq!(store.get(&a, NOW + 1, lifetime(10, 60)).await, None, "after a restart too");
+    assert!(store.get(&b, NOW + 1, lifetime(10, 60)).await.is_some());
+}
+
+#[tokio::test]
+async fn a_row_id_used_again_after_a_purge_from_outside_is_not_found_for_the_old_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchyard.cache.db");
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(key(1), entry(&b"{\"old\":1}"[..], NOW));
+    store.flush().await;
+    let id_of = |k: CacheKey| -> i64 {
+        let conn = Connection::open(&path).unwrap();
+        conn.query_row("SELECT id FROM entries WHERE key = ?1", [&k.0[..]], |r| r.get(0)).unwrap()
+    };
+    let old_id = id_of(key(1));
+    assert_eq!(purge_file(&path).unwrap(), 1);
+    // The emptied table gives the next row the same id; the index still
+    // points key 1 at it.
+    store.put(key(2), entry(&b"{\"new\":2}"[..], NOW));
+    store.flush().await;
+    assert_eq!(id_of(key(2)), old_id, "the case under test: an id used again");
+    assert_eq!(store.get(&key(1), NOW, lifetime(10, 60)).await, None);
+    assert_eq!(&store.get(&key(2), NOW, lifetime(10, 60)).await.unwrap().entry.body[..], b"{\"new\":2}");
+}
