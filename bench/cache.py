@@ -12,7 +12,10 @@ header are the cache off.
 - Misses: COUNT requests, each a question never asked before (so each is
   looked up, missed, sent upstream and stored), against the same requests
   without the header, in TURNS alternating turns; the gateway's CPU time
-  (utime + stime of PID, from /proc/PID/stat) per request each way.
+  per request each way, summed over its threads from their schedstat
+  (nanoseconds, where /proc/PID/stat counts 10 ms ticks: at a few hundred
+  requests a turn a tick is tens of µs a request), with each thread's
+  share of the difference.
 
     python3 bench/cache.py HOST PORT PID COUNT TURNS OUT.json
 
@@ -53,10 +56,18 @@ class Connection:
         return headers.get(b"x-switchyard-cache", b"none").decode(), body
 
 
-def cpu_ticks():
-    # The fields after the command name, which may hold spaces: utime and stime.
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+def cpu_ns_by_thread():
+    """Nanoseconds on a CPU so far, per thread name (the threads' own
+    schedstat: exact, where utime and stime count 10 ms ticks)."""
+    by_name = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            ns = int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile
+        by_name[name] = by_name.get(name, 0) + ns
+    return by_name
 
 
 conn = Connection()
@@ -93,30 +104,45 @@ for form, body in (("json", question), ("stream", dict(question, stream=True))):
     took.sort()
     hits[form] = {"p50_ms": statistics.median(took), "p99_ms": took[min(len(took) - 1, len(took) * 99 // 100)]}
 
-# Misses against the cache off, turn by turn, each turn on new questions.
-ticks = {"on": 0, "off": 0}
+# Misses against the cache off, in many short turns, each side first in
+# every other one, so that the machine's drift (on this VM a side's CPU per
+# request moves by tens of µs from one stretch to the next) falls on both
+# sides alike. After each side the gateway is left to settle past both
+# writers' linger, so a side's batches are committed, and counted, within
+# its own window.
+SETTLE = 0.1
+cpu = {"on": 0, "off": 0}
 sent = {"on": 0, "off": 0}
+threads = {"on": {}, "off": {}}
 per_turn = max(1, count // turns)
-runs = []
+added_per_turn = []
 for turn in range(turns):
     bodies = [{"model": "m", "messages": [{"role": "user", "content": f"Question {turn}-{i}, never asked before"}]}
               for i in range(per_turn)]
-    turn_ticks = {}
-    # Each side goes first in every other turn, so a drift in the machine's load falls on both.
+    spent = {}
     for side in ("off", "on") if turn % 2 == 0 else ("on", "off"):
         raws = [request(b, side == "on") for b in bodies]
-        before = cpu_ticks()
+        time.sleep(SETTLE)
+        before = cpu_ns_by_thread()
         for raw in raws:
             status, _ = ask(raw)
             if side == "on" and status != "miss":
                 sys.exit(f"bench: a new question was a {status}, not a miss")
-        turn_ticks[side] = cpu_ticks() - before
-        ticks[side] += turn_ticks[side]
+        time.sleep(SETTLE)
+        after = cpu_ns_by_thread()
+        spent[side] = 0
+        for name, ns in after.items():
+            d = ns - before.get(name, 0)
+            threads[side][name] = threads[side].get(name, 0) + d
+            spent[side] += d
+        cpu[side] += spent[side]
         sent[side] += len(raws)
-    runs.append(turn_ticks)
+    added_per_turn.append((spent["on"] - spent["off"]) / 1e3 / per_turn)
 
-tck = os.sysconf("SC_CLK_TCK")
-us = {side: ticks[side] / tck * 1e6 / sent[side] for side in ticks}
+us = {side: cpu[side] / 1e3 / sent[side] for side in cpu}
+by_thread = {name: round((threads["on"].get(name, 0) - threads["off"].get(name, 0)) / 1e3 / sent["on"], 2)
+             for name in set(threads["on"]) | set(threads["off"])}
+quartiles = statistics.quantiles(added_per_turn, n=4) if len(added_per_turn) > 1 else added_per_turn * 3
 result = {
     "hit_ms": hits,
     "miss": {
@@ -125,8 +151,9 @@ result = {
         "added_cpu_us": us["on"] - us["off"],
         "requests_each_way": sent["on"],
         "turns": turns,
-        "ticks_per_turn": runs,
-        "ticks_per_second": tck,
+        # The spread of the turns' own figures, against the total's.
+        "added_cpu_us_turn_quartiles": quartiles,
+        "added_cpu_us_by_thread": {k: v for k, v in by_thread.items() if v},
     },
     "requests": sum(statuses.values()),
     "statuses": statuses,
