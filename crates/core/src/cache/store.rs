@@ -272,6 +272,17 @@ struct Slot {
     row: Option<i64>,
 }
 
+/// Key prefixes to their newest entries: shared by the store's handles
+/// and its writer, which keeps the row ids.
+#[derive(Debug, Default)]
+struct Index(Mutex<HashMap<u64, Slot>>);
+
+impl Index {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// The response cache's database; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -281,18 +292,12 @@ pub struct Store {
 struct Inner {
     path: PathBuf,
     limits: Limits,
-    index: Mutex<HashMap<u64, Slot>>,
+    index: Arc<Index>,
     readers: Mutex<Vec<Connection>>,
     jobs: mpsc::Sender<Job>,
     /// The writer thread, unparked to cut its linger short.
     writer: OnceLock<std::thread::Thread>,
     counters: Arc<CacheCounters>,
-}
-
-impl Inner {
-    fn index(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 impl std::fmt::Debug for Inner {
@@ -312,10 +317,11 @@ impl Store {
         counters.entries.store(index.len() as u64, Ordering::Relaxed);
         counters.bytes.store(stored, Ordering::Relaxed);
         let (jobs, queue) = mpsc::channel(QUEUE);
+        let index = Arc::new(Index(Mutex::new(index)));
         let inner = Arc::new(Inner {
             path: path.to_path_buf(),
             limits,
-            index: Mutex::new(index),
+            index: index.clone(),
             readers: Mutex::new(Vec::new()),
             jobs,
             writer: OnceLock::new(),
@@ -326,7 +332,7 @@ impl Store {
             stored,
             limits,
             counters,
-            inner: Arc::downgrade(&inner),
+            index,
             deflate: flate2::Compress::new(flate2::Compression::default(), true),
         };
         let thread = std::thread::Builder::new()
@@ -350,7 +356,7 @@ impl Store {
     }
 
     fn index(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
-        self.inner.index()
+        self.inner.index.lock()
     }
 
     /// The entry for `key` if it is younger than `ttl + stale` at `now_ms`
@@ -695,8 +701,8 @@ struct Writer {
     stored: u64,
     limits: Limits,
     counters: Arc<CacheCounters>,
-    /// To take evicted keys out of the index; gone once every store is.
-    inner: std::sync::Weak<Inner>,
+    /// Where written rows are found, and evicted ones forgotten.
+    index: Arc<Index>,
     /// Reset for each body.
     deflate: flate2::Compress,
 }
@@ -733,9 +739,7 @@ impl Writer {
     fn purge(&mut self) -> Result<u64, CacheError> {
         let n = purge_all(&self.conn)?;
         self.stored = 0;
-        if let Some(inner) = self.inner.upgrade() {
-            inner.index().clear();
-        }
+        self.index.lock().clear();
         self.counters.entries.store(0, Ordering::Relaxed);
         self.counters.bytes.store(0, Ordering::Relaxed);
         Ok(n)
@@ -756,7 +760,6 @@ impl Writer {
     }
 
     fn try_write(&mut self, jobs: Vec<Job>) -> Result<(), CacheError> {
-        let Some(inner) = self.inner.upgrade() else { return Ok(()) };
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut delta: i64 = 0;
         // Rows written, for the index once they are committed.
@@ -783,7 +786,7 @@ impl Writer {
                             .rev()
                             .find(|(k, ..)| k.prefix() == key.prefix())
                             .map(|(_, id, _)| *id)
-                            .or_else(|| inner.index().get(&key.prefix()).and_then(|s| s.row));
+                            .or_else(|| self.index.lock().get(&key.prefix()).and_then(|s| s.row));
                         if let Some(id) = before {
                             if let Some(old) =
                                 delete.query_row(params![id, &key.0[..]], |r| r.get::<_, i64>(0)).optional()?
@@ -838,7 +841,7 @@ impl Writer {
         self.stored = (self.stored as i64 + delta).max(0) as u64;
         self.counters.bytes.store(self.stored, Ordering::Relaxed);
         // Found from now on: committed, so a reader sees the row.
-        let mut index = inner.index();
+        let mut index = self.index.lock();
         for (key, id, created_at) in written {
             let slot = Slot { created_at, row: Some(id) };
             index.entry(key.prefix()).and_modify(|s| s.row = Some(id)).or_insert(slot);
@@ -875,16 +878,15 @@ impl Writer {
         }
         tx.commit()?;
         self.conn.execute_batch("PRAGMA incremental_vacuum")?;
-        if let Some(inner) = self.inner.upgrade() {
-            let mut index = inner.index();
-            for (id, key) in &evicted {
-                let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) else { continue };
-                // Unless a newer answer under the prefix has the slot.
-                if index.get(&CacheKey(k).prefix()).is_some_and(|s| s.row == Some(*id)) {
-                    index.remove(&CacheKey(k).prefix());
-                }
+        let mut index = self.index.lock();
+        for (id, key) in &evicted {
+            let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) else { continue };
+            // Unless a newer answer under the prefix has the slot.
+            if index.get(&CacheKey(k).prefix()).is_some_and(|s| s.row == Some(*id)) {
+                index.remove(&CacheKey(k).prefix());
             }
         }
+        drop(index);
         let n = evicted.len() as u64;
         self.counters.evictions.fetch_add(n, Ordering::Relaxed);
         self.counters.entries.fetch_sub(n.min(self.counters.entries.load(Ordering::Relaxed)), Ordering::Relaxed);
