@@ -588,7 +588,9 @@ fn open_file(path: &Path) -> Result<(Connection, HashMap<u64, Slot>, u64), Cache
     Ok((conn, index, stored))
 }
 
-/// What a row id held for a key.
+/// What a row id held for a key. Returned once and matched at once, so
+/// the entry is not boxed (that would be an allocation per hit).
+#[allow(clippy::large_enum_variant)]
 enum Lookup {
     Found(Entry),
     /// No such row, or a damaged one (deleted).
