@@ -34,16 +34,6 @@ impl CacheStatus {
             CacheStatus::Bypass => "bypass",
         }
     }
-
-    /// Whether the cache gave the answer (fresh or stale), rather than the chain.
-    pub fn from_cache(self) -> bool {
-        matches!(self, CacheStatus::Hit | CacheStatus::Stale)
-    }
-
-    /// [`CacheStatus::from_cache`] of a status as stored.
-    pub fn stored_from_cache(stored: &str) -> bool {
-        stored == CacheStatus::Hit.as_str() || stored == CacheStatus::Stale.as_str()
-    }
 }
 
 /// Counters of one cache. Counts only go up; `entries` and `bytes` are gauges.

@@ -1,4 +1,4 @@
-//! The tables derived from the request rows (migrations 0004, 0006, 0007 and 0008
+//! The tables derived from the request rows (migrations 0004, 0006 and 0007
 //! describe them): `rollups`, sums per minute, hour and day, provider, model and
 //! outcome, which spend reads instead of the rows; `request_facets`,
 //! one entry per filter a request matches among those that select few rows,
@@ -33,10 +33,7 @@ pub enum Facet {
     /// Any outcome but ok.
     Failed = 4,
     Fallback = 5,
-    /// An answer from the response cache (`hit` or `stale`). The chain's
-    /// answers (`miss`, `bypass`) have none, like `ok` has no outcome
-    /// entry: on a route with the cache on they are most requests, and
-    /// their filters walk the time index.
+    /// What the response cache did (`hit`, `stale`, `miss`, `bypass`).
     Cache = 6,
 }
 
@@ -112,7 +109,7 @@ impl<'a> Facts<'a> {
         if self.fallback {
             push(Facet::Fallback, "");
         }
-        if let Some(status) = self.cache.filter(|s| crate::cache::CacheStatus::stored_from_cache(s)) {
+        if let Some(status) = self.cache {
             push(Facet::Cache, status);
         }
         facets

@@ -1,7 +1,6 @@
 -- The derived tables filled from the rows, as `switchyard history rebuild`
 -- runs it after emptying both (history/derived.rs): the statements that
--- ended migration 0004, with the columns and facet migration 0006 added
--- (its facet as migration 0008 narrowed it).
+-- ended migration 0004, with the columns and facet migration 0006 added.
 -- A copy, not a reference: 0004 cannot change once applied, and its
 -- `INSERT INTO rollups SELECT` names no columns, so it no longer fits the
 -- table. The rebuild test checks this against the rows.
@@ -21,7 +20,7 @@ UNION ALL SELECT 2, provider_model, started_at, id FROM requests WHERE provider_
 UNION ALL SELECT 3, outcome, started_at, id FROM requests WHERE outcome <> 'ok'
 UNION ALL SELECT 4, '', started_at, id FROM requests WHERE outcome <> 'ok'
 UNION ALL SELECT 5, '', started_at, id FROM requests WHERE fallback = 1
-UNION ALL SELECT 6, cache, started_at, id FROM requests WHERE cache IN ('hit', 'stale');
+UNION ALL SELECT 6, cache, started_at, id FROM requests WHERE cache IS NOT NULL;
 
 -- The clients of migration 0007, as it filled them.
 INSERT INTO clients (user_agent, requests, last_at, last_id, last_model, last_outcome)

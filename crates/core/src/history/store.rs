@@ -432,9 +432,8 @@ fn page_size(filter: &RequestFilter) -> u32 {
 
 /// The facet entries a filtered list walks, newest first: those of its most
 /// selective filter. None for a correlation id, which has its own indexes,
-/// and for no filter or only `outcome=ok` or a cache status the chain
-/// answered (`miss`, `bypass`), which most requests match: the time index
-/// serves those.
+/// and for no filter or only `outcome=ok`, which most requests match: the
+/// time index serves those.
 fn driving_facet(filter: &RequestFilter) -> Option<(Facet, &str)> {
     if filter.correlation_id.is_some() {
         return None;
@@ -449,7 +448,7 @@ fn driving_facet(filter: &RequestFilter) -> Option<(Facet, &str)> {
     if filter.failed {
         return Some((Facet::Failed, ""));
     }
-    if let Some(c) = filter.cache.filter(|c| c.from_cache()) {
+    if let Some(c) = filter.cache {
         return Some((Facet::Cache, c.as_str()));
     }
     if let Some(p) = &filter.provider {
