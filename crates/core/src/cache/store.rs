@@ -84,7 +84,6 @@ CREATE TABLE entries (
     cached_tokens INTEGER,
     cost_usd      REAL
 );
-CREATE INDEX entries_by_use ON entries (last_used_at);
 ";
 
 /// Bytes a row costs besides its compressed body (key, columns, index entries).
@@ -270,6 +269,19 @@ struct Slot {
     created_at: i64,
     /// Its row, once written; `None` while its write is still queued.
     row: Option<i64>,
+    /// Unix milliseconds of its last hit (its creation before one): the
+    /// order eviction follows. Kept here rather than in an index of the
+    /// table, which every store would pay for; the row's `last_used_at`
+    /// keeps it across restarts.
+    last_used_at: i64,
+    /// The row's `size`.
+    size: i64,
+}
+
+impl Slot {
+    fn queued(created_at: i64) -> Slot {
+        Slot { created_at, row: None, last_used_at: created_at, size: 0 }
+    }
 }
 
 /// Key prefixes to their newest entries: shared by the store's handles
@@ -369,7 +381,7 @@ impl Store {
         // prefix: absent or too old here is absent or too old in SQLite.
         // An entry not written yet is not found either.
         let row = match self.index().get(&key.prefix()) {
-            Some(Slot { created_at, row: Some(row) }) if *created_at >= oldest => *row,
+            Some(Slot { created_at, row: Some(row), .. }) if *created_at >= oldest => *row,
             _ => return None,
         };
         let this = self.clone();
@@ -403,6 +415,9 @@ impl Store {
         }
         let age_ms = now_ms.saturating_sub(entry.created_at_ms).max(0);
         let freshness = if age_ms <= millis(lifetime.ttl) { Freshness::Fresh } else { Freshness::Stale };
+        if let Some(slot) = self.index().get_mut(&key.prefix()).filter(|s| s.row == Some(row)) {
+            slot.last_used_at = slot.last_used_at.max(now_ms);
+        }
         self.send(Job::Touch(row, *key, now_ms));
         Some(Hit { entry, age: Duration::from_millis(age_ms as u64), freshness })
     }
@@ -419,7 +434,7 @@ impl Store {
         self.index()
             .entry(key.prefix())
             .and_modify(|s| s.created_at = s.created_at.max(entry.created_at_ms))
-            .or_insert(Slot { created_at: entry.created_at_ms, row: None });
+            .or_insert(Slot::queued(entry.created_at_ms));
         self.send(Job::Put(key, Box::new(entry)));
     }
 
@@ -570,16 +585,17 @@ fn open_file(path: &Path) -> Result<(Connection, HashMap<u64, Slot>, u64), Cache
     let mut index = HashMap::new();
     let mut stored = 0u64;
     {
-        let mut rows = conn.prepare("SELECT id, key, created_at, size FROM entries").map_err(open_err)?;
+        let mut rows = conn.prepare("SELECT id, key, created_at, last_used_at, size FROM entries").map_err(open_err)?;
         let mut rows = rows.query([]).map_err(open_err)?;
         while let Some(row) = rows.next().map_err(open_err)? {
             let id: i64 = row.get(0).map_err(open_err)?;
             let key: Vec<u8> = row.get(1).map_err(open_err)?;
             let created: i64 = row.get(2).map_err(open_err)?;
-            let size: i64 = row.get(3).map_err(open_err)?;
+            let last_used_at: i64 = row.get(3).map_err(open_err)?;
+            let size: i64 = row.get(4).map_err(open_err)?;
             if let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) {
                 // Of two rows under one prefix, the newer is the one found.
-                let slot = Slot { created_at: created, row: Some(id) };
+                let slot = Slot { created_at: created, row: Some(id), last_used_at, size };
                 index.entry(CacheKey(k).prefix()).and_modify(|s: &mut Slot| *s = (*s).max(slot)).or_insert(slot);
             }
             stored += size.max(0) as u64;
@@ -765,7 +781,7 @@ impl Writer {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut delta: i64 = 0;
         // Rows written, for the index once they are committed.
-        let mut written: Vec<(CacheKey, i64, i64)> = Vec::new();
+        let mut written: Vec<(CacheKey, Slot)> = Vec::new();
         {
             let mut insert = tx.prepare_cached(
                 "INSERT INTO entries (key, created_at, last_used_at, endpoint, model, provider, status,
@@ -786,8 +802,8 @@ impl Writer {
                         let before = written
                             .iter()
                             .rev()
-                            .find(|(k, ..)| k.prefix() == key.prefix())
-                            .map(|(_, id, _)| *id)
+                            .find(|(k, _)| k.prefix() == key.prefix())
+                            .and_then(|(_, slot)| slot.row)
                             .or_else(|| self.index.lock().get(&key.prefix()).and_then(|s| s.row));
                         if let Some(id) = before {
                             if let Some(old) =
@@ -819,7 +835,9 @@ impl Writer {
                             encoding.as_str(),
                             crc,
                         ])?;
-                        written.push((key, tx.last_insert_rowid(), entry.created_at_ms));
+                        let row = Some(tx.last_insert_rowid());
+                        let at = entry.created_at_ms;
+                        written.push((key, Slot { created_at: at, row, last_used_at: at, size }));
                         delta += size;
                         self.counters.entries.fetch_add(1, Ordering::Relaxed);
                         self.counters.stores.fetch_add(1, Ordering::Relaxed);
@@ -844,48 +862,73 @@ impl Writer {
         self.counters.bytes.store(self.stored, Ordering::Relaxed);
         // Found from now on: committed, so a reader sees the row.
         let mut index = self.index.lock();
-        for (key, id, created_at) in written {
-            let slot = Slot { created_at, row: Some(id) };
-            index.entry(key.prefix()).and_modify(|s| s.row = Some(id)).or_insert(slot);
+        for (key, slot) in written {
+            index
+                .entry(key.prefix())
+                .and_modify(|s| {
+                    s.row = slot.row;
+                    s.size = slot.size;
+                    s.last_used_at = s.last_used_at.max(slot.last_used_at);
+                })
+                .or_insert(slot);
         }
         Ok(())
     }
 
     /// Deletes the least recently used entries until the store is under
-    /// [`EVICT_TO`] of its cap.
+    /// [`EVICT_TO`] of its cap, in the order the index keeps.
     fn evict(&mut self) -> Result<(), CacheError> {
         let target = (self.limits.max_bytes as f64 * EVICT_TO) as u64;
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Copied out, so lookups wait only for the copy, not the sort.
+        let mut order: Vec<(i64, i64, i64, i64, u64)> = self
+            .index
+            .lock()
+            .iter()
+            .filter_map(|(prefix, s)| s.row.map(|row| (s.last_used_at, s.created_at, row, s.size, *prefix)))
+            .collect();
+        order.sort_unstable();
+        let mut left = self.stored;
         let mut evicted = Vec::new();
-        {
-            let mut oldest =
-                tx.prepare_cached("SELECT id, key, size FROM entries ORDER BY last_used_at, created_at")?;
-            let mut rows = oldest.query([])?;
-            let mut left = self.stored;
-            while left > target {
-                let Some(row) = rows.next()? else { break };
-                let id: i64 = row.get(0)?;
-                let key: Vec<u8> = row.get(1)?;
-                let size: i64 = row.get(2)?;
-                left = left.saturating_sub(size.max(0) as u64);
-                evicted.push((id, key));
+        for (_, _, row, size, prefix) in order {
+            if left <= target {
+                break;
             }
-            self.stored = left;
+            left = left.saturating_sub(size.max(0) as u64);
+            evicted.push((row, prefix));
         }
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
             let mut delete = tx.prepare_cached("DELETE FROM entries WHERE id = ?1")?;
-            for (id, _) in &evicted {
-                delete.execute([id])?;
+            for (row, _) in &evicted {
+                delete.execute([row])?;
+            }
+        }
+        // Rows the index does not find (a key whose prefix another has
+        // taken) are counted in `stored` too: if those keep it over, the
+        // oldest rows go, whoever they are.
+        if left > target {
+            let mut oldest = tx.prepare_cached("SELECT id, key, size FROM entries ORDER BY id")?;
+            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE id = ?1")?;
+            let rows: Vec<(i64, Vec<u8>, i64)> =
+                oldest.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?;
+            for (row, key, size) in rows {
+                if left <= target {
+                    break;
+                }
+                delete.execute([row])?;
+                left = left.saturating_sub(size.max(0) as u64);
+                let prefix = <[u8; 32]>::try_from(key.as_slice()).map(|k| CacheKey(k).prefix()).unwrap_or_default();
+                evicted.push((row, prefix));
             }
         }
         tx.commit()?;
+        self.stored = left;
         self.conn.execute_batch("PRAGMA incremental_vacuum")?;
         let mut index = self.index.lock();
-        for (id, key) in &evicted {
-            let Ok(k) = <[u8; 32]>::try_from(key.as_slice()) else { continue };
+        for (row, prefix) in &evicted {
             // Unless a newer answer under the prefix has the slot.
-            if index.get(&CacheKey(k).prefix()).is_some_and(|s| s.row == Some(*id)) {
-                index.remove(&CacheKey(k).prefix());
+            if index.get(prefix).is_some_and(|s| s.row == Some(*row)) {
+                index.remove(prefix);
             }
         }
         drop(index);

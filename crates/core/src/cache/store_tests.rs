@@ -324,3 +324,44 @@ async fn a_row_id_used_again_after_a_purge_from_outside_is_not_found_for_the_old
     assert_eq!(store.get(&key(1), NOW, lifetime(10, 60)).await, None);
     assert_eq!(&store.get(&key(2), NOW, lifetime(10, 60)).await.unwrap().entry.body[..], b"{\"new\":2}");
 }
+
+#[tokio::test]
+async fn the_order_of_use_is_kept_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits { max_bytes: 35_000, max_entry_bytes: 20_000 };
+    let store = open(dir.path(), limits).await;
+    for n in 1..=3u8 {
+        store.put(key(n), entry(noise(10_000, n.into()), NOW + i64::from(n)));
+    }
+    store.flush().await;
+    // Entry 1, the oldest, is used; then the gateway restarts.
+    assert!(store.get(&key(1), NOW + 10, lifetime(10, 0)).await.is_some());
+    store.close().await;
+    let store = open(dir.path(), limits).await;
+    store.put(key(4), entry(noise(10_000, 4), NOW + 20));
+    store.flush().await;
+    assert_eq!(store.get(&key(2), NOW + 30, lifetime(10, 0)).await, None, "the least recently used went");
+    for n in [1, 3, 4] {
+        assert!(store.get(&key(n), NOW + 30, lifetime(10, 0)).await.is_some(), "entry {n} kept");
+    }
+}
+
+#[tokio::test]
+async fn rows_the_index_cannot_find_are_evicted_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits { max_bytes: 21_000, max_entry_bytes: 20_000 };
+    let (a, b) = twins();
+    let store = open(dir.path(), limits).await;
+    // a's row stays, unfound, once b takes the prefix's slot; evicting
+    // every entry the index finds (b) is not enough to get under the cap.
+    store.put(a, entry(noise(19_000, 1), NOW));
+    store.flush().await;
+    store.put(b, entry(noise(2_000, 2), NOW + 1));
+    store.flush().await;
+    let stats = store.counters().snapshot();
+    assert!(stats.bytes <= 18_900, "under the cap's 90%: {}", stats.bytes);
+    let conn = Connection::open(dir.path().join("switchyard.cache.db")).unwrap();
+    let stored: i64 = conn.query_row("SELECT COALESCE(SUM(size), 0) FROM entries", [], |r| r.get(0)).unwrap();
+    assert_eq!(stats.bytes, stored as u64, "the count is the rows'");
+    assert_eq!(store.get(&a, NOW + 2, lifetime(10, 0)).await, None);
+}
