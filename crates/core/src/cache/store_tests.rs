@@ -122,12 +122,13 @@ async fn a_damaged_row_is_skipped_and_deleted() {
     assert_eq!((stats.corrupt, stats.entries), (4, 1));
 }
 
-#[tokio::test]
-async fn the_least_recently_used_entries_go_first_at_the_cap() {
+/// Three 10 KB entries (a fourth does not fit), the oldest used since,
+/// with a restart before the fourth if `restart`: the least recently used
+/// goes. Returns the store and its folder.
+async fn fill_use_and_overflow(restart: bool) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    // Three 10 KB entries fit; a fourth does not.
     let limits = Limits { max_bytes: 35_000, max_entry_bytes: 20_000 };
-    let store = open(dir.path(), limits).await;
+    let mut store = open(dir.path(), limits).await;
     for n in 1..=3u8 {
         store.put(key(n), entry(noise(10_000, n.into()), NOW + i64::from(n)));
     }
@@ -135,12 +136,22 @@ async fn the_least_recently_used_entries_go_first_at_the_cap() {
     // Entry 1 is the oldest but was just used: 2 is the least recently used.
     assert!(store.get(&key(1), NOW + 10, lifetime(10, 0)).await.is_some());
     store.flush().await;
+    if restart {
+        store.close().await;
+        store = open(dir.path(), limits).await;
+    }
     store.put(key(4), entry(noise(10_000, 4), NOW + 20));
     store.flush().await;
     assert_eq!(store.get(&key(2), NOW + 30, lifetime(10, 0)).await, None, "evicted");
     for n in [1, 3, 4] {
         assert!(store.get(&key(n), NOW + 30, lifetime(10, 0)).await.is_some(), "entry {n} kept");
     }
+    (dir, store)
+}
+
+#[tokio::test]
+async fn the_least_recently_used_entries_go_first_at_the_cap() {
+    let (dir, store) = fill_use_and_overflow(false).await;
     let stats = store.counters().snapshot();
     assert_eq!((stats.evictions, stats.entries), (1, 3));
     assert!(stats.bytes <= 35_000 && stats.bytes > 30_000, "{}", stats.bytes);
@@ -149,6 +160,11 @@ async fn the_least_recently_used_entries_go_first_at_the_cap() {
     store.flush().await;
     assert_eq!(store.get(&key(5), NOW, lifetime(10, 0)).await, None);
     assert_eq!(rows(dir.path()), 3);
+}
+
+#[tokio::test]
+async fn the_order_of_use_is_kept_across_a_restart() {
+    fill_use_and_overflow(true).await;
 }
 
 /// Whether the cache's files hold `needle` anywhere, free pages included.
@@ -323,27 +339,6 @@ async fn a_row_id_used_again_after_a_purge_from_outside_is_not_found_for_the_old
     assert_eq!(id_of(key(2)), old_id, "the case under test: an id used again");
     assert_eq!(store.get(&key(1), NOW, lifetime(10, 60)).await, None);
     assert_eq!(&store.get(&key(2), NOW, lifetime(10, 60)).await.unwrap().entry.body[..], b"{\"new\":2}");
-}
-
-#[tokio::test]
-async fn the_order_of_use_is_kept_across_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let limits = Limits { max_bytes: 35_000, max_entry_bytes: 20_000 };
-    let store = open(dir.path(), limits).await;
-    for n in 1..=3u8 {
-        store.put(key(n), entry(noise(10_000, n.into()), NOW + i64::from(n)));
-    }
-    store.flush().await;
-    // Entry 1, the oldest, is used; then the gateway restarts.
-    assert!(store.get(&key(1), NOW + 10, lifetime(10, 0)).await.is_some());
-    store.close().await;
-    let store = open(dir.path(), limits).await;
-    store.put(key(4), entry(noise(10_000, 4), NOW + 20));
-    store.flush().await;
-    assert_eq!(store.get(&key(2), NOW + 30, lifetime(10, 0)).await, None, "the least recently used went");
-    for n in [1, 3, 4] {
-        assert!(store.get(&key(n), NOW + 30, lifetime(10, 0)).await.is_some(), "entry {n} kept");
-    }
 }
 
 #[tokio::test]
