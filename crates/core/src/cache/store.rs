@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
@@ -880,63 +880,109 @@ impl Writer {
     fn evict(&mut self) -> Result<(), CacheError> {
         let target = (self.limits.max_bytes as f64 * EVICT_TO) as u64;
         // Copied out, so lookups wait only for the copy, not the sort.
-        let mut order: Vec<(i64, i64, i64, i64, u64)> = self
+        let mut order: Vec<(i64, i64, i64, u64)> = self
             .index
             .lock()
             .iter()
-            .filter_map(|(prefix, s)| s.row.map(|row| (s.last_used_at, s.created_at, row, s.size, *prefix)))
+            .filter_map(|(prefix, s)| s.row.map(|row| (s.last_used_at, s.created_at, row, *prefix)))
             .collect();
         order.sort_unstable();
-        let mut left = self.stored;
-        let mut evicted = Vec::new();
-        for (_, _, row, size, prefix) in order {
-            if left <= target {
-                break;
-            }
-            left = left.saturating_sub(size.max(0) as u64);
-            evicted.push((row, prefix));
-        }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        {
-            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE id = ?1")?;
-            for (row, _) in &evicted {
-                delete.execute([row])?;
-            }
-        }
-        // Rows the index does not find (a key whose prefix another has
-        // taken) are counted in `stored` too: if those keep it over, the
-        // oldest rows go, whoever they are.
-        if left > target {
-            let mut oldest = tx.prepare_cached("SELECT id, key, size FROM entries ORDER BY id")?;
-            let mut delete = tx.prepare_cached("DELETE FROM entries WHERE id = ?1")?;
-            let rows: Vec<(i64, Vec<u8>, i64)> =
-                oldest.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?;
-            for (row, key, size) in rows {
-                if left <= target {
-                    break;
-                }
-                delete.execute([row])?;
-                left = left.saturating_sub(size.max(0) as u64);
-                let prefix = <[u8; 32]>::try_from(key.as_slice()).map(|k| CacheKey(k).prefix()).unwrap_or_default();
-                evicted.push((row, prefix));
-            }
-        }
+        let mut eviction =
+            Eviction { left: self.stored, target, recounted: false, evicted: Vec::new(), stale: Vec::new() };
+        eviction.in_order(&tx, order.into_iter().map(|(_, _, row, prefix)| (row, prefix)))?;
+        eviction.oldest_rows(&tx)?;
         tx.commit()?;
-        self.stored = left;
+        self.stored = eviction.left;
         self.conn.execute_batch("PRAGMA incremental_vacuum")?;
         let mut index = self.index.lock();
-        for (row, prefix) in &evicted {
+        for (row, prefix) in eviction.evicted.iter().chain(&eviction.stale) {
             // Unless a newer answer under the prefix has the slot.
             if index.get(prefix).is_some_and(|s| s.row == Some(*row)) {
                 index.remove(prefix);
             }
         }
         drop(index);
-        let n = evicted.len() as u64;
+        let n = eviction.evicted.len() as u64;
         self.counters.evictions.fetch_add(n, Ordering::Relaxed);
         self.counters.entries.fetch_sub(n.min(self.counters.entries.load(Ordering::Relaxed)), Ordering::Relaxed);
         self.counters.bytes.store(self.stored, Ordering::Relaxed);
         debug!(evicted = n, "response cache kept under its cap");
+        Ok(())
+    }
+}
+
+/// One eviction's progress: bytes left, and the rows (id, key prefix) it
+/// deleted or found gone.
+struct Eviction {
+    left: u64,
+    target: u64,
+    /// Whether `left` has been taken again from the rows.
+    recounted: bool,
+    evicted: Vec<(i64, u64)>,
+    stale: Vec<(i64, u64)>,
+}
+
+impl Eviction {
+    /// Deletes the index's entries in `order` until under the target. A
+    /// row is deleted by its id and its key's first bytes: a slot gone
+    /// stale (its row purged from outside, the id another key's since)
+    /// deletes nothing, and then the count is suspect too (those rows'
+    /// bytes are in it), so it is taken again from the rows before going on.
+    fn in_order(&mut self, tx: &Transaction<'_>, order: impl Iterator<Item = (i64, u64)>) -> Result<(), CacheError> {
+        let mut delete =
+            tx.prepare_cached("DELETE FROM entries WHERE id = ?1 AND substr(key, 1, 8) = ?2 RETURNING size")?;
+        for (row, prefix) in order {
+            if self.left <= self.target {
+                break;
+            }
+            let deleted = delete.query_row(params![row, &prefix.to_le_bytes()[..]], |r| r.get::<_, i64>(0));
+            match deleted.optional()? {
+                Some(size) => {
+                    self.left = self.left.saturating_sub(size.max(0) as u64);
+                    self.evicted.push((row, prefix));
+                }
+                None => {
+                    self.stale.push((row, prefix));
+                    self.recount(tx)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Still over: rows the index does not find (a key whose prefix
+    /// another has taken) count too, so the oldest rows go, whoever they are.
+    fn oldest_rows(&mut self, tx: &Transaction<'_>) -> Result<(), CacheError> {
+        if self.left > self.target {
+            self.recount(tx)?;
+        }
+        if self.left <= self.target {
+            return Ok(());
+        }
+        let mut oldest = tx.prepare_cached("SELECT id, key, size FROM entries ORDER BY id")?;
+        let mut delete = tx.prepare_cached("DELETE FROM entries WHERE id = ?1")?;
+        let rows: Vec<(i64, Vec<u8>, i64)> =
+            oldest.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?;
+        for (row, key, size) in rows {
+            if self.left <= self.target {
+                break;
+            }
+            delete.execute([row])?;
+            self.left = self.left.saturating_sub(size.max(0) as u64);
+            let prefix = <[u8; 32]>::try_from(key.as_slice()).map(|k| CacheKey(k).prefix()).unwrap_or_default();
+            self.evicted.push((row, prefix));
+        }
+        Ok(())
+    }
+
+    /// `left` from the rows themselves, once.
+    fn recount(&mut self, tx: &Transaction<'_>) -> Result<(), CacheError> {
+        if !self.recounted {
+            let sum: i64 = tx.query_row("SELECT COALESCE(SUM(size), 0) FROM entries", [], |r| r.get(0))?;
+            self.left = sum.max(0) as u64;
+            self.recounted = true;
+        }
         Ok(())
     }
 }

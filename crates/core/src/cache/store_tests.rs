@@ -360,3 +360,23 @@ async fn rows_the_index_cannot_find_are_evicted_too() {
     assert_eq!(stats.bytes, stored as u64, "the count is the rows'");
     assert_eq!(store.get(&a, NOW + 2, lifetime(10, 0)).await, None);
 }
+
+#[tokio::test]
+async fn after_a_purge_from_outside_the_cap_counts_the_rows_that_are_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits { max_bytes: 35_000, max_entry_bytes: 20_000 };
+    let store = open(dir.path(), limits).await;
+    for n in 1..=3u8 {
+        store.put(key(n), entry(noise(10_000, n.into()), NOW + i64::from(n)));
+    }
+    store.flush().await;
+    assert_eq!(purge_file(&dir.path().join("switchyard.cache.db")).unwrap(), 3);
+    // The gateway still counts 30 KB it no longer has: the next answer
+    // takes it over the cap, and must not be the one evicted for it.
+    store.put(key(4), entry(noise(10_000, 4), NOW + 20));
+    store.flush().await;
+    assert!(store.get(&key(4), NOW + 30, lifetime(10, 0)).await.is_some(), "the new answer kept");
+    assert_eq!(rows(dir.path()), 1);
+    let stats = store.counters().snapshot();
+    assert!(stats.bytes > 10_000 && stats.bytes < 11_000, "counted again from the rows: {}", stats.bytes);
+}
