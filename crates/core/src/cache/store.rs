@@ -29,12 +29,14 @@
 //! later miss.
 //!
 //! An in-memory index maps each key's first eight bytes to its newest
-//! entry's creation time and row id: it answers most misses without
-//! touching SQLite at all, and a hit reads its row by id. SQLite keeps no
-//! index of the keys: a key is a uniformly random 32 bytes, so each new
-//! entry in such an index lands on a page of its own, and every store paid
-//! for that page's write to the log (most of a store's cost once the cache
-//! holds a few thousand answers). Rows are appended in id order instead.
+//! entry's creation time, row id, last use and size: it answers most
+//! misses without touching SQLite at all, a hit reads its row by id, and
+//! eviction takes its order from it. SQLite keeps no index but the row
+//! ids: a key is a uniformly random 32 bytes, so each new entry in an index
+//! of keys lands on a page of its own, and every store paid for that
+//! page's write to the log (most of a store's cost once the cache holds a
+//! few thousand answers); an index of last-use times was another B-tree
+//! entry per store. Rows are appended in id order instead.
 //! The row's `key` column is checked on every read, so an index entry that
 //! has gone stale (a purge from outside, a row id used again, two keys
 //! sharing a prefix) is a miss, never another question's answer.
