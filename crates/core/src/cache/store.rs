@@ -295,6 +295,17 @@ impl Index {
     fn lock(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Forgets the slots of `prefixes` whose answer was never written (its
+    /// write dropped or failed), which nothing would look at again.
+    fn forget_unwritten(&self, prefixes: impl IntoIterator<Item = u64>) {
+        let mut index = self.lock();
+        for prefix in prefixes {
+            if index.get(&prefix).is_some_and(|s| s.row.is_none()) {
+                index.remove(&prefix);
+            }
+        }
+    }
 }
 
 /// The response cache's database; cheap to clone.
@@ -437,7 +448,9 @@ impl Store {
             .entry(key.prefix())
             .and_modify(|s| s.created_at = s.created_at.max(entry.created_at_ms))
             .or_insert(Slot::queued(entry.created_at_ms));
-        self.send(Job::Put(key, Box::new(entry)));
+        if !self.send(Job::Put(key, Box::new(entry))) {
+            self.inner.index.forget_unwritten([key.prefix()]);
+        }
     }
 
     /// Deletes every entry, overwriting their pages. Returns how many.
@@ -470,10 +483,13 @@ impl Store {
         self.flush().await;
     }
 
-    fn send(&self, job: Job) {
-        if self.inner.jobs.try_send(job).is_err() {
+    /// Queues `job` for the writer; whether it was (a full queue drops it).
+    fn send(&self, job: Job) -> bool {
+        let sent = self.inner.jobs.try_send(job).is_ok();
+        if !sent {
             self.inner.counters.dropped_writes.fetch_add(1, Ordering::Relaxed);
         }
+        sent
     }
 
     /// Reads and inflates the entry for `key` in row `id`; a damaged one is
@@ -769,8 +785,11 @@ impl Writer {
         if jobs.is_empty() {
             return;
         }
+        let puts: Vec<u64> =
+            jobs.iter().filter_map(|j| if let Job::Put(key, _) = j { Some(key.prefix()) } else { None }).collect();
         if let Err(e) = self.try_write(jobs) {
             warn!("response cache write failed: {e}");
+            self.index.forget_unwritten(puts);
         }
         if self.stored > self.limits.max_bytes {
             if let Err(e) = self.evict() {
@@ -781,9 +800,11 @@ impl Writer {
 
     fn try_write(&mut self, jobs: Vec<Job>) -> Result<(), CacheError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut delta: i64 = 0;
+        // Bytes and entries added, and answers stored, counted once committed.
+        let (mut delta, mut entries, mut stores): (i64, i64, u64) = (0, 0, 0);
         // Rows written, for the index once they are committed.
         let mut written: Vec<(CacheKey, Slot)> = Vec::new();
+        let mut unencoded = Vec::new();
         {
             let mut insert = tx.prepare_cached(
                 "INSERT INTO entries (key, created_at, last_used_at, endpoint, model, provider, status,
@@ -797,7 +818,10 @@ impl Writer {
             for job in jobs {
                 match job {
                     Job::Put(key, entry) => {
-                        let Ok((body, encoding)) = encode(&mut self.deflate, &entry.body) else { continue };
+                        let Ok((body, encoding)) = encode(&mut self.deflate, &entry.body) else {
+                            unencoded.push(key.prefix());
+                            continue;
+                        };
                         // The answer stored before under this key, if the
                         // index still finds it (a refresh, or two misses of
                         // one question), goes: one row per key.
@@ -812,7 +836,7 @@ impl Writer {
                                 delete.query_row(params![id, &key.0[..]], |r| r.get::<_, i64>(0)).optional()?
                             {
                                 delta -= old;
-                                self.counters.entries.fetch_sub(1, Ordering::Relaxed);
+                                entries -= 1;
                             }
                         }
                         let size = body.len() as i64 + ROW_OVERHEAD as i64;
@@ -841,8 +865,8 @@ impl Writer {
                         let at = entry.created_at_ms;
                         written.push((key, Slot { created_at: at, row, last_used_at: at, size }));
                         delta += size;
-                        self.counters.entries.fetch_add(1, Ordering::Relaxed);
-                        self.counters.stores.fetch_add(1, Ordering::Relaxed);
+                        entries += 1;
+                        stores += 1;
                     }
                     Job::Touch(id, key, at) => {
                         touch.execute(params![id, &key.0[..], at])?;
@@ -852,7 +876,7 @@ impl Writer {
                             delete.query_row(params![id, &key.0[..]], |r| r.get::<_, i64>(0)).optional()?
                         {
                             delta -= old;
-                            self.counters.entries.fetch_sub(1, Ordering::Relaxed);
+                            entries -= 1;
                         }
                     }
                     Job::Purge(_) | Job::Flush(_) => {}
@@ -862,6 +886,10 @@ impl Writer {
         tx.commit()?;
         self.stored = (self.stored as i64 + delta).max(0) as u64;
         self.counters.bytes.store(self.stored, Ordering::Relaxed);
+        self.counters.stores.fetch_add(stores, Ordering::Relaxed);
+        let counted = self.counters.entries.load(Ordering::Relaxed) as i64;
+        self.counters.entries.store((counted + entries).max(0) as u64, Ordering::Relaxed);
+        self.index.forget_unwritten(unencoded);
         // Found from now on: committed, so a reader sees the row.
         let mut index = self.index.lock();
         for (key, slot) in written {

@@ -380,3 +380,22 @@ async fn after_a_purge_from_outside_the_cap_counts_the_rows_that_are_there() {
     let stats = store.counters().snapshot();
     assert!(stats.bytes > 10_000 && stats.bytes < 11_000, "counted again from the rows: {}", stats.bytes);
 }
+
+#[tokio::test]
+async fn an_answer_whose_write_is_dropped_leaves_nothing_in_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    // Far more than the queue holds, faster than the writer takes them.
+    for n in 0..20_000u32 {
+        let mut k = [0u8; 32];
+        k[..4].copy_from_slice(&n.to_le_bytes());
+        store.put(CacheKey(k), entry(&b"{}"[..], NOW));
+    }
+    store.flush().await;
+    let stats = store.counters().snapshot();
+    assert!(stats.dropped_writes > 0, "the case under test: a full queue");
+    let index = store.inner.index.lock();
+    assert_eq!(index.len() as u64, stats.entries, "a slot for each answer written, and none for the dropped");
+    assert!(index.values().all(|s| s.row.is_some()));
+    assert_eq!(rows(dir.path()) as u64, stats.entries);
+}

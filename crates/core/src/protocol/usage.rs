@@ -411,8 +411,9 @@ impl Tap {
     }
 
     /// The usage read so far (complete once the body has ended). A JSON
-    /// body is read at the first call, once: the cache's copy and the
-    /// record both ask for it.
+    /// body is read at the first call, once (the cache's copy and the
+    /// record both ask for it), and what comes after is not: ask only once
+    /// the body has ended.
     pub fn usage(&mut self) -> Usage {
         if let Mode::Json { buf, overflow: false } = &self.mode {
             if !buf.is_empty() {
