@@ -924,7 +924,11 @@ impl Writer {
         eviction.oldest_rows(&tx)?;
         tx.commit()?;
         self.stored = eviction.left;
-        self.conn.execute_batch("PRAGMA incremental_vacuum")?;
+        // Committed: what follows is bookkeeping, done whether or not the
+        // free pages go back to the file system.
+        if let Err(e) = self.conn.execute_batch("PRAGMA incremental_vacuum") {
+            warn!("response cache: freeing evicted pages failed: {e}");
+        }
         let mut index = self.index.lock();
         for (row, prefix) in eviction.evicted.iter().chain(&eviction.stale) {
             // Unless a newer answer under the prefix has the slot.
