@@ -785,11 +785,12 @@ impl Writer {
         if jobs.is_empty() {
             return;
         }
-        let puts: Vec<u64> =
-            jobs.iter().filter_map(|j| if let Job::Put(key, _) = j { Some(key.prefix()) } else { None }).collect();
         if let Err(e) = self.try_write(jobs) {
             warn!("response cache write failed: {e}");
-            self.index.forget_unwritten(puts);
+            // This batch's new answers are not stored. Every unwritten slot
+            // goes, not only theirs: one still queued is made again when
+            // its answer is written, and it found nothing until then anyway.
+            self.index.lock().retain(|_, s| s.row.is_some());
         }
         if self.stored > self.limits.max_bytes {
             if let Err(e) = self.evict() {
