@@ -14,7 +14,8 @@
 //! however the format sends it), and records when the caller went away
 //! before the reply was complete.
 //!
-//! By default every successful reply is the same short text. Under an agent
+//! By default every successful reply is the same short text (or the script's
+//! [`Script::reply`], such as an edit for aider to apply). Under an agent
 //! script ([`Script::agent`], [`Script::tool_plan`] with a [`ToolPlan`]) the
 //! provider plays its part of a tool-call round trip, reading each request
 //! in its own format: it calls a tool the request offers, and once the
@@ -261,9 +262,10 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
     let Some(endpoint) = Endpoint::from_path(uri.path()) else {
         return (StatusCode::NOT_FOUND, "unknown simulated endpoint").into_response();
     };
-    let (fault, latency, pacing, extra, agent) = {
+    let (fault, latency, pacing, extra, agent, reply) = {
         let mut script = lock(&shared.script);
-        (script.next_fault(), script.latency, script.pacing(), script.headers.clone(), script.agent.clone())
+        let reply = script.reply.clone();
+        (script.next_fault(), script.latency, script.pacing(), script.headers.clone(), script.agent.clone(), reply)
     };
     let guard = ReplyGuard::new(shared.clone());
     if !latency.is_zero() {
@@ -271,7 +273,10 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
     }
     let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let request = wire::Request { endpoint, path: uri.path(), query: uri.query(), body: &body };
-    let text = wire::pieces(&shared.name, pacing.chunks);
+    let text = match &reply {
+        Some(reply) => agent::split(reply, pacing.chunks),
+        None => wire::pieces(&shared.name, pacing.chunks),
+    };
     let turn = match &agent {
         Some(plan) => agent::turn(plan, endpoint, &body, pacing.chunks, text),
         None => Turn::Text(text),

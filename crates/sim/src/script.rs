@@ -80,6 +80,9 @@ pub struct Script {
     /// When set, successful replies play an agent's turn: tool calls, then
     /// an answer that quotes their results (see [`crate::agent`]).
     pub(crate) agent: Option<ToolPlan>,
+    /// When set, text replies say this instead of the greeting: what a
+    /// client that reads edits out of the text (aider) is to apply.
+    pub(crate) reply: Option<String>,
 }
 
 impl Default for Script {
@@ -101,6 +104,7 @@ impl Script {
             models: vec!["sim-model".to_string()],
             headers: Vec::new(),
             agent: None,
+            reply: None,
         }
     }
 
@@ -114,6 +118,13 @@ impl Script {
     /// Faults still come first, as scripted.
     pub fn tool_plan(mut self, plan: ToolPlan) -> Script {
         self.agent = Some(plan);
+        self
+    }
+
+    /// Text replies say `text` (in the stream's chunks) instead of the
+    /// greeting; under an agent script, the text of a turn without tools.
+    pub fn reply(mut self, text: &str) -> Script {
+        self.reply = Some(text.to_string());
         self
     }
 
