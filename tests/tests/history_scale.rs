@@ -104,6 +104,7 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
         translations: Vec::new(),
         cache: None,
         saved_usd: None,
+        dropped: Vec::new(),
     }
 }
 

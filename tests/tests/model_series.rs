@@ -116,6 +116,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
         translations: Vec::new(),
         cache: None,
         saved_usd: None,
+        dropped: Vec::new(),
     }
 }
 

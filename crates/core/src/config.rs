@@ -142,6 +142,7 @@ impl ProviderConfig {
     pub fn speaks(&self, endpoint: Endpoint) -> bool {
         match endpoint {
             Endpoint::Responses => self.kind == Protocol::OpenAi && self.profile.responses,
+            Endpoint::ChatCompletions => self.kind == Protocol::OpenAi && self.profile.chat,
             e => self.kind == e.protocol(),
         }
     }
@@ -149,6 +150,7 @@ impl ProviderConfig {
     /// The format requests are translated to for this provider.
     pub fn translated_format(&self) -> Format {
         match self.kind {
+            Protocol::OpenAi if !self.profile.chat => Format::Responses,
             Protocol::OpenAi => Format::Chat,
             Protocol::Anthropic => Format::Messages,
             Protocol::Gemini => Format::Gemini,
@@ -384,6 +386,8 @@ struct RawProvider {
     probe: Option<bool>,
     /// An OpenAI-kind provider that speaks the Responses API too.
     responses: Option<Spanned<bool>>,
+    /// `false`: an OpenAI-kind provider that speaks only Responses.
+    chat: Option<Spanned<bool>>,
     #[serde(default)]
     profile: Profile,
     keys: Option<RawKeys>,
@@ -714,6 +718,16 @@ impl Validator<'_> {
             }
             profile.responses = *responses.get_ref();
         }
+        if let Some(chat) = &raw.chat {
+            if !*chat.get_ref() && !(kind == Protocol::OpenAi && profile.responses) {
+                return self.error(
+                    chat.span(),
+                    field("chat"),
+                    "`chat = false` is for an openai-kind provider that speaks Responses (`responses = true`)",
+                );
+            }
+            profile.chat = *chat.get_ref();
+        }
         Ok(ProviderConfig {
             name,
             kind,
@@ -854,6 +868,28 @@ mod tests {
         use crate::protocol::translate::profile::ReasoningField;
         let openrouter = config.provider("openrouter").unwrap();
         assert_eq!(openrouter.profile.reasoning_field, ReasoningField::ReasoningDetails);
+    }
+
+    #[test]
+    fn chat_false_makes_a_responses_only_provider() {
+        let provider = |extra: &str| {
+            format!(
+                "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n{extra}\n"
+            )
+        };
+        let config = parse(&provider("responses = true\nchat = false")).unwrap();
+        let a = config.provider("a").unwrap();
+        assert!(a.speaks(Endpoint::Responses) && !a.speaks(Endpoint::ChatCompletions));
+        assert_eq!(a.translated_format(), Format::Responses, "a Chat client's request is translated to Responses");
+        let plain = parse(&provider("")).unwrap();
+        assert_eq!(plain.provider("a").unwrap().translated_format(), Format::Chat);
+        let (line, field, message) = invalid(&provider("chat = false"));
+        assert_eq!((line, field.as_str()), (5, "providers[0].chat"));
+        assert!(message.contains("responses = true"), "{message}");
+        // OpenAI's own API takes a system message mid-conversation.
+        let default = Config::embedded_default().unwrap();
+        assert!(default.provider("openai").unwrap().profile.mid_system);
+        assert!(!default.provider("groq").unwrap().profile.mid_system);
     }
 
     #[test]

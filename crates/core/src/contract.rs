@@ -13,7 +13,7 @@ use crate::admin::live::{ProviderStats, Snapshot, SnapshotKind, StatsView, Strea
 use crate::admin::{Spend, SpendTotals};
 use crate::config::edit::{ModelAlias, ProviderForm};
 use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
-use crate::history::record::{AttemptRecord, AttemptTranslation};
+use crate::history::record::{AttemptDropped, AttemptRecord, AttemptTranslation};
 use crate::history::store::{Bucket, Page, RequestDetail, RequestSummary, SpendRow};
 use crate::policy::breaker::BreakerState;
 use crate::protocol::usage::Usage;
@@ -60,6 +60,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         AttemptRecord::decl(cfg),
         crate::protocol::Format::decl(cfg),
         AttemptTranslation::decl(cfg),
+        AttemptDropped::decl(cfg),
         RequestDetail::decl(cfg),
         Page::decl(cfg),
         // Spend.

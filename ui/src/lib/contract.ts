@@ -126,11 +126,17 @@ export type Format = "chat" | "responses" | "messages" | "gemini";
 
 export type AttemptTranslation = { seq: number, client: Format, provider: Format, };
 
+export type AttemptDropped = { seq: number, fields: Array<string>, };
+
 export type RequestDetail = { request_body: string | null, response_body: string | null, attempts: Array<AttemptRow>, 
 /**
  * The attempts sent in another format than the client's.
  */
-translations: Array<AttemptTranslation>, id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
+translations: Array<AttemptTranslation>, 
+/**
+ * What each translated attempt left out or could not map.
+ */
+dropped: Array<AttemptDropped>, id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
 /**
  * Attempts made (the detail view lists them as `attempts`).
  */

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
 use super::derived::{Derived, Facts};
-use super::record::{AttemptRecord, AttemptTranslation, EventRecord, Record, RequestRecord};
+use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, EventRecord, Record, RequestRecord};
 
 const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
     user_agent, endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback,
@@ -23,8 +23,9 @@ const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id
 
 const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, provider, key_label, model,
     reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status,
-    outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens, translated)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
+    outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens, translated, dropped)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
+    ?24)";
 
 const INSERT_EVENT: &str = "INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?1, ?2, ?3, ?4, ?5)";
 
@@ -63,7 +64,8 @@ impl Inserter {
                         }
                         for a in &r.attempts {
                             let translation = r.translations.iter().find(|t| t.seq == a.seq);
-                            insert_attempt(&mut attempts, &r.id, a, translation)?;
+                            let dropped = r.dropped.iter().find(|d| d.seq == a.seq);
+                            insert_attempt(&mut attempts, &r.id, a, translation, dropped)?;
                         }
                     }
                     Record::Event(e) => insert_event(&mut events, e)?,
@@ -138,6 +140,7 @@ fn insert_attempt(
     request_id: &str,
     a: &AttemptRecord,
     translation: Option<&AttemptTranslation>,
+    dropped: Option<&AttemptDropped>,
 ) -> rusqlite::Result<()> {
     let [input, output, cached] = a.usage.columns();
     statement.execute(params![
@@ -164,6 +167,7 @@ fn insert_attempt(
         output,
         cached,
         translation.map(AttemptTranslation::column),
+        dropped.and_then(|d| serde_json::to_string(&d.fields).ok()),
     ])?;
     Ok(())
 }

@@ -188,6 +188,10 @@ pub struct RequestRecord {
     /// What an answer from the cache would have cost from the provider
     /// (its stored usage at today's prices); `None` for other requests.
     pub saved_usd: Option<f64>,
+    /// What each translated attempt left out. Version 4 of the frames
+    /// added it, last.
+    #[serde(default)]
+    pub dropped: Vec<AttemptDropped>,
 }
 
 /// An attempt translated for its provider: the client's format and the one
@@ -212,6 +216,16 @@ impl AttemptTranslation {
         let format = |t: &str| crate::protocol::Format::ALL.into_iter().find(|f| f.as_str() == t);
         Some(AttemptTranslation { seq, client: format(client)?, provider: format(provider)? })
     }
+}
+
+/// What a translated attempt left out: each drop-table row it hit, as
+/// `field: reason`, then each thing the client sent that the translator
+/// does not know, as `path: unmapped: what became of it`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct AttemptDropped {
+    pub seq: u32,
+    pub fields: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

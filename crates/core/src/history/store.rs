@@ -13,7 +13,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::insert::Inserter;
-use super::record::{AttemptRecord, AttemptTranslation, Record, RequestOutcome};
+use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, Record, RequestOutcome};
 use super::retire;
 use crate::cache::CacheStatus;
 use crate::protocol::usage::Usage;
@@ -121,6 +121,8 @@ pub struct RequestDetail {
     pub attempt_list: Vec<AttemptRecord>,
     /// The attempts sent in another format than the client's.
     pub translations: Vec<AttemptTranslation>,
+    /// What each translated attempt left out or could not map.
+    pub dropped: Vec<AttemptDropped>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -242,7 +244,7 @@ impl Store {
         let attempts = sqlx::query(
             "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
                     duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
-                    input_tokens, output_tokens, cached_tokens, translated
+                    input_tokens, output_tokens, cached_tokens, translated, dropped
              FROM attempts WHERE request_id = ? ORDER BY seq",
         )
         .bind(id)
@@ -254,6 +256,7 @@ impl Store {
             response_body: row.try_get("response_body")?,
             attempt_list: attempts.iter().map(attempt).collect::<Result<_, _>>()?,
             translations: attempts.iter().filter_map(translation).collect(),
+            dropped: attempts.iter().filter_map(dropped).collect(),
         }))
     }
 
@@ -563,6 +566,12 @@ fn translation(r: &SqliteRow) -> Option<AttemptTranslation> {
     let text: String = r.try_get::<Option<String>, _>("translated").ok()??;
     let seq = u32::try_from(r.try_get::<i64, _>("seq").ok()?).ok()?;
     AttemptTranslation::from_column(seq, &text)
+}
+
+fn dropped(r: &SqliteRow) -> Option<AttemptDropped> {
+    let text: String = r.try_get::<Option<String>, _>("dropped").ok()??;
+    let seq = u32::try_from(r.try_get::<i64, _>("seq").ok()?).ok()?;
+    Some(AttemptDropped { seq, fields: serde_json::from_str(&text).ok()? })
 }
 
 fn attempt(r: &SqliteRow) -> Result<AttemptRecord, StoreError> {

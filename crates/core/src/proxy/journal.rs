@@ -43,6 +43,8 @@ pub struct AttemptStart {
     pub breaker_state: &'static str,
     /// The client's format and the provider's, when they differ.
     pub translation: Option<(crate::protocol::Format, crate::protocol::Format)>,
+    /// What the translation left out (see [`crate::protocol::translate::Drops::describe`]).
+    pub dropped: Vec<String>,
 }
 
 /// A provider the chain passed over without calling it, put on record as
@@ -112,6 +114,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         translations: Vec::new(),
         cache: None,
         saved_usd: None,
+        dropped: Vec::new(),
     }
 }
 
@@ -176,6 +179,9 @@ impl Journal {
         let seq = record.attempts.len() as u32 + 1;
         if let Some((client, provider)) = start.translation {
             record.translations.push(crate::history::record::AttemptTranslation { seq, client, provider });
+        }
+        if !start.dropped.is_empty() {
+            record.dropped.push(crate::history::record::AttemptDropped { seq, fields: start.dropped });
         }
         record.attempts.push(AttemptRecord {
             seq,

@@ -382,6 +382,7 @@ impl Run<'_> {
                 backoff: std::mem::take(&mut self.backoff),
                 breaker_state: provider.breaker_state().name(),
                 translation: translated.map(|t| (t.client, t.upstream)),
+                dropped: translated.map(|t| t.dropped.clone()).unwrap_or_default(),
             });
             let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
             let mut attempted = attempt::run(self.gateway.client(), request, endpoint, timeout, &self.scrub).await;

@@ -37,6 +37,9 @@ pub struct Translated {
     /// The body sent.
     pub body: Bytes,
     pub ctx: Context,
+    /// What the translation left out, each with its reason; what the client
+    /// sent that the translator does not know, each with what became of it.
+    pub dropped: Vec<String>,
 }
 
 impl Translated {
@@ -84,7 +87,7 @@ pub fn translate(
         request.stream = head.stream;
     }
     let mut ctx = Context { client_model: head.model.clone(), ..Context::default() };
-    let encoded = translate::encode_request(to, &request, profile, upstream_model, &mut ctx)?;
+    let encoded = translate::encode_request_report(to, &request, profile, upstream_model, &mut ctx)?;
     let upstream_endpoint = match to {
         Format::Chat => Endpoint::ChatCompletions,
         Format::Responses => Endpoint::Responses,
@@ -92,7 +95,9 @@ pub fn translate(
         Format::Gemini if head.stream => Endpoint::GeminiStream,
         Format::Gemini => Endpoint::GeminiGenerate,
     };
-    Ok(Some(Translated { client, upstream: to, endpoint: upstream_endpoint, body: Bytes::from(encoded), ctx }))
+    let dropped = encoded.drops.describe();
+    let body = Bytes::from(encoded.body);
+    Ok(Some(Translated { client, upstream: to, endpoint: upstream_endpoint, body, ctx, dropped }))
 }
 
 /// A body going to a provider of the client's own format, with the

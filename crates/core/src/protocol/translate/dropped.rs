@@ -157,6 +157,19 @@ fn row(stage: Stage, format: Format, field: &str) -> Option<&'static Row> {
     TABLE.iter().find(|r| r.stage == stage && r.format == format && r.field == field)
 }
 
+/// A piece of the client's body the translator has never seen: a field, a
+/// role's content, a block, an item or a value new to it. It is carried
+/// where the target has a generic slot (a block with text becomes text),
+/// else left out; either way the attempt lists it, so what a new client
+/// release sends is seen instead of silently lost or refused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Unmapped {
+    /// Where it was in the client's body, e.g. `messages[3].content[1]`.
+    pub path: String,
+    /// What it was and what became of it.
+    pub what: String,
+}
+
 /// What one translation dropped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Drops {
@@ -164,6 +177,8 @@ pub struct Drops {
     pub rows: Vec<&'static Row>,
     /// Drops a codec made without a table row: a bug, which tests catch.
     pub unlisted: Vec<(Stage, Format, String)>,
+    /// What the client sent that the translator does not know.
+    pub unmapped: Vec<Unmapped>,
 }
 
 impl Drops {
@@ -192,11 +207,33 @@ impl Drops {
             }
         }
         self.unlisted.extend(other.unlisted.iter().cloned());
+        for u in &other.unmapped {
+            if !self.unmapped.contains(u) {
+                self.unmapped.push(u.clone());
+            }
+        }
     }
 
-    /// The dropped fields with their reasons, for a log line or attempt row.
+    /// Records something of the client's body new to the translator.
+    pub fn note_unmapped(&mut self, path: impl Into<String>, what: impl Into<String>) {
+        let u = Unmapped { path: path.into(), what: what.into() };
+        tracing::debug!(path = %u.path, what = %u.what, "translation met something it does not know");
+        if !self.unmapped.contains(&u) {
+            self.unmapped.push(u);
+        }
+    }
+
+    /// Whether nothing was dropped or left unmapped.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.unlisted.is_empty() && self.unmapped.is_empty()
+    }
+
+    /// The dropped fields with their reasons, then what was unmapped, for a
+    /// log line or attempt row.
     pub fn describe(&self) -> Vec<String> {
-        self.rows.iter().map(|r| format!("{}: {}", r.field, r.reason)).collect()
+        let rows = self.rows.iter().map(|r| format!("{}: {}", r.field, r.reason));
+        let unmapped = self.unmapped.iter().map(|u| format!("{}: unmapped: {}", u.path, u.what));
+        rows.chain(unmapped).collect()
     }
 }
 

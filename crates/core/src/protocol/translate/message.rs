@@ -78,6 +78,46 @@ impl Request {
         }
     }
 
+    /// A content block (or part, or item) of a type the translator has
+    /// never seen: carried as text when it has a `text` string, the one
+    /// slot every format has, else left out; listed as unmapped either way.
+    pub(crate) fn new_block(&mut self, b: &Map<String, Value>, kind: &str, path: &str) -> Option<Part> {
+        match b.get("text").and_then(Value::as_str) {
+            Some(text) => {
+                self.drops.note_unmapped(path, format!("a block of type `{kind}`, carried as its text"));
+                Some(Part::text(text))
+            }
+            None => {
+                self.drops.note_unmapped(path, format!("a block of type `{kind}`, left out"));
+                None
+            }
+        }
+    }
+
+    /// How many things have been listed as unmapped so far.
+    pub(crate) fn unmapped_count(&self) -> usize {
+        self.drops.unmapped.len()
+    }
+
+    /// Refuses a message every one of whose `blocks` was left out as
+    /// unmapped since `before`: leaving them all out would leave the
+    /// message out, which changes the conversation.
+    pub(crate) fn refuse_emptied(
+        &self,
+        blocks: usize,
+        kept: usize,
+        before: usize,
+        path: &str,
+    ) -> Result<(), super::Untranslatable> {
+        if blocks > 0 && kept == 0 && self.unmapped_count() - before >= blocks {
+            return Err(super::Untranslatable::new(
+                path,
+                "every block of this message is of a type new to the gateway; leaving them out would leave out the message",
+            ));
+        }
+        Ok(())
+    }
+
     /// Removes every reasoning part: the retry after a provider rejected a
     /// signature. Encoders then switch thinking off where it is required.
     pub fn strip_reasoning(&mut self) {
@@ -99,6 +139,18 @@ impl Turn {
     pub fn new(role: Role, parts: Vec<Part>) -> Turn {
         Turn { role, parts }
     }
+}
+
+/// Why a message of a role the translator has never seen is refused:
+/// leaving it out would change the conversation.
+pub(crate) fn new_role(path: &str, role: Option<&str>) -> super::Untranslatable {
+    super::Untranslatable::new(
+        format!("{path}.role"),
+        format!(
+            "role `{}` is new to the gateway, and leaving the message out would change the conversation",
+            role.unwrap_or("")
+        ),
+    )
 }
 
 /// Who speaks a turn. `System` is a system or developer message in the middle

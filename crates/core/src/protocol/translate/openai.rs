@@ -18,13 +18,20 @@ use super::wire::{as_obj, bad, data_url, idx, Obj};
 pub(crate) fn content(
     v: Option<&Value>,
     path: &str,
-    part: fn(&Obj, &str) -> Result<Part, Untranslatable>,
+    req: &mut Request,
+    part: fn(&Obj, &str, &mut Request) -> Result<Option<Part>, Untranslatable>,
 ) -> Result<Vec<Part>, Untranslatable> {
     match v {
         None => Ok(Vec::new()),
         Some(Value::String(s)) => Ok(vec![Part::text(s.clone())]),
         Some(Value::Array(a)) => {
-            a.iter().enumerate().map(|(i, p)| part(as_obj(p, &idx(path, i))?, &idx(path, i))).collect()
+            let before = req.unmapped_count();
+            let mut parts = Vec::with_capacity(a.len());
+            for (i, p) in a.iter().enumerate() {
+                parts.extend(part(as_obj(p, &idx(path, i))?, &idx(path, i), req)?);
+            }
+            req.refuse_emptied(a.len(), parts.len(), before, path)?;
+            Ok(parts)
         }
         Some(_) => Err(bad(path, "expected a string or a list of parts")),
     }

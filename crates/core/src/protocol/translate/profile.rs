@@ -19,6 +19,15 @@ use super::quirks::{self, ModelRule};
 pub struct Profile {
     /// An OpenAI-kind provider that also speaks the Responses API.
     pub responses: bool,
+    /// An OpenAI-kind provider that speaks Chat Completions. `false` with
+    /// `responses` is a Responses-only provider (OpenAI serves its Codex
+    /// models only there): every other format is translated to Responses.
+    pub chat: bool,
+    /// Chat: takes a system message in the middle of the conversation, in
+    /// place (OpenAI does). Strict chat templates (Qwen, MiniMax) reject one
+    /// after the first message; without this the instruction goes in place
+    /// as user text marked `<system-reminder>`.
+    pub mid_system: bool,
     /// Chat: whether streams ask for usage with `stream_options:
     /// {include_usage: true}` (old Ollama and some gateways reject it;
     /// without it a stream carries no usage). Applies to a Chat client's own
@@ -85,6 +94,8 @@ impl Default for Profile {
     fn default() -> Profile {
         Profile {
             responses: false,
+            chat: true,
+            mid_system: false,
             stream_options: StreamOptions::Probe,
             reasoning_field: ReasoningField::None,
             reasoning_replay_required: false,

@@ -45,6 +45,18 @@ impl Enc<'_> {
         self.drops.note(Stage::Encode, self.target, field);
     }
 
+    /// Drops the client's top-level fields the gateway does not know (they
+    /// pass only within their own family), naming each as unmapped.
+    pub fn drop_extras(&mut self, req: &Request) {
+        if req.extras.is_empty() {
+            return;
+        }
+        self.drop("extras");
+        for key in req.extras.keys() {
+            self.drops.note_unmapped(key.as_str(), "a top-level field passed only to the client's own provider family");
+        }
+    }
+
     /// Drops the OpenAI-only request fields a target outside the OpenAI
     /// family cannot express: a stored completion, a verbosity hint and a
     /// prompt-cache key, in that order.
@@ -67,9 +79,7 @@ pub(crate) fn prepare(req: &mut Request, enc: &mut Enc<'_>, ctx: &mut Context) -
     if enc.target != Format::Messages {
         strip_billing(&mut req.system);
     }
-    if enc.target != Format::Responses {
-        hoist_system(req);
-    }
+    place_system(req, enc);
     drop_hosted(req, enc);
     if !(enc.target == Format::Responses || enc.target == Format::Chat && enc.profile.custom_tools) {
         emulate_custom(req, ctx);
@@ -175,20 +185,44 @@ fn strip_billing(system: &mut Vec<Part>) {
     }
 }
 
-/// Moves mid-conversation system/developer turns into the system prompt.
-/// This raises their precedence a little, but every target except
-/// Responses either rejects or mistreats a system message after the first
-/// (MiniMax rejects one; Messages and Gemini have no such role).
-fn hoist_system(req: &mut Request) {
-    let mut kept = Vec::with_capacity(req.turns.len());
-    for turn in std::mem::take(&mut req.turns) {
-        if turn.role == Role::System {
-            req.system.extend(turn.parts);
-        } else {
-            kept.push(turn);
+/// How Anthropic's own convention marks an instruction that arrives inside
+/// the conversation: Claude Code sends its reminders in user turns so.
+const REMINDER_OPEN: &str = "<system-reminder>\n";
+const REMINDER_CLOSE: &str = "\n</system-reminder>";
+
+/// Places system/developer turns (Codex's developer messages; the list of
+/// agent types Claude Code's current models send as `role: "system"`).
+///
+/// Leading ones join the system prompt, which moves nothing. Later ones
+/// keep their place, since moving one into the system prompt would set it
+/// before turns it followed, and change a cached prefix each time one
+/// arrives: Responses has developer items; a Chat provider whose profile
+/// takes `mid_system` (OpenAI) gets a system message there. Messages and
+/// Gemini have no system role among their turns, and strict chat templates
+/// (Qwen, MiniMax) reject a system message after the first, so those get
+/// the instruction in place as user text marked `<system-reminder>`, the
+/// form Claude Code itself uses for models without mid-conversation system
+/// messages. Adjacent user turns are merged afterwards where the target
+/// needs alternation.
+fn place_system(req: &mut Request, enc: &Enc<'_>) {
+    if enc.target == Format::Responses {
+        return;
+    }
+    let lead = req.turns.iter().take_while(|t| t.role == Role::System).count();
+    for turn in req.turns.drain(..lead) {
+        req.system.extend(turn.parts);
+    }
+    if enc.target == Format::Chat && enc.profile.mid_system {
+        return;
+    }
+    for turn in req.turns.iter_mut().filter(|t| t.role == Role::System) {
+        turn.role = Role::User;
+        for part in &mut turn.parts {
+            if let Part::Text { text, .. } = part {
+                *text = format!("{REMINDER_OPEN}{text}{REMINDER_CLOSE}");
+            }
         }
     }
-    req.turns = kept;
 }
 
 /// Hosted tools run only on their own provider; drop them elsewhere, with a

@@ -2,11 +2,11 @@
 
 use serde_json::Value;
 
-use crate::protocol::translate::dropped::Stage;
+use crate::protocol::translate::dropped::{Drops, Stage};
 use crate::protocol::translate::error::Untranslatable;
 use crate::protocol::translate::ir::Format;
 use crate::protocol::translate::message::{
-    CallKind, Effort, Logprobs, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice, ToolKind, Turn,
+    new_role, CallKind, Effort, Logprobs, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice, ToolKind, Turn,
 };
 use crate::protocol::translate::openai;
 use crate::protocol::translate::wire::*;
@@ -68,7 +68,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Request, Untranslatable> {
         req.logprobs = Some(Logprobs { top: opt_u32(&m, "top_logprobs", "")? });
     }
     req.output_format = response_format(get(&m, "response_format"))?;
-    req.reasoning = reasoning(&m)?;
+    req.reasoning = reasoning(&m, &mut req.drops)?;
     req.verbosity = opt_str(&m, "verbosity", "")?.map(str::to_owned);
     req.user = opt_str(&m, "safety_identifier", "")?.or(opt_str(&m, "user", "")?).map(str::to_owned);
     req.metadata = get(&m, "metadata").and_then(Value::as_object).cloned();
@@ -98,7 +98,7 @@ fn messages(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
         let role = opt_str(msg, "role", &path)?.ok_or_else(|| bad(at(&path, "role"), "required"))?;
         match role {
             "system" | "developer" => {
-                let parts = content(get(msg, "content"), &at(&path, "content"))?;
+                let parts = content(get(msg, "content"), &at(&path, "content"), req)?;
                 if leading {
                     req.system.extend(parts);
                 } else {
@@ -106,8 +106,14 @@ fn messages(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
                 }
                 continue;
             }
-            "user" => req.turns.push(Turn::new(Role::User, content(get(msg, "content"), &at(&path, "content"))?)),
-            "assistant" => req.turns.push(assistant(msg, &path)?),
+            "user" => {
+                let parts = content(get(msg, "content"), &at(&path, "content"), req)?;
+                req.turns.push(Turn::new(Role::User, parts));
+            }
+            "assistant" => {
+                let turn = assistant(msg, &path, req)?;
+                req.turns.push(turn);
+            }
             "tool" | "function" => {
                 let call_id = match role {
                     "tool" => opt_str(msg, "tool_call_id", &path)?,
@@ -116,25 +122,25 @@ fn messages(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
                 .ok_or_else(|| bad(at(&path, "tool_call_id"), "required"))?
                 .to_owned();
                 let name = (role == "function").then(|| call_id.clone());
-                let content = content(get(msg, "content"), &at(&path, "content"))?;
+                let content = content(get(msg, "content"), &at(&path, "content"), req)?;
                 let result =
                     Part::ToolResult { call_id, name, content, is_error: false, kind: CallKind::Function, cache: None };
                 req.turns.push(Turn::new(Role::User, vec![result]));
             }
-            other => return Err(bad(at(&path, "role"), format!("unknown role `{other}`"))),
+            other => return Err(new_role(&path, Some(other))),
         }
         leading = false;
     }
     Ok(())
 }
 
-fn assistant(msg: &Obj, path: &str) -> Result<Turn, Untranslatable> {
+fn assistant(msg: &Obj, path: &str, req: &mut Request) -> Result<Turn, Untranslatable> {
     let mut parts = Vec::new();
     let reasoning = opt_str(msg, "reasoning_content", path)?.or(opt_str(msg, "reasoning", path)?);
     if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
         parts.push(Part::Reasoning { text: text.to_owned(), opaque: None, redacted: false, id: None });
     }
-    parts.extend(content(get(msg, "content"), &at(path, "content"))?);
+    parts.extend(content(get(msg, "content"), &at(path, "content"), req)?);
     if let Some(r) = opt_str(msg, "refusal", path)? {
         parts.push(Part::Refusal { text: r.to_owned() });
     }
@@ -172,13 +178,13 @@ fn tool_call(call: &Obj, path: &str) -> Result<Part, Untranslatable> {
 }
 
 /// `content` as a string or a list of parts.
-pub(crate) fn content(v: Option<&Value>, path: &str) -> Result<Vec<Part>, Untranslatable> {
-    openai::content(v, path, content_part)
+pub(crate) fn content(v: Option<&Value>, path: &str, req: &mut Request) -> Result<Vec<Part>, Untranslatable> {
+    openai::content(v, path, req, content_part)
 }
 
-fn content_part(p: &Obj, path: &str) -> Result<Part, Untranslatable> {
+fn content_part(p: &Obj, path: &str, req: &mut Request) -> Result<Option<Part>, Untranslatable> {
     let kind = opt_str(p, "type", path)?.unwrap_or("text");
-    Ok(match kind {
+    Ok(Some(match kind {
         "text" => Part::text(opt_str(p, "text", path)?.unwrap_or_default()),
         "refusal" => Part::Refusal { text: opt_str(p, "refusal", path)?.unwrap_or_default().to_owned() },
         "image_url" => {
@@ -213,8 +219,8 @@ fn content_part(p: &Obj, path: &str) -> Result<Part, Untranslatable> {
             };
             Part::Document { source, title: None, filename, cache: None }
         }
-        other => return Err(bad(path, format!("content of type `{other}` cannot be translated"))),
-    })
+        other => return Ok(req.new_block(p, other, path)),
+    }))
 }
 
 fn tools(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
@@ -302,15 +308,15 @@ pub(crate) fn response_format(v: Option<&Value>) -> Result<Option<OutputFormat>,
     })
 }
 
-fn reasoning(m: &Obj) -> Result<Option<Reasoning>, Untranslatable> {
+fn reasoning(m: &Obj, drops: &mut Drops) -> Result<Option<Reasoning>, Untranslatable> {
     let mut r = Reasoning::default();
     if let Some(e) = opt_str(m, "reasoning_effort", "")? {
-        set_effort(&mut r, e, "reasoning_effort")?;
+        set_effort(&mut r, e, "reasoning_effort", drops);
     }
     // OpenRouter's `reasoning: {effort | max_tokens | enabled}`.
     if let Some(Value::Object(o)) = get(m, "reasoning") {
         if let Some(e) = o.get("effort").and_then(Value::as_str) {
-            set_effort(&mut r, e, "reasoning.effort")?;
+            set_effort(&mut r, e, "reasoning.effort", drops);
         }
         r.budget = o.get("max_tokens").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
         if o.get("enabled") == Some(&Value::Bool(false)) {
@@ -327,12 +333,15 @@ fn reasoning(m: &Obj) -> Result<Option<Reasoning>, Untranslatable> {
     Ok((r != Reasoning::default()).then_some(r))
 }
 
-/// An OpenAI effort; `none` switches reasoning off.
-pub(crate) fn set_effort(r: &mut Reasoning, e: &str, path: &str) -> Result<(), Untranslatable> {
+/// An OpenAI effort; `none` switches reasoning off. An effort new to the
+/// gateway is left to the provider's default, and listed as unmapped.
+pub(crate) fn set_effort(r: &mut Reasoning, e: &str, path: &str, drops: &mut Drops) {
     if e == "none" {
         r.disabled = true;
-        return Ok(());
+        return;
     }
-    r.effort = Some(Effort::parse(e).ok_or_else(|| bad(path, format!("unknown effort `{e}`")))?);
-    Ok(())
+    r.effort = Effort::parse(e);
+    if r.effort.is_none() {
+        drops.note_unmapped(path, format!("effort `{e}` is new; the provider's default is used"));
+    }
 }

@@ -61,7 +61,7 @@ pub(crate) fn extras(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value
         return;
     }
     if req.source.map(family) != Some(Family::OpenAi) {
-        enc.drop("extras");
+        enc.drop_extras(req);
         return;
     }
     for (k, v) in &req.extras {
@@ -102,8 +102,9 @@ fn session_key(user: &str) -> String {
 fn messages(req: &Request, enc: &mut Enc<'_>) -> Vec<Value> {
     let mut out = Vec::new();
     let system: Vec<&str> = req.system.iter().filter_map(text_of).collect();
+    let system_role = if enc.profile.developer_role { "developer" } else { "system" };
     if !system.is_empty() {
-        let role = if enc.profile.developer_role { "developer" } else { "system" };
+        let role = system_role;
         let content = if enc.profile.system_as_string {
             json!(joined(&system, "\n\n"))
         } else {
@@ -117,7 +118,8 @@ fn messages(req: &Request, enc: &mut Enc<'_>) -> Vec<Value> {
     for turn in &req.turns {
         match turn.role {
             Role::Assistant => out.push(assistant(turn, req, enc)),
-            Role::User | Role::System => user(turn, &mut out),
+            Role::User => user(turn, "user", &mut out),
+            Role::System => user(turn, system_role, &mut out),
         }
     }
     out
@@ -141,7 +143,9 @@ fn text_of(p: &Part) -> Option<&str> {
 /// A user turn: tool messages first, one per result; media a tool returned
 /// in a synthetic user message after them (a `tool` message holds text
 /// only); then the user's own content.
-fn user(turn: &Turn, out: &mut Vec<Value>) {
+/// A user turn, or a system one in the middle of the conversation (`role`
+/// says which): tool results become tool messages, the rest one message.
+fn user(turn: &Turn, role: &str, out: &mut Vec<Value>) {
     let mut media = Vec::new();
     let mut own = Vec::new();
     for part in &turn.parts {
@@ -167,7 +171,6 @@ fn user(turn: &Turn, out: &mut Vec<Value>) {
     if own.is_empty() {
         return;
     }
-    let role = if turn.role == Role::System { "system" } else { "user" };
     let content = match own.as_slice() {
         [Part::Text { text, .. }] => json!(text),
         parts => Value::Array(parts.iter().copied().filter_map(chat_part).collect()),

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::protocol::translate::dropped::Stage;
+use crate::protocol::translate::dropped::{Drops, Stage};
 use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::Untranslatable;
 use crate::protocol::translate::ir::{Family, Format};
@@ -128,10 +128,12 @@ fn contents(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
         }
         let mut parts = Vec::new();
         let list = gf(c, "parts").map(|p| as_arr(p, &at(&path, "parts"))).transpose()?;
+        let before = req.unmapped_count();
         for (j, p) in list.into_iter().flatten().enumerate() {
             let ppath = idx(&at(&path, "parts"), j);
             part(as_obj(p, &ppath)?, &ppath, (i, j), &mut open, &mut parts, req)?;
         }
+        req.refuse_emptied(list.map_or(0, Vec::len), parts.len(), before, &path)?;
         req.turns.push(Turn::new(role, parts));
     }
     Ok(())
@@ -192,7 +194,9 @@ fn part(
     } else if gf(p, "executableCode").is_some() || gf(p, "codeExecutionResult").is_some() {
         req.drops.note(Stage::Decode, Format::Gemini, "contents[].parts[].executableCode");
     } else if !signed {
-        return Err(bad(path, "a part of this kind cannot be translated"));
+        // A part of a kind new to the gateway: left out and listed.
+        let kinds: Vec<&str> = p.keys().map(String::as_str).filter(|k| *k != "thoughtSignature").collect();
+        req.drops.note_unmapped(path, format!("a part of kind `{}`, left out", kinds.join(", ")));
     }
     Ok(())
 }
@@ -378,18 +382,19 @@ fn config(c: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
         });
     }
     if let Some(t) = f("thinkingConfig") {
-        req.reasoning = thinking(as_obj(t, &at(p, "thinkingConfig"))?)?;
+        req.reasoning = thinking(as_obj(t, &at(p, "thinkingConfig"))?, &mut req.drops)?;
     }
     Ok(())
 }
 
-fn thinking(t: &Obj) -> Result<Option<Reasoning>, Untranslatable> {
+fn thinking(t: &Obj, drops: &mut Drops) -> Result<Option<Reasoning>, Untranslatable> {
     let mut r = Reasoning::default();
     if let Some(level) = gf(t, "thinkingLevel").and_then(Value::as_str) {
-        r.effort =
-            Some(Effort::parse(&level.to_ascii_lowercase()).ok_or_else(|| {
-                bad("generationConfig.thinkingConfig.thinkingLevel", format!("unknown level `{level}`"))
-            })?);
+        r.effort = Effort::parse(&level.to_ascii_lowercase());
+        if r.effort.is_none() {
+            let what = format!("thinking level `{level}` is new; the provider's default is used");
+            drops.note_unmapped("generationConfig.thinkingConfig.thinkingLevel", what);
+        }
     }
     match gf(t, "thinkingBudget").and_then(Value::as_i64) {
         Some(0) => r.disabled = true,

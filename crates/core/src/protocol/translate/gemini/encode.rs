@@ -284,8 +284,8 @@ fn rest(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
     }
     enc.drop_openai_only(req);
     let source_gemini = req.source == Some(crate::protocol::translate::ir::Format::Gemini);
-    if !req.extras.is_empty() && !source_gemini {
-        enc.drop("extras");
+    if !source_gemini {
+        enc.drop_extras(req);
     }
     if source_gemini {
         for (k, v) in req.extras.iter().filter(|(k, _)| !k.starts_with("generationConfig.")) {

@@ -7,7 +7,7 @@ use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::Untranslatable;
 use crate::protocol::translate::ir::{Family, Format};
 use crate::protocol::translate::message::{
-    CacheMark, CallKind, Effort, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice, ToolKind, Turn,
+    new_role, CacheMark, CallKind, Effort, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice, ToolKind, Turn,
 };
 use crate::protocol::translate::wire::*;
 
@@ -60,12 +60,21 @@ pub(crate) fn decode(body: &[u8]) -> Result<Request, Untranslatable> {
         let role = match opt_str(msg, "role", &path)? {
             Some("assistant") => Role::Assistant,
             Some("user") => Role::User,
-            other => return Err(bad(at(&path, "role"), format!("unknown role `{}`", other.unwrap_or("")))),
+            // Anthropic's mid-conversation system messages (a beta Claude
+            // Code's current models use): placed per target by the encoder.
+            Some("system") => Role::System,
+            other => return Err(new_role(&path, other)),
         };
         let parts = match get(msg, "content") {
             None => Vec::new(),
             Some(Value::String(s)) => vec![Part::text(s.clone())],
-            Some(v) => blocks(as_arr(v, &at(&path, "content"))?, &at(&path, "content"), &mut req)?,
+            Some(v) => {
+                let list = as_arr(v, &at(&path, "content"))?;
+                let before = req.unmapped_count();
+                let parts = blocks(list, &at(&path, "content"), &mut req)?;
+                req.refuse_emptied(list.len(), parts.len(), before, &path)?;
+                parts
+            }
         };
         req.turns.push(Turn::new(role, parts));
     }
@@ -152,7 +161,7 @@ fn block(b: &Obj, path: &str, req: &mut Request) -> Result<Option<Part>, Untrans
             req.drops.note(Stage::Decode, Format::Messages, "content[type=server_tool]");
             return Ok(None);
         }
-        other => return Err(bad(at(path, "type"), format!("content of type `{other}` cannot be translated"))),
+        other => return Ok(req.new_block(b, other, path)),
     }))
 }
 
@@ -189,7 +198,10 @@ fn source(b: &Obj, path: &str) -> Result<Media, Untranslatable> {
         Some("file") => Media::FileId(opt_str(s, "file_id", &path)?.unwrap_or_default().to_owned()),
         Some("text") => Media::Text(opt_str(s, "data", &path)?.unwrap_or_default().to_owned()),
         Some("content") => Media::Text(content_text(s)),
-        other => return Err(bad(at(&path, "type"), format!("unknown source type `{}`", other.unwrap_or("")))),
+        other => {
+            let what = format!("a source of type `{}` the gateway cannot read; the model would not see it", other.unwrap_or(""));
+            return Err(bad(at(&path, "type"), what));
+        }
     })
 }
 
@@ -230,10 +242,13 @@ fn tools(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
 
 fn reasoning_and_format(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {
     let config = get(m, "output_config").and_then(Value::as_object);
-    let effort = match config.and_then(|c| c.get("effort")).and_then(Value::as_str) {
-        Some(e) => Some(Effort::parse(e).ok_or_else(|| bad("output_config.effort", format!("unknown effort `{e}`")))?),
-        None => None,
-    };
+    let effort = config.and_then(|c| c.get("effort")).and_then(Value::as_str).and_then(|e| {
+        let parsed = Effort::parse(e);
+        if parsed.is_none() {
+            req.drops.note_unmapped("output_config.effort", format!("effort `{e}` is new; the provider's default is used"));
+        }
+        parsed
+    });
     if let Some(Value::Object(t)) = get(m, "thinking") {
         let mut r = Reasoning { effort, ..Reasoning::default() };
         match opt_str(t, "type", "thinking")? {

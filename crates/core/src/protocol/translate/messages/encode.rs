@@ -419,9 +419,7 @@ fn rest(req: &Request, enc: &mut Enc<'_>, b: &mut Map<String, Value>) {
         enc.drop("logprobs");
     }
     enc.drop_openai_only(req);
-    if !req.extras.is_empty() {
-        enc.drop("extras");
-    }
+    enc.drop_extras(req);
     if req.stream {
         b.insert("stream".into(), json!(true));
     }

@@ -73,7 +73,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Request, Untranslatable> {
     if let Some(Value::Object(r)) = get(&m, "reasoning") {
         let mut out = Reasoning::default();
         if let Some(e) = opt_str(r, "effort", "reasoning")? {
-            chat::set_effort(&mut out, e, "reasoning.effort")?;
+            chat::set_effort(&mut out, e, "reasoning.effort", &mut req.drops);
         }
         out.summary =
             opt_str(r, "summary", "reasoning")?.or(opt_str(r, "generate_summary", "reasoning")?).map(str::to_owned);
@@ -144,7 +144,7 @@ fn item_into(item: &Obj, path: &str, req: &mut Request) -> Result<(), Untranslat
                 "system" | "developer" => Role::System,
                 _ => Role::User,
             };
-            for part in content(get(item, "content"), &at(path, "content"))? {
+            for part in content(get(item, "content"), &at(path, "content"), req)? {
                 push(req, role, part);
             }
         }
@@ -167,7 +167,7 @@ fn item_into(item: &Obj, path: &str, req: &mut Request) -> Result<(), Untranslat
         "function_call_output" | "custom_tool_call_output" => {
             let kind = if kind == "function_call_output" { CallKind::Function } else { CallKind::Custom };
             let call_id = opt_str(item, "call_id", path)?.ok_or_else(|| bad(at(path, "call_id"), "required"))?;
-            let content = content(get(item, "output"), &at(path, "output"))?;
+            let content = content(get(item, "output"), &at(path, "output"), req)?;
             let result = Part::ToolResult {
                 call_id: call_id.to_owned(),
                 name: None,
@@ -186,7 +186,11 @@ fn item_into(item: &Obj, path: &str, req: &mut Request) -> Result<(), Untranslat
         "compaction" | "compaction_summary" => {
             return Err(bad(path, "the history was compacted by OpenAI into an encrypted summary only it can read"))
         }
-        other => return Err(bad(at(path, "type"), format!("input item of type `{other}` cannot be translated"))),
+        other => {
+            if let Some(part) = req.new_block(item, other, path) {
+                push(req, Role::User, part);
+            }
+        }
     }
     Ok(())
 }
@@ -219,13 +223,13 @@ fn reasoning(item: &Obj, path: &str) -> Result<Part, Untranslatable> {
 }
 
 /// Message content (or a tool output): a string or a list of parts.
-fn content(v: Option<&Value>, path: &str) -> Result<Vec<Part>, Untranslatable> {
-    openai::content(v, path, content_part)
+fn content(v: Option<&Value>, path: &str, req: &mut Request) -> Result<Vec<Part>, Untranslatable> {
+    openai::content(v, path, req, content_part)
 }
 
-fn content_part(p: &Obj, path: &str) -> Result<Part, Untranslatable> {
+fn content_part(p: &Obj, path: &str, req: &mut Request) -> Result<Option<Part>, Untranslatable> {
     let kind = opt_str(p, "type", path)?.unwrap_or("input_text");
-    Ok(match kind {
+    Ok(Some(match kind {
         "input_text" | "output_text" | "text" | "summary_text" => {
             Part::text(opt_str(p, "text", path)?.unwrap_or_default())
         }
@@ -253,8 +257,8 @@ fn content_part(p: &Obj, path: &str) -> Result<Part, Untranslatable> {
             let filename = opt_str(p, "filename", path)?.map(str::to_owned);
             Part::Document { source, title: None, filename, cache: None }
         }
-        other => return Err(bad(path, format!("content of type `{other}` cannot be translated"))),
-    })
+        other => return Ok(req.new_block(p, other, path)),
+    }))
 }
 
 fn tools(m: &Obj, req: &mut Request) -> Result<(), Untranslatable> {

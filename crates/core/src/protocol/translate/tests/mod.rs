@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod coverage;
+mod new_shapes;
 mod props;
 mod replies;
 mod requests;

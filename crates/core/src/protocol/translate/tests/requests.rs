@@ -48,12 +48,14 @@ fn golden_bodies() {
 fn codex_to_deepseek_chat() {
     let (out, ctx, drops) = go(Responses, Chat, "codex.json", &deepseek());
     let msgs = out["messages"].as_array().unwrap();
-    // One head system: instructions and both developer messages, in order.
+    // One head system: instructions and the leading developer message; the
+    // later one keeps its place, as a reminder (DeepSeek's profile takes no
+    // system message after the first).
     assert_eq!(msgs[0]["role"], "system");
     let system = msgs[0]["content"].as_str().unwrap();
     assert!(system.starts_with("You are Codex"));
-    assert!(system.contains("sandbox_mode is workspace-write"));
-    assert!(system.ends_with("Approval policy is now on-request."));
+    assert!(system.ends_with("sandbox_mode is workspace-write</permissions instructions>"), "{system}");
+    assert!(!system.contains("Approval policy"));
     assert_eq!(msgs.iter().filter(|m| m["role"] == "system").count(), 1);
     // Consecutive user items are one message.
     assert_eq!(msgs[1]["content"].as_array().unwrap().len(), 2);
@@ -71,7 +73,9 @@ fn codex_to_deepseek_chat() {
     assert_eq!(msgs[3]["tool_call_id"], "call_patch1");
     assert_eq!(msgs[4]["reasoning_content"], "tool call");
     assert_eq!(msgs[5], json!({"role": "tool", "tool_call_id": "call_shell1", "content": "hi\n"}));
-    assert_eq!(msgs[6], json!({"role": "user", "content": "Now delete it."}));
+    let reminder = "<system-reminder>\nApproval policy is now on-request.\n</system-reminder>";
+    let last = json!([{"type": "text", "text": reminder}, {"type": "text", "text": "Now delete it."}]);
+    assert_eq!(msgs[6], json!({"role": "user", "content": last}));
     assert_eq!(msgs.len(), 7);
     // apply_patch is a function taking `input`, its grammar described.
     let tools = out["tools"].as_array().unwrap();
@@ -109,7 +113,8 @@ fn codex_to_messages() {
     assert_eq!(msgs[2]["content"][0]["tool_use_id"], "call_patch1");
     let last = msgs.last().unwrap()["content"].as_array().unwrap();
     assert_eq!(last[0]["type"], "tool_result");
-    assert_eq!(last[1]["text"], "Now delete it.");
+    assert_eq!(last[1]["text"], "<system-reminder>\nApproval policy is now on-request.\n</system-reminder>");
+    assert_eq!(last[2]["text"], "Now delete it.");
     // Codex sends no max_output_tokens: the profile's default.
     assert_eq!(out["max_tokens"], 8192);
     assert_eq!(out["tool_choice"], json!({"type": "auto", "disable_parallel_tool_use": true}));
