@@ -4,6 +4,8 @@
 // A test harness: failing loudly on a broken setup is the point.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+pub mod clis;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -187,6 +189,15 @@ impl ConfigText {
     pub fn chat_only(mut self, sim: &SimProvider, models: &[&str]) -> ConfigText {
         self = self.provider(sim, "openai", models);
         self.text.truncate(self.text.len() - "responses = true\n".len());
+        self
+    }
+
+    /// An OpenAI-kind provider that speaks Responses only (`chat = false`,
+    /// as OpenAI serves its Codex models): every other format is translated
+    /// to Responses for it.
+    pub fn responses_only(mut self, sim: &SimProvider, models: &[&str]) -> ConfigText {
+        self = self.provider(sim, "openai", models);
+        self.text.push_str("chat = false\n");
         self
     }
 

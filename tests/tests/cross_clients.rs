@@ -13,207 +13,14 @@
 //!
 //! The simulated providers refuse, as real ones do, a conversation whose
 //! tool calls and results do not pair up, so a lost or renamed id fails.
-//! The CLIs come from npm at the versions in `tests/clis/package.json`:
-//! `.ci/run` installs them (`npm ci --prefix tests/clis`);
-//! `SWITCHYARD_TEST_CLIS` names another `node_modules/.bin`. Each runs with
-//! an environment of its own (a fresh `HOME`, nothing inherited) and under
-//! `timeout`, which kills its whole process group, so a hung CLI fails the
-//! test instead of hanging the suite.
+//! How the CLIs are installed and driven: [`switchyard_tests::clis`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
-
 use serde_json::{json, Value};
 use switchyard_sim::{Fault, Recorded, Script, SimProvider, ToolPlan};
+use switchyard_tests::clis::{Client, Sandbox, Upstream, OTHER, SECRET};
 use switchyard_tests::{keys_for, ConfigText, TestGateway};
-
-/// How long one CLI run may take before it is killed.
-const CLI_LIMIT: Duration = Duration::from_secs(120);
-
-/// What the file the CLIs read says; their final answers must quote it.
-const SECRET: &str = "the switchyard cross-check word is heliotrope-7421";
-/// What a second file says, for turns with two tool calls.
-const OTHER: &str = "the second file says ultramarine";
-
-fn cli(name: &str) -> PathBuf {
-    let bin = match std::env::var_os("SWITCHYARD_TEST_CLIS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clis/node_modules/.bin"),
-    };
-    assert!(
-        bin.join(name).exists(),
-        "no {name}: run `npm ci --prefix tests/clis` at the workspace root, or set SWITCHYARD_TEST_CLIS"
-    );
-    bin.join(name)
-}
-
-/// A home and a project folder for one CLI run, the project holding the files to read.
-struct Sandbox {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
-}
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
-        let (home, project) = (dir.path().join("home"), dir.path().join("project"));
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("notes.txt"), format!("{SECRET}\n")).unwrap();
-        std::fs::write(project.join("other.txt"), format!("{OTHER}\n")).unwrap();
-        Sandbox { _dir: dir, home, project }
-    }
-
-    /// The absolute path of a file in the project (the file tools want one).
-    fn file(&self, name: &str) -> String {
-        self.project.join(name).display().to_string()
-    }
-
-    /// `program args` in the project folder with only `envs` and a user's
-    /// basics in its environment, under `timeout`.
-    async fn run(&self, program: &Path, args: &[&str], envs: &[(&str, String)]) -> String {
-        let what = program.file_name().unwrap().to_string_lossy().to_string();
-        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", program.parent().unwrap().display());
-        let mut cmd = tokio::process::Command::new("timeout");
-        // `timeout` signals the process group it leads: the CLI and whatever it started.
-        cmd.args(["-k", "5", &CLI_LIMIT.as_secs().to_string()]).arg(program).args(args);
-        cmd.env_clear().env("PATH", path).env("HOME", &self.home).env("LANG", "C.UTF-8");
-        cmd.envs(envs.iter().map(|(k, v)| (k, v)));
-        cmd.current_dir(&self.project).stdin(Stdio::null()).kill_on_drop(true);
-        let run = cmd.output();
-        let out = tokio::time::timeout(CLI_LIMIT + Duration::from_secs(15), run)
-            .await
-            .unwrap_or_else(|_| panic!("{what} outlived its timeout"))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert_ne!(out.status.code(), Some(124), "{what} timed out after {CLI_LIMIT:?}:\n{text}");
-        assert!(out.status.success(), "{what} failed ({}):\n{text}", out.status);
-        text
-    }
-}
-
-/// A coding CLI, and how a test points it at the gateway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Client {
-    ClaudeCode,
-    Codex,
-    GeminiCli,
-}
-
-impl Client {
-    const ALL: [Client; 3] = [Client::ClaudeCode, Client::Codex, Client::GeminiCli];
-
-    /// The model it asks for: one each CLI knows (Codex offers `apply_patch`
-    /// only for models in its own catalogue).
-    fn model(self) -> &'static str {
-        match self {
-            Client::ClaudeCode => "claude-sonnet-4-5",
-            Client::Codex => "gpt-5.5",
-            Client::GeminiCli => "gemini-2.5-pro",
-        }
-    }
-
-    /// The provider kind that speaks its format (no translation there).
-    fn native(self) -> Upstream {
-        match self {
-            Client::ClaudeCode => Upstream::Anthropic,
-            Client::Codex => Upstream::Responses,
-            Client::GeminiCli => Upstream::Gemini,
-        }
-    }
-
-    /// The calls that read `files`, in this CLI's own tools.
-    fn read_plan(self, sandbox: &Sandbox, files: &[&str]) -> ToolPlan {
-        let call = |file: &str| match self {
-            Client::ClaudeCode => ("Read", json!({ "file_path": sandbox.file(file) })),
-            Client::Codex => ("exec_command", json!({ "cmd": format!("cat {file}") })),
-            Client::GeminiCli => ("read_file", json!({ "file_path": sandbox.file(file) })),
-        };
-        files.iter().fold(ToolPlan::default(), |plan, file| {
-            let (name, args) = call(file);
-            plan.and_call(name, args)
-        })
-    }
-
-    /// Runs the CLI once, non-interactively, on `prompt`; returns what it printed.
-    async fn run(self, sandbox: &Sandbox, gw: &TestGateway, prompt: &str) -> String {
-        match self {
-            Client::ClaudeCode => {
-                let model = self.model().to_string();
-                let envs = [
-                    ("ANTHROPIC_BASE_URL", format!("http://{}", gw.addr)),
-                    ("ANTHROPIC_API_KEY", "sk-local-client".to_string()),
-                    ("ANTHROPIC_MODEL", model.clone()),
-                    // Side requests (titles, summaries) ask for the small model.
-                    ("ANTHROPIC_SMALL_FAST_MODEL", model.clone()),
-                    ("ANTHROPIC_DEFAULT_HAIKU_MODEL", model),
-                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
-                    ("DISABLE_TELEMETRY", "1".to_string()),
-                    ("DISABLE_AUTOUPDATER", "1".to_string()),
-                ];
-                sandbox.run(&cli("claude"), &["-p", prompt, "--allowedTools", "Read"], &envs).await
-            }
-            Client::Codex => {
-                let home = codex_home(sandbox, gw, self.model());
-                let envs =
-                    [("CODEX_HOME", home.display().to_string()), ("SWITCHYARD_TOKEN", "sk-local-client".to_string())];
-                // Its read-only sandbox cannot start with CODEX_HOME under the
-                // temp folder, hence full access (in the test's own folder).
-                let args = ["exec", "--skip-git-repo-check", "-s", "danger-full-access", prompt];
-                sandbox.run(&cli("codex"), &args, &envs).await
-            }
-            Client::GeminiCli => {
-                std::fs::create_dir_all(sandbox.home.join(".gemini")).unwrap();
-                std::fs::write(sandbox.home.join(".gemini/settings.json"), GEMINI_SETTINGS).unwrap();
-                let envs = [
-                    ("GOOGLE_GEMINI_BASE_URL", format!("http://{}", gw.addr)),
-                    ("GEMINI_API_KEY", "sk-local-client".to_string()),
-                    ("GEMINI_CLI_TRUST_WORKSPACE", "true".to_string()),
-                ];
-                let args = ["-p", prompt, "-m", self.model(), "--skip-trust"];
-                sandbox.run(&cli("gemini"), &args, &envs).await
-            }
-        }
-    }
-}
-
-/// A simulated provider's kind, as configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Upstream {
-    /// OpenAI-kind, Chat Completions only.
-    Chat,
-    /// OpenAI-kind, Chat Completions and Responses.
-    Responses,
-    Anthropic,
-    Gemini,
-}
-
-impl Upstream {
-    const ALL: [Upstream; 4] = [Upstream::Chat, Upstream::Responses, Upstream::Anthropic, Upstream::Gemini];
-
-    fn serve(self, config: ConfigText, sim: &SimProvider, models: &[&str]) -> ConfigText {
-        match self {
-            Upstream::Chat => config.chat_only(sim, models),
-            Upstream::Responses => config.provider(sim, "openai", models),
-            Upstream::Anthropic => config.provider(sim, "anthropic", models),
-            Upstream::Gemini => config.provider_at(sim.name(), &sim.gemini_base_url(), "gemini", models),
-        }
-    }
-
-    /// Whether a request to `path` is in a format this provider speaks.
-    fn speaks(self, path: &str) -> bool {
-        match self {
-            Upstream::Chat => path == "/v1/chat/completions",
-            Upstream::Responses => path == "/v1/chat/completions" || path == "/v1/responses",
-            Upstream::Anthropic => path == "/v1/messages",
-            Upstream::Gemini => path.starts_with("/v1beta/models/") && path.ends_with(":streamGenerateContent"),
-        }
-    }
-}
 
 /// Header names a request carried.
 fn header_names(seen: &Recorded) -> Vec<String> {
@@ -307,20 +114,6 @@ async fn claude_code_falls_back_to_a_chat_provider_and_runs_a_tool_it_asks_for()
     assert!(n > 0);
 }
 
-/// Codex pointed at the gateway for `model`, through its config file.
-fn codex_home(sandbox: &Sandbox, gw: &TestGateway, model: &str) -> PathBuf {
-    let home = sandbox.home.join(".codex");
-    std::fs::create_dir_all(&home).unwrap();
-    let config = format!(
-        "model_provider = \"switchyard\"\nmodel = \"{model}\"\napproval_policy = \"never\"\n\n\
-         [model_providers.switchyard]\nname = \"Switchyard\"\nbase_url = \"{}\"\nwire_api = \"responses\"\n\
-         env_key = \"SWITCHYARD_TOKEN\"\n\n[analytics]\nenabled = false\n",
-        gw.base_url()
-    );
-    std::fs::write(home.join("config.toml"), config).unwrap();
-    home
-}
-
 /// What every request Codex's turn sent to a Chat-only provider shows.
 fn only_chat_reached(seen: &[Recorded]) {
     assert!(!seen.is_empty());
@@ -394,17 +187,6 @@ async fn codex_applies_a_patch_through_a_chat_only_provider() {
         "apply_patch's report went back as a tool message: {results:?}"
     );
 }
-
-/// Gemini CLI's settings: an API key (with only a base URL it picks a
-/// gateway auth type, then refuses it), no folder-trust prompt, nothing
-/// sent anywhere but the gateway.
-const GEMINI_SETTINGS: &str = r#"{
-  "security": { "auth": { "selectedType": "gemini-api-key" }, "folderTrust": { "enabled": false } },
-  "privacy": { "usageStatisticsEnabled": false },
-  "telemetry": { "enabled": false },
-  "general": { "disableAutoUpdate": true, "disableUpdateNag": true }
-}
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_cli_runs_read_file_for_an_openai_kind_provider() {
