@@ -305,6 +305,38 @@ async fn a_request_that_cannot_be_translated_skips_that_provider_and_says_why() 
     assert_skipped(&attempts[0], "oa", "`previous_response_id`");
 }
 
+#[tokio::test]
+async fn what_a_translation_left_out_is_on_the_attempt_and_what_is_new_is_named() {
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["claude-sonnet-4-5=gpt-4.1"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let mut body = messages("claude-sonnet-4-5", false);
+    // A block type no format had when this was written, and one with text.
+    body["messages"][0]["content"] = json!([
+        { "type": "text", "text": "hi" },
+        { "type": "hologram", "frames": 3 },
+        { "type": "annotation", "text": "a highlighted line" },
+    ]);
+    body["top_k"] = json!(5);
+    let r = gw.post("/v1/messages", &body).await;
+    assert_eq!(r.status(), 200, "decided, not refused");
+    let id = request_id(&r);
+    let sent = oa.requests()[0].json().to_string();
+    assert!(sent.contains("a highlighted line") && !sent.contains("hologram"), "{sent}");
+
+    let detail = detail_of(&gw, &id, 1).await;
+    let dropped = &detail["dropped"];
+    assert_eq!(dropped.as_array().unwrap().len(), 1, "{detail}");
+    assert_eq!(dropped[0]["seq"], detail["attempts"][0]["seq"]);
+    let fields: Vec<&str> = dropped[0]["fields"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(fields.contains(&"top_k: the format has no such parameter"), "{fields:?}");
+    assert!(fields.contains(&"messages[0].content[1]: unmapped: a block of type `hologram`, left out"), "{fields:?}");
+    assert!(
+        fields.contains(&"messages[0].content[2]: unmapped: a block of type `annotation`, carried as its text"),
+        "{fields:?}"
+    );
+}
+
 /// The detail of request `id` from the history, once `on_record` requests are.
 async fn detail_of(gw: &TestGateway, id: &str, on_record: i64) -> Value {
     gw.recorded(on_record).await;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Attempt } from './api';
-import { layout, tickStep } from './timeline';
+import { layout, leftOut, tickStep } from './timeline';
 
 function attempt(over: Partial<Attempt>): Attempt {
   return {
@@ -83,5 +83,20 @@ describe('an attempt skipped without a call', () => {
     expect(l.bars[2].fallback).toBe(true);
     expect(l.bars[0].skipped).toBe(false);
     expect(l.bars[0].why).toBeNull();
+  });
+});
+
+describe('what a translation left out', () => {
+  it('parts the drop table rows from what was new to the gateway, per attempt', () => {
+    const d = {
+      dropped: [
+        { seq: 2, fields: ['top_k: the format has no such parameter', 'messages[0].content[1]: unmapped: a block of type `hologram`, left out'] },
+      ],
+    };
+    expect(leftOut(d, 2)).toEqual({
+      known: ['top_k: the format has no such parameter'],
+      unmapped: ['messages[0].content[1]: a block of type `hologram`, left out'],
+    });
+    expect(leftOut(d, 1)).toEqual({ known: [], unmapped: [] });
   });
 });

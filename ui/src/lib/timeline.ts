@@ -85,3 +85,14 @@ export function layout(r: Pick<RequestDetail, 'attempts' | 'duration_ms' | 'ttft
   for (let t = 0; t <= span + 1e-9; t += step) ticks.push({ at: at(t), label: tickLabel(t) });
   return { span, bars, ticks, ttft: r.ttft_ms === null ? null : at(r.ttft_ms) };
 }
+
+/** What the translation for attempt `seq` left out: the drop table's rows
+ * (`field: reason`), then what the gateway did not know (`path: what became of it`). */
+export function leftOut(d: Pick<RequestDetail, 'dropped'>, seq: number): { known: string[]; unmapped: string[] } {
+  const marker = ': unmapped: ';
+  const fields = d.dropped.find((x) => x.seq === seq)?.fields ?? [];
+  return {
+    known: fields.filter((f) => !f.includes(marker)),
+    unmapped: fields.filter((f) => f.includes(marker)).map((f) => f.replace(marker, ': ')),
+  };
+}
