@@ -436,7 +436,7 @@ pub(crate) mod tests {
     async fn assert_clients_match_rows(store: &Store) {
         let read = |sql: &'static str| async move {
             sqlx::query(sql)
-                .fetch_all(store.pool())
+                .fetch_all(store.sqlite().unwrap().pool())
                 .await
                 .unwrap()
                 .iter()
@@ -460,7 +460,8 @@ pub(crate) mod tests {
 
     /// Per key: its counts, then its cost and what it saved.
     async fn key_sums(store: &Store, sql: &str) -> Vec<(String, Vec<i64>, [f64; 2])> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).fetch_all(store.pool()).await.unwrap();
+        let rows =
+            sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).fetch_all(store.sqlite().unwrap().pool()).await.unwrap();
         let mut out: Vec<(String, Vec<i64>, [f64; 2])> = rows
             .iter()
             .map(|r| {
@@ -518,7 +519,7 @@ pub(crate) mod tests {
             };
             let sql = format!("SELECT id FROM requests WHERE {condition} ORDER BY started_at DESC, id DESC");
             let expected: Vec<String> =
-                sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_all(store.pool()).await.unwrap();
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_all(store.sqlite().unwrap().pool()).await.unwrap();
             let mut listed = Vec::new();
             let mut filter = RequestFilter { limit: Some(37), ..filter };
             loop {
@@ -557,10 +558,10 @@ pub(crate) mod tests {
         let start = 1_700_000_000_000;
         store.write(&varied(3000, start, 13_000)).await.unwrap();
         // A cutoff inside a minute, after more than one batch of rows.
-        let removed = store.prune_older_than(start + 700 * 13_000 + 6_500).await.unwrap();
+        let removed = store.sqlite().unwrap().prune_older_than(start + 700 * 13_000 + 6_500).await.unwrap();
         assert_eq!(removed, 701);
         assert_rollups_match_rows(&store).await;
-        assert_eq!(store.prune_oldest(450).await.unwrap(), 450);
+        assert_eq!(store.sqlite().unwrap().prune_oldest(450).await.unwrap(), 450);
         assert_eq!(store.requests_on_record().await.unwrap(), 3000 - 701 - 450);
         assert_rollups_match_rows(&store).await;
         assert_filters_match_rows(&store).await;
@@ -570,8 +571,14 @@ pub(crate) mod tests {
     async fn a_rebuild_computes_rollups_and_facets_from_the_rows() {
         let (_dir, store) = store().await;
         store.write(&varied(2000, 1_700_000_000_000, 31_000)).await.unwrap();
-        sqlx::query("UPDATE rollups SET requests = requests + 5").execute(store.pool()).await.unwrap();
-        sqlx::query("DELETE FROM request_facets WHERE facet = 1").execute(store.pool()).await.unwrap();
+        sqlx::query("UPDATE rollups SET requests = requests + 5")
+            .execute(store.sqlite().unwrap().pool())
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM request_facets WHERE facet = 1")
+            .execute(store.sqlite().unwrap().pool())
+            .await
+            .unwrap();
         store.rebuild().await.unwrap();
         assert_rollups_match_rows(&store).await;
         assert_filters_match_rows(&store).await;

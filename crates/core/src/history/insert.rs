@@ -29,6 +29,32 @@ const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, p
 
 const INSERT_EVENT: &str = "INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?1, ?2, ?3, ?4, ?5)";
 
+/// The writer thread's SQLite connection, opened on the first write and
+/// again after a failure.
+#[derive(Debug)]
+pub struct SqliteSink {
+    path: std::path::PathBuf,
+    inserter: Option<Inserter>,
+}
+
+impl SqliteSink {
+    pub fn new(path: &Path) -> SqliteSink {
+        SqliteSink { path: path.to_path_buf(), inserter: None }
+    }
+
+    pub fn write(&mut self, records: &[Record]) -> Result<(), super::StoreError> {
+        let inserter = match &mut self.inserter {
+            Some(inserter) => inserter,
+            None => self.inserter.insert(Inserter::open(&self.path)?),
+        };
+        Ok(inserter.write(records)?)
+    }
+
+    pub fn reset(&mut self) {
+        self.inserter = None;
+    }
+}
+
 /// A connection for writing history rows.
 #[derive(Debug)]
 pub struct Inserter {

@@ -1,7 +1,9 @@
-//! Every request and attempt on record, in SQLite.
+//! Every request and attempt on record.
 //!
 //! - [`record`]: what is kept.
-//! - [`store`]: the database and its queries.
+//! - [`store`]: [`Store`], the one interface every reader and writer of
+//!   the record goes through, whichever backend holds it.
+//! - [`sqlite`]: the SQLite backend (the default), its database and queries.
 //! - [`writer`]: the batching writer and the [`Recorder`] that feeds it.
 //! - [`insert`]: the rows it writes.
 //! - [`derived`]: the rollups and facets kept with the rows.
@@ -20,6 +22,7 @@ pub(crate) mod record;
 pub(crate) mod retire;
 pub(crate) mod spend;
 pub(crate) mod spool;
+pub(crate) mod sqlite;
 pub(crate) mod store;
 pub(crate) mod writer;
 
@@ -30,7 +33,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 pub use record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
-pub use store::{CountTable, RequestDetail, RequestFilter, RequestSummary, Store, StoreError};
+pub use store::{Client, CountTable, RequestDetail, RequestFilter, RequestSummary, Store, StoreError};
 pub use writer::Recorder;
 
 use crate::config::HistoryConfig;
@@ -113,20 +116,7 @@ async fn replay(store: &Store, leftovers: spool::Leftovers) -> Result<(), StoreE
 
 /// Applies retention once: by age, then by size.
 pub async fn prune(store: &Store, config: &HistoryConfig) -> Result<u64, StoreError> {
-    let cutoff = record::now_ms() - i64::try_from(config.retention.as_millis()).unwrap_or(i64::MAX);
-    let mut removed = store.prune_older_than(cutoff).await?;
-    let max = i64::try_from(config.max_size_bytes).unwrap_or(i64::MAX);
-    while store.used_bytes().await? > max {
-        let total = store.requests_on_record().await?;
-        if total == 0 {
-            break;
-        }
-        removed += store.prune_oldest((total / 10).max(100)).await?;
-    }
-    if removed > 0 {
-        store.vacuum().await?;
-    }
-    Ok(removed)
+    store.prune(config).await
 }
 
 /// What [`purge`] deleted.
@@ -142,8 +132,7 @@ pub struct Purged {
 /// are as sensitive as the record: `switchyard history purge`. Safe while a
 /// gateway runs on the same files: it finds nothing of what was deleted.
 pub async fn purge(store: &Store) -> Result<Purged, StoreError> {
-    let requests = store.prune_older_than(i64::MAX).await?;
-    store.vacuum().await?;
+    let requests = store.purge().await?;
     let cache = crate::cache::store::path_beside(store.path());
     let cached_answers = tokio::task::spawn_blocking(move || crate::cache::store::purge_file(&cache))
         .await

@@ -1,21 +1,19 @@
-//! The SQLite database: WAL mode, migrations embedded, runtime-checked
-//! queries. Filters are always bound parameters, never spliced into SQL.
+//! The history's one interface: [`Store`], which every reader and writer of
+//! the record goes through, whichever database holds it, and the types it
+//! speaks in. Callers never ask which backend is behind it; each backend
+//! implements [`Backend`], and [`Store`] hands every call to the one it has.
+//!
+//! - SQLite ([`super::sqlite`]): a file in the data directory, the default.
 
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::time::Duration;
+use std::path::Path;
 
 use serde::Serialize;
-use sqlx::sqlite::{
-    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
-use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
-use super::insert::Inserter;
 use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, Record, RequestOutcome};
-use super::retire;
+use super::sqlite::SqliteStore;
 use crate::cache::CacheStatus;
+use crate::config::HistoryConfig;
 use crate::protocol::usage::Usage;
 
 #[derive(Debug, thiserror::Error)]
@@ -42,13 +40,6 @@ pub enum StoreError {
     Corrupt(String),
     #[error(transparent)]
     Cache(#[from] crate::cache::store::CacheError),
-}
-
-/// A handle on the history database; cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Store {
-    pool: SqlitePool,
-    path: PathBuf,
 }
 
 /// Filters for listing requests. All optional; text is matched exactly.
@@ -132,6 +123,20 @@ pub struct Page {
     pub next_cursor: Option<String>,
 }
 
+impl Page {
+    /// A page from up to `limit + 1` rows, newest first: the extra row says
+    /// that another page follows.
+    pub(super) fn of(mut requests: Vec<RequestSummary>, limit: u32) -> Page {
+        let next_cursor = if requests.len() > limit as usize {
+            requests.truncate(limit as usize);
+            requests.last().map(|r| format!("{}:{}", r.started_at, r.id))
+        } else {
+            None
+        };
+        Page { requests, next_cursor }
+    }
+}
+
 /// Tokens and cost for one provider/model in one time bucket.
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
@@ -181,183 +186,18 @@ impl Bucket {
     }
 }
 
-const DEFAULT_PAGE: u32 = 100;
-const MAX_PAGE: u32 = 1000;
+pub(super) const DEFAULT_PAGE: u32 = 100;
+pub(super) const MAX_PAGE: u32 = 1000;
 
-impl Store {
-    /// Opens (creating if needed) and migrates the database at `path`.
-    pub async fn open(path: &Path) -> Result<Store, StoreError> {
-        let url = format!("sqlite://{}", path.display());
-        let open_err = |source| StoreError::Open { path: path.display().to_string(), source };
-        // Created owner-only before SQLite sees it: its -wal and -shm files
-        // take the database file's permissions.
-        crate::private::database(path)
-            .map_err(|(file, source)| StoreError::Private { path: file.display().to_string(), source })?;
-        let options = SqliteConnectOptions::from_str(&url)
-            .map_err(open_err)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .auto_vacuum(SqliteAutoVacuum::Incremental)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await.map_err(open_err)?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Store { pool, path: path.to_path_buf() })
-    }
-
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Writes a batch in one transaction, on a connection of its own.
-    pub async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
-        let batch = batch.to_vec();
-        self.blocking(move |path| Inserter::open(path)?.write(&batch)).await
-    }
-
-    /// Requests, newest first, one page at a time.
-    pub async fn requests(&self, filter: &RequestFilter) -> Result<Page, StoreError> {
-        let limit = page_size(filter);
-        let mut q = list_query(&format!("SELECT {SUMMARY_COLUMNS}"), filter)?;
-        let rows = q.build().fetch_all(&self.pool).await?;
-        let mut requests: Vec<RequestSummary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
-        let next_cursor = if requests.len() > limit as usize {
-            requests.truncate(limit as usize);
-            requests.last().map(|r| format!("{}:{}", r.started_at, r.id))
-        } else {
-            None
-        };
-        Ok(Page { requests, next_cursor })
-    }
-
-    /// One request with its attempts, in order.
-    pub async fn request(&self, id: &str) -> Result<Option<RequestDetail>, StoreError> {
-        // Only constant column lists are formatted in; the id is bound.
-        let sql = format!("SELECT {SUMMARY_COLUMNS}, r.request_body, r.response_body FROM requests r WHERE r.id = ?");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
-        let Some(row) = row else { return Ok(None) };
-        let attempts = sqlx::query(
-            "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
-                    duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
-                    input_tokens, output_tokens, cached_tokens, translated, dropped
-             FROM attempts WHERE request_id = ? ORDER BY seq",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(Some(RequestDetail {
-            request: summary(&row)?,
-            request_body: row.try_get("request_body")?,
-            response_body: row.try_get("response_body")?,
-            attempt_list: attempts.iter().map(attempt).collect::<Result<_, _>>()?,
-            translations: attempts.iter().filter_map(translation).collect(),
-            dropped: attempts.iter().filter_map(dropped).collect(),
-        }))
-    }
-
-    /// Tokens and cost per provider and model per day, hour or minute since
-    /// `since`, taken to the minute: read from the rollups, a row per key and
-    /// bucket, however many requests the buckets hold.
-    pub async fn spend(&self, bucket: Bucket, since: i64) -> Result<Vec<SpendRow>, StoreError> {
-        self.blocking(move |path| super::spend::read(path, bucket, since)).await
-    }
-
-    /// Cost per provider and provider model since `since` (to the minute),
-    /// from the rollups: the minutes up to the next whole hour, then hours,
-    /// so that a period starting at any local midnight is counted exactly.
-    /// Requests no provider answered, or without a known price, cost nothing.
-    pub async fn cost_since(&self, since: i64) -> Result<Vec<(String, String, f64)>, StoreError> {
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT provider, model, TOTAL(cost_usd) AS cost FROM (");
-        push_pieces(&mut q, "provider, model, cost_usd", Bucket::Hour, since);
-        q.push(") WHERE provider <> '' GROUP BY 1, 2");
-        let rows = q.build().fetch_all(&self.pool).await?;
-        rows.iter().map(|r| Ok((r.try_get("provider")?, r.try_get("model")?, r.try_get("cost")?))).collect()
-    }
-
-    /// Requests on record, from the rollups.
-    pub async fn requests_on_record(&self) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COALESCE(SUM(requests), 0) FROM rollups WHERE span = ?")
-            .bind(DAY_MS)
-            .fetch_one(&self.pool)
-            .await?)
-    }
-
-    /// Computes the rollups and facets again from the rows.
-    pub async fn rebuild(&self) -> Result<(), StoreError> {
-        self.blocking(|path| super::derived::rebuild(&mut super::insert::connect(path)?)).await
-    }
-
-    /// Counts rows, for tests and the benchmark's check.
-    pub async fn count(&self, table: CountTable) -> Result<i64, StoreError> {
-        let sql = match table {
-            CountTable::Requests => "SELECT COUNT(*) FROM requests",
-            CountTable::Attempts => "SELECT COUNT(*) FROM attempts",
-            CountTable::Events => "SELECT COUNT(*) FROM events",
-        };
-        Ok(sqlx::query_scalar(sql).fetch_one(&self.pool).await?)
-    }
-
-    /// Deletes requests started before `before_ms` (their attempts go with
-    /// them), and events as old, in small batches.
-    pub async fn prune_older_than(&self, before_ms: i64) -> Result<u64, StoreError> {
-        self.blocking(move |path| {
-            let n = retire::requests(path, Some(before_ms), u64::MAX)?;
-            retire::events(path, before_ms)?;
-            Ok(n)
-        })
-        .await
-    }
-
-    /// Runs `f` with the database's path on a blocking thread.
-    async fn blocking<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Path) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let path = self.path.clone();
-        match tokio::task::spawn_blocking(move || f(&path)).await {
-            Ok(result) => Ok(result?),
-            Err(e) => Err(StoreError::WriteTask(e.to_string())),
-        }
-    }
-
-    /// Bytes in use by live pages.
-    pub async fn used_bytes(&self) -> Result<i64, StoreError> {
-        let pages: i64 =
-            sqlx::query_scalar("SELECT page_count - freelist_count FROM pragma_page_count(), pragma_freelist_count()")
-                .fetch_one(&self.pool)
-                .await?;
-        let size: i64 = sqlx::query_scalar("SELECT page_size FROM pragma_page_size()").fetch_one(&self.pool).await?;
-        Ok(pages * size)
-    }
-
-    /// Deletes the oldest `n` requests, in small batches, and the events
-    /// older than every request left.
-    pub async fn prune_oldest(&self, n: i64) -> Result<u64, StoreError> {
-        let removed = self.blocking(move |path| retire::requests(path, None, n.max(0) as u64)).await?;
-        let oldest: Option<i64> =
-            sqlx::query_scalar("SELECT MIN(started_at) FROM requests").fetch_one(&self.pool).await?;
-        let before = oldest.unwrap_or(i64::MAX);
-        self.blocking(move |path| retire::events(path, before)).await?;
-        Ok(removed)
-    }
-
-    /// Returns freed pages to the file system.
-    pub async fn vacuum(&self) -> Result<(), StoreError> {
-        self.blocking(retire::vacuum).await
-    }
-
-    pub async fn integrity_check(&self) -> Result<String, StoreError> {
-        Ok(sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&self.pool).await?)
-    }
-
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
+/// One client (a user agent) and its last request: the Tools view's row.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Client {
+    pub user_agent: String,
+    pub requests: i64,
+    pub last_at: i64,
+    pub last_id: String,
+    pub last_model: Option<String>,
+    pub last_outcome: String,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -367,10 +207,167 @@ pub enum CountTable {
     Events,
 }
 
-const SUMMARY_COLUMNS: &str = "r.id, r.correlation_id, r.started_at, r.finished_at, r.user_agent, r.endpoint,
-    r.model, r.streamed, r.outcome, r.status, r.provider, r.provider_model, r.attempts, r.fallback, r.duration_ms,
-    r.ttft_ms, r.input_tokens, r.output_tokens, r.cached_tokens, r.cost_usd, r.error_code, r.error, r.cache,
-    r.saved_usd";
+/// What a history backend does. [`Store`] is the only caller: everything
+/// else goes through it, so that a caller cannot tell the backends apart.
+pub(crate) trait Backend {
+    /// Writes a batch in one transaction, outside the writer (a replay, a test).
+    async fn write(&self, batch: &[Record]) -> Result<(), StoreError>;
+    /// The writer thread's connection.
+    fn sink(&self) -> Sink;
+    async fn requests(&self, filter: &RequestFilter) -> Result<Page, StoreError>;
+    async fn request(&self, id: &str) -> Result<Option<RequestDetail>, StoreError>;
+    async fn spend(&self, bucket: Bucket, since: i64) -> Result<Vec<SpendRow>, StoreError>;
+    async fn cost_since(&self, since: i64) -> Result<Vec<(String, String, f64)>, StoreError>;
+    async fn clients(&self, limit: i64) -> Result<Vec<Client>, StoreError>;
+    async fn requests_on_record(&self) -> Result<i64, StoreError>;
+    async fn count(&self, table: CountTable) -> Result<i64, StoreError>;
+    async fn rebuild(&self) -> Result<(), StoreError>;
+    /// Applies retention once (age, then size); returns the requests removed.
+    async fn prune(&self, config: &HistoryConfig) -> Result<u64, StoreError>;
+    /// Deletes every request and event on record; returns the requests.
+    async fn purge(&self) -> Result<u64, StoreError>;
+    async fn used_bytes(&self) -> Result<i64, StoreError>;
+    async fn integrity_check(&self) -> Result<String, StoreError>;
+    async fn close(&self);
+}
+
+/// A handle on the history, whichever database holds it; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: Backends,
+}
+
+#[derive(Debug, Clone)]
+enum Backends {
+    Sqlite(SqliteStore),
+}
+
+/// The writer thread's side of a backend: a blocking write of one batch.
+#[derive(Debug)]
+pub(crate) enum Sink {
+    Sqlite(super::insert::SqliteSink),
+}
+
+impl Sink {
+    /// Writes a batch in one transaction.
+    pub(crate) fn write(&mut self, records: &[Record]) -> Result<(), StoreError> {
+        match self {
+            Sink::Sqlite(s) => s.write(records),
+        }
+    }
+
+    /// Drops the connection after a failure, so the next write opens a fresh one.
+    pub(crate) fn reset(&mut self) {
+        match self {
+            Sink::Sqlite(s) => s.reset(),
+        }
+    }
+}
+
+/// Hands a call to whichever backend the store has.
+macro_rules! each {
+    ($store:expr, $b:ident => $call:expr) => {
+        match &$store.backend {
+            Backends::Sqlite($b) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Opens (creating if needed) and migrates the SQLite database at `path`.
+    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        Ok(Store { backend: Backends::Sqlite(SqliteStore::open(path).await?) })
+    }
+
+    /// The local file the history is anchored on: the SQLite database, or
+    /// for a server, the place its spool (and the response cache) sit beside.
+    pub fn path(&self) -> &Path {
+        each!(self, b => b.path())
+    }
+
+    /// The SQLite backend, for tests that look at its tables.
+    #[cfg(test)]
+    pub(crate) fn sqlite(&self) -> Option<&SqliteStore> {
+        match &self.backend {
+            Backends::Sqlite(s) => Some(s),
+        }
+    }
+
+    pub(crate) fn sink(&self) -> Sink {
+        each!(self, b => b.sink())
+    }
+
+    /// Writes a batch in one transaction, on a connection of its own.
+    pub async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
+        each!(self, b => b.write(batch).await)
+    }
+
+    /// Requests, newest first, one page at a time.
+    pub async fn requests(&self, filter: &RequestFilter) -> Result<Page, StoreError> {
+        each!(self, b => b.requests(filter).await)
+    }
+
+    /// One request with its attempts, in order.
+    pub async fn request(&self, id: &str) -> Result<Option<RequestDetail>, StoreError> {
+        each!(self, b => b.request(id).await)
+    }
+
+    /// Tokens and cost per provider and model per day, hour or minute since
+    /// `since`, taken to the minute, from the rollups.
+    pub async fn spend(&self, bucket: Bucket, since: i64) -> Result<Vec<SpendRow>, StoreError> {
+        each!(self, b => b.spend(bucket, since).await)
+    }
+
+    /// Cost per provider and provider model since `since` (to the minute),
+    /// from the rollups. Requests no provider answered, or without a known
+    /// price, cost nothing.
+    pub async fn cost_since(&self, since: i64) -> Result<Vec<(String, String, f64)>, StoreError> {
+        each!(self, b => b.cost_since(since).await)
+    }
+
+    /// The clients seen, most recently seen first, at most `limit`.
+    pub async fn clients(&self, limit: i64) -> Result<Vec<Client>, StoreError> {
+        each!(self, b => b.clients(limit).await)
+    }
+
+    /// Requests on record, from the rollups.
+    pub async fn requests_on_record(&self) -> Result<i64, StoreError> {
+        each!(self, b => b.requests_on_record().await)
+    }
+
+    /// Computes the rollups, facets and clients again from the rows.
+    pub async fn rebuild(&self) -> Result<(), StoreError> {
+        each!(self, b => b.rebuild().await)
+    }
+
+    /// Counts rows, for tests and the benchmark's check.
+    pub async fn count(&self, table: CountTable) -> Result<i64, StoreError> {
+        each!(self, b => b.count(table).await)
+    }
+
+    /// Applies retention once: by age, then by size. Returns the requests removed.
+    pub async fn prune(&self, config: &HistoryConfig) -> Result<u64, StoreError> {
+        each!(self, b => b.prune(config).await)
+    }
+
+    /// Deletes every request (with its attempts) and event on record.
+    pub async fn purge(&self) -> Result<u64, StoreError> {
+        each!(self, b => b.purge().await)
+    }
+
+    /// Bytes the record takes.
+    pub async fn used_bytes(&self) -> Result<i64, StoreError> {
+        each!(self, b => b.used_bytes().await)
+    }
+
+    pub async fn integrity_check(&self) -> Result<String, StoreError> {
+        each!(self, b => b.integrity_check().await)
+    }
+
+    pub async fn close(&self) {
+        each!(self, b => b.close().await)
+    }
+}
 
 /// The rollups that sum to a spend chart since `since` (to the minute), as
 /// (span, from, to): the bucket's own span from its first whole bucket on,
@@ -392,44 +389,18 @@ pub(super) fn spend_pieces(bucket: Bucket, since: i64) -> Vec<(i64, i64, i64)> {
     pieces
 }
 
-/// `SELECT columns FROM rollups` over [`spend_pieces`], joined by `UNION ALL`.
-fn push_pieces(q: &mut QueryBuilder<Sqlite>, columns: &str, bucket: Bucket, since: i64) {
-    for (i, (span, from, to)) in spend_pieces(bucket, since).into_iter().enumerate() {
-        if i > 0 {
-            q.push(" UNION ALL ");
-        }
-        q.push(format!("SELECT {columns} FROM rollups WHERE span = ")).push_bind(span);
-        q.push(" AND start >= ").push_bind(from).push(" AND start < ").push_bind(to);
-    }
-}
-
-fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
+pub(super) fn parse_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
     let bad = || StoreError::Cursor(cursor.to_string());
     let (at, id) = cursor.split_once(':').ok_or_else(bad)?;
     Ok((at.parse().map_err(|_| bad())?, id.to_string()))
 }
 
-fn usage_row(r: &SqliteRow) -> Result<Usage, sqlx::Error> {
-    Ok(Usage::from_columns([r.try_get("input_tokens")?, r.try_get("output_tokens")?, r.try_get("cached_tokens")?]))
-}
-
-/// A column that holds one of the values of a serde enum (`outcome`, `reason`).
-fn named<T: serde::de::DeserializeOwned>(r: &SqliteRow, column: &str) -> Result<T, StoreError> {
-    let text: String = r.try_get(column)?;
-    from_name(column, text)
-}
-
-/// A nullable column of a serde enum's values (`cache`).
-fn maybe_named<T: serde::de::DeserializeOwned>(r: &SqliteRow, column: &str) -> Result<Option<T>, StoreError> {
-    r.try_get::<Option<String>, _>(column)?.map(|text| from_name(column, text)).transpose()
-}
-
-fn from_name<T: serde::de::DeserializeOwned>(column: &str, text: String) -> Result<T, StoreError> {
+pub(super) fn from_name<T: serde::de::DeserializeOwned>(column: &str, text: String) -> Result<T, StoreError> {
     serde_json::from_value(serde_json::Value::String(text.clone()))
         .map_err(|_| StoreError::Corrupt(format!("{column} {text:?} is not one this version knows")))
 }
 
-fn page_size(filter: &RequestFilter) -> u32 {
+pub(super) fn page_size(filter: &RequestFilter) -> u32 {
     filter.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE)
 }
 
@@ -437,7 +408,7 @@ fn page_size(filter: &RequestFilter) -> u32 {
 /// selective filter. None for a correlation id, which has its own indexes,
 /// and for no filter or only `outcome=ok`, which most requests match: the
 /// time index serves those.
-fn driving_facet(filter: &RequestFilter) -> Option<(Facet, &str)> {
+pub(super) fn driving_facet(filter: &RequestFilter) -> Option<(Facet, &str)> {
     if filter.correlation_id.is_some() {
         return None;
     }
@@ -458,230 +429,4 @@ fn driving_facet(filter: &RequestFilter) -> Option<(Facet, &str)> {
         return Some((Facet::Provider, p));
     }
     filter.model.as_deref().map(|m| (Facet::Model, m))
-}
-
-/// `select` (columns of `requests r`) with the filter's conditions, newest
-/// first, one row more than a page (to tell whether another follows). A
-/// filter that selects few rows walks its facet entries (`f`), and every
-/// other filter is checked on the rows it reaches; otherwise the rows are
-/// walked by the time index.
-fn list_query(select: &str, filter: &RequestFilter) -> Result<QueryBuilder<Sqlite>, StoreError> {
-    let driving = driving_facet(filter);
-    let mut q = QueryBuilder::<Sqlite>::new(select);
-    // Time and order are the facet entry's when it drives: its key.
-    let t = match driving {
-        Some((facet, value)) => {
-            q.push(" FROM request_facets f CROSS JOIN requests r ON r.id = f.id WHERE f.facet = ")
-                .push_bind(facet.code())
-                .push(" AND f.value = ")
-                .push_bind(value.to_string());
-            "f"
-        }
-        None => {
-            q.push(" FROM requests r WHERE 1 = 1");
-            "r"
-        }
-    };
-    let others = |facet: Facet| driving.map(|(f, _)| f) != Some(facet);
-    // Facets that do not drive are looked up per row, by their key.
-    let has_facet = |q: &mut QueryBuilder<Sqlite>, facet: Facet, value: &str| {
-        q.push(" AND EXISTS (SELECT 1 FROM request_facets g WHERE g.facet = ")
-            .push_bind(facet.code())
-            .push(" AND g.value = ")
-            .push_bind(value.to_string())
-            .push(" AND g.started_at = r.started_at AND g.id = r.id)");
-    };
-    if let Some(p) = filter.provider.as_deref().filter(|_| others(Facet::Provider)) {
-        has_facet(&mut q, Facet::Provider, p);
-    }
-    if let Some(m) = filter.model.as_deref().filter(|_| others(Facet::Model)) {
-        has_facet(&mut q, Facet::Model, m);
-    }
-    if let Some(o) = filter.outcome {
-        q.push(" AND r.outcome = ").push_bind(o.as_str());
-    }
-    if filter.failed {
-        q.push(" AND r.outcome <> 'ok'");
-    }
-    if filter.fallback {
-        q.push(" AND r.fallback = 1");
-    }
-    if let Some(c) = filter.cache.filter(|_| others(Facet::Cache)) {
-        q.push(" AND r.cache = ").push_bind(c.as_str());
-    }
-    if let Some(text) = filter.search.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-        q.push(" AND (r.correlation_id = ").push_bind(text.to_string());
-        q.push(" OR substr(r.id, 1, ").push_bind(text.chars().count() as i64);
-        q.push(") = ").push_bind(text.to_string()).push(")");
-    }
-    if let Some(c) = &filter.correlation_id {
-        // The same as `correlation_id = c`, spelled so that each half has
-        // its index: the partial one on correlation ids that differ from
-        // the request's own, and the primary key for the one that does not.
-        q.push(" AND (r.correlation_id = ").push_bind(c.clone()).push(" AND r.correlation_id <> r.id");
-        q.push(" OR r.id = ").push_bind(c.clone()).push(" AND r.correlation_id = ").push_bind(c.clone()).push(")");
-    }
-    if let Some(s) = filter.since {
-        q.push(format!(" AND {t}.started_at >= ")).push_bind(s);
-    }
-    if let Some(u) = filter.until {
-        q.push(format!(" AND {t}.started_at < ")).push_bind(u);
-    }
-    if let Some(cursor) = &filter.cursor {
-        let (at, id) = parse_cursor(cursor)?;
-        q.push(format!(" AND ({t}.started_at, {t}.id) < (")).push_bind(at).push(", ").push_bind(id).push(")");
-    }
-    q.push(format!(" ORDER BY {t}.started_at DESC, {t}.id DESC LIMIT ")).push_bind(i64::from(page_size(filter)) + 1);
-    Ok(q)
-}
-
-fn summary(r: &SqliteRow) -> Result<RequestSummary, StoreError> {
-    Ok(RequestSummary {
-        id: r.try_get("id")?,
-        correlation_id: r.try_get("correlation_id")?,
-        started_at: r.try_get("started_at")?,
-        finished_at: r.try_get("finished_at")?,
-        user_agent: r.try_get("user_agent")?,
-        endpoint: r.try_get("endpoint")?,
-        model: r.try_get("model")?,
-        streamed: r.try_get("streamed")?,
-        outcome: named(r, "outcome")?,
-        status: r.try_get("status")?,
-        provider: r.try_get("provider")?,
-        provider_model: r.try_get("provider_model")?,
-        attempts: r.try_get("attempts")?,
-        fallback: r.try_get("fallback")?,
-        duration_ms: r.try_get("duration_ms")?,
-        ttft_ms: r.try_get("ttft_ms")?,
-        usage: usage_row(r)?,
-        cost_usd: r.try_get("cost_usd")?,
-        error_code: r.try_get("error_code")?,
-        error: r.try_get("error")?,
-        cache: maybe_named(r, "cache")?,
-        saved_usd: r.try_get("saved_usd")?,
-    })
-}
-
-fn translation(r: &SqliteRow) -> Option<AttemptTranslation> {
-    let text: String = r.try_get::<Option<String>, _>("translated").ok()??;
-    let seq = u32::try_from(r.try_get::<i64, _>("seq").ok()?).ok()?;
-    AttemptTranslation::from_column(seq, &text)
-}
-
-fn dropped(r: &SqliteRow) -> Option<AttemptDropped> {
-    let text: String = r.try_get::<Option<String>, _>("dropped").ok()??;
-    let seq = u32::try_from(r.try_get::<i64, _>("seq").ok()?).ok()?;
-    Some(AttemptDropped { seq, fields: serde_json::from_str(&text).ok()? })
-}
-
-fn attempt(r: &SqliteRow) -> Result<AttemptRecord, StoreError> {
-    let small = |column: &str| -> Result<Option<u16>, StoreError> {
-        Ok(r.try_get::<Option<i64>, _>(column)?.and_then(|n| u16::try_from(n).ok()))
-    };
-    Ok(AttemptRecord {
-        seq: u32::try_from(r.try_get::<i64, _>("seq")?).unwrap_or(u32::MAX),
-        provider: r.try_get("provider")?,
-        key_label: r.try_get("key_label")?,
-        model: r.try_get("model")?,
-        reason: named(r, "reason")?,
-        fallback_from: r.try_get("fallback_from")?,
-        started_at_ms: r.try_get("started_at")?,
-        offset_ms: r.try_get("offset_ms")?,
-        timeout_ms: r.try_get("timeout_ms")?,
-        backoff_ms: r.try_get("backoff_ms")?,
-        duration_ms: r.try_get("duration_ms")?,
-        ttfb_ms: r.try_get("ttfb_ms")?,
-        ttft_ms: r.try_get("ttft_ms")?,
-        status: small("status")?,
-        outcome: named(r, "outcome")?,
-        retry_after_ms: r.try_get("retry_after_ms")?,
-        breaker_state: r.try_get("breaker_state")?,
-        error: r.try_get("error")?,
-        usage: usage_row(r)?,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn plan(store: &Store, filter: &RequestFilter) -> Vec<String> {
-        let mut q = list_query("EXPLAIN QUERY PLAN SELECT r.id", filter).unwrap();
-        let rows = q.build().fetch_all(&store.pool).await.unwrap();
-        rows.iter().map(|r| r.get::<String, _>("detail")).collect()
-    }
-
-    #[tokio::test]
-    async fn a_correlation_lookup_reads_its_two_indexes_not_the_table() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
-        let filter = RequestFilter { correlation_id: Some("trace-1".into()), ..RequestFilter::default() };
-        let plan = plan(&store, &filter).await;
-        assert!(plan.iter().any(|d| d.contains("USING INDEX requests_by_correlation")), "{plan:?}");
-        assert!(plan.iter().any(|d| d.contains("USING PRIMARY KEY (id=?)")), "{plan:?}");
-        assert!(!plan.iter().any(|d| d.starts_with("SCAN")), "{plan:?}");
-    }
-
-    /// Each filter that selects few rows walks its facet entries in order:
-    /// no scan of the requests, no sort, each row reached by its key.
-    #[tokio::test]
-    async fn selective_filters_walk_their_facet_entries_newest_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
-        let filters = [
-            RequestFilter { failed: true, ..RequestFilter::default() },
-            RequestFilter { fallback: true, ..RequestFilter::default() },
-            RequestFilter { outcome: Some(RequestOutcome::Error), ..RequestFilter::default() },
-            RequestFilter { provider: Some("p".into()), ..RequestFilter::default() },
-            RequestFilter { model: Some("m".into()), ..RequestFilter::default() },
-            RequestFilter { cache: Some(CacheStatus::Hit), ..RequestFilter::default() },
-            RequestFilter {
-                failed: true,
-                provider: Some("p".into()),
-                cursor: Some("5:x".into()),
-                ..RequestFilter::default()
-            },
-        ];
-        for filter in &filters {
-            let plan = plan(&store, filter).await;
-            println!("{filter:?}\n  {}", plan.join("\n  "));
-            assert!(plan[0].starts_with("SEARCH f USING PRIMARY KEY (facet=? AND value=?"), "{plan:?}");
-            assert!(plan.iter().any(|d| d.starts_with("SEARCH r USING PRIMARY KEY (id=?)")), "{plan:?}");
-            assert!(!plan.iter().any(|d| d.contains("TEMP B-TREE") || d.starts_with("SCAN")), "{plan:?}");
-        }
-    }
-
-    #[tokio::test]
-    async fn spend_reads_rollup_ranges_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
-        let plan: Vec<String> =
-            sqlx::query("EXPLAIN QUERY PLAN SELECT * FROM rollups WHERE span = 60000 AND start >= 5 AND start < 7")
-                .fetch_all(&store.pool)
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| r.get::<String, _>("detail"))
-                .collect();
-        assert_eq!(plan, ["SEARCH rollups USING PRIMARY KEY (span=? AND start>? AND start<?)"]);
-        // A day chart from mid-afternoon: minutes to the hour, hours to
-        // midnight, then days.
-        let since = 1_700_000_000_000 + 90_000 + 1234;
-        let pieces = spend_pieces(Bucket::Day, since);
-        let m0 = since - since % MINUTE_MS;
-        let h1 = m0 + (HOUR_MS - m0 % HOUR_MS);
-        let d1 = m0 + (DAY_MS - m0 % DAY_MS);
-        assert_eq!(pieces, [(MINUTE_MS, m0, h1), (HOUR_MS, h1, d1), (DAY_MS, d1, i64::MAX)]);
-        assert_eq!(spend_pieces(Bucket::Minute, since), [(MINUTE_MS, m0, i64::MAX)]);
-        assert_eq!(spend_pieces(Bucket::Hour, h1), [(MINUTE_MS, h1, h1), (HOUR_MS, h1, i64::MAX)]);
-    }
-
-    #[tokio::test]
-    async fn newest_first_walks_the_time_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
-        let plan = plan(&store, &RequestFilter::default()).await;
-        assert!(plan.iter().any(|d| d.contains("INDEX requests_by_time")), "{plan:?}");
-        assert!(!plan.iter().any(|d| d.contains("TEMP B-TREE")), "{plan:?}");
-    }
 }

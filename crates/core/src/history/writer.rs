@@ -29,10 +29,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, warn};
 
-use super::insert::Inserter;
 use super::record::{Record, RequestRecord};
 use super::spool::{Generation, Spool};
-use super::store::{Store, StoreError};
+use super::store::{Sink, Store, StoreError};
 
 /// Records queued before senders must wait: two full batches. The bound is
 /// also the memory a writer that has fallen behind can hold (a couple of
@@ -188,7 +187,7 @@ pub fn spawn(
     let (done, finished) = oneshot::channel();
     let lost = Arc::new(AtomicU64::new(0));
     let spool = spool.map(Arc::new);
-    let writer = Writer { store, spool: spool.clone(), lost: lost.clone(), inserter: None, linger };
+    let writer = Writer { sink: store.sink(), spool: spool.clone(), lost: lost.clone(), linger };
     let thread = std::thread::Builder::new()
         .name("switchyard-history".into())
         .spawn(move || {
@@ -253,10 +252,10 @@ pub(crate) fn gather<T>(
 }
 
 struct Writer {
-    store: Store,
+    /// The backend's connection for writing.
+    sink: Sink,
     spool: Option<Arc<Spool>>,
     lost: Arc<AtomicU64>,
-    inserter: Option<Inserter>,
     linger: Duration,
 }
 
@@ -296,24 +295,15 @@ impl Writer {
     /// batch is counted lost for this run (what is in the spool stays there
     /// and is replayed at the next start).
     fn write(&mut self, records: &[Record]) -> bool {
-        let Err(first) = self.try_write(records) else { return true };
+        let Err(first) = self.sink.write(records) else { return true };
         warn!("history write failed, retrying once: {first}");
-        self.inserter = None;
+        self.sink.reset();
         std::thread::sleep(Duration::from_millis(100));
-        let Err(second) = self.try_write(records) else { return true };
-        self.inserter = None;
+        let Err(second) = self.sink.write(records) else { return true };
+        self.sink.reset();
         let total = self.lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
         error!(lost_total = total, "history write failed; {} records lost: {second}", records.len());
         false
-    }
-
-    /// Writes on the writer's own connection, opening it when needed.
-    fn try_write(&mut self, records: &[Record]) -> Result<(), rusqlite::Error> {
-        let inserter = match &mut self.inserter {
-            Some(inserter) => inserter,
-            None => self.inserter.insert(Inserter::open(self.store.path())?),
-        };
-        inserter.write(records)
     }
 }
 
