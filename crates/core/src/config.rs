@@ -21,7 +21,9 @@ mod budgets;
 mod desktop;
 pub(crate) mod edit;
 mod policy;
+mod team;
 pub use desktop::DesktopConfig;
+pub use team::{redact as redact_redis_url, TeamConfig};
 use desktop::RawDesktop;
 use policy::{PolicyError, RawPolicy};
 
@@ -53,6 +55,9 @@ pub struct Config {
     pub alerts: crate::telemetry::alerts::AlertPolicy,
     /// The desktop app's own settings (`[desktop]`).
     pub desktop: DesktopConfig,
+    /// Team mode (`[team]`): state shared with other instances through
+    /// Redis; `None` decides everything here, as a lone gateway does.
+    pub team: Option<TeamConfig>,
 }
 
 /// What is recorded and for how long.
@@ -241,6 +246,21 @@ impl Config {
         Ok(())
     }
 
+    /// Joins a team on the Redis at `url` (from `origin`, such as
+    /// `SWITCHYARD_TEAM_REDIS`), keeping a `[team]` table's other settings.
+    pub fn override_team_redis(&mut self, url: &str, origin: &str) -> Result<(), ConfigError> {
+        let joined = TeamConfig::on(url).map_err(|message| ConfigError::Override {
+            origin: origin.to_string(),
+            field: "team.redis",
+            message,
+        })?;
+        match &mut self.team {
+            Some(team) => team.redis = joined.redis,
+            None => self.team = Some(joined),
+        }
+        Ok(())
+    }
+
     /// The request policy for a model: its route's, else the global one.
     pub fn request_policy(&self, model: &str) -> &RequestPolicy {
         // Routes are few; a linear scan beats hashing here.
@@ -338,6 +358,7 @@ struct RawConfig {
     alerts: budgets::RawAlerts,
     #[serde(default)]
     desktop: RawDesktop,
+    team: Option<Spanned<team::RawTeam>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -493,6 +514,7 @@ impl Validator<'_> {
         let budgets = self.budgets(raw.budgets, &providers)?;
         let alerts = self.alerts(raw.alerts)?;
         let desktop = self.desktop(raw.desktop)?;
+        let team = self.team(raw.team)?;
         Ok(Config {
             server,
             policy,
@@ -505,6 +527,7 @@ impl Validator<'_> {
             budgets,
             alerts,
             desktop,
+            team,
         })
     }
 

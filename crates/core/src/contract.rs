@@ -12,8 +12,8 @@ use crate::admin::config::{ConfigView, KeyNeed, ProviderEntry, RouteEntry, Setti
 use crate::admin::live::{ProviderStats, Snapshot, SnapshotKind, StatsView, StreamMessage};
 use crate::admin::{Spend, SpendTotals};
 use crate::config::edit::{ModelAlias, ProviderForm};
-use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
 use crate::history::record::{AttemptDropped, AttemptRecord, AttemptTranslation};
+use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
 use crate::history::store::{Bucket, Page, RequestDetail, RequestSummary, SpendRow};
 use crate::policy::breaker::BreakerState;
 use crate::protocol::usage::Usage;
@@ -62,6 +62,9 @@ fn declarations(cfg: &Config) -> Vec<String> {
         AttemptTranslation::decl(cfg),
         AttemptDropped::decl(cfg),
         RequestDetail::decl(cfg),
+        // The team.
+        crate::team::Member::decl(cfg),
+        crate::team::TeamView::decl(cfg),
         Page::decl(cfg),
         // Spend.
         Bucket::decl(cfg),

@@ -3,12 +3,12 @@
 //! their breakers and statistics), one pooled HTTP client for every upstream
 //! call, where history goes, and the live telemetry.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use arc_swap::ArcSwap;
 use secrecy::SecretString;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::history::pricing::Prices;
@@ -19,6 +19,7 @@ use crate::policy::budget::Budgets;
 use crate::policy::clients::ClientRates;
 use crate::proxy::journal::Sink;
 use crate::secrets::SecretStore;
+use crate::team::{Change, Team};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::provider::Provider;
@@ -74,6 +75,12 @@ struct Inner {
     /// Browser origins of the host application's own pages (the desktop
     /// window), allowed whatever the config says.
     trusted_origins: Vec<String>,
+    /// The other instances this one shares verdicts with (`[team]`).
+    team: Option<Arc<dyn Team>>,
+    /// Proxied requests served since the start, for the team's view.
+    served: AtomicU64,
+    /// `x-switchyard-instance`, on every response in team mode.
+    instance_header: Option<axum::http::HeaderValue>,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
@@ -90,6 +97,7 @@ pub struct Builder {
     trusted_origins: Vec<String>,
     /// Where budget periods begin and end; the system's zone unless set.
     time_zone: Option<jiff::tz::TimeZone>,
+    team: Option<Arc<dyn Team>>,
 }
 
 impl Builder {
@@ -150,6 +158,12 @@ impl Builder {
         self
     }
 
+    /// Joins a team: verdicts are shared with its other instances.
+    pub fn team(mut self, team: Arc<dyn Team>) -> Builder {
+        self.team = Some(team);
+        self
+    }
+
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
         let zone = self.time_zone.unwrap_or_else(jiff::tz::TimeZone::system);
@@ -163,7 +177,7 @@ impl Builder {
             .iter()
             .cloned()
             .map(|p| {
-                let provider = Provider::load(p, self.secrets.as_ref(), telemetry.clone());
+                let provider = Provider::load(p, self.secrets.as_ref(), telemetry.clone()).with_team(self.team.clone());
                 if let Some(enabled) = toggles.get(provider.name()) {
                     provider.set_enabled(*enabled);
                 }
@@ -197,6 +211,12 @@ impl Builder {
                 state_file: self.state_file,
                 config_path: self.config_path,
                 trusted_origins: self.trusted_origins,
+                instance_header: self
+                    .team
+                    .as_deref()
+                    .and_then(|t| axum::http::HeaderValue::from_str(t.instance()).ok()),
+                team: self.team,
+                served: AtomicU64::new(0),
             }),
         })
     }
@@ -232,6 +252,7 @@ impl Gateway {
             config_path: None,
             trusted_origins: Vec::new(),
             time_zone: None,
+            team: None,
         }
     }
 
@@ -327,8 +348,85 @@ impl Gateway {
         }
     }
 
-    /// Enables or disables a provider, and saves the choice so it survives a restart.
+    /// Enables or disables a provider, and saves the choice so it survives
+    /// a restart; in a team, every instance follows.
     pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<(), ToggleError> {
+        self.toggle(name, enabled)?;
+        if let Some(team) = self.team().filter(|t| t.connected()) {
+            team.share(Change::Toggled { provider: name.to_string(), enabled });
+        }
+        Ok(())
+    }
+
+    /// The team this instance belongs to, in team mode.
+    pub fn team(&self) -> Option<&Arc<dyn Team>> {
+        self.inner.team.as_ref()
+    }
+
+    /// This instance's name in its team, for responses and views.
+    pub fn instance(&self) -> Option<&str> {
+        self.inner.team.as_deref().map(Team::instance)
+    }
+
+    /// The `x-switchyard-instance` value, in team mode.
+    pub(crate) fn instance_header(&self) -> Option<&axum::http::HeaderValue> {
+        self.inner.instance_header.as_ref()
+    }
+
+    /// Counts a proxied request served.
+    pub(crate) fn count_served(&self) {
+        self.inner.served.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Proxied requests served since the start.
+    pub fn served(&self) -> u64 {
+        self.inner.served.load(Ordering::Relaxed)
+    }
+
+    /// Follows a decision another instance of the team made (`by` names it).
+    pub fn apply_team(&self, by: &str, change: &Change) {
+        let live = self.live();
+        let Some(provider) = live.provider(change.provider()) else { return };
+        match change {
+            Change::BreakerTripped { for_ms, reason, .. } => provider.team_open(*for_ms, reason, by),
+            Change::BreakerClosed { reason, .. } => provider.team_close(reason, by),
+            Change::BreakerForced { open, .. } => provider.force_breaker(*open),
+            Change::Cooling { key, for_ms, .. } => provider.team_cooling(key.as_deref(), *for_ms),
+            Change::Revoked { key, reason, .. } => provider.team_revoked(key, reason, by),
+            Change::Toggled { provider: name, enabled } => {
+                if provider.is_enabled() != *enabled {
+                    if let Err(e) = self.toggle(name, *enabled) {
+                        tracing::warn!("{e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The team's one probe of `provider` after a trip is this instance's.
+    pub fn team_probe(&self, provider: &str) {
+        if let Some(p) = self.live().provider(provider) {
+            p.team_probe();
+        }
+    }
+
+    /// The team holds no verdict for `provider`'s held breaker: its own
+    /// timer leads again.
+    pub fn team_release(&self, provider: &str) {
+        if let Some(p) = self.live().provider(provider) {
+            p.team_release();
+        }
+    }
+
+    /// The team went out of reach (`false`) or came back (`true`).
+    pub fn team_reachable(&self, reachable: bool) {
+        for p in &self.live().providers {
+            p.team_reachable(reachable);
+        }
+    }
+
+    /// Enables or disables a provider here, and saves the choice.
+    fn toggle(&self, name: &str, enabled: bool) -> Result<(), ToggleError> {
         let live = self.live();
         let provider = live.provider(name).ok_or_else(|| ToggleError::UnknownProvider(name.to_string()))?;
         provider.set_enabled(enabled);
@@ -357,7 +455,8 @@ impl Gateway {
             .map(|c| match old.provider(&c.name).filter(|p| p.config == *c) {
                 Some(same) => same.clone(),
                 None => {
-                    let provider = Provider::load(c.clone(), self.secrets(), self.inner.telemetry.clone());
+                    let provider = Provider::load(c.clone(), self.secrets(), self.inner.telemetry.clone())
+                        .with_team(self.inner.team.clone());
                     if let Some(enabled) = toggles.get(&c.name) {
                         provider.set_enabled(*enabled);
                     }

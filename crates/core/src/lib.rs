@@ -25,6 +25,7 @@
 //! - [`secrets`]: the key-store trait and the environment and memory stores.
 //! - [`gateway`]: the shared state every handler reads, and its builder.
 //! - [`private`]: owner-only files and directories.
+//! - [`team`]: team mode's seam: the verdicts instances share.
 //!
 //! # The path of one request
 //! From accept to history row, each step one call from the last:
@@ -61,6 +62,7 @@ pub mod private;
 pub mod protocol;
 pub mod proxy;
 pub mod secrets;
+pub mod team;
 pub mod telemetry;
 pub mod upstream;
 

@@ -18,6 +18,7 @@ use switchyard_core::gateway::Builder;
 use switchyard_core::{Config, Gateway, SecretStore};
 use switchyard_keychain::KeychainStore;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::paths;
@@ -56,6 +57,9 @@ pub fn setup(config: Option<PathBuf>, data_dir: Option<&Path>, listen: Option<st
     };
     if let Some(listen) = listen {
         loaded.override_listen(listen, "--listen (or SWITCHYARD_LISTEN)")?;
+    }
+    if let Some(url) = std::env::var("SWITCHYARD_TEAM_REDIS").ok().filter(|u| !u.trim().is_empty()) {
+        loaded.override_team_redis(url.trim(), "SWITCHYARD_TEAM_REDIS")?;
     }
     info!(data_dir = %data_dir.display(), "data directory");
     let admin = paths::admin_token(&data_dir)?;
@@ -106,6 +110,8 @@ pub struct Prepared {
     history: Option<History>,
     cache: Option<cache::Store>,
     watcher: Option<tokio::task::JoinHandle<()>>,
+    /// Team mode's runner, and what stops it.
+    team: Option<(tokio::task::JoinHandle<()>, CancellationToken)>,
 }
 
 /// Opens history in `data_dir` (when enabled), builds the gateway (after
@@ -132,6 +138,7 @@ pub async fn prepare(
         None => None,
     };
     let listen_off_loopback = !config.server.listen.ip().is_loopback();
+    let (team_config, listen) = (config.team.clone(), config.server.listen);
     let mut builder = Gateway::builder(config, secrets).admin_token(tokens.admin);
     if let Some(dir) = &files.data_dir {
         builder = builder.state_file(dir.join("state.json"));
@@ -152,10 +159,22 @@ pub async fn prepare(
     if let Some(c) = &cache {
         builder = builder.cache(c.clone());
     }
+    let runner = match &team_config {
+        Some(team) => {
+            let (team, runner) = switchyard_team::join(team, listen)?;
+            builder = builder.team(team);
+            Some(runner)
+        }
+        None => None,
+    };
     let gateway = customize(builder).build()?;
     report_providers(&gateway);
     let watcher = files.config.clone().map(|path| tokio::spawn(watch_config(gateway.clone(), path)));
-    Ok(Prepared { gateway, history, cache, watcher })
+    let team = runner.map(|runner| {
+        let stop = CancellationToken::new();
+        (tokio::spawn(runner.run(gateway.clone(), stop.clone())), stop)
+    });
+    Ok(Prepared { gateway, history, cache, watcher, team })
 }
 
 /// The response cache beside the history database. One that cannot be
@@ -206,10 +225,15 @@ impl Prepared {
     /// Stops watching the config and writes out the last history records.
     /// Other clones of the gateway must be gone by now, or history waits for them.
     pub async fn close(self) {
-        let Prepared { gateway, history, cache, watcher } = self;
+        let Prepared { gateway, history, cache, watcher, team } = self;
         if let Some(w) = watcher {
             w.abort();
             let _ = w.await;
+        }
+        // Off the team's roll call before the history's last writes.
+        if let Some((runner, stop)) = team {
+            stop.cancel();
+            let _ = runner.await;
         }
         drop(gateway);
         if let Some(cache) = cache {
@@ -231,6 +255,10 @@ pub async fn run_gateway(
     tokens: Tokens,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    let mut config = config;
+    // The address actually bound (a configured port 0 is now a real one):
+    // the team knows the instance by it.
+    config.server.listen = listener.local_addr()?;
     let prepared = prepare(config, secrets, files, tokens, |b| b).await?;
     let served = prepared.serve(listener, shutdown).await;
     prepared.close().await;

@@ -150,6 +150,54 @@ cache: CacheStatus | null,
  */
 saved_usd: number | null, };
 
+export type Member = { name: string, 
+/**
+ * Unique per process start.
+ */
+id: string, 
+/**
+ * When it started, in Unix milliseconds.
+ */
+started_at: number, version: string, 
+/**
+ * Where it listens.
+ */
+address: string, 
+/**
+ * Requests it has served since it started.
+ */
+requests: number, 
+/**
+ * Its last heartbeat, in Unix milliseconds (Redis's clock).
+ */
+seen_at: number, };
+
+export type TeamView = { 
+/**
+ * Whether this gateway is in a team at all (`[team]`).
+ */
+enabled: boolean, 
+/**
+ * This instance's name.
+ */
+instance: string, 
+/**
+ * `connected`, or `degraded` while Redis is out of reach.
+ */
+state: string, 
+/**
+ * The Redis URL, its password redacted.
+ */
+redis: string | null, namespace: string | null, 
+/**
+ * Where the history is recorded: `sqlite` or `postgres`.
+ */
+history: string, 
+/**
+ * Every live instance, this one included, by name.
+ */
+members: Array<Member>, };
+
 export type Page = { requests: Array<RequestSummary>, next_cursor: string | null, };
 
 export type Bucket = "day" | "hour" | "minute";

@@ -37,6 +37,7 @@ pub fn routes() -> Router<Gateway> {
         .route("/admin/providers/{name}/breaker/reset", post(breaker_reset))
         .route("/admin/providers/{name}/breaker/open", post(breaker_open))
         .route("/admin/providers/{name}/probe", post(probe))
+        .route("/admin/team", get(team))
         .route("/admin/stats", get(stats))
         .route("/admin/events", get(events))
         .route("/admin/reload", post(reload))
@@ -210,6 +211,21 @@ struct Feed {
     rx: Receiver<Arc<Envelope>>,
     queued: VecDeque<Event>,
     last_sent: u64,
+}
+
+/// The team this gateway is part of: every live instance, and the state of
+/// the Redis it shares through; a lone gateway says so.
+async fn team(State(gw): State<Gateway>) -> Json<crate::team::TeamView> {
+    let history = if gw.store().is_some() { "sqlite" } else { "none" };
+    let view = match gw.team() {
+        Some(team) => {
+            let mut view = team.view().await;
+            view.history = history.into();
+            view
+        }
+        None => crate::team::TeamView::solo(&crate::team::solo_name(gw.live().config.server.listen), history),
+    };
+    Json(view)
 }
 
 async fn events(State(gw): State<Gateway>, headers: HeaderMap) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {

@@ -285,7 +285,13 @@ impl Front {
     ) -> Result<Response, std::convert::Infallible> {
         let admitted = match crate::http::guard::admit(&self.gateway, &mut request, Some(self.peer)) {
             Ok(admitted) => admitted,
-            Err(refusal) => return Ok(correlated.end(*refusal)),
+            Err(refusal) => {
+                let mut response = correlated.end(*refusal);
+                if let Some(instance) = self.gateway.instance_header() {
+                    response.headers_mut().insert(name::X_SWITCHYARD_INSTANCE, instance.clone());
+                }
+                return Ok(response);
+            }
         };
         let response = match proxy_endpoint(&request) {
             Some((endpoint, path_model)) => {
@@ -305,7 +311,11 @@ impl Front {
                 }
             }
         };
-        Ok(correlated.end(admitted.finish(response)))
+        let mut response = correlated.end(admitted.finish(response));
+        if let Some(instance) = self.gateway.instance_header() {
+            response.headers_mut().insert(name::X_SWITCHYARD_INSTANCE, instance.clone());
+        }
+        Ok(response)
     }
 }
 

@@ -137,6 +137,10 @@ pub struct Breaker {
     probes_in_flight: u32,
     probe_successes: u32,
     transitions: Vec<Transition>,
+    /// Open past its cool-down until the team grants this instance the one
+    /// probe ([`Breaker::grant_probe`]): in a team, every instance would
+    /// otherwise probe at once when the cool-down ends.
+    held: bool,
 }
 
 /// Bound on remembered outcomes, whatever the traffic.
@@ -153,13 +157,14 @@ impl Breaker {
             probes_in_flight: 0,
             probe_successes: 0,
             transitions: Vec::new(),
+            held: false,
         }
     }
 
     /// The state at `now` (an expired cool-down reads as half-open).
     pub fn state(&self, now: Instant) -> State {
         match self.state {
-            State::Open { until: Some(t) } if now >= t => State::HalfOpen,
+            State::Open { until: Some(t) } if now >= t && !self.held => State::HalfOpen,
             s => s,
         }
     }
@@ -172,7 +177,7 @@ impl Breaker {
     /// Lets an attempt through, or refuses it without a network call.
     pub fn admit(&mut self, now: Instant) -> Result<Admission, Rejected> {
         if let State::Open { until: Some(t) } = self.state {
-            if now >= t {
+            if now >= t && !self.held {
                 self.go(State::HalfOpen, "cool-down over: probing".into());
             }
         }
@@ -204,6 +209,47 @@ impl Breaker {
         }
     }
 
+    /// Keeps an open breaker open past its cool-down, until the team grants
+    /// the probe or [`Breaker::unhold`] (the team is out of reach).
+    pub fn hold(&mut self) {
+        self.held = matches!(self.state, State::Open { .. });
+    }
+
+    /// Lets an open breaker's own cool-down lead to a probe again.
+    pub fn unhold(&mut self) {
+        self.held = false;
+    }
+
+    /// Opens the breaker until `until` at least, as another instance of
+    /// the team decided, and holds it there. A breaker already open stays
+    /// open until the later of the two; no transition is noted for that.
+    pub fn open_until(&mut self, until: Instant, reason: String) {
+        match self.state {
+            State::Open { until: Some(t) } => self.state = State::Open { until: Some(t.max(until)) },
+            State::Open { until: None } => {}
+            _ => self.go(State::Open { until: Some(until) }, reason),
+        }
+        self.held = true;
+    }
+
+    /// The team's one probe is this instance's: half-open now.
+    pub fn grant_probe(&mut self) {
+        if matches!(self.state, State::Open { until: Some(_) }) {
+            self.held = false;
+            self.go(State::HalfOpen, "cool-down over: this instance probes for the team".into());
+        }
+    }
+
+    /// Closes the breaker as the team decided (another instance's probes
+    /// succeeded, or it was reset by hand there).
+    pub fn close(&mut self, reason: String) {
+        self.trips = 0;
+        self.window.clear();
+        self.consecutive = 0;
+        self.held = false;
+        self.go(State::Closed, reason);
+    }
+
     /// Opens the breaker by hand until [`Breaker::reset`].
     pub fn force_open(&mut self) {
         self.go(State::Open { until: None }, "opened by hand".into());
@@ -211,6 +257,7 @@ impl Breaker {
 
     /// Closes the breaker by hand and forgets its history.
     pub fn reset(&mut self) {
+        self.held = false;
         self.trips = 0;
         self.window.clear();
         self.consecutive = 0;
@@ -285,6 +332,36 @@ impl Breaker {
 mod tests {
     use super::*;
     use tokio::time::advance;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_breaker_waits_for_the_team_s_probe_and_a_team_verdict_is_followed() {
+        let mut b = Breaker::new(policy());
+        for _ in 0..3 {
+            let a = b.admit(Instant::now()).unwrap();
+            b.record(a, true, Instant::now());
+        }
+        b.hold();
+        advance(Duration::from_secs(5)).await;
+        assert!(matches!(b.state(Instant::now()), State::Open { .. }), "held past its cool-down");
+        assert!(b.admit(Instant::now()).is_err());
+        b.grant_probe();
+        assert_eq!(b.admit(Instant::now()), Ok(Admission::Probe));
+        assert!(b.admit(Instant::now()).is_err(), "one probe");
+
+        // Another instance's trip opens this one, for at least as long as it says.
+        let mut b = Breaker::new(policy());
+        let until = Instant::now() + Duration::from_secs(7);
+        b.open_until(until, "opened by gw-2: 5 failures in a row".into());
+        assert_eq!(b.state(Instant::now()), State::Open { until: Some(until) });
+        b.open_until(Instant::now() + Duration::from_secs(1), "shorter".into());
+        assert_eq!(b.state(Instant::now()), State::Open { until: Some(until) }, "a shorter verdict never shortens it");
+        assert_eq!(b.take_transitions().len(), 1);
+        b.unhold();
+        advance(Duration::from_secs(8)).await;
+        assert_eq!(b.state(Instant::now()), State::HalfOpen, "out of the team's reach, its own timer leads");
+        b.close("gw-2's probes succeeded".into());
+        assert_eq!(b.state(Instant::now()), State::Closed);
+    }
 
     fn policy() -> BreakerPolicy {
         BreakerPolicy {

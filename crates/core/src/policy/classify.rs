@@ -135,8 +135,9 @@ pub fn verdict(outcome: Outcome, wait: Option<Duration>) -> Verdict {
         // key, not the provider's health.
         Outcome::Status(s) if matches!(s.as_u16(), 401 | 403 | 409 | 425) => Verdict::Neutral,
         Outcome::Status(_) => Verdict::Healthy,
-        Outcome::Connect
-        | Outcome::Transport
+        // Could not connect: perhaps only from here (DNS, this network).
+        Outcome::Connect => Verdict::Unreachable,
+        Outcome::Transport
         | Outcome::Timeout
         | Outcome::StreamError
         | Outcome::StreamDropped

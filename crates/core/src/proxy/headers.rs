@@ -31,6 +31,7 @@ pub mod name {
     pub const X_RATELIMIT_RESET_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-reset-requests");
     pub const X_RATELIMIT_RESET_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-reset-tokens");
     pub const X_SWITCHYARD_PROVIDER: HeaderName = HeaderName::from_static("x-switchyard-provider");
+    pub const X_SWITCHYARD_INSTANCE: HeaderName = HeaderName::from_static("x-switchyard-instance");
     pub const X_SWITCHYARD_ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
     pub const X_RATELIMIT_REMAINING_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-requests");
     pub const X_RATELIMIT_REMAINING_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-tokens");

@@ -58,6 +58,7 @@ pub struct Inbound {
 }
 
 pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response<Body> {
+    gateway.count_served();
     let user_agent = inbound.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
     let mut journal = Journal::start(
         gateway.sink().cloned(),

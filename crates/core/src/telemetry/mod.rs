@@ -45,7 +45,7 @@ fn day_of(ms: i64) -> i64 {
 fn healthy(a: &AttemptRecord) -> Option<bool> {
     match crate::policy::classify::recorded(a.outcome, a.status) {
         Verdict::Healthy => Some(true),
-        Verdict::Failed => Some(false),
+        Verdict::Failed | Verdict::Unreachable => Some(false),
         Verdict::RateLimited(_) | Verdict::Neutral => None,
     }
 }

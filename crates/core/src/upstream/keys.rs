@@ -11,6 +11,15 @@ use tokio::time::Instant;
 use crate::config::Auth;
 use crate::secrets::{ProviderKey, SecretStore};
 
+/// What instances of a team call a key: a keyed hash of the secret, the
+/// same wherever the key is loaded, from which the key cannot be found.
+/// Labels are local names; the secret never leaves the instance.
+pub fn fingerprint(secret: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"switchyard key fingerprint v1");
+    let tag = ring::hmac::sign(&key, secret.as_bytes());
+    tag.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[derive(Debug)]
 struct Slot {
     key: ProviderKey,
@@ -242,11 +251,50 @@ impl KeyPool {
         slots.iter().any(|s| s.revoked.is_none())
     }
 
+    /// Whether the provider refused the key labelled `label`.
+    pub fn is_revoked(&self, label: &str) -> bool {
+        match &self.state().source {
+            Source::Loaded(slots) => slots.iter().any(|s| s.key.label == label && s.revoked.is_some()),
+            _ => false,
+        }
+    }
+
     /// Whether a key other than `label` is left that the provider has not refused.
     pub fn usable_besides(&self, label: &str) -> bool {
         match &self.state().source {
             Source::Loaded(slots) => slots.iter().any(|s| s.revoked.is_none() && s.key.label != label),
             _ => false,
+        }
+    }
+
+    /// The label of the key whose [`fingerprint`] is `fp`, if this pool holds it.
+    pub fn label_of(&self, fp: &str) -> Option<String> {
+        match &self.state().source {
+            Source::Loaded(slots) => {
+                slots.iter().find(|s| fingerprint(s.key.secret.expose_secret()) == fp).map(|s| s.key.label.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// The [`fingerprint`] of the key labelled `label`.
+    pub fn fingerprint_of(&self, label: &str) -> Option<String> {
+        match &self.state().source {
+            Source::Loaded(slots) => {
+                slots.iter().find(|s| s.key.label == label).map(|s| fingerprint(s.key.secret.expose_secret()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Cools a key down until `until`, unless it already cools longer: a
+    /// later reset wins, an earlier one never shortens it.
+    pub fn cool_at_least(&self, label: &str, until: Instant) {
+        let mut state = self.state();
+        if let Source::Loaded(slots) = &mut state.source {
+            for slot in slots.iter_mut().filter(|s| s.key.label == label) {
+                slot.cooling_until = Some(slot.cooling_until.map_or(until, |t| t.max(until)));
+            }
         }
     }
 

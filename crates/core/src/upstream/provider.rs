@@ -22,6 +22,7 @@ use crate::policy::share::{self, WindowCounter};
 use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
+use crate::team::{Change, Team};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::keys::{KeyPool, NoKey};
@@ -36,6 +37,10 @@ struct Health {
     /// Requests whose plan included this provider, and fallbacks it took.
     seen: WindowCounter,
     fallbacks: WindowCounter,
+    /// The last failure the provider itself answered or caused (not one of
+    /// connecting to it): a trip without one in the breaker's window is
+    /// this instance's own trouble, which the team is told as such.
+    upstream_failed_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -53,6 +58,8 @@ pub struct Provider {
     /// The provider rejected `stream_options` under a profile that probes
     /// for it: it is not sent again while the gateway runs.
     stream_options_refused: AtomicBool,
+    /// The team this instance shares verdicts with, in team mode.
+    team: Option<Arc<dyn Team>>,
 }
 
 /// Why a provider was passed over for an attempt.
@@ -163,6 +170,9 @@ impl Drop for Ticket {
 pub enum Verdict {
     Healthy,
     Failed,
+    /// Could not connect: a failure for this instance's breaker, which may
+    /// be only this instance's (its DNS, its network).
+    Unreachable,
     /// Rate-limited: cool down until then; not a breaker failure.
     RateLimited(Duration),
     /// No outcome (canceled, or the client's own error).
@@ -183,6 +193,7 @@ impl Provider {
             cooling_until: None,
             seen: WindowCounter::new(p.fallback_window, now),
             fallbacks: WindowCounter::new(p.fallback_window, now),
+            upstream_failed_at: None,
         };
         let urls = Endpoint::FIXED
             .iter()
@@ -200,6 +211,24 @@ impl Provider {
             config,
             keys,
             stream_options_refused: AtomicBool::new(false),
+            team: None,
+        }
+    }
+
+    /// The provider as one instance of a team: its verdicts shared.
+    pub fn with_team(mut self, team: Option<Arc<dyn Team>>) -> Provider {
+        self.team = team;
+        self
+    }
+
+    /// The team, while it is in reach.
+    fn team(&self) -> Option<&Arc<dyn Team>> {
+        self.team.as_ref().filter(|t| t.connected())
+    }
+
+    fn share(&self, change: Change) {
+        if let Some(team) = self.team() {
+            team.share(change);
         }
     }
 
@@ -386,7 +415,11 @@ impl Provider {
         let mut h = self.health();
         match verdict {
             Verdict::Healthy => h.breaker.record(admission, false, now),
-            Verdict::Failed => h.breaker.record(admission, true, now),
+            Verdict::Failed => {
+                h.upstream_failed_at = Some(now);
+                h.breaker.record(admission, true, now);
+            }
+            Verdict::Unreachable => h.breaker.record(admission, true, now),
             Verdict::RateLimited(wait) => {
                 h.breaker.release(admission);
                 let wait = if wait.is_zero() { DEFAULT_RATE_LIMIT_COOLDOWN } else { wait };
@@ -395,6 +428,10 @@ impl Provider {
                     // A key pool cools the key; the provider's other keys go on.
                     Some(label) => {
                         self.keys.cool(label, now + wait);
+                        if let Some(fp) = self.keys.fingerprint_of(label) {
+                            let for_ms = millis(wait);
+                            self.share(Change::Cooling { provider: self.name().into(), key: Some(fp), for_ms });
+                        }
                         self.telemetry.publish(GatewayEvent::KeyCooling {
                             provider: self.name().to_string(),
                             label: Some(label.to_string()),
@@ -405,6 +442,7 @@ impl Provider {
                     }
                     None => {
                         h.cooling_until = Some(now + wait);
+                        self.share(Change::Cooling { provider: self.name().into(), key: None, for_ms: millis(wait) });
                         self.telemetry.publish(GatewayEvent::KeyCooling {
                             provider: self.name().to_string(),
                             label: None,
@@ -430,6 +468,9 @@ impl Provider {
             reason: reason.to_string(),
             request_id: Some(request_id.to_string()),
         });
+        if let Some(key) = self.keys.fingerprint_of(label) {
+            self.share(Change::Revoked { provider: self.name().into(), key, reason: reason.into() });
+        }
         self.keys.revoke(label, reason)
     }
 
@@ -453,25 +494,136 @@ impl Provider {
         self.log_transitions(&mut h, None);
     }
 
-    /// Opens the breaker by hand (until reset).
+    /// Opens the breaker by hand (until reset), for the whole team.
     pub fn open_breaker(&self) {
-        let mut h = self.health();
-        h.breaker.force_open();
-        self.log_transitions(&mut h, None);
+        self.force_breaker(true);
+        self.share(Change::BreakerForced { provider: self.name().into(), open: true });
     }
 
-    /// Closes the breaker by hand and ends any rate-limit cool-down.
+    /// Closes the breaker by hand and ends any rate-limit cool-down, for
+    /// the whole team.
     pub fn reset_breaker(&self) {
-        let mut h = self.health();
-        h.breaker.reset();
-        h.cooling_until = None;
-        self.log_transitions(&mut h, None);
+        self.force_breaker(false);
+        self.share(Change::BreakerForced { provider: self.name().into(), open: false });
     }
 
+    /// Opens or resets the breaker by hand, here only.
+    pub(crate) fn force_breaker(&self, open: bool) {
+        let mut h = self.health();
+        if open {
+            h.breaker.force_open();
+        } else {
+            h.breaker.reset();
+            h.cooling_until = None;
+        }
+        self.note_transitions(&mut h, None);
+    }
+
+    /// Follows the team: another instance's trip opens the breaker here
+    /// for as long as it said, held open until the team grants a probe.
+    pub(crate) fn team_open(&self, for_ms: u64, reason: &str, by: &str) {
+        let mut h = self.health();
+        if for_ms == 0 && h.breaker.state(Instant::now()) == State::HalfOpen {
+            // The team's cool-down is over and this instance is probing.
+            return;
+        }
+        let until = Instant::now() + Duration::from_millis(for_ms);
+        h.breaker.open_until(until, format!("opened by {by}: {reason}"));
+        self.note_transitions(&mut h, None);
+    }
+
+    /// Follows the team: another instance's probes closed the breaker.
+    pub(crate) fn team_close(&self, reason: &str, by: &str) {
+        let mut h = self.health();
+        if h.breaker.state(Instant::now()) != State::Closed {
+            h.breaker.close(format!("closed by {by}: {reason}"));
+        }
+        self.note_transitions(&mut h, None);
+    }
+
+    /// The team's one probe after a trip is this instance's.
+    pub(crate) fn team_probe(&self) {
+        let mut h = self.health();
+        h.breaker.grant_probe();
+        self.note_transitions(&mut h, None);
+    }
+
+    /// The team is out of reach (`false`): an open breaker follows its own
+    /// timer again. Back in reach (`true`): nothing to do here, the team
+    /// sends its verdicts again.
+    pub(crate) fn team_reachable(&self, reachable: bool) {
+        if !reachable {
+            self.health().breaker.unhold();
+        }
+    }
+
+    /// The team holds no verdict this held breaker waits for (a local trip
+    /// no other instance confirmed): its own timer leads again.
+    pub(crate) fn team_release(&self) {
+        self.health().breaker.unhold();
+    }
+
+    /// Follows the team: a rate limit seen by another instance.
+    pub(crate) fn team_cooling(&self, key: Option<&str>, for_ms: u64) {
+        let until = Instant::now() + Duration::from_millis(for_ms);
+        match key {
+            Some(fp) => {
+                if let Some(label) = self.keys.label_of(fp) {
+                    self.keys.cool_at_least(&label, until);
+                }
+            }
+            None => {
+                let mut h = self.health();
+                h.cooling_until = Some(h.cooling_until.map_or(until, |t| t.max(until)));
+            }
+        }
+    }
+
+    /// Follows the team: a key another instance saw refused.
+    pub(crate) fn team_revoked(&self, key: &str, reason: &str, by: &str) {
+        if let Some(label) = self.keys.label_of(key).filter(|l| !self.keys.is_revoked(l)) {
+            warn!(provider = %self.config.name, key = %label, "key refused by the provider on {by}: {reason}; not used again until keys change");
+            self.keys.revoke(&label, reason);
+        }
+    }
+
+    /// Logs and publishes the breaker's transitions, and shares with the
+    /// team the ones this instance's own traffic caused.
     fn log_transitions(&self, h: &mut Health, cause: Option<&str>) {
+        let transitions = h.breaker.take_transitions();
+        let Some(_team) = self.team() else {
+            return self.publish_transitions(transitions, cause);
+        };
+        for t in &transitions {
+            match (t.from, t.to) {
+                (_, State::Open { until: Some(until) }) => {
+                    let window = self.config.policy.breaker.window;
+                    let local = h.upstream_failed_at.is_none_or(|at| at.elapsed() > window);
+                    let for_ms = millis(until.saturating_duration_since(Instant::now()));
+                    let reason = t.reason.clone();
+                    self.share(Change::BreakerTripped { provider: self.name().into(), for_ms, reason, local });
+                    // The team decides who probes when the cool-down ends.
+                    h.breaker.hold();
+                }
+                (State::HalfOpen, State::Closed) => {
+                    self.share(Change::BreakerClosed { provider: self.name().into(), reason: t.reason.clone() });
+                }
+                _ => {}
+            }
+        }
+        self.publish_transitions(transitions, cause);
+    }
+
+    /// Logs and publishes transitions that the team caused or that stay here.
+    fn note_transitions(&self, h: &mut Health, cause: Option<&str>) {
+        let transitions = h.breaker.take_transitions();
+        self.publish_transitions(transitions, cause);
+    }
+
+    fn publish_transitions(&self, transitions: Vec<crate::policy::breaker::Transition>, cause: Option<&str>) {
         // Transitions become events on the live bus; until a subscriber
         // exists they are logged, with their reasons.
-        for t in h.breaker.take_transitions() {
+        for t in transitions {
             self.telemetry.publish(GatewayEvent::Breaker {
                 provider: self.name().to_string(),
                 from: t.from.kind(),
@@ -488,4 +640,9 @@ fn drop_expired_cooldown(h: &mut Health, now: Instant) {
     if h.cooling_until.is_some_and(|t| t <= now) {
         h.cooling_until = None;
     }
+}
+
+/// Whole milliseconds, saturating.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -1,0 +1,156 @@
+//! Team mode's seam: what one gateway shares with the others of its team,
+//! and how it takes what they share.
+//!
+//! The core makes every decision; a [`Team`] (the `switchyard-team` crate,
+//! on Redis) carries decisions between instances and keeps the shared
+//! state, so the core builds and tests without a Redis client, and a lone
+//! gateway (no `[team]`) has no team at all and pays nothing for it.
+//!
+//! What is shared here are *verdicts*, read on every request and changed
+//! rarely: breaker states, rate-limit cool-downs, refused keys, provider
+//! toggles. Each instance keeps its own copy, changed by what the team
+//! says ([`crate::gateway::Gateway::apply_team`]), so the request path
+//! never waits on Redis for them. Keys are named by their
+//! [`crate::upstream::keys::fingerprint`], never by their secret.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+/// A decision one instance makes that the others follow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum Change {
+    /// The provider's breaker tripped here: open for `for_ms` more. `local`
+    /// when every failure behind it was only this instance's to see (it
+    /// could not connect: its DNS, its network): the others open only when
+    /// a second instance trips the same way.
+    BreakerTripped { provider: String, for_ms: u64, reason: String, local: bool },
+    /// The probe after a trip succeeded here: closed for everyone.
+    BreakerClosed { provider: String, reason: String },
+    /// Opened (`open`) or reset by hand, from a dashboard, tray or CLI.
+    BreakerForced { provider: String, open: bool },
+    /// A rate limit: the key (by fingerprint) or, without one, the whole
+    /// provider cools down for `for_ms`. A later reset wins; an earlier one
+    /// never shortens a cool-down.
+    Cooling { provider: String, key: Option<String>, for_ms: u64 },
+    /// The provider refused the key (401/403): not used again until keys
+    /// are reloaded.
+    Revoked { provider: String, key: String, reason: String },
+    /// The provider switched on or off by hand.
+    Toggled { provider: String, enabled: bool },
+}
+
+impl Change {
+    /// The provider the change is about.
+    pub fn provider(&self) -> &str {
+        match self {
+            Change::BreakerTripped { provider, .. }
+            | Change::BreakerClosed { provider, .. }
+            | Change::BreakerForced { provider, .. }
+            | Change::Cooling { provider, .. }
+            | Change::Revoked { provider, .. }
+            | Change::Toggled { provider, .. } => provider,
+        }
+    }
+}
+
+/// A boxed future, for the object-safe [`Team`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// This instance's link to the rest of its team.
+pub trait Team: Send + Sync + fmt::Debug {
+    /// This instance's name: on every response (`x-switchyard-instance`)
+    /// and in the team's view.
+    fn instance(&self) -> &str;
+
+    /// Hands a decision to the team; never waits for it to arrive.
+    fn share(&self, change: Change);
+
+    /// Whether the shared state is in reach. While it is not, every
+    /// decision is this instance's alone (breakers follow their own timers).
+    fn connected(&self) -> bool;
+
+    /// The team as its shared state knows it, for `/admin/team`.
+    fn view(&self) -> BoxFuture<'_, TeamView>;
+}
+
+/// The team, for `/admin/team`, `switchyard status` and the dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct TeamView {
+    /// Whether this gateway is in a team at all (`[team]`).
+    pub enabled: bool,
+    /// This instance's name.
+    pub instance: String,
+    /// `connected`, or `degraded` while Redis is out of reach.
+    pub state: String,
+    /// The Redis URL, its password redacted.
+    pub redis: Option<String>,
+    pub namespace: Option<String>,
+    /// Where the history is recorded: `sqlite` or `postgres`.
+    pub history: String,
+    /// Every live instance, this one included, by name.
+    pub members: Vec<Member>,
+}
+
+/// One live instance of the team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct Member {
+    pub name: String,
+    /// Unique per process start.
+    pub id: String,
+    /// When it started, in Unix milliseconds.
+    pub started_at: i64,
+    pub version: String,
+    /// Where it listens.
+    pub address: String,
+    /// Requests it has served since it started.
+    pub requests: u64,
+    /// Its last heartbeat, in Unix milliseconds (Redis's clock).
+    pub seen_at: i64,
+}
+
+impl TeamView {
+    /// A gateway without a team: itself alone.
+    pub fn solo(instance: &str, history: &str) -> TeamView {
+        TeamView {
+            enabled: false,
+            instance: instance.to_owned(),
+            state: "solo".into(),
+            redis: None,
+            namespace: None,
+            history: history.to_owned(),
+            members: Vec::new(),
+        }
+    }
+}
+
+/// What an instance is called when `[team] instance` names none: the
+/// host's name and the port it listens on.
+pub fn solo_name(listen: std::net::SocketAddr) -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", listen.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_cross_as_tagged_json() {
+        let c = Change::Cooling { provider: "p".into(), key: Some("ab12".into()), for_ms: 1500 };
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(text, r#"{"change":"cooling","provider":"p","key":"ab12","for_ms":1500}"#);
+        assert_eq!(serde_json::from_str::<Change>(&text).unwrap(), c);
+        assert_eq!(c.provider(), "p");
+    }
+}

@@ -1,0 +1,79 @@
+//! Every key and channel the team uses, under its namespace. A provider's
+//! keys share a hash tag (`{provider}`), so they land on one slot of a
+//! Redis Cluster and one script may touch them together.
+
+#[derive(Debug, Clone)]
+pub struct Keys {
+    ns: String,
+}
+
+impl Keys {
+    pub fn new(namespace: &str) -> Keys {
+        Keys { ns: namespace.to_owned() }
+    }
+
+    /// Where changes are announced.
+    pub fn channel(&self) -> String {
+        format!("{}:changes", self.ns)
+    }
+
+    /// Live instances: id → heartbeat expiry (Redis ms).
+    pub fn members(&self) -> String {
+        format!("{}:members", self.ns)
+    }
+
+    /// One instance's particulars.
+    pub fn member(&self, id: &str) -> String {
+        format!("{}:member:{id}", self.ns)
+    }
+
+    /// A provider's breaker verdict: state, until, epoch, by, reason.
+    pub fn breaker(&self, provider: &str) -> String {
+        format!("{}:{{{provider}}}:breaker", self.ns)
+    }
+
+    /// Who holds the one probe of a provider's breaker.
+    pub fn probe(&self, provider: &str) -> String {
+        format!("{}:{{{provider}}}:probe", self.ns)
+    }
+
+    /// Instances that could not connect to a provider lately.
+    pub fn suspects(&self, provider: &str) -> String {
+        format!("{}:{{{provider}}}:suspects", self.ns)
+    }
+
+    /// A cool-down: of one key (by fingerprint) or, with `None`, the provider.
+    pub fn cooling(&self, provider: &str, key: Option<&str>) -> String {
+        format!("{}:{{{provider}}}:cool:{}", self.ns, key.unwrap_or("*"))
+    }
+
+    /// The cool-downs of a provider that may be in force, for a resync.
+    pub fn cooling_index(&self, provider: &str) -> String {
+        format!("{}:{{{provider}}}:cooling", self.ns)
+    }
+
+    /// Keys refused by a provider: fingerprint → reason.
+    pub fn revoked(&self, provider: &str) -> String {
+        format!("{}:{{{provider}}}:revoked", self.ns)
+    }
+
+    /// Providers switched on or off by hand: name → 1 or 0.
+    pub fn toggles(&self) -> String {
+        format!("{}:toggles", self.ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_s_keys_share_one_hash_tag() {
+        let k = Keys::new("acme");
+        assert_eq!(k.breaker("openai"), "acme:{openai}:breaker");
+        assert_eq!(k.probe("openai"), "acme:{openai}:probe");
+        assert_eq!(k.cooling("openai", Some("ab")), "acme:{openai}:cool:ab");
+        assert_eq!(k.cooling("openai", None), "acme:{openai}:cool:*");
+        assert_eq!(k.channel(), "acme:changes");
+    }
+}

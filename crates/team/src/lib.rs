@@ -1,0 +1,385 @@
+//! Team mode on Redis: several Switchyard gateways acting as one.
+//!
+//! [`join`] gives a [`RedisTeam`], the core's [`Team`] seam, and a
+//! [`Runner`] that keeps it alive: it heartbeats this instance into the
+//! roll call, writes each decision this instance shares with one atomic
+//! script and announces it, hears the others' and has the gateway follow
+//! them, grants the one probe of a breaker whose cool-down ended to exactly
+//! one instance, and reads the whole shared state again every second as a
+//! backstop for announcements missed while disconnected.
+//!
+//! Redis out of reach never stops a request: the instance says `degraded`,
+//! its breakers follow their own timers, and it reconnects on its own.
+//! Nothing secret is written: keys are named by their fingerprint, and the
+//! Redis URL is shown only with its password redacted.
+//!
+//! # Layout
+//! - [`keys`]: the names of every key and channel.
+//! - [`scripts`]: the Lua scripts, one per decision.
+//! - `sync`: what the runner reads back from the shared state.
+
+pub mod keys;
+pub mod scripts;
+mod sync;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::ConnectionManager;
+use secrecy::ExposeSecret;
+use serde::{Deserialize, Serialize};
+use switchyard_core::config::{redact_redis_url, TeamConfig};
+use switchyard_core::gateway::Gateway;
+use switchyard_core::team::{solo_name, BoxFuture, Change, Member, Team, TeamView};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use keys::Keys;
+use scripts::Scripts;
+
+/// How long an instance stays on the roll call without a heartbeat.
+const MEMBER_TTL: Duration = Duration::from_secs(5);
+/// How often the instance heartbeats and reads the shared state back.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
+/// How often due probes are looked for.
+const PROBE_EVERY: Duration = Duration::from_millis(100);
+/// How long a probe claim holds: another instance takes over after it.
+const PROBE_TTL: Duration = Duration::from_secs(10);
+/// Every Redis call's limit: a slow Redis is a Redis out of reach.
+const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+/// Decisions waiting to be written; past this, the oldest are dropped.
+const OUTBOX: usize = 1024;
+/// How long a local trip waits for a second instance to confirm it.
+const SUSPECT_WINDOW: Duration = Duration::from_secs(30);
+
+/// Why a team could not be joined.
+#[derive(Debug, thiserror::Error)]
+pub enum TeamError {
+    #[error("team.redis ({url}): {source}")]
+    Url { url: String, source: redis::RedisError },
+}
+
+/// A change as announced on the channel: who made it, and what it is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Announcement {
+    by: String,
+    id: String,
+    change: Change,
+}
+
+/// This instance's side of the team, as the gateway sees it.
+#[derive(Debug)]
+pub struct RedisTeam {
+    name: String,
+    id: String,
+    started_at: i64,
+    address: String,
+    namespace: String,
+    redis_shown: String,
+    keys: Keys,
+    outbox: mpsc::Sender<Change>,
+    connected: AtomicBool,
+    connection: Mutex<Option<ConnectionManager>>,
+}
+
+impl RedisTeam {
+    fn connection(&self) -> Option<ConnectionManager> {
+        self.connection.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_connection(&self, c: Option<ConnectionManager>) {
+        *self.connection.lock().unwrap_or_else(|p| p.into_inner()) = c;
+    }
+
+    /// This instance's unique id (per process start).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Team for RedisTeam {
+    fn instance(&self) -> &str {
+        &self.name
+    }
+
+    fn share(&self, change: Change) {
+        if let Err(e) = self.outbox.try_send(change) {
+            warn!("team: a decision was not shared ({e}); the others learn it at the next resync");
+        }
+    }
+
+    fn connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    fn view(&self) -> BoxFuture<'_, TeamView> {
+        Box::pin(async move {
+            let mut view = TeamView {
+                enabled: true,
+                instance: self.name.clone(),
+                state: if self.connected() { "connected" } else { "degraded" }.into(),
+                redis: Some(self.redis_shown.clone()),
+                namespace: Some(self.namespace.clone()),
+                history: String::new(),
+                members: Vec::new(),
+            };
+            if let Some(mut con) = self.connection() {
+                match sync::members(&mut con, &self.keys).await {
+                    Ok(members) => view.members = members,
+                    Err(e) => {
+                        warn!("team: cannot read the roll call: {e}");
+                        view.state = "degraded".into();
+                    }
+                }
+            }
+            view
+        })
+    }
+}
+
+/// What keeps the team alive: run it once the gateway is built.
+#[derive(Debug)]
+pub struct Runner {
+    team: Arc<RedisTeam>,
+    client: redis::Client,
+    outbox: mpsc::Receiver<Change>,
+    scripts: Scripts,
+}
+
+/// Joins the team `config` describes, as the instance listening on
+/// `listen`. Redis need not be up: the instance starts degraded and
+/// connects when it can.
+pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, Runner), TeamError> {
+    let url = config.redis.expose_secret();
+    let client = redis::Client::open(url).map_err(|source| TeamError::Url { url: redact_redis_url(url), source })?;
+    let (tx, rx) = mpsc::channel(OUTBOX);
+    let team = Arc::new(RedisTeam {
+        name: config.instance.clone().unwrap_or_else(|| solo_name(listen)),
+        id: uuid::Uuid::now_v7().to_string(),
+        started_at: switchyard_core::history::now_ms(),
+        address: listen.to_string(),
+        namespace: config.namespace.clone(),
+        redis_shown: config.redis_redacted(),
+        keys: Keys::new(&config.namespace),
+        outbox: tx,
+        connected: AtomicBool::new(false),
+        connection: Mutex::new(None),
+    });
+    let runner = Runner { team: team.clone(), client, outbox: rx, scripts: Scripts::new() };
+    Ok((team, runner))
+}
+
+impl Runner {
+    /// Keeps the instance in its team until `stop`.
+    pub async fn run(mut self, gateway: Gateway, stop: CancellationToken) {
+        let team = self.team.clone();
+        info!(instance = %team.name, redis = %team.redis_shown, namespace = %team.namespace, "team mode");
+        let (due_tx, mut due_rx) = mpsc::unbounded_channel::<String>();
+        let listener =
+            tokio::spawn(listen(self.client.clone(), team.clone(), gateway.clone(), due_tx.clone(), stop.clone()));
+        let mut due: HashSet<String> = HashSet::new();
+        let mut sync_tick = tokio::time::interval(SYNC_EVERY);
+        let mut probe_tick = tokio::time::interval(PROBE_EVERY);
+        sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        probe_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = sync_tick.tick() => self.sync(&gateway, &mut due).await,
+                _ = probe_tick.tick(), if !due.is_empty() => self.probes(&gateway, &mut due).await,
+                Some(provider) = due_rx.recv() => { due.insert(provider); }
+                Some(change) = self.outbox.recv() => {
+                    if let Some(provider) = self.write(change).await {
+                        due.insert(provider);
+                    }
+                }
+            }
+        }
+        self.leave().await;
+        listener.abort();
+    }
+
+    /// Connects when not connected; heartbeats; reads the shared state back.
+    async fn sync(&mut self, gateway: &Gateway, due: &mut HashSet<String>) {
+        let team = &self.team;
+        let mut con = match team.connection() {
+            Some(con) => con,
+            None => match self.connect().await {
+                Some(con) => con,
+                None => return self.reachable(gateway, false),
+            },
+        };
+        let beat = sync::heartbeat(&mut con, &self.scripts, team, gateway.served(), MEMBER_TTL);
+        match tokio::time::timeout(CALL_TIMEOUT, beat).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                warn!("team: Redis did not take the heartbeat: {e}");
+                return self.reachable(gateway, false);
+            }
+            Err(_) => {
+                warn!("team: Redis did not answer within {CALL_TIMEOUT:?}");
+                return self.reachable(gateway, false);
+            }
+        }
+        self.reachable(gateway, true);
+        let names: Vec<String> = gateway.live().providers.iter().map(|p| p.name().to_string()).collect();
+        match tokio::time::timeout(CALL_TIMEOUT * 4, sync::state(&mut con, &team.keys, &names)).await {
+            Ok(Ok(state)) => {
+                for (by, change) in state {
+                    if matches!(change, Change::BreakerTripped { .. }) {
+                        due.insert(change.provider().to_string());
+                    }
+                    gateway.apply_team(&by, &change);
+                }
+            }
+            Ok(Err(e)) => warn!("team: cannot read the shared state: {e}"),
+            Err(_) => warn!("team: reading the shared state took over {:?}", CALL_TIMEOUT * 4),
+        }
+    }
+
+    async fn connect(&self) -> Option<ConnectionManager> {
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CALL_TIMEOUT))
+            .set_response_timeout(Some(CALL_TIMEOUT))
+            .set_number_of_retries(1);
+        match self.client.get_connection_manager_with_config(config).await {
+            Ok(con) => {
+                self.team.set_connection(Some(con.clone()));
+                Some(con)
+            }
+            Err(e) => {
+                debug!("team: cannot connect to Redis: {e}");
+                None
+            }
+        }
+    }
+
+    /// Notes whether Redis is in reach, telling the gateway when that changes.
+    fn reachable(&self, gateway: &Gateway, now: bool) {
+        let was = self.team.connected.swap(now, Ordering::Relaxed);
+        if was != now {
+            if now {
+                info!(instance = %self.team.name, "team: connected to Redis; shared state in force");
+            } else {
+                warn!(instance = %self.team.name, "team: Redis out of reach; deciding alone (degraded) until it is back");
+            }
+            gateway.team_reachable(now);
+        }
+    }
+
+    /// Writes a decision to the shared state and announces it; returns a
+    /// provider whose breaker now waits for a probe.
+    async fn write(&self, change: Change) -> Option<String> {
+        let mut con = self.team.connection()?;
+        let step = sync::write(&mut con, &self.scripts, &self.team, change, SUSPECT_WINDOW);
+        match tokio::time::timeout(CALL_TIMEOUT, step).await {
+            Ok(Ok(due)) => due,
+            Ok(Err(e)) => {
+                warn!("team: a decision was not shared: {e}");
+                None
+            }
+            Err(_) => {
+                warn!("team: sharing a decision took over {CALL_TIMEOUT:?}");
+                None
+            }
+        }
+    }
+
+    /// Claims due probes: the one instance that wins probes for the team.
+    async fn probes(&self, gateway: &Gateway, due: &mut HashSet<String>) {
+        let Some(mut con) = self.team.connection() else { return };
+        for provider in due.clone() {
+            let claim = sync::claim_probe(&mut con, &self.scripts, &self.team, &provider, PROBE_TTL);
+            match tokio::time::timeout(CALL_TIMEOUT, claim).await {
+                Ok(Ok(sync::Claim::Won)) => {
+                    due.remove(&provider);
+                    info!(provider = %provider, "team: this instance probes for the team");
+                    gateway.team_probe(&provider);
+                }
+                Ok(Ok(sync::Claim::NotOpen)) => {
+                    // Not open in the team (a local trip no one confirmed,
+                    // or closed meanwhile): this instance's own timer leads.
+                    due.remove(&provider);
+                    gateway.team_release(&provider);
+                }
+                Ok(Ok(sync::Claim::Later)) => {}
+                Ok(Err(e)) => warn!("team: cannot claim a probe: {e}"),
+                Err(_) => warn!("team: claiming a probe took over {CALL_TIMEOUT:?}"),
+            }
+        }
+    }
+
+    /// Leaves the roll call at once, so the others stop counting this instance.
+    async fn leave(&self) {
+        if let Some(mut con) = self.team.connection() {
+            let _ = tokio::time::timeout(CALL_TIMEOUT, sync::leave(&mut con, &self.team.keys, &self.team.id)).await;
+        }
+    }
+}
+
+/// Hears the others' announcements and has the gateway follow them,
+/// resubscribing after every disconnect.
+async fn listen(
+    client: redis::Client,
+    team: Arc<RedisTeam>,
+    gateway: Gateway,
+    due: mpsc::UnboundedSender<String>,
+    stop: CancellationToken,
+) {
+    let channel = team.keys.channel();
+    while !stop.is_cancelled() {
+        let subscribed = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        let mut pubsub = match tokio::time::timeout(CALL_TIMEOUT, subscribed).await {
+            Ok(Ok(p)) => p,
+            _ => {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(200)) => continue,
+                }
+            }
+        };
+        let mut messages = pubsub.on_message();
+        loop {
+            let msg = tokio::select! {
+                () = stop.cancelled() => return,
+                msg = messages.next() => msg,
+            };
+            let Some(msg) = msg else { break };
+            let Ok(payload) = msg.get_payload::<String>() else { continue };
+            let Ok(a) = serde_json::from_str::<Announcement>(&payload) else {
+                warn!("team: an announcement this version cannot read was ignored");
+                continue;
+            };
+            if a.id == team.id {
+                continue;
+            }
+            if matches!(a.change, Change::BreakerTripped { .. }) {
+                let _ = due.send(a.change.provider().to_string());
+            }
+            gateway.apply_team(&a.by, &a.change);
+        }
+    }
+}
+
+/// A member of the team as the roll call holds it.
+fn member(fields: &std::collections::HashMap<String, String>) -> Option<Member> {
+    let int = |k: &str| fields.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    Some(Member {
+        name: fields.get("name")?.clone(),
+        id: fields.get("id")?.clone(),
+        started_at: int("started_at"),
+        version: fields.get("version").cloned().unwrap_or_default(),
+        address: fields.get("address").cloned().unwrap_or_default(),
+        requests: u64::try_from(int("requests")).unwrap_or(0),
+        seen_at: int("seen_at"),
+    })
+}

@@ -1,0 +1,128 @@
+//! The shared state's atomic steps, one Lua script each: every decision
+//! reads and writes its keys in one step, with time from Redis's own clock
+//! (`TIME`), never an instance's, and a TTL on every key it writes, so state
+//! left by an instance that died expires by itself.
+//!
+//! `redis::Script` sends a script by its digest and loads it again when
+//! Redis answers NOSCRIPT (after a restart).
+
+use redis::Script;
+
+/// Redis's clock, in milliseconds.
+const NOW: &str = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";
+
+/// The scripts, loaded once per process.
+#[derive(Debug)]
+pub struct Scripts {
+    pub trip: Script,
+    pub close: Script,
+    pub force: Script,
+    pub cool: Script,
+    pub heartbeat: Script,
+    pub claim_probe: Script,
+}
+
+impl Scripts {
+    pub fn new() -> Scripts {
+        Scripts {
+            trip: Script::new(&format!("{NOW}\n{TRIP}")),
+            close: Script::new(&format!("{NOW}\n{CLOSE}")),
+            force: Script::new(&format!("{NOW}\n{FORCE}")),
+            cool: Script::new(&format!("{NOW}\n{COOL}")),
+            heartbeat: Script::new(&format!("{NOW}\n{HEARTBEAT}")),
+            claim_probe: Script::new(&format!("{NOW}\n{CLAIM_PROBE}")),
+        }
+    }
+}
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        Scripts::new()
+    }
+}
+
+/// A breaker tripped on one instance.
+/// KEYS: breaker hash, suspects sorted set, probe key. ARGV: for_ms, reason, by,
+/// local (0/1), window_ms.
+/// A `local` trip (the instance could not connect) counts only when a
+/// second instance reports one within the window. A longer open already
+/// in force is kept. Returns {opened (0/1), ms left}.
+const TRIP: &str = r"
+local for_ms = tonumber(ARGV[1])
+if ARGV[4] == '1' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]))
+  if redis.call('ZCARD', KEYS[2]) < 2 then return {0, 0} end
+end
+local until_ms = now + for_ms
+local state = redis.call('HGET', KEYS[1], 'state')
+local old = tonumber(redis.call('HGET', KEYS[1], 'until') or '0')
+if state == 'open' and old > until_ms then until_ms = old end
+redis.call('HSET', KEYS[1], 'state', 'open', 'until', until_ms, 'by', ARGV[3], 'reason', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+redis.call('PEXPIRE', KEYS[1], until_ms - now + 600000)
+-- A new cool-down: whoever probed before holds nothing now.
+redis.call('DEL', KEYS[3])
+return {1, until_ms - now}
+";
+
+/// A breaker closed by the probes of the instance that held the probe.
+/// KEYS: breaker hash, probe key. ARGV: reason, by. Returns 1.
+const CLOSE: &str = r"
+redis.call('HSET', KEYS[1], 'state', 'closed', 'until', now, 'by', ARGV[2], 'reason', ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+redis.call('PEXPIRE', KEYS[1], 600000)
+redis.call('DEL', KEYS[2])
+return 1
+";
+
+/// A breaker opened (ARGV[1] = '1') or reset by hand. KEYS: breaker hash,
+/// probe key, suspects. ARGV: open, by. An opened breaker stays so until
+/// reset (a day at most, as every key has a TTL).
+const FORCE: &str = r"
+local state = 'closed'
+if ARGV[1] == '1' then state = 'forced' end
+redis.call('HSET', KEYS[1], 'state', state, 'until', now, 'by', ARGV[2], 'reason', 'by hand')
+redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+redis.call('PEXPIRE', KEYS[1], 86400000)
+redis.call('DEL', KEYS[2], KEYS[3])
+return 1
+";
+
+/// A rate-limit cool-down. KEYS: the cool-down key. ARGV: for_ms.
+/// A later reset wins; an earlier one never shortens it. Returns the ms left.
+const COOL: &str = r"
+local until_ms = now + tonumber(ARGV[1])
+local old = tonumber(redis.call('GET', KEYS[1]) or '0')
+if old > until_ms then return old - now end
+redis.call('SET', KEYS[1], until_ms, 'PX', tonumber(ARGV[1]))
+return tonumber(ARGV[1])
+";
+
+/// An instance's heartbeat. KEYS: members sorted set, this member's hash.
+/// ARGV: id, ttl_ms, then field/value pairs. Drops members whose heartbeat
+/// expired, and returns Redis's time (ms).
+const HEARTBEAT: &str = r"
+local ttl = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl * 4)
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[2], 'seen_at', now)
+redis.call('PEXPIRE', KEYS[2], ttl * 2)
+return now
+";
+
+/// Claims the one probe of an open breaker whose cool-down is over.
+/// KEYS: breaker hash, probe key. ARGV: id, probe_ttl_ms.
+/// Returns 1 when this instance probes, 0 when another does or the breaker
+/// is not due (still cooling, closed, opened by hand), with the ms left.
+const CLAIM_PROBE: &str = r"
+local state = redis.call('HGET', KEYS[1], 'state')
+if state ~= 'open' then return {0, -1} end
+local until_ms = tonumber(redis.call('HGET', KEYS[1], 'until') or '0')
+if until_ms > now then return {0, until_ms - now} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then return {1, 0} end
+return {0, 0}
+";
