@@ -19,10 +19,12 @@ use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
 mod budgets;
 mod desktop;
+mod history_url;
 pub(crate) mod edit;
 mod policy;
 mod team;
 pub use desktop::DesktopConfig;
+pub use history_url::HistoryUrl;
 pub use team::{redact as redact_redis_url, TeamConfig};
 use desktop::RawDesktop;
 use policy::{PolicyError, RawPolicy};
@@ -73,6 +75,8 @@ pub struct HistoryConfig {
     pub body_limit: usize,
     /// The response cache's file is kept under this size (`cache_max_size_mb`).
     pub cache_max_bytes: u64,
+    /// The PostgreSQL database to record in; `None`: SQLite in the data directory.
+    pub url: Option<HistoryUrl>,
 }
 
 impl Default for HistoryConfig {
@@ -84,6 +88,7 @@ impl Default for HistoryConfig {
             store_bodies: false,
             body_limit: 16 * 1024,
             cache_max_bytes: 64 * 1024 * 1024,
+            url: None,
         }
     }
 }
@@ -261,6 +266,18 @@ impl Config {
         Ok(())
     }
 
+    /// Records history in the PostgreSQL database at `url` (from `origin`,
+    /// such as `SWITCHYARD_HISTORY_URL`) instead of the file's setting.
+    pub fn override_history_url(&mut self, url: &str, origin: &str) -> Result<(), ConfigError> {
+        let url = HistoryUrl::parse(url).map_err(|message| ConfigError::Override {
+            origin: origin.to_string(),
+            field: "history.url",
+            message,
+        })?;
+        self.history.url = Some(url);
+        Ok(())
+    }
+
     /// The request policy for a model: its route's, else the global one.
     pub fn request_policy(&self, model: &str) -> &RequestPolicy {
         // Routes are few; a linear scan beats hashing here.
@@ -370,6 +387,7 @@ struct RawHistory {
     store_bodies: Option<bool>,
     body_limit: Option<Spanned<i64>>,
     cache_max_size_mb: Option<Spanned<i64>>,
+    url: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -573,6 +591,10 @@ impl Validator<'_> {
                     return self.error(m.span(), "history.cache_max_size_mb", "must be at least 1 and less than 2^44")
                 }
             }
+        }
+        if let Some(url) = raw.url {
+            // The message names the field, never the value: it may hold a password.
+            h.url = Some(HistoryUrl::parse(url.get_ref()).or_else(|why| self.error(url.span(), "history.url", why))?);
         }
         Ok(h)
     }

@@ -58,6 +58,9 @@ pub fn setup(config: Option<PathBuf>, data_dir: Option<&Path>, listen: Option<st
     if let Some(listen) = listen {
         loaded.override_listen(listen, "--listen (or SWITCHYARD_LISTEN)")?;
     }
+    if let Some(url) = std::env::var("SWITCHYARD_HISTORY_URL").ok().filter(|u| !u.trim().is_empty()) {
+        loaded.override_history_url(url.trim(), "SWITCHYARD_HISTORY_URL")?;
+    }
     if let Some(url) = std::env::var("SWITCHYARD_TEAM_REDIS").ok().filter(|u| !u.trim().is_empty()) {
         loaded.override_team_redis(url.trim(), "SWITCHYARD_TEAM_REDIS")?;
     }

@@ -55,6 +55,10 @@ impl History {
     /// Opens `<data dir>/switchyard.db` (or any path), puts in it what the
     /// spool kept from the last run, and starts the writer.
     pub async fn open(path: &Path, config: &HistoryConfig) -> Result<History, StoreError> {
+        if config.url.is_some() {
+            // Refused rather than recorded somewhere the user did not ask for.
+            return Err(StoreError::Unavailable("history.url: PostgreSQL history is not in this build yet".into()));
+        }
         let store = Store::open(path).await?;
         let spool_error = |source| StoreError::Spool { path: path.display().to_string(), source };
         let spool = match spool::Spool::open(path).map_err(spool_error)? {

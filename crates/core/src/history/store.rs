@@ -40,6 +40,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error(transparent)]
     Cache(#[from] crate::cache::store::CacheError),
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Filters for listing requests. All optional; text is matched exactly.
