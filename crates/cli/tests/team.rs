@@ -174,6 +174,50 @@ async fn instances_see_each_other_and_every_response_names_its_instance() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_instance_s_events_reach_the_other_s_live_feed() {
+    use futures_util::StreamExt;
+    let redis = Redis::start();
+    let (bad, good) = (
+        SimProvider::start("bad", Script::ok()).await.unwrap(),
+        SimProvider::start("good", Script::ok()).await.unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a = start(dir.path(), "gw-a", &config(dir.path(), "gw-a", &redis, &bad, &good, "10s"));
+    let b = start(dir.path(), "gw-b", &config(dir.path(), "gw-b", &redis, &bad, &good, "10s"));
+    let joined = until(Duration::from_secs(10), || async {
+        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    assert!(joined.is_some());
+    let token = std::fs::read_to_string(b.data.join("admin-token")).unwrap();
+    let feed =
+        client().get(format!("http://{}/admin/events", b.served.addr)).bearer_auth(token.trim()).send().await.unwrap();
+    assert_eq!(feed.status(), 200);
+    let mut chunks = feed.bytes_stream();
+    // The feed is open on B before A serves anything.
+    let _snapshot = chunks.next().await;
+    let r = a.served.chat("m").await;
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    let sent = Instant::now();
+    let mut text = String::new();
+    let found = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(Ok(chunk)) = chunks.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if text.lines().any(|l| l.contains(&id) && l.contains("\"instance\":\"gw-a\"")) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(found, Ok(true), "A's finished request on B's feed, marked as A's:\n{text}");
+    eprintln!("team: A's event reached B's feed in {:?}", sent.elapsed());
+    // B's own events carry no instance: they are its own.
+    let r = b.served.chat("m").await;
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_breaker_tripped_on_one_instance_is_open_on_the_other_and_the_team_probes_once() {
     let redis = Redis::start();
     let bad = SimProvider::start("bad", Script::always(Fault::status(503))).await.unwrap();

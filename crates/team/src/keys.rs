@@ -17,6 +17,11 @@ impl Keys {
         format!("{}:changes", self.ns)
     }
 
+    /// Every instance's events, newest last (capped).
+    pub fn events(&self) -> String {
+        format!("{}:events", self.ns)
+    }
+
     /// Live instances: id → heartbeat expiry (Redis ms).
     pub fn members(&self) -> String {
         format!("{}:members", self.ns)

@@ -17,7 +17,9 @@
 //! - [`keys`]: the names of every key and channel.
 //! - [`scripts`]: the Lua scripts, one per decision.
 //! - `sync`: what the runner reads back from the shared state.
+//! - `events`: every instance's events on every instance's live feed.
 
+mod events;
 pub mod keys;
 pub mod scripts;
 mod sync;
@@ -182,6 +184,8 @@ impl Runner {
         let (due_tx, mut due_rx) = mpsc::unbounded_channel::<String>();
         let listener =
             tokio::spawn(listen(self.client.clone(), team.clone(), gateway.clone(), due_tx.clone(), stop.clone()));
+        let fan_out = tokio::spawn(events::fan_out(team.clone(), gateway.clone(), stop.clone()));
+        let fan_in = tokio::spawn(events::fan_in(self.client.clone(), team.clone(), gateway.clone(), stop.clone()));
         let mut due: HashSet<String> = HashSet::new();
         let mut sync_tick = tokio::time::interval(SYNC_EVERY);
         let mut probe_tick = tokio::time::interval(PROBE_EVERY);
@@ -201,7 +205,9 @@ impl Runner {
             }
         }
         self.leave().await;
-        listener.abort();
+        for task in [listener, fan_out, fan_in] {
+            task.abort();
+        }
     }
 
     /// Connects when not connected; heartbeats; reads the shared state back.

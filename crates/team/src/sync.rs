@@ -97,7 +97,14 @@ pub async fn write(
             })
         }
         Change::BreakerClosed { provider, reason } => {
-            scripts.close.key(keys.breaker(provider)).key(keys.probe(provider)).arg(reason).arg(&team.name).invoke_async::<i64>(con).await?;
+            scripts
+                .close
+                .key(keys.breaker(provider))
+                .key(keys.probe(provider))
+                .arg(reason)
+                .arg(&team.name)
+                .invoke_async::<i64>(con)
+                .await?;
             Some(change.clone())
         }
         Change::BreakerForced { provider, open } => {
@@ -113,7 +120,8 @@ pub async fn write(
             Some(change.clone())
         }
         Change::Cooling { provider, key, for_ms } => {
-            let left: i64 = scripts.cool.key(keys.cooling(provider, key.as_deref())).arg(*for_ms).invoke_async(con).await?;
+            let left: i64 =
+                scripts.cool.key(keys.cooling(provider, key.as_deref())).arg(*for_ms).invoke_async(con).await?;
             let index = keys.cooling_index(provider);
             redis::pipe()
                 .sadd(&index, key.as_deref().unwrap_or("*"))

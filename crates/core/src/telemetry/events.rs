@@ -187,6 +187,11 @@ impl GatewayEvent {
 pub struct Envelope {
     pub id: u64,
     pub at_ms: i64,
+    /// In team mode, the instance where it happened when that is another
+    /// one; absent for this instance's own events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub instance: Option<String>,
     #[serde(flatten)]
     pub event: GatewayEvent,
 }
@@ -226,9 +231,21 @@ impl EventBus {
                 request_id,
             }));
         }
+        self.deliver(now_ms(), None, event);
+    }
+
+    /// Passes on an event that happened on another instance of the team
+    /// (at `at_ms`, on `instance`): to this instance's live feed only. It
+    /// is on record, and counted, where it happened.
+    pub fn publish_remote(&self, instance: &str, at_ms: i64, event: GatewayEvent) {
+        self.deliver(at_ms, Some(instance.to_owned()), event);
+    }
+
+    fn deliver(&self, at_ms: i64, instance: Option<String>, event: GatewayEvent) {
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         // Numbered under the lock, so ids and delivery order agree.
-        let envelope = Arc::new(Envelope { id: self.next.fetch_add(1, Ordering::Relaxed), at_ms: now_ms(), event });
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let envelope = Arc::new(Envelope { id, at_ms, instance, event });
         if recent.len() == RECENT {
             recent.pop_front();
         }
@@ -313,7 +330,7 @@ mod tests {
             request_id: None,
         };
         for event in [toggled(1), breaker] {
-            let text = serde_json::to_string(&Envelope { id: 3, at_ms: 4, event }).unwrap();
+            let text = serde_json::to_string(&Envelope { id: 3, at_ms: 4, instance: None, event }).unwrap();
             let back: Envelope = serde_json::from_str(&text).unwrap();
             assert_eq!(serde_json::to_string(&back).unwrap(), text);
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -333,7 +350,7 @@ mod tests {
 
     #[test]
     fn events_serialize_with_their_type() {
-        let e = Envelope { id: 7, at_ms: 1, event: toggled(2) };
+        let e = Envelope { id: 7, at_ms: 1, instance: None, event: toggled(2) };
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["type"], "provider_toggled");
         assert_eq!(v["id"], 7);

@@ -9,7 +9,7 @@ pub(crate) mod metrics;
 pub(crate) mod stats;
 
 pub use alerts::{AlertKind, AlertPolicy};
-pub use events::GatewayEvent;
+pub use events::{Envelope, GatewayEvent};
 pub use health::{views, ProviderStateName, ProviderView};
 pub use stats::{Window, MAX_MODELS, OTHER_MODEL};
 
