@@ -279,6 +279,34 @@ impl<'a> Derived<'a> {
     }
 }
 
+impl<'a> Derived<'a> {
+    /// The rollups' changes at every span: (span, start, provider, model,
+    /// outcome, sums), each key once.
+    pub(super) fn rollups(&self) -> Vec<(i64, i64, &'a str, &'a str, &'a str, Sums)> {
+        let mut out = Vec::with_capacity(self.sums.len() * SPANS.len());
+        for span in SPANS {
+            let mut at_span: HashMap<Key<'a>, Sums> = HashMap::with_capacity(self.sums.len());
+            for (&(minute, p, m, o), sums) in &self.sums {
+                at_span.entry((minute - minute.rem_euclid(span), p, m, o)).or_default().add(sums);
+            }
+            out.extend(at_span.into_iter().map(|((start, p, m, o), s)| (span, start, p, m, o, s)));
+        }
+        out
+    }
+
+    /// The facet entries added: (facet, value, started_at, id).
+    pub(super) fn facets_added(&self) -> &[(Facet, &'a str, i64, &'a str)] {
+        &self.added
+    }
+
+    /// Clients that gained requests: (user agent, requests, and the newest
+    /// request's started_at, id, model and outcome).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn clients_added(&self) -> Vec<(&'a str, i64, (i64, &'a str, Option<&'a str>, &'a str))> {
+        self.clients.iter().filter_map(|(agent, c)| Some((*agent, c.requests, c.newest?))).collect()
+    }
+}
+
 impl Derived<'_> {
     /// Each client's change: added requests move its newest request
     /// forward, removed ones only its count, and a client left with none goes.

@@ -17,9 +17,11 @@
 
 pub(crate) mod derived;
 pub(crate) mod insert;
+pub(crate) mod pg;
 pub(crate) mod pricing;
 pub(crate) mod record;
 pub(crate) mod retire;
+mod rows;
 pub(crate) mod spend;
 pub(crate) mod spool;
 pub(crate) mod sqlite;
@@ -41,7 +43,7 @@ use crate::config::HistoryConfig;
 /// How often retention runs.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
-/// The history database with its writer and pruner running.
+/// The history with its writer and pruner running.
 #[derive(Debug)]
 pub struct History {
     store: Store,
@@ -52,14 +54,12 @@ pub struct History {
 }
 
 impl History {
-    /// Opens `<data dir>/switchyard.db` (or any path), puts in it what the
-    /// spool kept from the last run, and starts the writer.
+    /// Opens the history `config` asks for (the PostgreSQL database its
+    /// `url` names, else `<data dir>/switchyard.db` or any path; the spool
+    /// lives beside `path` either way), puts in it what the spool kept from
+    /// the last run, and starts the writer.
     pub async fn open(path: &Path, config: &HistoryConfig) -> Result<History, StoreError> {
-        if config.url.is_some() {
-            // Refused rather than recorded somewhere the user did not ask for.
-            return Err(StoreError::Unavailable("history.url: PostgreSQL history is not in this build yet".into()));
-        }
-        let store = Store::open(path).await?;
+        let store = Store::open_configured(path, config).await?;
         let spool_error = |source| StoreError::Spool { path: path.display().to_string(), source };
         let spool = match spool::Spool::open(path).map_err(spool_error)? {
             Some((spool, leftovers)) => {

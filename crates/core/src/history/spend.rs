@@ -32,23 +32,11 @@ const ROWS: &str = "SELECT start, provider, model, outcome <> 'ok', requests, fa
 /// bucket first and the costliest first within it.
 pub(super) fn read(path: &Path, bucket: Bucket, since: i64) -> rusqlite::Result<Vec<SpendRow>> {
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-    let span = bucket.span();
-    // Provider and model pairs, few, so that a row costs no allocation.
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut buckets: HashMap<(i64, usize), Bucketed> = HashMap::new();
+    let mut tally = Tally::new(bucket);
     let mut rows = conn.prepare(ROWS)?;
     for (piece, from, to) in spend_pieces(bucket, since) {
         let mut found = rows.query((piece, from, to))?;
         while let Some(row) = found.next()? {
-            let start: i64 = row.get(0)?;
-            let (provider, model) = (row.get_ref(1)?.as_str()?, row.get_ref(2)?.as_str()?);
-            let pair = match pairs.iter().position(|(p, m)| p == provider && m == model) {
-                Some(i) => i,
-                None => {
-                    pairs.push((provider.to_string(), model.to_string()));
-                    pairs.len() - 1
-                }
-            };
             let rollup = Sums {
                 requests: row.get(4)?,
                 fallbacks: row.get(5)?,
@@ -59,51 +47,88 @@ pub(super) fn read(path: &Path, bucket: Bucket, since: i64) -> rusqlite::Result<
                 priced: row.get(10)?,
                 saved_usd: row.get(11)?,
             };
-            let bucketed = buckets.entry((start - start.rem_euclid(span), pair)).or_default();
-            bucketed.sums.add(&rollup);
-            if row.get::<_, bool>(3)? {
-                bucketed.failed += rollup.requests;
-            }
+            let (provider, model) = (row.get_ref(1)?.as_str()?, row.get_ref(2)?.as_str()?);
+            tally.add(row.get(0)?, provider, model, row.get(3)?, &rollup);
         }
     }
-    let mut out: Vec<(i64, SpendRow)> = buckets
-        .into_iter()
-        .map(|((at, pair), Bucketed { sums: s, failed })| {
-            let (provider, model) = pairs[pair].clone();
-            let row = SpendRow {
-                bucket: String::new(),
-                provider,
-                model,
-                requests: s.requests,
-                failed,
-                fallbacks: s.fallbacks,
-                input_tokens: s.input_tokens,
-                output_tokens: s.output_tokens,
-                cached_tokens: s.cached_tokens,
-                cost_usd: (s.priced > 0).then_some(s.cost_usd),
-                saved_usd: s.saved_usd,
-            };
-            (at, row)
-        })
-        .collect();
-    // Unpriced (null) cost sorts last, as SQL's descending order puts it.
-    out.sort_by(|(a_at, a), (b_at, b)| {
-        b_at.cmp(a_at)
-            .then_with(|| b.cost_usd.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.cost_usd.unwrap_or(f64::NEG_INFINITY)))
-            .then_with(|| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)))
-    });
-    // Rows of one bucket are together: its label is formatted once.
-    let mut last: Option<(i64, String)> = None;
-    Ok(out
-        .into_iter()
-        .map(|(at, mut row)| {
-            row.bucket = match &last {
-                Some((was, text)) if *was == at => text.clone(),
-                _ => last.insert((at, label(at, bucket))).1.clone(),
-            };
-            row
-        })
-        .collect())
+    Ok(tally.finish())
+}
+
+/// Rollup rows summed into a chart's rows: what every backend reads for
+/// [`Store::spend`](super::Store::spend), whatever it reads the rows with.
+#[derive(Debug)]
+pub(super) struct Tally {
+    bucket: Bucket,
+    /// Provider and model pairs, few, so that a row costs no allocation.
+    pairs: Vec<(String, String)>,
+    buckets: HashMap<(i64, usize), Bucketed>,
+}
+
+impl Tally {
+    pub(super) fn new(bucket: Bucket) -> Tally {
+        Tally { bucket, pairs: Vec::new(), buckets: HashMap::new() }
+    }
+
+    /// A rollup row: its start, key, whether its outcome was not ok, and its sums.
+    pub(super) fn add(&mut self, start: i64, provider: &str, model: &str, failed: bool, rollup: &Sums) {
+        let pair = match self.pairs.iter().position(|(p, m)| p == provider && m == model) {
+            Some(i) => i,
+            None => {
+                self.pairs.push((provider.to_string(), model.to_string()));
+                self.pairs.len() - 1
+            }
+        };
+        let span = self.bucket.span();
+        let bucketed = self.buckets.entry((start - start.rem_euclid(span), pair)).or_default();
+        bucketed.sums.add(rollup);
+        if failed {
+            bucketed.failed += rollup.requests;
+        }
+    }
+
+    /// The chart's rows, newest bucket first and the costliest first within it.
+    pub(super) fn finish(self) -> Vec<SpendRow> {
+        let Tally { bucket, pairs, buckets } = self;
+        let mut out: Vec<(i64, SpendRow)> = buckets
+            .into_iter()
+            .map(|((at, pair), Bucketed { sums: s, failed })| {
+                let (provider, model) = pairs[pair].clone();
+                let row = SpendRow {
+                    bucket: String::new(),
+                    provider,
+                    model,
+                    requests: s.requests,
+                    failed,
+                    fallbacks: s.fallbacks,
+                    input_tokens: s.input_tokens,
+                    output_tokens: s.output_tokens,
+                    cached_tokens: s.cached_tokens,
+                    cost_usd: (s.priced > 0).then_some(s.cost_usd),
+                    saved_usd: s.saved_usd,
+                };
+                (at, row)
+            })
+            .collect();
+        // Unpriced (null) cost sorts last, as SQL's descending order puts it.
+        out.sort_by(|(a_at, a), (b_at, b)| {
+            b_at.cmp(a_at)
+                .then_with(|| {
+                    b.cost_usd.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.cost_usd.unwrap_or(f64::NEG_INFINITY))
+                })
+                .then_with(|| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)))
+        });
+        // Rows of one bucket are together: its label is formatted once.
+        let mut last: Option<(i64, String)> = None;
+        out.into_iter()
+            .map(|(at, mut row)| {
+                row.bucket = match &last {
+                    Some((was, text)) if *was == at => text.clone(),
+                    _ => last.insert((at, label(at, bucket))).1.clone(),
+                };
+                row
+            })
+            .collect()
+    }
 }
 
 /// A bucket's label in UTC, as the chart shows it (`2026-12-03`,
@@ -113,7 +138,7 @@ fn label(at_ms: i64, bucket: Bucket) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::derived::tests::varied;
     use super::super::store::{Bucket, Store};
     use super::*;
@@ -148,7 +173,7 @@ mod tests {
     }
 
     /// The first row where the two differ (sums of floats to 1e-12).
-    fn first_difference(a: &[SpendRow], b: &[SpendRow]) -> Option<String> {
+    pub(crate) fn first_difference(a: &[SpendRow], b: &[SpendRow]) -> Option<String> {
         let close = |x: Option<f64>, y: Option<f64>| match (x, y) {
             (Some(x), Some(y)) => (x - y).abs() < 1e-12,
             (x, y) => x.is_none() && y.is_none(),

@@ -4,12 +4,15 @@
 //! implements [`Backend`], and [`Store`] hands every call to the one it has.
 //!
 //! - SQLite ([`super::sqlite`]): a file in the data directory, the default.
+//! - PostgreSQL ([`super::pg`]): one database for every gateway of a team,
+//!   when `[history] url` names one.
 
 use std::path::Path;
 
 use serde::Serialize;
 
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
+use super::pg::{PgSink, PgStore};
 use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, Record, RequestOutcome};
 use super::sqlite::SqliteStore;
 use crate::cache::CacheStatus;
@@ -40,8 +43,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error(transparent)]
     Cache(#[from] crate::cache::store::CacheError),
-    #[error("{0}")]
-    Unavailable(String),
+    /// PostgreSQL unreachable, refused, or not a schema this binary knows.
+    /// The URL is shown redacted.
+    #[error("history.url {url}: {message}")]
+    Server { url: String, message: String },
 }
 
 /// Filters for listing requests. All optional; text is matched exactly.
@@ -242,12 +247,14 @@ pub struct Store {
 #[derive(Debug, Clone)]
 enum Backends {
     Sqlite(SqliteStore),
+    Postgres(PgStore),
 }
 
 /// The writer thread's side of a backend: a blocking write of one batch.
 #[derive(Debug)]
 pub(crate) enum Sink {
     Sqlite(super::insert::SqliteSink),
+    Postgres(PgSink),
 }
 
 impl Sink {
@@ -255,6 +262,7 @@ impl Sink {
     pub(crate) fn write(&mut self, records: &[Record]) -> Result<(), StoreError> {
         match self {
             Sink::Sqlite(s) => s.write(records),
+            Sink::Postgres(s) => s.write(records),
         }
     }
 
@@ -262,6 +270,7 @@ impl Sink {
     pub(crate) fn reset(&mut self) {
         match self {
             Sink::Sqlite(s) => s.reset(),
+            Sink::Postgres(s) => s.reset(),
         }
     }
 }
@@ -271,6 +280,7 @@ macro_rules! each {
     ($store:expr, $b:ident => $call:expr) => {
         match &$store.backend {
             Backends::Sqlite($b) => $call,
+            Backends::Postgres($b) => $call,
         }
     };
 }
@@ -279,6 +289,26 @@ impl Store {
     /// Opens (creating if needed) and migrates the SQLite database at `path`.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         Ok(Store { backend: Backends::Sqlite(SqliteStore::open(path).await?) })
+    }
+
+    /// The history `config` asks for: the PostgreSQL database its `url`
+    /// names, else the SQLite database at `path`. With PostgreSQL, `path`
+    /// is still where the spool and the response cache are kept.
+    pub async fn open_configured(path: &Path, config: &HistoryConfig) -> Result<Store, StoreError> {
+        let backend = match &config.url {
+            Some(url) => Backends::Postgres(PgStore::open(url, path).await?),
+            None => Backends::Sqlite(SqliteStore::open(path).await?),
+        };
+        Ok(Store { backend })
+    }
+
+    /// Which database holds the record, for health and `/admin`: `sqlite`
+    /// or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match &self.backend {
+            Backends::Sqlite(_) => "sqlite",
+            Backends::Postgres(_) => "postgres",
+        }
     }
 
     /// The local file the history is anchored on: the SQLite database, or
@@ -292,6 +322,16 @@ impl Store {
     pub(crate) fn sqlite(&self) -> Option<&SqliteStore> {
         match &self.backend {
             Backends::Sqlite(s) => Some(s),
+            Backends::Postgres(_) => None,
+        }
+    }
+
+    /// The PostgreSQL backend, for tests that look at its tables.
+    #[cfg(test)]
+    pub(crate) fn postgres(&self) -> Option<&PgStore> {
+        match &self.backend {
+            Backends::Postgres(p) => Some(p),
+            Backends::Sqlite(_) => None,
         }
     }
 

@@ -1,0 +1,354 @@
+//! The PostgreSQL backend: one record for every gateway of a team.
+//!
+//! Each gateway keeps its own spool beside its data directory and its own
+//! writer thread, which drains batches here ([`write`]). Rollups and
+//! clients are keyed by the writing instance and summed at read time, so
+//! instances never update one row. Requests, attempts and facet entries
+//! are partitioned by UTC day; age retention drops whole days, under an
+//! advisory lock so that one instance at a time does it. Migrations live in
+//! `migrations-pg`; sqlx applies them under PostgreSQL's advisory lock, so
+//! instances starting together apply them once.
+//!
+//! It lives in the core, beside SQLite, rather than in a crate of its own:
+//! it shares the writer, the spool, the derived-table arithmetic and the
+//! request list's SQL with the SQLite backend, which would otherwise have
+//! to become public API; and sqlx, already a dependency, brings the driver
+//! (pure Rust, TLS by rustls).
+
+mod write;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, QueryBuilder, Row};
+
+use super::derived::{Facet, DAY_MS};
+use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, Record};
+use super::spend::Tally;
+use super::store::{
+    driving_facet, from_name, page_size, parse_cursor, spend_pieces, Backend, Bucket, Client, CountTable, Page,
+    RequestDetail, RequestFilter, RequestSummary, Sink, SpendRow, StoreError,
+};
+use crate::config::{HistoryConfig, HistoryUrl};
+use crate::protocol::usage::Usage;
+
+/// Advisory lock keys (any constants, the same in every instance).
+const PARTITION_LOCK: i64 = 0x5359_4849_5354_0001;
+const RETENTION_LOCK: i64 = 0x5359_4849_5354_0002;
+/// Connections per instance: the writer's and a few readers'. Instances ×
+/// this must stay under the server's `max_connections`.
+const POOL_SIZE: u32 = 4;
+
+/// The PostgreSQL history; cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct PgStore {
+    pool: PgPool,
+    /// Where the spool and the response cache sit: the data directory's database path.
+    path: PathBuf,
+    /// The key of this process's rollup and client rows.
+    instance: Arc<str>,
+    /// Day partitions known to exist.
+    days: Arc<Mutex<HashSet<i64>>>,
+}
+
+impl PgStore {
+    /// Connects and migrates. Errors name the setting and show the URL
+    /// redacted; nothing is written unless the database is reachable, the
+    /// credentials good and its schema one this binary knows.
+    pub async fn open(url: &HistoryUrl, path: &Path) -> Result<PgStore, StoreError> {
+        let fail = |e: &dyn std::fmt::Display| StoreError::Server { url: url.redacted(), message: scrub(e, url) };
+        let options = PgConnectOptions::from_str(url.expose()).map_err(|e| fail(&e))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(|e| fail(&e))?;
+        sqlx::migrate!("./migrations-pg").run(&pool).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::VersionMissing(v) => StoreError::Server {
+                url: url.redacted(),
+                message: format!(
+                    "the database was set up by a newer Switchyard (its migration {v} is unknown to this one): \
+                     upgrade this gateway"
+                ),
+            },
+            other => fail(&other),
+        })?;
+        let instance = uuid::Uuid::now_v7().to_string().into();
+        Ok(PgStore { pool, path: path.to_path_buf(), instance, days: Arc::default() })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    #[cfg(test)]
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Drops the day partitions wholly before `before_ms` and takes their
+    /// requests out of the rollups and clients; deletes older events.
+    /// Returns the requests dropped. One instance at a time.
+    async fn drop_days_before(&self, before_ms: i64) -> Result<u64, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let locked: bool =
+            sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(RETENTION_LOCK).fetch_one(&mut *conn).await?;
+        if !locked {
+            return Ok(0);
+        }
+        let result = self.drop_days(&mut conn, before_ms).await;
+        sqlx::query("SELECT pg_advisory_unlock($1)").bind(RETENTION_LOCK).execute(&mut *conn).await?;
+        result
+    }
+
+    async fn drop_days(&self, conn: &mut sqlx::PgConnection, before_ms: i64) -> Result<u64, StoreError> {
+        let days: Vec<String> = sqlx::query_scalar(
+            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'requests' ORDER BY 1",
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut removed = 0;
+        for name in days {
+            let Some(day) = name.strip_prefix("requests_d").and_then(|d| d.parse::<i64>().ok()) else { continue };
+            if (day + 1) * DAY_MS > before_ms {
+                continue;
+            }
+            removed += self.drop_day(conn, day).await?;
+        }
+        sqlx::query("DELETE FROM events WHERE at < $1").bind(before_ms).execute(&mut *conn).await?;
+        Ok(removed)
+    }
+
+    /// One day: its rollups (every span lies within the day) and its
+    /// clients' counts, then its partitions, in one transaction.
+    async fn drop_day(&self, conn: &mut sqlx::PgConnection, day: i64) -> Result<u64, StoreError> {
+        let (from, to) = (day * DAY_MS, (day + 1) * DAY_MS);
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM requests_d{day}")))
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM rollups WHERE start >= $1 AND start < $2")
+            .bind(from)
+            .bind(to)
+            .execute(&mut *tx)
+            .await?;
+        // Counts go down under retention's own instance; the newest request
+        // shown stays, as SQLite's retention leaves it.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO clients (instance, user_agent, requests, last_at, last_id, last_model, last_outcome)
+             SELECT 'retention', user_agent, -COUNT(*), 0, '', NULL, '' FROM requests_d{day}
+             WHERE user_agent IS NOT NULL AND user_agent <> '' GROUP BY user_agent
+             ON CONFLICT (instance, user_agent) DO UPDATE SET requests = clients.requests + excluded.requests"
+        )))
+        .execute(&mut *tx)
+        .await?;
+        for table in ["requests", "attempts", "request_facets"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}_d{day}"))).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        self.days.lock().unwrap_or_else(|p| p.into_inner()).remove(&day);
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+}
+
+/// The statements that create day `day`'s partitions (day number since the
+/// Unix epoch, UTC).
+fn partition_ddl(day: i64) -> Vec<String> {
+    let (from, to) = (day * DAY_MS, (day + 1) * DAY_MS);
+    ["requests", "attempts", "request_facets"]
+        .iter()
+        .map(|t| format!("CREATE TABLE IF NOT EXISTS {t}_d{day} PARTITION OF {t} FOR VALUES FROM ({from}) TO ({to})"))
+        .collect()
+}
+
+/// An error's text with the URL's password, should the driver quote it, cut out.
+fn scrub(e: &dyn std::fmt::Display, url: &HistoryUrl) -> String {
+    let text = e.to_string();
+    match url::Url::parse(url.expose()).ok().and_then(|u| u.password().map(str::to_owned)) {
+        Some(password) if !password.is_empty() => text.replace(&password, "***"),
+        _ => text,
+    }
+}
+
+/// The writer thread's side: it blocks on the runtime the history was
+/// opened on, since the driver is async and the writer a thread of its own.
+#[derive(Debug)]
+pub(crate) struct PgSink {
+    store: PgStore,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl PgSink {
+    pub(crate) fn write(&mut self, records: &[Record]) -> Result<(), StoreError> {
+        match &self.runtime {
+            Some(runtime) => runtime.block_on(self.store.write_batch(records)),
+            None => Err(StoreError::WriteTask("no runtime to write to PostgreSQL on".into())),
+        }
+    }
+
+    /// The pool replaces broken connections by itself.
+    pub(crate) fn reset(&mut self) {}
+}
+
+impl Backend for PgStore {
+    async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
+        self.write_batch(batch).await
+    }
+
+    fn sink(&self) -> Sink {
+        Sink::Postgres(PgSink { store: self.clone(), runtime: tokio::runtime::Handle::try_current().ok() })
+    }
+
+    async fn requests(&self, filter: &RequestFilter) -> Result<Page, StoreError> {
+        let limit = page_size(filter);
+        let mut q = list_query(&format!("SELECT {SUMMARY_COLUMNS}"), filter)?;
+        let rows = q.build().fetch_all(&self.pool).await?;
+        let requests: Vec<RequestSummary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
+        Ok(Page::of(requests, limit))
+    }
+
+    async fn request(&self, id: &str) -> Result<Option<RequestDetail>, StoreError> {
+        let sql = format!("SELECT {SUMMARY_COLUMNS}, r.request_body, r.response_body FROM requests r WHERE r.id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
+        let Some(row) = row else { return Ok(None) };
+        let attempts = sqlx::query(
+            "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
+                    duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
+                    input_tokens, output_tokens, cached_tokens, translated, dropped
+             FROM attempts WHERE request_id = $1 AND request_started_at = $2 ORDER BY seq",
+        )
+        .bind(id)
+        .bind(row.try_get::<i64, _>("started_at")?)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Some(RequestDetail {
+            request: summary(&row)?,
+            request_body: row.try_get("request_body")?,
+            response_body: row.try_get("response_body")?,
+            attempt_list: attempts.iter().map(attempt).collect::<Result<_, _>>()?,
+            translations: attempts.iter().filter_map(translation).collect(),
+            dropped: attempts.iter().filter_map(dropped).collect(),
+        }))
+    }
+
+    async fn spend(&self, bucket: Bucket, since: i64) -> Result<Vec<SpendRow>, StoreError> {
+        let mut tally = Tally::new(bucket);
+        for (span, from, to) in spend_pieces(bucket, since) {
+            let rows = sqlx::query(
+                "SELECT start, provider, model, outcome <> 'ok' AS failed, SUM(requests)::int8 AS requests,
+                        SUM(fallbacks)::int8 AS fallbacks, SUM(input_tokens)::int8 AS input_tokens,
+                        SUM(output_tokens)::int8 AS output_tokens, SUM(cached_tokens)::int8 AS cached_tokens,
+                        SUM(cost_usd) AS cost_usd, SUM(priced)::int8 AS priced, SUM(saved_usd) AS saved_usd
+                 FROM rollups WHERE span = $1 AND start >= $2 AND start < $3 AND provider <> ''
+                 GROUP BY start, provider, model, outcome",
+            )
+            .bind(span)
+            .bind(from)
+            .bind(to)
+            .fetch_all(&self.pool)
+            .await?;
+            for r in &rows {
+                let sums = super::derived::Sums {
+                    requests: r.try_get("requests")?,
+                    fallbacks: r.try_get("fallbacks")?,
+                    input_tokens: r.try_get("input_tokens")?,
+                    output_tokens: r.try_get("output_tokens")?,
+                    cached_tokens: r.try_get("cached_tokens")?,
+                    cost_usd: r.try_get("cost_usd")?,
+                    priced: r.try_get("priced")?,
+                    saved_usd: r.try_get("saved_usd")?,
+                };
+                let (provider, model): (&str, &str) = (r.try_get("provider")?, r.try_get("model")?);
+                tally.add(r.try_get("start")?, provider, model, r.try_get("failed")?, &sums);
+            }
+        }
+        Ok(tally.finish())
+    }
+
+    async fn cost_since(&self, since: i64) -> Result<Vec<(String, String, f64)>, StoreError> {
+        let mut q = QueryBuilder::<Postgres>::new("SELECT provider, model, COALESCE(SUM(cost_usd), 0) AS cost FROM (");
+        push_pieces(&mut q, "provider, model, cost_usd", Bucket::Hour, since);
+        q.push(") AS pieces WHERE provider <> '' GROUP BY 1, 2");
+        let rows = q.build().fetch_all(&self.pool).await?;
+        rows.iter().map(|r| Ok((r.try_get("provider")?, r.try_get("model")?, r.try_get("cost")?))).collect()
+    }
+
+    /// Summed over the instances; the newest request is the newest any saw.
+    async fn clients(&self, limit: i64) -> Result<Vec<Client>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT user_agent, SUM(requests)::int8 AS requests, MAX(last_at) AS last_at,
+                    (array_agg(last_id ORDER BY last_at DESC))[1] AS last_id,
+                    (array_agg(last_model ORDER BY last_at DESC))[1] AS last_model,
+                    (array_agg(last_outcome ORDER BY last_at DESC))[1] AS last_outcome
+             FROM clients GROUP BY user_agent HAVING SUM(requests) > 0 ORDER BY last_at DESC LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(client).collect()
+    }
+
+    async fn requests_on_record(&self) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT COALESCE(SUM(requests), 0)::int8 FROM rollups WHERE span = $1")
+            .bind(DAY_MS)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    async fn count(&self, table: CountTable) -> Result<i64, StoreError> {
+        let sql = match table {
+            CountTable::Requests => "SELECT COUNT(*) FROM requests",
+            CountTable::Attempts => "SELECT COUNT(*) FROM attempts",
+            CountTable::Events => "SELECT COUNT(*) FROM events",
+        };
+        Ok(sqlx::query_scalar(sql).fetch_one(&self.pool).await?)
+    }
+
+    /// Computes the derived tables again from the rows, in one transaction,
+    /// under one instance key of its own.
+    async fn rebuild(&self) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::raw_sql(include_str!("rebuild.sql")).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// By age: whole days dropped. The size cap is not applied here yet.
+    async fn prune(&self, config: &HistoryConfig) -> Result<u64, StoreError> {
+        let cutoff = super::record::now_ms() - i64::try_from(config.retention.as_millis()).unwrap_or(i64::MAX);
+        self.drop_days_before(cutoff).await
+    }
+
+    async fn purge(&self) -> Result<u64, StoreError> {
+        let requests = self.count(CountTable::Requests).await?;
+        sqlx::raw_sql("TRUNCATE requests, attempts, request_facets, rollups, clients, events")
+            .execute(&self.pool)
+            .await?;
+        Ok(u64::try_from(requests).unwrap_or(0))
+    }
+
+    async fn used_bytes(&self) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT pg_database_size(current_database())").fetch_one(&self.pool).await?)
+    }
+
+    async fn integrity_check(&self) -> Result<String, StoreError> {
+        let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&self.pool).await?;
+        Ok(if one == 1 { "ok" } else { "unexpected answer" }.to_string())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+// The start too, so that each entry reaches one day's partition.
+super::rows::sql_common!(Postgres, PgRow, "JOIN requests r ON r.id = f.id AND r.started_at = f.started_at");
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,332 @@
+//! The PostgreSQL backend against a real server: 127.0.0.1:5432, trust
+//! auth, database `test` (`.ci/run` starts it). A missing server fails
+//! these tests; it never skips them. Each test works in a database of its
+//! own, created here and dropped when the test ends.
+//!
+//! The same records go into SQLite and PostgreSQL and every read must
+//! answer the same (SQLite's answers are checked against its rows by its
+//! own tests); PostgreSQL's derived tables are checked against its rows.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use crate::config::{HistoryConfig, HistoryUrl};
+use crate::history::derived::tests::varied;
+use crate::history::derived::SPANS;
+use crate::history::record::{now_ms, Record};
+use crate::history::spend::tests::first_difference;
+use crate::history::store::{Bucket, CountTable, RequestFilter, Store, StoreError};
+use crate::history::{History, RequestOutcome};
+
+const SERVER: &str = "postgres://postgres@127.0.0.1:5432";
+
+/// A database of its own, dropped when this is.
+pub(crate) struct TestDb {
+    name: String,
+    pub(crate) url: HistoryUrl,
+}
+
+impl TestDb {
+    pub(crate) async fn create() -> TestDb {
+        let admin = PgPool::connect(&format!("{SERVER}/test"))
+            .await
+            .expect("PostgreSQL must run on 127.0.0.1:5432 with a database `test` and trust auth (.ci/run starts it)");
+        let name = format!("sy_{}", uuid::Uuid::now_v7().simple());
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
+        admin.close().await;
+        let url = HistoryUrl::parse(&format!("{SERVER}/{name}")).unwrap();
+        TestDb { name, url }
+    }
+
+    pub(crate) fn config(&self) -> HistoryConfig {
+        HistoryConfig { url: Some(self.url.clone()), ..HistoryConfig::default() }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Off the test's runtime, which may be ending.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                if let Ok(admin) = PgPool::connect(&format!("{SERVER}/test")).await {
+                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&admin).await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+/// A PostgreSQL store on a fresh database, and a SQLite one beside it.
+async fn both() -> (TestDb, tempfile::TempDir, Store, Store) {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pg = Store::open_configured(&dir.path().join("pg.db"), &db.config()).await.unwrap();
+    let sqlite = Store::open(&dir.path().join("h.db")).await.unwrap();
+    assert_eq!((pg.backend(), sqlite.backend()), ("postgres", "sqlite"));
+    (db, dir, pg, sqlite)
+}
+
+fn pool(store: &Store) -> &PgPool {
+    store.postgres().unwrap().pool()
+}
+
+/// Fails unless every rollup key's sums over the instances equal the sums
+/// over the rows it covers, the clients equal the rows grouped by user
+/// agent, and the facet entries equal those the rows call for.
+pub(crate) async fn assert_derived_match_rows(store: &Store) {
+    for span in SPANS {
+        let rollups = text_rows(
+            pool(store),
+            &format!(
+                "SELECT start, provider, model, outcome, SUM(requests), SUM(fallbacks), SUM(input_tokens),
+                    SUM(output_tokens), SUM(cached_tokens), SUM(priced), ROUND(SUM(cost_usd)::numeric, 9),
+                    ROUND(SUM(saved_usd)::numeric, 9)
+             FROM rollups WHERE span = {span} GROUP BY 1, 2, 3, 4 HAVING SUM(requests) <> 0 ORDER BY 1, 2, 3, 4"
+            ),
+        )
+        .await;
+        let rows = text_rows(
+            pool(store),
+            &format!(
+                "SELECT started_at - started_at % {span}, COALESCE(provider, ''), COALESCE(provider_model, model, ''),
+                    outcome, COUNT(*), SUM(fallback::int), SUM(COALESCE(input_tokens, 0)),
+                    SUM(COALESCE(output_tokens, 0)), SUM(COALESCE(cached_tokens, 0)), COUNT(cost_usd),
+                    ROUND(COALESCE(SUM(cost_usd), 0)::numeric, 9), ROUND(COALESCE(SUM(saved_usd), 0)::numeric, 9)
+             FROM requests GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+            ),
+        )
+        .await;
+        assert!(!rows.is_empty());
+        assert_eq!(rollups, rows, "span {span}");
+    }
+    let clients = text_rows(
+        pool(store),
+        "SELECT user_agent, SUM(requests) FROM clients GROUP BY 1 HAVING SUM(requests) > 0 ORDER BY 1",
+    )
+    .await;
+    let rows = text_rows(
+        pool(store),
+        "SELECT user_agent, COUNT(*) FROM requests WHERE user_agent <> '' GROUP BY 1 ORDER BY 1",
+    )
+    .await;
+    assert_eq!(clients, rows, "clients");
+    let facets =
+        text_rows(pool(store), "SELECT facet, value, started_at, id FROM request_facets ORDER BY 1, 2, 3, 4").await;
+    let wanted = text_rows(pool(store), &format!(
+        "SELECT * FROM ({}) f ORDER BY 1, 2, 3, 4",
+        "SELECT DISTINCT * FROM (SELECT 1::int8 AS facet, provider AS value, started_at, id FROM requests WHERE provider IS NOT NULL
+         UNION ALL SELECT 1, a.provider, r.started_at, r.id FROM attempts a JOIN requests r ON r.id = a.request_id
+         UNION ALL SELECT 2, model, started_at, id FROM requests WHERE model IS NOT NULL
+         UNION ALL SELECT 2, provider_model, started_at, id FROM requests WHERE provider_model IS NOT NULL
+         UNION ALL SELECT 3, outcome, started_at, id FROM requests WHERE outcome <> 'ok'
+         UNION ALL SELECT 4, '', started_at, id FROM requests WHERE outcome <> 'ok'
+         UNION ALL SELECT 5, '', started_at, id FROM requests WHERE fallback
+         UNION ALL SELECT 6, cache, started_at, id FROM requests WHERE cache IS NOT NULL) u"
+    ))
+    .await;
+    assert_eq!(facets.len(), wanted.len(), "facet entries");
+    assert!(facets == wanted, "facet entries differ");
+}
+
+/// Each row as PostgreSQL writes a record's value (`(v1,v2,…)`): values
+/// only, whatever the columns are called, sorted.
+async fn text_rows(pool: &PgPool, sql: &str) -> Vec<String> {
+    let sql = format!("SELECT q::text FROM ({sql}) q");
+    let mut rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await.unwrap();
+    rows.sort();
+    rows
+}
+
+/// The filters the dashboard and CLI use, each alone and some together.
+fn filters() -> Vec<RequestFilter> {
+    let f = RequestFilter::default;
+    vec![
+        f(),
+        RequestFilter { failed: true, ..f() },
+        RequestFilter { fallback: true, ..f() },
+        RequestFilter { outcome: Some(RequestOutcome::Error), ..f() },
+        RequestFilter { outcome: Some(RequestOutcome::Ok), ..f() },
+        RequestFilter { provider: Some("p2".into()), ..f() },
+        RequestFilter { provider: Some("down".into()), ..f() },
+        RequestFilter { model: Some("m1".into()), ..f() },
+        RequestFilter { cache: Some(crate::cache::CacheStatus::Hit), ..f() },
+        RequestFilter { search: Some("r00012".into()), ..f() },
+        RequestFilter { correlation_id: Some("r0000042".into()), ..f() },
+        RequestFilter { failed: true, provider: Some("p1".into()), limit: Some(7), ..f() },
+        RequestFilter {
+            since: Some(1_700_000_000_000 + 500 * 13_000),
+            until: Some(1_700_000_000_000 + 900 * 13_000),
+            ..f()
+        },
+    ]
+}
+
+/// Every page of a filter, as ids.
+async fn all_pages(store: &Store, filter: &RequestFilter) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut filter = RequestFilter { limit: Some(filter.limit.unwrap_or(250)), ..filter.clone() };
+    loop {
+        let page = store.requests(&filter).await.unwrap();
+        ids.extend(page.requests.iter().map(|r| r.id.clone()));
+        match page.next_cursor {
+            Some(c) => filter.cursor = Some(c),
+            None => return ids,
+        }
+    }
+}
+
+/// The same records in both backends: every read answers the same.
+#[tokio::test]
+async fn postgres_answers_every_read_as_sqlite_does() {
+    let (_db, _dir, pg, sqlite) = both().await;
+    // Over three days, so that the rows span day partitions.
+    let records = varied(3000, 1_700_000_000_000, 97_000);
+    for store in [&pg, &sqlite] {
+        store.write(&records[..2000]).await.unwrap();
+        store.write(&records[1500..]).await.unwrap();
+    }
+    assert_eq!(pg.requests_on_record().await.unwrap(), 3000);
+    assert_eq!(pg.count(CountTable::Requests).await.unwrap(), 3000);
+    assert_eq!(pg.count(CountTable::Attempts).await.unwrap(), sqlite.count(CountTable::Attempts).await.unwrap());
+    assert_derived_match_rows(&pg).await;
+    for filter in filters() {
+        assert_eq!(all_pages(&pg, &filter).await, all_pages(&sqlite, &filter).await, "{filter:?}");
+    }
+    for id in ["r0000000", "r0000007", "r0000011", "r0000017", "r0000001", "nope"] {
+        let (a, b) = (pg.request(id).await.unwrap(), sqlite.request(id).await.unwrap());
+        assert_eq!(serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap(), "{id}");
+    }
+    for bucket in [Bucket::Day, Bucket::Hour, Bucket::Minute] {
+        for since in [1_700_000_000_000 - 86_400_000, 1_700_000_000_000 + 7_777_777] {
+            let (mut a, mut b) = (pg.spend(bucket, since).await.unwrap(), sqlite.spend(bucket, since).await.unwrap());
+            // Costs that differ by rounding alone may sort either way: compare by key.
+            for rows in [&mut a, &mut b] {
+                rows.sort_by(|x, y| (&y.bucket, &x.provider, &x.model).cmp(&(&x.bucket, &y.provider, &y.model)));
+            }
+            let difference = first_difference(&a, &b);
+            assert!(difference.is_none(), "{bucket:?} since {since}: {}", difference.unwrap_or_default());
+        }
+    }
+    let (mut a, mut b) =
+        (pg.cost_since(1_700_000_000_000).await.unwrap(), sqlite.cost_since(1_700_000_000_000).await.unwrap());
+    a.sort_by(|x, y| (&x.0, &x.1).cmp(&(&y.0, &y.1)));
+    b.sort_by(|x, y| (&x.0, &x.1).cmp(&(&y.0, &y.1)));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert!((&x.0, &x.1) == (&y.0, &y.1) && (x.2 - y.2).abs() < 1e-12, "{x:?} {y:?}");
+    }
+    assert_eq!(pg.clients(100).await.unwrap(), sqlite.clients(100).await.unwrap());
+    // A rebuild computes the same derived tables again.
+    pg.rebuild().await.unwrap();
+    assert_derived_match_rows(&pg).await;
+    assert_eq!(pg.clients(100).await.unwrap(), sqlite.clients(100).await.unwrap());
+}
+
+/// Two stores on one database are two instances: their rollups and
+/// clients are rows of their own, and every read sums them.
+#[tokio::test]
+async fn instances_add_to_rows_of_their_own_and_reads_sum_them() {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, a_path, b_path) = (db.config(), dir.path().join("a.db"), dir.path().join("b.db"));
+    // Started together: the migrations are applied once, under sqlx's advisory lock.
+    let (a, b) = tokio::join!(Store::open_configured(&a_path, &config), Store::open_configured(&b_path, &config));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let records = varied(1200, 1_700_000_000_000, 7_000);
+    let (x, y) = tokio::join!(a.write(&records[..700]), b.write(&records[500..]));
+    x.unwrap();
+    y.unwrap();
+    let instances: i64 =
+        sqlx::query_scalar("SELECT COUNT(DISTINCT instance) FROM rollups").fetch_one(pool(&a)).await.unwrap();
+    assert_eq!(instances, 2);
+    assert_eq!(b.requests_on_record().await.unwrap(), 1200);
+    assert_derived_match_rows(&a).await;
+    let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations").fetch_one(pool(&a)).await.unwrap();
+    assert_eq!(applied, 1, "the migrations were applied once");
+}
+
+/// What the spool replays after a kill -9 is on record once.
+#[tokio::test]
+async fn a_replayed_batch_changes_no_count() {
+    let (_db, _dir, pg, _) = both().await;
+    let records = varied(500, now_ms() - 3_600_000, 1000);
+    pg.write(&records).await.unwrap();
+    let before = (pg.requests_on_record().await.unwrap(), pg.count(CountTable::Attempts).await.unwrap());
+    pg.write(&records).await.unwrap();
+    assert_eq!((pg.requests_on_record().await.unwrap(), pg.count(CountTable::Attempts).await.unwrap()), before);
+    assert_eq!(pg.count(CountTable::Requests).await.unwrap(), 500);
+    assert_derived_match_rows(&pg).await;
+}
+
+/// Age retention drops whole days and takes them out of the rollups.
+#[tokio::test]
+async fn retention_drops_old_days_and_their_sums() {
+    let (_db, _dir, pg, _) = both().await;
+    let day = 86_400_000;
+    let now = now_ms();
+    pg.write(&varied(300, now - 40 * day, 60_000)).await.unwrap();
+    let recent: Vec<Record> = varied(600, now - 2 * day, 60_000).into_iter().skip(300).collect();
+    pg.write(&recent).await.unwrap();
+    let config = HistoryConfig { retention: Duration::from_secs(30 * 86_400), ..HistoryConfig::default() };
+    assert_eq!(pg.prune(&config).await.unwrap(), 300);
+    assert_eq!(pg.count(CountTable::Requests).await.unwrap(), 300);
+    assert_eq!(pg.requests_on_record().await.unwrap(), 300);
+    assert_derived_match_rows(&pg).await;
+    let partitions: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'requests'",
+    )
+    .fetch_one(pool(&pg))
+    .await
+    .unwrap();
+    assert!(partitions <= 3, "{partitions} day partitions left");
+}
+
+/// The gateway's writer thread drains into PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_records_into_postgres() {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let history = History::open(&dir.path().join("switchyard.db"), &db.config()).await.unwrap();
+    let recorder = history.recorder();
+    for record in varied(50, now_ms() - 60_000, 100) {
+        recorder.complete(record).await;
+    }
+    recorder.flush().await;
+    assert_eq!(history.store().count(CountTable::Requests).await.unwrap(), 50);
+    assert_eq!(history.store().backend(), "postgres");
+    drop(recorder);
+    history.close(Duration::from_secs(5)).await;
+}
+
+/// A wrong password, an unreachable server, a database set up by a newer
+/// binary: an error naming the setting, without the password, and nothing written.
+#[tokio::test]
+async fn bad_servers_are_refused_with_the_setting_named_and_no_password() {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let open = |url: &str| {
+        let config = HistoryConfig { url: Some(HistoryUrl::parse(url).unwrap()), ..HistoryConfig::default() };
+        let path = dir.path().join("x.db");
+        async move { Store::open_configured(&path, &config).await }
+    };
+    let unreachable = open("postgres://sy:hunter2@127.0.0.1:1/test?connect_timeout=2").await.unwrap_err();
+    let text = unreachable.to_string();
+    assert!(text.starts_with("history.url postgres://sy:***@127.0.0.1:1/test"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    let no_database = open(&format!("{SERVER}/sy_no_such_database")).await.unwrap_err().to_string();
+    assert!(no_database.starts_with("history.url ") && no_database.contains("sy_no_such_database"), "{no_database}");
+    // Set up by this binary, then by a newer one.
+    let store = Store::open_configured(&dir.path().join("y.db"), &db.config()).await.unwrap();
+    sqlx::query("INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (9999, 'future', TRUE, '\\x00', 0)")
+        .execute(pool(&store))
+        .await
+        .unwrap();
+    let newer = Store::open_configured(&dir.path().join("z.db"), &db.config()).await.unwrap_err();
+    assert!(matches!(newer, StoreError::Server { .. }), "{newer}");
+    assert!(newer.to_string().contains("newer Switchyard"), "{newer}");
+}

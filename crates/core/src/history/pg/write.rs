@@ -1,0 +1,284 @@
+//! Writing a batch to PostgreSQL: one transaction, one multi-row statement
+//! per table (`INSERT … SELECT FROM UNNEST` of one array per column), so a
+//! batch of a thousand records costs a handful of round trips. Requests go
+//! in first with `ON CONFLICT DO NOTHING RETURNING id`: only the rows that
+//! were new count towards the derived tables, so a spool replayed after a
+//! crash, or twice, changes no count.
+
+use std::collections::HashSet;
+
+use sqlx::{Postgres, Transaction};
+
+use super::PgStore;
+use crate::history::derived::{Derived, Facts, DAY_MS};
+use crate::history::record::{EventRecord, Record, RequestRecord};
+use crate::history::store::StoreError;
+
+/// A rollup's change: span, start, provider, model, outcome, sums.
+type Rollup<'a> = (i64, i64, &'a str, &'a str, &'a str, crate::history::derived::Sums);
+
+const INSERT_REQUESTS: &str = "INSERT INTO requests (id, correlation_id, started_at, finished_at, user_agent,
+    endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback, duration_ms, ttft_ms,
+    input_tokens, output_tokens, cached_tokens, cost_usd, error_code, error, request_body, response_body, cache,
+    saved_usd)
+    SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::text[],
+        $8::bool[], $9::text[], $10::int8[], $11::text[], $12::text[], $13::int8[], $14::bool[], $15::float8[],
+        $16::float8[], $17::int8[], $18::int8[], $19::int8[], $20::float8[], $21::text[], $22::text[], $23::text[],
+        $24::text[], $25::text[], $26::float8[])
+    ON CONFLICT DO NOTHING RETURNING id";
+
+const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (request_id, seq, request_started_at, provider, key_label,
+    model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms,
+    status, outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens, translated,
+    dropped)
+    SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::text[],
+        $8::text[], $9::int8[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],
+        $15::float8[], $16::int8[], $17::text[], $18::float8[], $19::text[], $20::text[], $21::int8[], $22::int8[],
+        $23::int8[], $24::text[], $25::text[])
+    ON CONFLICT DO NOTHING";
+
+const UPSERT_ROLLUPS: &str = "INSERT INTO rollups (instance, span, start, provider, model, outcome, requests,
+    fallbacks, input_tokens, output_tokens, cached_tokens, cost_usd, priced, saved_usd)
+    SELECT $1, * FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
+        $9::int8[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::float8[])
+    ON CONFLICT (instance, span, start, provider, model, outcome) DO UPDATE SET
+    requests = rollups.requests + excluded.requests, fallbacks = rollups.fallbacks + excluded.fallbacks,
+    input_tokens = rollups.input_tokens + excluded.input_tokens,
+    output_tokens = rollups.output_tokens + excluded.output_tokens,
+    cached_tokens = rollups.cached_tokens + excluded.cached_tokens, cost_usd = rollups.cost_usd + excluded.cost_usd,
+    priced = rollups.priced + excluded.priced, saved_usd = rollups.saved_usd + excluded.saved_usd";
+
+const INSERT_FACETS: &str = "INSERT INTO request_facets (facet, value, started_at, id)
+    SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::text[]) ON CONFLICT DO NOTHING";
+
+const UPSERT_CLIENTS: &str = "INSERT INTO clients (instance, user_agent, requests, last_at, last_id, last_model,
+    last_outcome)
+    SELECT $1, * FROM UNNEST($2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::text[])
+    ON CONFLICT (instance, user_agent) DO UPDATE SET requests = clients.requests + excluded.requests,
+    last_id = CASE WHEN excluded.last_at >= clients.last_at THEN excluded.last_id ELSE clients.last_id END,
+    last_model = CASE WHEN excluded.last_at >= clients.last_at THEN excluded.last_model ELSE clients.last_model END,
+    last_outcome = CASE WHEN excluded.last_at >= clients.last_at THEN excluded.last_outcome
+        ELSE clients.last_outcome END,
+    last_at = GREATEST(clients.last_at, excluded.last_at)";
+
+const INSERT_EVENTS: &str = "INSERT INTO events (at, kind, provider, detail, request_id)
+    SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[])";
+
+impl PgStore {
+    /// Writes a batch in one transaction.
+    pub(crate) async fn write_batch(&self, batch: &[Record]) -> Result<(), StoreError> {
+        let requests: Vec<&RequestRecord> = batch
+            .iter()
+            .filter_map(|r| match r {
+                Record::Request(r) => Some(r.as_ref()),
+                Record::Event(_) => None,
+            })
+            .collect();
+        let events: Vec<&EventRecord> = batch
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event(e) => Some(e),
+                Record::Request(_) => None,
+            })
+            .collect();
+        self.ensure_days(requests.iter().map(|r| r.started_at_ms)).await?;
+        let mut tx = self.pool.begin().await?;
+        let new = insert_requests(&mut tx, &requests).await?;
+        insert_attempts(&mut tx, &requests).await?;
+        let mut derived = Derived::default();
+        for r in requests.iter().filter(|r| new.contains(r.id.as_str())) {
+            derived.add(&Facts::of(r));
+        }
+        self.write_derived(&mut tx, &derived).await?;
+        insert_events(&mut tx, &events).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn write_derived(&self, tx: &mut Transaction<'_, Postgres>, derived: &Derived<'_>) -> Result<(), StoreError> {
+        let rollups = derived.rollups();
+        if !rollups.is_empty() {
+            let col = |f: fn(&Rollup<'_>) -> i64| rollups.iter().map(f).collect::<Vec<i64>>();
+            let text = |f: fn(&Rollup<'_>) -> String| rollups.iter().map(f).collect::<Vec<String>>();
+            sqlx::query(UPSERT_ROLLUPS)
+                .bind(self.instance.as_ref())
+                .bind(col(|r| r.0))
+                .bind(col(|r| r.1))
+                .bind(text(|r| r.2.to_string()))
+                .bind(text(|r| r.3.to_string()))
+                .bind(text(|r| r.4.to_string()))
+                .bind(col(|r| r.5.requests))
+                .bind(col(|r| r.5.fallbacks))
+                .bind(col(|r| r.5.input_tokens))
+                .bind(col(|r| r.5.output_tokens))
+                .bind(col(|r| r.5.cached_tokens))
+                .bind(rollups.iter().map(|r| r.5.cost_usd).collect::<Vec<f64>>())
+                .bind(col(|r| r.5.priced))
+                .bind(rollups.iter().map(|r| r.5.saved_usd).collect::<Vec<f64>>())
+                .execute(&mut **tx)
+                .await?;
+        }
+        let facets = derived.facets_added();
+        if !facets.is_empty() {
+            sqlx::query(INSERT_FACETS)
+                .bind(facets.iter().map(|f| f.0.code()).collect::<Vec<i64>>())
+                .bind(facets.iter().map(|f| f.1.to_string()).collect::<Vec<String>>())
+                .bind(facets.iter().map(|f| f.2).collect::<Vec<i64>>())
+                .bind(facets.iter().map(|f| f.3.to_string()).collect::<Vec<String>>())
+                .execute(&mut **tx)
+                .await?;
+        }
+        let clients = derived.clients_added();
+        if !clients.is_empty() {
+            sqlx::query(UPSERT_CLIENTS)
+                .bind(self.instance.as_ref())
+                .bind(clients.iter().map(|c| c.0.to_string()).collect::<Vec<String>>())
+                .bind(clients.iter().map(|c| c.1).collect::<Vec<i64>>())
+                .bind(clients.iter().map(|c| c.2 .0).collect::<Vec<i64>>())
+                .bind(clients.iter().map(|c| c.2 .1.to_string()).collect::<Vec<String>>())
+                .bind(clients.iter().map(|c| c.2 .2.map(str::to_string)).collect::<Vec<Option<String>>>())
+                .bind(clients.iter().map(|c| c.2 .3.to_string()).collect::<Vec<String>>())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Creates the day partitions `starts` fall in that this process has
+    /// not seen yet. Under a transaction-scoped advisory lock: two instances
+    /// creating one day's partition at once would otherwise race between
+    /// `IF NOT EXISTS` and the creation.
+    async fn ensure_days(&self, starts: impl Iterator<Item = i64>) -> Result<(), StoreError> {
+        let wanted: HashSet<i64> = starts.map(|at| at.div_euclid(DAY_MS)).collect();
+        let missing: Vec<i64> = {
+            let known = self.days.lock().unwrap_or_else(|p| p.into_inner());
+            wanted.into_iter().filter(|d| !known.contains(d)).collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::PARTITION_LOCK).execute(&mut *tx).await?;
+        for day in &missing {
+            for sql in super::partition_ddl(*day) {
+                // Integers only are formatted in: the day number and its bounds.
+                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await?;
+        self.days.lock().unwrap_or_else(|p| p.into_inner()).extend(missing);
+        Ok(())
+    }
+}
+
+/// Inserts the requests; returns the ids of those that were new.
+async fn insert_requests(
+    tx: &mut Transaction<'_, Postgres>,
+    requests: &[&RequestRecord],
+) -> Result<HashSet<String>, StoreError> {
+    if requests.is_empty() {
+        return Ok(HashSet::new());
+    }
+    macro_rules! col {
+        ($t:ty, |$r:ident| $e:expr) => {
+            requests.iter().map(|$r| $e).collect::<Vec<$t>>()
+        };
+    }
+    let usage: Vec<[Option<i64>; 3]> = col!([Option<i64>; 3], |r| r.usage.columns());
+    let ids: Vec<String> = sqlx::query_scalar(INSERT_REQUESTS)
+        .bind(col!(String, |r| r.id.clone()))
+        .bind(col!(String, |r| r.correlation_id.clone()))
+        .bind(col!(i64, |r| r.started_at_ms))
+        .bind(col!(i64, |r| r.finished_at_ms))
+        .bind(col!(Option<String>, |r| r.user_agent.clone()))
+        .bind(col!(String, |r| r.endpoint.clone()))
+        .bind(col!(Option<String>, |r| r.model.clone()))
+        .bind(col!(bool, |r| r.streamed))
+        .bind(col!(String, |r| r.outcome.as_str().to_string()))
+        .bind(col!(Option<i64>, |r| r.status.map(i64::from)))
+        .bind(col!(Option<String>, |r| r.provider.clone()))
+        .bind(col!(Option<String>, |r| r.provider_model.clone()))
+        .bind(col!(i64, |r| r.attempts.len() as i64))
+        .bind(col!(bool, |r| r.fallback))
+        .bind(col!(f64, |r| r.duration_ms))
+        .bind(col!(Option<f64>, |r| r.ttft_ms))
+        .bind(usage.iter().map(|u| u[0]).collect::<Vec<_>>())
+        .bind(usage.iter().map(|u| u[1]).collect::<Vec<_>>())
+        .bind(usage.iter().map(|u| u[2]).collect::<Vec<_>>())
+        .bind(col!(Option<f64>, |r| r.cost_usd))
+        .bind(col!(Option<String>, |r| r.error_code.clone()))
+        .bind(col!(Option<String>, |r| r.error.clone()))
+        .bind(col!(Option<String>, |r| r.request_body.clone()))
+        .bind(col!(Option<String>, |r| r.response_body.clone()))
+        .bind(col!(Option<String>, |r| r.cache.map(|c| c.as_str().to_string())))
+        .bind(col!(Option<f64>, |r| r.saved_usd))
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(ids.into_iter().collect())
+}
+
+async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, requests: &[&RequestRecord]) -> Result<(), StoreError> {
+    let attempts: Vec<_> = requests
+        .iter()
+        .flat_map(|r| {
+            r.attempts.iter().map(move |a| {
+                let translated = r.translations.iter().find(|t| t.seq == a.seq).map(|t| t.column());
+                let dropped =
+                    r.dropped.iter().find(|d| d.seq == a.seq).and_then(|d| serde_json::to_string(&d.fields).ok());
+                (*r, a, translated, dropped)
+            })
+        })
+        .collect();
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    macro_rules! col {
+        ($t:ty, |$r:ident, $a:ident| $e:expr) => {
+            attempts.iter().map(|($r, $a, _, _)| $e).collect::<Vec<$t>>()
+        };
+    }
+    sqlx::query(INSERT_ATTEMPTS)
+        .bind(col!(String, |r, _a| r.id.clone()))
+        .bind(col!(i64, |_r, a| i64::from(a.seq)))
+        .bind(col!(i64, |r, _a| r.started_at_ms))
+        .bind(col!(String, |_r, a| a.provider.clone()))
+        .bind(col!(Option<String>, |_r, a| a.key_label.clone()))
+        .bind(col!(String, |_r, a| a.model.clone()))
+        .bind(col!(String, |_r, a| a.reason.as_str().to_string()))
+        .bind(col!(Option<String>, |_r, a| a.fallback_from.clone()))
+        .bind(col!(i64, |_r, a| a.started_at_ms))
+        .bind(col!(f64, |_r, a| a.offset_ms))
+        .bind(col!(Option<f64>, |_r, a| a.timeout_ms))
+        .bind(col!(f64, |_r, a| a.backoff_ms))
+        .bind(col!(Option<f64>, |_r, a| a.duration_ms))
+        .bind(col!(Option<f64>, |_r, a| a.ttfb_ms))
+        .bind(col!(Option<f64>, |_r, a| a.ttft_ms))
+        .bind(col!(Option<i64>, |_r, a| a.status.map(i64::from)))
+        .bind(col!(String, |_r, a| a.outcome.as_str().to_string()))
+        .bind(col!(Option<f64>, |_r, a| a.retry_after_ms))
+        .bind(col!(Option<String>, |_r, a| a.breaker_state.clone()))
+        .bind(col!(Option<String>, |_r, a| a.error.clone()))
+        .bind(col!(Option<i64>, |_r, a| a.usage.columns()[0]))
+        .bind(col!(Option<i64>, |_r, a| a.usage.columns()[1]))
+        .bind(col!(Option<i64>, |_r, a| a.usage.columns()[2]))
+        .bind(attempts.iter().map(|(_, _, t, _)| t.clone()).collect::<Vec<Option<String>>>())
+        .bind(attempts.iter().map(|(_, _, _, d)| d.clone()).collect::<Vec<Option<String>>>())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_events(tx: &mut Transaction<'_, Postgres>, events: &[&EventRecord]) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(INSERT_EVENTS)
+        .bind(events.iter().map(|e| e.at_ms).collect::<Vec<i64>>())
+        .bind(events.iter().map(|e| e.kind.clone()).collect::<Vec<String>>())
+        .bind(events.iter().map(|e| e.provider.clone()).collect::<Vec<Option<String>>>())
+        .bind(events.iter().map(|e| e.detail.clone()).collect::<Vec<String>>())
+        .bind(events.iter().map(|e| e.request_id.clone()).collect::<Vec<Option<String>>>())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
