@@ -75,6 +75,7 @@ impl Scrubber {
             Value::String(s) => Value::String(self.text(s)),
             Value::Array(items) => Value::Array(items.iter().map(|v| self.json(v)).collect()),
             Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (self.text(k), self.json(v))).collect()),
+            Value::Number(n) if epoch_ms(&n.to_string()) => Value::from(EPOCH_MS),
             other => other.clone(),
         }
     }
@@ -89,7 +90,45 @@ impl Scrubber {
             }
         }
         let out = self.ids(&out);
-        cch(&out)
+        let out = self.words(&out);
+        let out = fixed_after(&fixed_after(&out, "cch=", "00000"), "duration_ms: ", "0");
+        fixed_after(&out, "Chunk ID: ", "000000")
+    }
+
+    /// Words that change on every run: epoch milliseconds (Codex's turn
+    /// start, Gemini CLI's call ids) and Claude Code's agent ids
+    /// (`a` and 16 hex digits).
+    fn words(&mut self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut word = String::new();
+        for c in text.chars().chain(std::iter::once('\0')) {
+            if c.is_ascii_alphanumeric() {
+                word.push(c);
+                continue;
+            }
+            out.push_str(&self.word(&word));
+            word.clear();
+            if c != '\0' {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn word(&mut self, word: &str) -> String {
+        if epoch_ms(word) {
+            return EPOCH_MS.to_string();
+        }
+        let hex = word.strip_prefix('a').filter(|h| {
+            h.len() == 16
+                && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                && h.bytes().any(|b| b.is_ascii_digit())
+        });
+        if hex.is_none() {
+            return word.to_string();
+        }
+        let n = self.ids.len() + 1;
+        self.ids.entry(word.to_string()).or_insert_with(|| format!("a{n:016}")).clone()
     }
 
     /// UUIDs and long hex strings (session, request and installation ids)
@@ -123,6 +162,8 @@ fn machine() -> Vec<(String, String)> {
         let home = home.to_string_lossy().to_string();
         if home.len() > 1 {
             pairs.push((format!("{home}/"), "/home/user/".to_string()));
+            // Codex names its agent after the user's home, as a JSON string.
+            pairs.push((format!("\"{home}\""), "\"/home/user\"".to_string()));
         }
     }
     let run = |program: &str, args: &[&str]| -> String {
@@ -194,13 +235,29 @@ fn placeholder(id: &str, n: usize) -> String {
     format!("{n:0>width$}", width = id.len())
 }
 
-/// Claude Code's `x-anthropic-billing-header` changes its `cch=` hash on
-/// every request: a fixed one keeps re-captures comparable.
-fn cch(text: &str) -> String {
-    let Some(at) = text.find("cch=") else { return text.to_string() };
-    let value = &text[at + 4..];
-    let len = value.bytes().take_while(u8::is_ascii_alphanumeric).count();
-    format!("{}cch=00000{}", &text[..at], &value[len..])
+/// What every epoch-milliseconds timestamp becomes.
+const EPOCH_MS: u64 = 1_736_899_200_000;
+
+/// A time in epoch milliseconds between 2017 and 2039.
+fn epoch_ms(word: &str) -> bool {
+    word.len() == 13 && word.parse::<u64>().is_ok_and(|n| (1_500_000_000_000..2_200_000_000_000).contains(&n))
+}
+
+/// The value after each `key` replaced by `fixed`: Claude Code's
+/// `x-anthropic-billing-header` changes its `cch=` hash on every request,
+/// a subagent's report its `duration_ms`, Codex's shell output its `Chunk ID`.
+fn fixed_after(text: &str, key: &str, fixed: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(key) {
+        let value = &rest[at + key.len()..];
+        let len = value.bytes().take_while(u8::is_ascii_alphanumeric).count();
+        out.push_str(&rest[..at + key.len()]);
+        out.push_str(if len > 0 { fixed } else { "" });
+        rest = &value[len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Whether `text` still holds something the scrubber should have removed.
@@ -233,6 +290,11 @@ mod tests {
 
     #[test]
     fn billing_hash_is_fixed() {
-        assert_eq!(cch("cc_version=2.1; cch=1a2b3; x"), "cc_version=2.1; cch=00000; x");
+        assert_eq!(fixed_after("cc_version=2.1; cch=1a2b3; x", "cch=", "00000"), "cc_version=2.1; cch=00000; x");
+        let mut s = Scrubber { literal: Vec::new(), ids: HashMap::new() };
+        assert_eq!(
+            s.text("read_file_1796318687306_0 agentId: ab7c96bbe67263e2d"),
+            "read_file_1736899200000_0 agentId: a0000000000000001"
+        );
     }
 }
