@@ -3,6 +3,7 @@
 //! from the bodies Claude Code, Codex and Gemini CLI send.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod corpus;
 mod coverage;
 mod new_shapes;
 mod props;
