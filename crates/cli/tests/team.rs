@@ -329,3 +329,143 @@ async fn a_reset_or_a_toggle_on_one_instance_reaches_the_other_and_a_frozen_redi
     .await;
     assert!(back.is_some(), "reconnected on its own");
 }
+
+/// A team on `redis` in front of one slow provider whose cap is 2 across
+/// the team, with short leases; the other provider takes what it cannot.
+fn capped(
+    dir: &std::path::Path,
+    name: &str,
+    redis: &Redis,
+    slow: &SimProvider,
+    spare: &SimProvider,
+) -> std::path::PathBuf {
+    let text = format!(
+        "[team]\nredis = \"{}\"\nnamespace = \"cap\"\ninstance = \"{name}\"\nlease_ttl = \"1500ms\"\n\n\
+         [policy]\nmax_retries = 0\n\n\
+         {}policy = {{ max_concurrency = 2 }}\n\n{}\n[[routes]]\nmodel = \"m\"\nchain = [\"slow\", \"spare\"]\n",
+        redis.url(),
+        support::provider_toml("slow", slow, "[\"m\"]", "auth = \"none\""),
+        support::provider_toml("spare", spare, "[\"m\"]", "auth = \"none\""),
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The most requests `sim` had in flight at once while `work` ran.
+async fn peak_while<F: std::future::Future>(sim: &SimProvider, work: F) -> (usize, F::Output) {
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        let sim_in_flight = sim.in_flight_watch();
+        tokio::spawn(async move {
+            let mut rx = sim_in_flight;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak.fetch_max(*rx.borrow_and_update(), std::sync::atomic::Ordering::Relaxed);
+                let _ = tokio::time::timeout(Duration::from_millis(5), rx.changed()).await;
+            }
+        })
+    };
+    let out = work.await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    watcher.await.unwrap();
+    (peak.load(std::sync::atomic::Ordering::Relaxed), out)
+}
+
+/// A Chat request to the gateway at `addr`, owning all it needs (for a task).
+async fn chat_at(addr: String) -> reqwest::Result<reqwest::Response> {
+    client()
+        .post(format!("http://{addr}/v1/chat/completions"))
+        .json(&serde_json::json!({ "model": "m", "messages": [] }))
+        .send()
+        .await
+}
+
+/// Leases on `provider` in Redis now (expired ones included).
+fn leases(redis: &Redis, provider: &str) -> usize {
+    let out = Command::new("redis-cli")
+        .args(["-p", &redis.port.to_string(), "ZCARD", &format!("cap:{{{provider}}}:leases")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(usize::MAX)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_cap_holds_across_the_team_and_leaves_no_lease_behind() {
+    let redis = Redis::start();
+    let slow = SimProvider::start("slow", Script::ok().latency(Duration::from_millis(300))).await.unwrap();
+    let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = start(dir.path(), "gw-a", &capped(dir.path(), "gw-a", &redis, &slow, &spare));
+    let b = start(dir.path(), "gw-b", &capped(dir.path(), "gw-b", &redis, &slow, &spare));
+    let joined = until(Duration::from_secs(10), || async {
+        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    assert!(joined.is_some());
+
+    let burst = async {
+        let sent: Vec<_> = (0..20).map(|i| if i % 2 == 0 { a.served.chat("m") } else { b.served.chat("m") }).collect();
+        futures_util::future::join_all(sent).await
+    };
+    let (peak, answers) = peak_while(&slow, burst).await;
+    assert!(answers.iter().all(|r| r.status() == 200), "every request answered, by one provider or the other");
+    assert!(slow.calls() >= 2, "the capped provider took its share: {}", slow.calls());
+    assert!(peak <= 2, "max_concurrency = 2 across two instances, yet {peak} were in flight at once");
+    assert_eq!(leases(&redis, "slow"), 0, "no lease left when idle");
+
+    // An instance killed while holding leases: its places free within the TTL.
+    let a_addr = a.served.addr.clone();
+    let held = tokio::spawn(async move {
+        let sent: Vec<_> = (0..2).map(|_| chat_at(a_addr.clone())).collect();
+        tokio::time::timeout(Duration::from_millis(150), futures_util::future::join_all(sent)).await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(leases(&redis, "slow"), 2, "A holds both places");
+    let _ = a.served.kill_9();
+    let _ = held.await;
+    let freed = until(Duration::from_secs(5), || async {
+        let r = b.served.chat("m").await;
+        r.headers().get("x-switchyard-provider").is_some_and(|p| p == "slow")
+    })
+    .await;
+    assert!(freed.is_some(), "B reaches the capped provider again once A's leases expired");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_instance_s_late_release_frees_nothing_it_no_longer_holds() {
+    let redis = Redis::start();
+    let slow = SimProvider::start("slow", Script::ok().latency(Duration::from_millis(2500))).await.unwrap();
+    let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = start(dir.path(), "gw-a", &capped(dir.path(), "gw-a", &redis, &slow, &spare));
+    let b = start(dir.path(), "gw-b", &capped(dir.path(), "gw-b", &redis, &slow, &spare));
+    let joined = until(Duration::from_secs(10), || async {
+        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    assert!(joined.is_some());
+
+    // A takes one place, then is paused past the lease's TTL.
+    let a_request = tokio::spawn(chat_at(a.served.addr.clone()));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(leases(&redis, "slow"), 1);
+    Command::new("kill").args(["-STOP", &a.served.child.id().to_string()]).status().unwrap();
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    // Its lease expired: B takes both places.
+    let b_requests: Vec<_> = (0..2).map(|_| chat_at(b.served.addr.clone())).collect();
+    let b_requests = tokio::spawn(async move { futures_util::future::join_all(b_requests).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b_held = leases(&redis, "slow");
+    // A wakes; its request ends and releases its (long expired) lease.
+    Command::new("kill").args(["-CONT", &a.served.child.id().to_string()]).status().unwrap();
+    let _ = a_request.await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = leases(&redis, "slow");
+    for r in b_requests.await.unwrap() {
+        assert_eq!(r.unwrap().status(), 200);
+    }
+    assert_eq!(b_held, 2, "B held both places while A was paused");
+    assert_eq!(after, 2, "A's late release took neither of B's places");
+}

@@ -19,15 +19,15 @@ use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
 mod budgets;
 mod desktop;
-mod history_url;
 pub(crate) mod edit;
+mod history_url;
 mod policy;
 mod team;
 pub use desktop::DesktopConfig;
-pub use history_url::HistoryUrl;
-pub use team::{redact as redact_redis_url, TeamConfig};
 use desktop::RawDesktop;
+pub use history_url::HistoryUrl;
 use policy::{PolicyError, RawPolicy};
+pub use team::{redact as redact_redis_url, TeamConfig};
 
 /// The configuration used when none is given: well-known providers that stay
 /// unused until a key exists for them, and a local Ollama that needs none.
@@ -918,9 +918,7 @@ mod tests {
     #[test]
     fn chat_false_makes_a_responses_only_provider() {
         let provider = |extra: &str| {
-            format!(
-                "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n{extra}\n"
-            )
+            format!("[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n{extra}\n")
         };
         let config = parse(&provider("responses = true\nchat = false")).unwrap();
         let a = config.provider("a").unwrap();

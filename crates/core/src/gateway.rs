@@ -418,6 +418,14 @@ impl Gateway {
         }
     }
 
+    /// Each provider takes `1 / instances` of its concurrency caps (1: the
+    /// whole caps), while the team's shared caps are out of reach.
+    pub fn team_share(&self, instances: u32) {
+        for p in &self.live().providers {
+            p.share_caps(instances);
+        }
+    }
+
     /// The team went out of reach (`false`) or came back (`true`).
     pub fn team_reachable(&self, reachable: bool) {
         for p in &self.live().providers {

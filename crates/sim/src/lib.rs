@@ -197,6 +197,11 @@ impl SimProvider {
     pub fn in_flight(&self) -> usize {
         *self.shared.in_flight.borrow()
     }
+
+    /// Follows the replies in flight as they change, for a peak.
+    pub fn in_flight_watch(&self) -> watch::Receiver<usize> {
+        self.shared.in_flight.subscribe()
+    }
 }
 
 impl Drop for SimProvider {

@@ -57,6 +57,16 @@ impl Keys {
         format!("{}:{{{provider}}}:cooling", self.ns)
     }
 
+    /// Requests in flight on a provider, across the team: lease id → expiry.
+    pub fn leases(&self, provider: &str) -> String {
+        format!("{}:{{{provider}}}:leases", self.ns)
+    }
+
+    /// Requests in flight on one key of a provider (by fingerprint).
+    pub fn key_leases(&self, provider: &str, key: &str) -> String {
+        format!("{}:{{{provider}}}:leases:{key}", self.ns)
+    }
+
     /// Keys refused by a provider: fingerprint → reason.
     pub fn revoked(&self, provider: &str) -> String {
         format!("{}:{{{provider}}}:revoked", self.ns)

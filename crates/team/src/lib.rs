@@ -21,6 +21,7 @@
 
 mod events;
 pub mod keys;
+mod lease;
 pub mod scripts;
 mod sync;
 
@@ -36,7 +37,7 @@ use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use switchyard_core::config::{redact_redis_url, TeamConfig};
 use switchyard_core::gateway::Gateway;
-use switchyard_core::team::{solo_name, BoxFuture, Change, Member, Team, TeamView};
+use switchyard_core::team::{solo_name, BoxFuture, Change, LeaseAsk, Leased, Member, Team, TeamView};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -87,6 +88,8 @@ pub struct RedisTeam {
     outbox: mpsc::Sender<Change>,
     connected: AtomicBool,
     connection: Mutex<Option<ConnectionManager>>,
+    scripts: Arc<Scripts>,
+    lease_ttl: Duration,
 }
 
 impl RedisTeam {
@@ -142,6 +145,10 @@ impl Team for RedisTeam {
             view
         })
     }
+
+    fn lease(&self, ask: LeaseAsk) -> BoxFuture<'_, Leased> {
+        Box::pin(lease::take(self, ask, self.lease_ttl, CALL_TIMEOUT))
+    }
 }
 
 /// What keeps the team alive: run it once the gateway is built.
@@ -150,7 +157,10 @@ pub struct Runner {
     team: Arc<RedisTeam>,
     client: redis::Client,
     outbox: mpsc::Receiver<Change>,
-    scripts: Scripts,
+    scripts: Arc<Scripts>,
+    /// Live instances at the last heartbeat: the share each takes of the
+    /// caps while Redis is out of reach.
+    members: u32,
 }
 
 /// Joins the team `config` describes, as the instance listening on
@@ -171,8 +181,10 @@ pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, 
         outbox: tx,
         connected: AtomicBool::new(false),
         connection: Mutex::new(None),
+        scripts: Arc::new(Scripts::new()),
+        lease_ttl: config.lease_ttl,
     });
-    let runner = Runner { team: team.clone(), client, outbox: rx, scripts: Scripts::new() };
+    let runner = Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone(), members: 1 };
     Ok((team, runner))
 }
 
@@ -222,7 +234,7 @@ impl Runner {
         };
         let beat = sync::heartbeat(&mut con, &self.scripts, team, gateway.served(), MEMBER_TTL);
         match tokio::time::timeout(CALL_TIMEOUT, beat).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(members)) => self.members = members.max(1),
             Ok(Err(e)) => {
                 warn!("team: Redis did not take the heartbeat: {e}");
                 return self.reachable(gateway, false);
@@ -275,6 +287,9 @@ impl Runner {
                 warn!(instance = %self.team.name, "team: Redis out of reach; deciding alone (degraded) until it is back");
             }
             gateway.team_reachable(now);
+            // Out of reach, each instance takes its share of the caps,
+            // never the whole caps N times over.
+            gateway.team_share(if now { 1 } else { self.members });
         }
     }
 

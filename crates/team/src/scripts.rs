@@ -20,6 +20,8 @@ pub struct Scripts {
     pub cool: Script,
     pub heartbeat: Script,
     pub claim_probe: Script,
+    pub lease: Script,
+    pub renew: Script,
 }
 
 impl Scripts {
@@ -31,6 +33,8 @@ impl Scripts {
             cool: Script::new(&format!("{NOW}\n{COOL}")),
             heartbeat: Script::new(&format!("{NOW}\n{HEARTBEAT}")),
             claim_probe: Script::new(&format!("{NOW}\n{CLAIM_PROBE}")),
+            lease: Script::new(&format!("{NOW}\n{LEASE}")),
+            renew: Script::new(&format!("{NOW}\n{RENEW}")),
         }
     }
 }
@@ -102,7 +106,7 @@ return tonumber(ARGV[1])
 
 /// An instance's heartbeat. KEYS: members sorted set, this member's hash.
 /// ARGV: id, ttl_ms, then field/value pairs. Drops members whose heartbeat
-/// expired, and returns Redis's time (ms).
+/// expired, and returns how many are live.
 const HEARTBEAT: &str = r"
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -111,7 +115,7 @@ redis.call('PEXPIRE', KEYS[1], ttl * 4)
 for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[2], 'seen_at', now)
 redis.call('PEXPIRE', KEYS[2], ttl * 2)
-return now
+return redis.call('ZCARD', KEYS[1])
 ";
 
 /// Claims the one probe of an open breaker whose cool-down is over.
@@ -125,4 +129,43 @@ local until_ms = tonumber(redis.call('HGET', KEYS[1], 'until') or '0')
 if until_ms > now then return {0, until_ms - now} end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then return {1, 0} end
 return {0, 0}
+";
+
+/// A lease on the team's concurrency caps. KEYS: the provider's leases, the
+/// key's leases. ARGV: lease id, ttl_ms, provider cap (0: none), key cap
+/// (0: none, and the second key unused). Leases past their expiry (an
+/// instance killed or paused while holding them) are dropped first, so none
+/// leaks. All or nothing: both caps have room, or neither set changes.
+/// Returns 1 when granted, 0 when full.
+const LEASE: &str = r"
+local ttl = tonumber(ARGV[2])
+local pmax, kmax = tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if kmax > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
+if pmax > 0 and redis.call('ZCARD', KEYS[1]) >= pmax then return 0 end
+if kmax > 0 and redis.call('ZCARD', KEYS[2]) >= kmax then return 0 end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl * 2)
+if kmax > 0 then
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ttl * 2)
+end
+return 1
+";
+
+/// Renews a lease still held. KEYS: the provider's leases, the key's
+/// leases (or the same key again). ARGV: lease id, ttl_ms. A lease that
+/// already expired is not brought back (its place may be another's now):
+/// returns 0, and the holder goes on without it.
+const RENEW: &str = r"
+local ttl = tonumber(ARGV[2])
+local at = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0')
+if at <= now then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl * 2)
+if KEYS[2] ~= KEYS[1] then
+  redis.call('ZADD', KEYS[2], 'XX', now + ttl, ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ttl * 2)
+end
+return 1
 ";

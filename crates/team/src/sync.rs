@@ -16,14 +16,15 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// This instance's heartbeat: on the roll call for `ttl` more.
+/// This instance's heartbeat: on the roll call for `ttl` more. Returns how
+/// many instances are live.
 pub async fn heartbeat(
     con: &mut ConnectionManager,
     scripts: &Scripts,
     team: &RedisTeam,
     served: u64,
     ttl: Duration,
-) -> redis::RedisResult<()> {
+) -> redis::RedisResult<u32> {
     let mut call = scripts.heartbeat.prepare_invoke();
     call.key(team.keys.members()).key(team.keys.member(&team.id));
     call.arg(&team.id).arg(ms(ttl));
@@ -39,7 +40,7 @@ pub async fn heartbeat(
         call.arg(k).arg(v);
     }
     call.arg("requests").arg(served);
-    call.invoke_async::<i64>(con).await.map(|_| ())
+    call.invoke_async::<u32>(con).await
 }
 
 /// Off the roll call (a clean stop).

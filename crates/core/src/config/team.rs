@@ -19,6 +19,7 @@ pub(super) struct RawTeam {
     redis: Option<Spanned<String>>,
     namespace: Option<Spanned<String>>,
     instance: Option<Spanned<String>>,
+    lease_ttl: Option<Spanned<String>>,
 }
 
 /// How this gateway joins its team.
@@ -30,13 +31,20 @@ pub struct TeamConfig {
     pub namespace: String,
     /// This instance's name; `None`: the host name and listening port.
     pub instance: Option<String>,
+    /// How long a team-wide concurrency lease lives unless renewed: how
+    /// soon the places an instance held are free after it dies.
+    pub lease_ttl: std::time::Duration,
 }
+
+/// A lease's life when `lease_ttl` is not set.
+pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl PartialEq for TeamConfig {
     fn eq(&self, other: &TeamConfig) -> bool {
         self.redis.expose_secret() == other.redis.expose_secret()
             && self.namespace == other.namespace
             && self.instance == other.instance
+            && self.lease_ttl == other.lease_ttl
     }
 }
 
@@ -48,6 +56,7 @@ impl TeamConfig {
             redis: SecretString::from(url.to_owned()),
             namespace: DEFAULT_NAMESPACE.into(),
             instance: None,
+            lease_ttl: DEFAULT_LEASE_TTL,
         })
     }
 
@@ -102,7 +111,20 @@ impl Validator<'_> {
             Some(n) if valid_name(n.get_ref()) => Some(n.into_inner()),
             Some(n) => return self.error(n.span(), "team.instance", "must be 1–64 letters, digits, `-`, `_` or `.`"),
         };
-        Ok(Some(TeamConfig { redis: SecretString::from(redis.into_inner()), namespace, instance }))
+        let lease_ttl = match raw.lease_ttl {
+            None => DEFAULT_LEASE_TTL,
+            Some(t) => match humantime::parse_duration(t.get_ref()) {
+                Ok(d) if d >= std::time::Duration::from_millis(300) && d <= std::time::Duration::from_secs(3600) => d,
+                _ => {
+                    return self.error(
+                        t.span(),
+                        "team.lease_ttl",
+                        "must be a duration from 300ms to 1h, such as \"10s\"",
+                    )
+                }
+            },
+        };
+        Ok(Some(TeamConfig { redis: SecretString::from(redis.into_inner()), namespace, instance, lease_ttl }))
     }
 }
 

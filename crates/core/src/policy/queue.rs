@@ -206,6 +206,9 @@ pub struct QueueStats {
 pub struct Capacity {
     limit: Option<u32>,
     key_limit: Option<u32>,
+    /// In a team whose shared state is out of reach, the instances it
+    /// knows live: each takes this share of the caps, never N times them.
+    share: std::sync::atomic::AtomicU32,
     policy: QueuePolicy,
     state: Mutex<State>,
     counters: QueueCounters,
@@ -236,6 +239,7 @@ impl Capacity {
         Arc::new(Capacity {
             limit: limit.map(|n| n.max(1)),
             key_limit: key_limit.map(|n| n.max(1)),
+            share: std::sync::atomic::AtomicU32::new(1),
             policy,
             state: Mutex::default(),
             counters: QueueCounters::default(),
@@ -249,6 +253,23 @@ impl Capacity {
     /// Requests in flight at once at most (`None`: no cap).
     pub fn limit(&self) -> Option<u32> {
         self.limit
+    }
+
+    /// The per-key cap (`None`: no cap).
+    pub fn key_limit(&self) -> Option<u32> {
+        self.key_limit
+    }
+
+    /// Takes `1 / instances` of the caps (at least one request each), while
+    /// a team's shared caps are out of reach; 1 restores the whole caps.
+    pub fn set_share(&self, instances: u32) {
+        self.share.store(instances.max(1), Ordering::Relaxed);
+    }
+
+    /// A cap as this instance may use it now.
+    fn shared(&self, cap: Option<u32>) -> Option<u32> {
+        let n = self.share.load(Ordering::Relaxed).max(1);
+        cap.map(|c| c.div_ceil(n).max(1))
     }
 
     pub fn counters(&self) -> &QueueCounters {
@@ -265,7 +286,7 @@ impl Capacity {
         if !s.waiters.is_empty() {
             return Err(Busy::Queued);
         }
-        if self.limit.is_some_and(|l| s.in_use >= l) {
+        if self.shared(self.limit).is_some_and(|l| s.in_use >= l) {
             return Err(Busy::Full);
         }
         Ok(self.take_slot(&mut s))
@@ -281,7 +302,7 @@ impl Capacity {
     pub fn try_lease(self: &Arc<Self>, label: &str) -> Option<KeyLease> {
         let mut s = self.state();
         let held = s.keys.get(label).copied().unwrap_or(0);
-        if self.key_limit.is_some_and(|l| held >= l) {
+        if self.shared(self.key_limit).is_some_and(|l| held >= l) {
             return None;
         }
         s.keys.insert(label.to_string(), held + 1);
@@ -420,7 +441,7 @@ impl Place {
         let c = &self.capacity;
         let mut s = c.state();
         let first = s.waiters.front().is_some_and(|w| w.id == self.id);
-        if !first || c.limit.is_some_and(|l| s.in_use >= l) {
+        if !first || c.shared(c.limit).is_some_and(|l| s.in_use >= l) {
             return None;
         }
         Some(c.take_slot(&mut s))

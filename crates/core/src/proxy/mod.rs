@@ -337,6 +337,11 @@ impl Run<'_> {
             };
             let mut ticket = match gate {
                 Gate::Go(mut ticket) => {
+                    if !ticket.team_lease().await {
+                        drop(ticket);
+                        self.note(provider.name(), "not tried: at its concurrency cap across the team");
+                        return if retry == 0 { Tried::Busy } else { Tried::Failed };
+                    }
                     ticket.caused_by(&self.inbound.ids.request_id);
                     ticket
                 }

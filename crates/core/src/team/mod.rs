@@ -57,6 +57,33 @@ impl Change {
     }
 }
 
+/// A team-wide lease: one request in flight on a provider, and on its key
+/// when the key has a cap of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseAsk {
+    pub provider: String,
+    /// `max_concurrency`, team-wide.
+    pub provider_max: Option<u32>,
+    /// The key's fingerprint and its cap (`keys = { max_concurrency }`).
+    pub key: Option<(String, u32)>,
+}
+
+/// A lease held: renewed while the request (and its stream) runs, released
+/// when dropped, whatever ended the request.
+pub trait Held: Send + Sync + fmt::Debug {}
+
+/// What the team said to a lease.
+#[derive(Debug)]
+pub enum Leased {
+    Granted(Box<dyn Held>),
+    /// The provider (or the key) serves as many requests as it may, across
+    /// the team.
+    Full,
+    /// The shared state is out of reach: this instance's share of the caps
+    /// decides alone.
+    Unreachable,
+}
+
 /// A boxed future, for the object-safe [`Team`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -75,6 +102,9 @@ pub trait Team: Send + Sync + fmt::Debug {
 
     /// The team as its shared state knows it, for `/admin/team`.
     fn view(&self) -> BoxFuture<'_, TeamView>;
+
+    /// A lease on the team's shared concurrency caps, in one atomic step.
+    fn lease(&self, ask: LeaseAsk) -> BoxFuture<'_, Leased>;
 }
 
 /// The team, for `/admin/team`, `switchyard status` and the dashboard.

@@ -22,7 +22,7 @@ use crate::policy::share::{self, WindowCounter};
 use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
-use crate::team::{Change, Team};
+use crate::team::{Change, Held, LeaseAsk, Leased, Team};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::keys::{KeyPool, NoKey};
@@ -132,6 +132,8 @@ pub struct Ticket {
     // when the ticket goes, whatever ended the request.
     permit: Option<Permit>,
     _lease: Option<KeyLease>,
+    /// The team-wide lease, in team mode with a cap.
+    _team_lease: Option<Box<dyn Held>>,
 }
 
 impl Ticket {
@@ -142,6 +144,21 @@ impl Ticket {
     /// The slot a wait in the queue won.
     pub fn hold(&mut self, permit: Permit) {
         self.permit = Some(permit);
+    }
+
+    /// Takes the team-wide lease this attempt needs, when the provider has
+    /// a cap and the team is in reach: `false` when the team is full.
+    pub async fn team_lease(&mut self) -> bool {
+        let Some((team, ask)) = self.provider.team_lease_ask(self.key.as_ref()) else { return true };
+        match team.lease(ask).await {
+            Leased::Granted(held) => {
+                self._team_lease = Some(held);
+                true
+            }
+            Leased::Full => false,
+            // This instance's share of the caps, already taken, decides.
+            Leased::Unreachable => true,
+        }
     }
 
     /// Names the request in the breaker and cool-down events this attempt causes.
@@ -219,6 +236,26 @@ impl Provider {
     pub fn with_team(mut self, team: Option<Arc<dyn Team>>) -> Provider {
         self.team = team;
         self
+    }
+
+    /// What a team-wide lease for an attempt with `key` asks, when the
+    /// provider has a cap and the team is in reach.
+    fn team_lease_ask(&self, key: Option<&ProviderKey>) -> Option<(Arc<dyn Team>, LeaseAsk)> {
+        let team = self.team()?;
+        let provider_max = self.capacity.limit();
+        let key = match (self.capacity.key_limit(), key) {
+            (Some(max), Some(k)) => self.keys.fingerprint_of(&k.label).map(|fp| (fp, max)),
+            _ => None,
+        };
+        if provider_max.is_none() && key.is_none() {
+            return None;
+        }
+        Some((team.clone(), LeaseAsk { provider: self.name().to_string(), provider_max, key }))
+    }
+
+    /// Takes `1 / instances` of the concurrency caps (see [`Capacity::set_share`]).
+    pub(crate) fn share_caps(&self, instances: u32) {
+        self.capacity.set_share(instances);
     }
 
     /// The team, while it is in reach.
@@ -406,6 +443,7 @@ impl Provider {
             cause: None,
             permit,
             _lease: lease,
+            _team_lease: None,
         })
     }
 

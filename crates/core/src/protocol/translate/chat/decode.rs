@@ -6,7 +6,8 @@ use crate::protocol::translate::dropped::{Drops, Stage};
 use crate::protocol::translate::error::Untranslatable;
 use crate::protocol::translate::ir::Format;
 use crate::protocol::translate::message::{
-    new_role, CallKind, Effort, Logprobs, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice, ToolKind, Turn,
+    new_role, CallKind, Effort, Logprobs, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice,
+    ToolKind, Turn,
 };
 use crate::protocol::translate::openai;
 use crate::protocol::translate::wire::*;

@@ -7,7 +7,8 @@ use crate::protocol::translate::envelope;
 use crate::protocol::translate::error::Untranslatable;
 use crate::protocol::translate::ir::{Family, Format};
 use crate::protocol::translate::message::{
-    new_role, CacheMark, CallKind, Effort, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice, ToolKind, Turn,
+    new_role, CacheMark, CallKind, Effort, Media, OutputFormat, Part, Reasoning, Request, Role, Tool, ToolChoice,
+    ToolKind, Turn,
 };
 use crate::protocol::translate::wire::*;
 
@@ -199,7 +200,10 @@ fn source(b: &Obj, path: &str) -> Result<Media, Untranslatable> {
         Some("text") => Media::Text(opt_str(s, "data", &path)?.unwrap_or_default().to_owned()),
         Some("content") => Media::Text(content_text(s)),
         other => {
-            let what = format!("a source of type `{}` the gateway cannot read; the model would not see it", other.unwrap_or(""));
+            let what = format!(
+                "a source of type `{}` the gateway cannot read; the model would not see it",
+                other.unwrap_or("")
+            );
             return Err(bad(at(&path, "type"), what));
         }
     })
@@ -245,7 +249,8 @@ fn reasoning_and_format(m: &Obj, req: &mut Request) -> Result<(), Untranslatable
     let effort = config.and_then(|c| c.get("effort")).and_then(Value::as_str).and_then(|e| {
         let parsed = Effort::parse(e);
         if parsed.is_none() {
-            req.drops.note_unmapped("output_config.effort", format!("effort `{e}` is new; the provider's default is used"));
+            req.drops
+                .note_unmapped("output_config.effort", format!("effort `{e}` is new; the provider's default is used"));
         }
         parsed
     });

@@ -130,7 +130,11 @@ fn a_block_new_to_the_gateway_is_carried_as_text_or_left_out_and_listed() {
             ],
             "{to}"
         );
-        assert!(e.drops.describe().iter().any(|d| d == "messages[0].content[2]: unmapped: a block of type `hologram`, left out"));
+        assert!(e
+            .drops
+            .describe()
+            .iter()
+            .any(|d| d == "messages[0].content[2]: unmapped: a block of type `hologram`, left out"));
     }
 }
 
