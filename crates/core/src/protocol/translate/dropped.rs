@@ -60,6 +60,7 @@ pub const TABLE: &[Row] = &[
     d(Chat, "messages[].name", "participant names have no equivalent outside Chat"),
     d(Chat, "store", "OpenAI's stored-completions log; nothing later refers to it"),
     d(Responses, "include", "names Responses output extras; the gateway asks for what it needs"),
+    d(Responses, "client_metadata", "Codex's installation and client details, for OpenAI's own bookkeeping"),
     d(Responses, "truncation", "server-side context truncation exists only in Responses"),
     d(Responses, "max_tool_calls", NOT_IN_FORMAT),
     d(Responses, "stream_options", "Responses stream obfuscation has no equivalent"),

@@ -46,14 +46,7 @@ const EXPECTED_SKIPS: &[Skip] = &[];
 /// Problems the corpus shows that wait on a decision about the translator,
 /// tolerated until then: (fixture prefix, a piece of the problem). Each
 /// belongs in the drop table or the decoders; remove it when it is.
-const PENDING: &[(&str, &str)] = &[
-    // Codex sends `client_metadata` (its installation id) on every request:
-    // not mapped and not in the drop table, so it leaves the OpenAI family
-    // only as an unlisted extra.
-    ("codex/", "unmapped: client_metadata:"),
-    ("codex/", "dropped as unknown: Encode messages `extras`"),
-    ("codex/", "dropped as unknown: Encode gemini `extras`"),
-];
+const PENDING: &[(&str, &str)] = &[];
 
 /// One captured request.
 struct Fixture {
