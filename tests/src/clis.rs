@@ -362,7 +362,8 @@ pub enum Upstream {
 }
 
 impl Upstream {
-    pub const ALL: [Upstream; 4] = [Upstream::Chat, Upstream::Responses, Upstream::Anthropic, Upstream::Gemini];
+    pub const ALL: [Upstream; 5] =
+        [Upstream::Chat, Upstream::Responses, Upstream::ResponsesOnly, Upstream::Anthropic, Upstream::Gemini];
 
     pub fn serve(self, config: ConfigText, sim: &SimProvider, models: &[&str]) -> ConfigText {
         match self {
