@@ -19,7 +19,7 @@ use switchyard_sim::{SimProvider, ToolPlan};
 use crate::ConfigText;
 
 mod opencode_aider;
-pub use opencode_aider::{aider_bin, aider_edit};
+pub use opencode_aider::{aider_bin, aider_edit, aider_version};
 
 /// How long one CLI run may take before it is killed.
 pub const CLI_LIMIT: Duration = Duration::from_secs(120);

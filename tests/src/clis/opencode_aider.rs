@@ -74,6 +74,13 @@ fn write_opencode_config(sandbox: &Sandbox, addr: &str, model: &str) {
 
 /// The aider executable: `.venv-aider` at the workspace root (made by
 /// `.ci/run`), or `SWITCHYARD_TEST_AIDER`.
+/// The installed aider's version.
+pub fn aider_version() -> String {
+    let out = std::process::Command::new(aider_bin()).arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().last().unwrap_or_default().to_string()
+}
+
 pub fn aider_bin() -> PathBuf {
     let bin = match std::env::var_os("SWITCHYARD_TEST_AIDER") {
         Some(path) => PathBuf::from(path),

@@ -143,6 +143,7 @@ fn python() -> PathBuf {
 /// The version of the client that sent a scenario's requests.
 fn version(source: Source) -> String {
     match source {
+        Source::Cli(switchyard_tests::clis::Client::Aider) => switchyard_tests::clis::aider_version(),
         Source::Cli(client) => installed_version(client.package()),
         Source::PythonSdk(package) => {
             let out =

@@ -108,6 +108,8 @@ pub fn all() -> Vec<Scenario> {
     let mut all = claude_code();
     all.extend(codex());
     all.extend(gemini_cli());
+    all.extend(opencode());
+    all.extend(aider());
     all.extend(python_sdks());
     all
 }
@@ -252,6 +254,43 @@ fn codex() -> Vec<Scenario> {
             .step(Step::new("And now in three words.").args(&["resume", "--last"])),
         Scenario::new(CODEX, "reasoning-effort", "`-c model_reasoning_effort=\"high\"`", GPT)
             .step(hello().args(&["-c", "model_reasoning_effort=\"high\""])),
+    ]
+}
+
+const OPENCODE: Source = Source::Cli(Client::Opencode);
+const AIDER: Source = Source::Cli(Client::Aider);
+
+fn opencode() -> Vec<Scenario> {
+    let hello = || Step::new("Say hello in five words.");
+    vec![
+        Scenario::new(OPENCODE, "first-turn", "a one-line prompt over Chat (its title request included)", Some("gpt-4.1"))
+            .step(hello()),
+        Scenario::new(OPENCODE, "read-tool", "the provider calls read; the call, then its result", Some("gpt-4.1"))
+            .step(
+                Step::new("Read notes.txt and tell me what it says.")
+                    .tools(|sandbox, _| Client::Opencode.read_plan(sandbox, &["notes.txt"])),
+            ),
+        Scenario::new(
+            OPENCODE,
+            "messages-first-turn",
+            "a one-line prompt over Anthropic Messages (a claude model)",
+            Some("claude-sonnet-4-5"),
+        )
+        .step(hello()),
+    ]
+}
+
+fn aider() -> Vec<Scenario> {
+    vec![
+        Scenario::new(AIDER, "first-turn", "a one-line prompt over Chat", Some("gpt-4.1"))
+            .step(Step::new("Say hello in five words.")),
+        Scenario::new(
+            AIDER,
+            "edit-turn",
+            "notes.txt added with --file and an edit asked for: the file's text in the request",
+            Some("gpt-4.1"),
+        )
+        .step(Step::new("Replace heliotrope with marigold in notes.txt.").args(&["--file", "notes.txt"])),
     ]
 }
 
