@@ -111,6 +111,18 @@ where
     None
 }
 
+/// Two instances, `gw-a` and `gw-b`, each with the config `config` writes
+/// for its name, once both are on the roll call.
+async fn pair(dir: &std::path::Path, config: impl Fn(&str) -> std::path::PathBuf) -> (Instance, Instance) {
+    let (a, b) = (start(dir, "gw-a", &config("gw-a")), start(dir, "gw-b", &config("gw-b")));
+    let joined = until(Duration::from_secs(10), || async {
+        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
+    })
+    .await;
+    assert!(joined.is_some(), "both instances on the roll call: {}", admin(&b.served, &b.data, "/admin/team").await);
+    (a, b)
+}
+
 struct Instance {
     served: Served,
     data: std::path::PathBuf,
@@ -182,13 +194,7 @@ async fn one_instance_s_events_reach_the_other_s_live_feed() {
         SimProvider::start("good", Script::ok()).await.unwrap(),
     );
     let dir = tempfile::tempdir().unwrap();
-    let a = start(dir.path(), "gw-a", &config(dir.path(), "gw-a", &redis, &bad, &good, "10s"));
-    let b = start(dir.path(), "gw-b", &config(dir.path(), "gw-b", &redis, &bad, &good, "10s"));
-    let joined = until(Duration::from_secs(10), || async {
-        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
-    })
-    .await;
-    assert!(joined.is_some());
+    let (a, b) = pair(dir.path(), |name| config(dir.path(), name, &redis, &bad, &good, "10s")).await;
     let token = std::fs::read_to_string(b.data.join("admin-token")).unwrap();
     let feed =
         client().get(format!("http://{}/admin/events", b.served.addr)).bearer_auth(token.trim()).send().await.unwrap();
@@ -223,13 +229,7 @@ async fn a_breaker_tripped_on_one_instance_is_open_on_the_other_and_the_team_pro
     let bad = SimProvider::start("bad", Script::always(Fault::status(503))).await.unwrap();
     let good = SimProvider::start("good", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let a = start(dir.path(), "gw-a", &config(dir.path(), "gw-a", &redis, &bad, &good, "1500ms"));
-    let b = start(dir.path(), "gw-b", &config(dir.path(), "gw-b", &redis, &bad, &good, "1500ms"));
-    let joined = until(Duration::from_secs(10), || async {
-        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
-    })
-    .await;
-    assert!(joined.is_some());
+    let (a, b) = pair(dir.path(), |name| config(dir.path(), name, &redis, &bad, &good, "1500ms")).await;
 
     // Two failures on A trip its breaker; each request is still answered by `good`.
     for _ in 0..2 {
@@ -277,13 +277,7 @@ async fn a_reset_or_a_toggle_on_one_instance_reaches_the_other_and_a_frozen_redi
     let bad = SimProvider::start("bad", Script::ok()).await.unwrap();
     let good = SimProvider::start("good", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let a = start(dir.path(), "gw-a", &config(dir.path(), "gw-a", &redis, &bad, &good, "10s"));
-    let b = start(dir.path(), "gw-b", &config(dir.path(), "gw-b", &redis, &bad, &good, "10s"));
-    let joined = until(Duration::from_secs(10), || async {
-        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
-    })
-    .await;
-    assert!(joined.is_some());
+    let (a, b) = pair(dir.path(), |name| config(dir.path(), name, &redis, &bad, &good, "10s")).await;
     let post = |served: &Served, data: &std::path::Path, path: &str| {
         let token = std::fs::read_to_string(data.join("admin-token")).unwrap();
         client().post(format!("http://{}{path}", served.addr)).bearer_auth(token.trim()).send()
@@ -397,13 +391,7 @@ async fn a_concurrency_cap_holds_across_the_team_and_leaves_no_lease_behind() {
     let slow = SimProvider::start("slow", Script::ok().latency(Duration::from_millis(300))).await.unwrap();
     let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let a = start(dir.path(), "gw-a", &capped(dir.path(), "gw-a", &redis, &slow, &spare));
-    let b = start(dir.path(), "gw-b", &capped(dir.path(), "gw-b", &redis, &slow, &spare));
-    let joined = until(Duration::from_secs(10), || async {
-        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
-    })
-    .await;
-    assert!(joined.is_some());
+    let (a, b) = pair(dir.path(), |name| capped(dir.path(), name, &redis, &slow, &spare)).await;
 
     let burst = async {
         let sent: Vec<_> = (0..20).map(|i| if i % 2 == 0 { a.served.chat("m") } else { b.served.chat("m") }).collect();
@@ -439,13 +427,7 @@ async fn a_paused_instance_s_late_release_frees_nothing_it_no_longer_holds() {
     let slow = SimProvider::start("slow", Script::ok().latency(Duration::from_millis(2500))).await.unwrap();
     let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let a = start(dir.path(), "gw-a", &capped(dir.path(), "gw-a", &redis, &slow, &spare));
-    let b = start(dir.path(), "gw-b", &capped(dir.path(), "gw-b", &redis, &slow, &spare));
-    let joined = until(Duration::from_secs(10), || async {
-        admin(&b.served, &b.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 2)
-    })
-    .await;
-    assert!(joined.is_some());
+    let (a, b) = pair(dir.path(), |name| capped(dir.path(), name, &redis, &slow, &spare)).await;
 
     // A takes one place, then is paused past the lease's TTL.
     let a_request = tokio::spawn(chat_at(a.served.addr.clone()));

@@ -181,12 +181,7 @@ impl Backend for SqliteStore {
     }
 
     async fn count(&self, table: CountTable) -> Result<i64, StoreError> {
-        let sql = match table {
-            CountTable::Requests => "SELECT COUNT(*) FROM requests",
-            CountTable::Attempts => "SELECT COUNT(*) FROM attempts",
-            CountTable::Events => "SELECT COUNT(*) FROM events",
-        };
-        Ok(sqlx::query_scalar(sql).fetch_one(&self.pool).await?)
+        Ok(sqlx::query_scalar(table.count_sql()).fetch_one(&self.pool).await?)
     }
 
     async fn rebuild(&self) -> Result<(), StoreError> {

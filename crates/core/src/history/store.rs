@@ -214,6 +214,17 @@ pub enum CountTable {
     Events,
 }
 
+impl CountTable {
+    /// The query that counts its rows, the same in every backend.
+    pub(crate) fn count_sql(self) -> &'static str {
+        match self {
+            CountTable::Requests => "SELECT COUNT(*) FROM requests",
+            CountTable::Attempts => "SELECT COUNT(*) FROM attempts",
+            CountTable::Events => "SELECT COUNT(*) FROM events",
+        }
+    }
+}
+
 /// What a history backend does. [`Store`] is the only caller: everything
 /// else goes through it, so that a caller cannot tell the backends apart.
 pub(crate) trait Backend {

@@ -302,12 +302,7 @@ impl Backend for PgStore {
     }
 
     async fn count(&self, table: CountTable) -> Result<i64, StoreError> {
-        let sql = match table {
-            CountTable::Requests => "SELECT COUNT(*) FROM requests",
-            CountTable::Attempts => "SELECT COUNT(*) FROM attempts",
-            CountTable::Events => "SELECT COUNT(*) FROM events",
-        };
-        Ok(sqlx::query_scalar(sql).fetch_one(&self.pool).await?)
+        Ok(sqlx::query_scalar(table.count_sql()).fetch_one(&self.pool).await?)
     }
 
     /// Computes the derived tables again from the rows, in one transaction,

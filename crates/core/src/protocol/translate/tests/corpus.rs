@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::json;
 use crate::protocol::translate::ir::Format::{self, Chat, Gemini, Messages, Responses};
-use crate::protocol::translate::profile::{Profile, ThinkingStyle};
+use crate::protocol::translate::profile::Profile;
 use crate::protocol::translate::{translate_request_report, Encoded, Untranslatable};
 use crate::protocol::Protocol;
 use crate::proxy::headers::upstream_request;
@@ -107,17 +107,6 @@ fn format_of(path: &str) -> Option<Format> {
     }
 }
 
-fn profiles() -> [(&'static str, Profile); 2] {
-    let strict = Profile {
-        sampling: false,
-        parallel_tools: false,
-        reasoning_effort: false,
-        cache_breakpoints: false,
-        thinking_style: ThinkingStyle::Adaptive,
-        ..Profile::default()
-    };
-    [("default", Profile::default()), ("strict", strict)]
-}
 
 #[test]
 fn the_corpus_is_all_there() {
@@ -142,7 +131,7 @@ fn every_fixture_translates_to_every_format() {
     let mut used = vec![false; EXPECTED_SKIPS.len()];
     for f in &fixtures() {
         for to in Format::ALL.into_iter().filter(|to| *to != f.from) {
-            for (profile_name, profile) in profiles() {
+            for (profile_name, profile) in super::coverage::profiles() {
                 let case = format!("{} {}->{to} ({profile_name})", f.name, f.from);
                 let problems = match translate_request_report(f.from, to, &f.body, &profile, "m") {
                     Ok((encoded, _)) => check(f, to, &encoded),

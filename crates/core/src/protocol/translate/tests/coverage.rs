@@ -28,7 +28,9 @@ const CORPUS: &[(&str, Format)] = &[
     ("edge_gemini.json", Gemini),
 ];
 
-fn profiles() -> [Profile; 2] {
+/// The profiles every fixture is translated under: the generic one, and a
+/// strict one that takes no sampling, parallel tools, effort or cache marks.
+pub(super) fn profiles() -> [(&'static str, Profile); 2] {
     let strict = Profile {
         sampling: false,
         parallel_tools: false,
@@ -37,7 +39,7 @@ fn profiles() -> [Profile; 2] {
         thinking_style: ThinkingStyle::Adaptive,
         ..Profile::default()
     };
-    [Profile::default(), strict]
+    [("default", Profile::default()), ("strict", strict)]
 }
 
 #[test]
@@ -46,7 +48,7 @@ fn every_drop_is_listed_and_every_row_is_hit() {
     for (fixture, from) in CORPUS {
         let body = data(&format!("requests/{fixture}"));
         for to in Format::ALL {
-            for profile in profiles() {
+            for (_, profile) in profiles() {
                 let Ok((encoded, _)) = translate_request_report(*from, to, &body, &profile, "m") else {
                     continue;
                 };
