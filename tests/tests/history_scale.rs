@@ -282,7 +282,15 @@ async fn retention(gw: &TestGateway, n: u64, now: i64) -> Value {
     };
     let idle = probe(20).await;
     let started = Instant::now();
-    let pruning = tokio::spawn(async move { store.prune_oldest((n / 10) as i64).await.unwrap() });
+    // The size cap, just under what the history holds: retention's own
+    // path removes the oldest tenth, in small batches.
+    let used = u64::try_from(store.used_bytes().await.unwrap()).unwrap();
+    let cap = switchyard_core::config::HistoryConfig {
+        retention: Duration::from_secs(100 * 365 * 86_400),
+        max_size_bytes: used - 1,
+        ..switchyard_core::config::HistoryConfig::default()
+    };
+    let pruning = tokio::spawn(async move { store.prune(&cap).await.unwrap() });
     let mut during = (0.0f64, 0.0f64);
     while !pruning.is_finished() {
         let worst = probe(5).await;
@@ -290,7 +298,7 @@ async fn retention(gw: &TestGateway, n: u64, now: i64) -> Value {
     }
     let removed = pruning.await.unwrap();
     let took = started.elapsed().as_secs_f64();
-    assert_eq!(removed, n / 10);
+    assert!(removed >= n / 10, "the oldest tenth at least: {removed}");
     json!({
         "removed": removed,
         "seconds": took,

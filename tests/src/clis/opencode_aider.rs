@@ -72,8 +72,6 @@ fn write_opencode_config(sandbox: &Sandbox, addr: &str, model: &str) {
     std::fs::write(dir.join("opencode.json"), serde_json::to_string_pretty(&config).unwrap()).unwrap();
 }
 
-/// The aider executable: `.venv-aider` at the workspace root (made by
-/// `.ci/run`), or `SWITCHYARD_TEST_AIDER`.
 /// The installed aider's version.
 pub fn aider_version() -> String {
     let out = std::process::Command::new(aider_bin()).arg("--version").output().unwrap();
@@ -81,6 +79,8 @@ pub fn aider_version() -> String {
     text.split_whitespace().last().unwrap_or_default().to_string()
 }
 
+/// The aider executable: `.venv-aider` at the workspace root (made by
+/// `.ci/run`), or `SWITCHYARD_TEST_AIDER`.
 pub fn aider_bin() -> PathBuf {
     let bin = match std::env::var_os("SWITCHYARD_TEST_AIDER") {
         Some(path) => PathBuf::from(path),
