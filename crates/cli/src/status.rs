@@ -1,6 +1,7 @@
 //! `switchyard status` and `switchyard providers enable|disable`.
 
 use anyhow::Result;
+use switchyard_core::team::TeamView;
 use switchyard_core::telemetry::ProviderView;
 
 use crate::remote::{Remote, RemoteArgs};
@@ -78,6 +79,32 @@ pub fn table(providers: &[ProviderView]) -> Vec<String> {
     out
 }
 
+/// What `switchyard status` says of the team: nothing for a lone gateway;
+/// else Redis's state, then a line per live instance, this one marked.
+pub fn team_lines(team: &TeamView, now_ms: i64) -> Vec<String> {
+    if !team.enabled {
+        return Vec::new();
+    }
+    let redis = team.redis.as_deref().unwrap_or("?");
+    let namespace = team.namespace.as_deref().unwrap_or("?");
+    let mut out = vec![format!(
+        "team {namespace} on {redis}: {}, {} instance(s), history on {}",
+        team.state,
+        team.members.len(),
+        team.history
+    )];
+    let name_w = team.members.iter().map(|m| m.name.chars().count()).chain([8]).max().unwrap_or(8);
+    for m in &team.members {
+        let me = if m.name == team.instance { "  (this one)" } else { "" };
+        let seen = ((now_ms - m.seen_at).max(0) as f64 / 1000.0).round();
+        out.push(format!(
+            "  {:<name_w$} {:<21} v{:<8} {:>8} requests  seen {seen}s ago{me}",
+            m.name, m.address, m.version, m.requests
+        ));
+    }
+    out
+}
+
 pub async fn status(args: StatusArgs) -> Result<()> {
     let remote = Remote::connect(&args.remote).await?;
     let providers: Vec<ProviderView> = remote.get_json("/admin/providers").await?;
@@ -86,6 +113,12 @@ pub async fn status(args: StatusArgs) -> Result<()> {
         return Ok(());
     }
     println!("gateway {}", remote.base);
+    // A gateway from before team mode has no /admin/team: it is alone.
+    if let Ok(team) = remote.get_json::<TeamView>("/admin/team").await {
+        for line in team_lines(&team, switchyard_core::history::now_ms()) {
+            println!("{line}");
+        }
+    }
     for line in table(&providers) {
         println!("{line}");
     }
@@ -119,6 +152,37 @@ mod tests {
             "stats": { "m1": w, "m5": w, "m60": w },
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_team_is_a_line_for_redis_then_one_per_instance_and_nothing_alone() {
+        let member = |name: &str, seen_at: i64| switchyard_core::team::Member {
+            name: name.into(),
+            id: format!("id-{name}"),
+            started_at: 1,
+            version: "0.1.0".into(),
+            address: "10.0.0.1:4141".into(),
+            requests: 42,
+            seen_at,
+        };
+        let team = TeamView {
+            enabled: true,
+            instance: "gw-b".into(),
+            state: "connected".into(),
+            redis: Some("redis://:***@10.0.0.5:6379/0".into()),
+            namespace: Some("switchyard".into()),
+            history: "sqlite".into(),
+            members: vec![member("gw-a", 9_000), member("gw-b", 10_000)],
+        };
+        let lines = team_lines(&team, 10_000);
+        assert_eq!(
+            lines[0],
+            "team switchyard on redis://:***@10.0.0.5:6379/0: connected, 2 instance(s), history on sqlite"
+        );
+        assert!(lines[1].contains("gw-a") && lines[1].contains("seen 1s ago") && !lines[1].contains("this one"));
+        assert!(lines[2].contains("gw-b") && lines[2].ends_with("(this one)"), "{lines:?}");
+        assert!(lines[2].contains("42 requests"));
+        assert!(team_lines(&TeamView::solo("h:4141", "sqlite"), 0).is_empty());
     }
 
     #[test]

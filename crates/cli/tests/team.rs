@@ -163,6 +163,16 @@ async fn instances_see_each_other_and_every_response_names_its_instance() {
         assert!(m["started_at"].as_i64().unwrap() > 0 && !m["id"].as_str().unwrap().is_empty(), "{m}");
     }
 
+    // `switchyard status` shows the team, this instance marked.
+    let out =
+        support::switchyard().args(["status", "--listen", &b.served.addr, "--data-dir"]).arg(&b.data).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let heading = format!("team t on {}: connected, 2 instance(s), history on sqlite", redis.url());
+    assert!(text.contains(&heading), "{text}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("gw-a") && !l.contains("this one")), "{text}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("gw-b") && l.ends_with("(this one)")), "{text}");
+
     let r = a.served.chat("m").await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-switchyard-instance"], "gw-a");

@@ -216,7 +216,7 @@ struct Feed {
 /// The team this gateway is part of: every live instance, and the state of
 /// the Redis it shares through; a lone gateway says so.
 async fn team(State(gw): State<Gateway>) -> Json<crate::team::TeamView> {
-    let history = if gw.store().is_some() { "sqlite" } else { "none" };
+    let history = gw.store().map_or("none", crate::history::Store::backend);
     let view = match gw.team() {
         Some(team) => {
             let mut view = team.view().await;
