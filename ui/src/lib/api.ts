@@ -32,6 +32,7 @@ export type {
   RequestSummary,
   Snapshot,
   StreamMessage,
+  TeamView,
   Usage,
   Window as WindowStats,
 } from './contract';
@@ -50,6 +51,7 @@ import type {
   RequestDetail,
   RequestOutcome,
   StreamMessage,
+  TeamView,
 } from './contract';
 
 /** One attempt of a request, as the history keeps it. */
@@ -192,6 +194,7 @@ export class Api {
   }
 
   providers = () => this.get<ProviderView[]>('/admin/providers');
+  team = () => this.get<TeamView>('/admin/team');
   setEnabled = (name: string, on: boolean) =>
     this.request<ProviderView>('POST', `/admin/providers/${enc(name)}/${on ? 'enable' : 'disable'}`);
   resetBreaker = (name: string) => this.request<ProviderView>('POST', `/admin/providers/${enc(name)}/breaker/reset`);
