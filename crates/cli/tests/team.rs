@@ -461,3 +461,35 @@ async fn a_paused_instance_s_late_release_frees_nothing_it_no_longer_holds() {
     assert_eq!(b_held, 2, "B held both places while A was paused");
     assert_eq!(after, 2, "A's late release took neither of B's places");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_is_one_bucket_for_the_whole_team() {
+    let redis = Redis::start();
+    let limited = SimProvider::start("limited", Script::ok()).await.unwrap();
+    let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str| {
+        let text = format!(
+            "[team]\nredis = \"{}\"\nnamespace = \"rate\"\ninstance = \"{name}\"\n\n\
+             [policy]\nmax_retries = 0\nmax_retry_wait = \"50ms\"\n\n\
+             {}policy = {{ requests_per_minute = 10 }}\n\n{}\n[[routes]]\nmodel = \"m\"\nchain = [\"limited\", \"spare\"]\n",
+            redis.url(),
+            support::provider_toml("limited", &limited, "[\"m\"]", "auth = \"none\""),
+            support::provider_toml("spare", &spare, "[\"m\"]", "auth = \"none\""),
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (a, b) = pair(dir.path(), config).await;
+
+    // 30 requests over both instances within a second or two: 10 a minute
+    // across the team, so the limited provider takes about 10, not 10 each.
+    for i in 0..30 {
+        let target = if i % 2 == 0 { &a.served } else { &b.served };
+        assert_eq!(target.chat("m").await.status(), 200, "every request answered");
+    }
+    let took = limited.calls();
+    assert!((10..=11).contains(&took), "requests_per_minute = 10 across two instances, yet {took} went");
+    assert_eq!(spare.calls(), 30 - took, "the rest fell back");
+}

@@ -67,6 +67,11 @@ impl Keys {
         format!("{}:{{{provider}}}:leases:{key}", self.ns)
     }
 
+    /// A provider's team-wide bucket of requests (`rpm`) or tokens (`tpm`) per minute.
+    pub fn bucket(&self, provider: &str, which: &str) -> String {
+        format!("{}:{{{provider}}}:{which}", self.ns)
+    }
+
     /// Keys refused by a provider: fingerprint → reason.
     pub fn revoked(&self, provider: &str) -> String {
         format!("{}:{{{provider}}}:revoked", self.ns)

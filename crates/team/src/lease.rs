@@ -61,22 +61,30 @@ pub async fn take(team: &RedisTeam, ask: LeaseAsk, ttl: Duration, limit: Duratio
     let id = uuid::Uuid::now_v7().to_string();
     let mut call = scripts.lease.prepare_invoke();
     call.key(&provider_key).key(key_key.as_deref().unwrap_or(&provider_key));
+    call.key(team.keys.bucket(&ask.provider, "rpm")).key(team.keys.bucket(&ask.provider, "tpm"));
     call.arg(&id).arg(millis(ttl)).arg(ask.provider_max.unwrap_or(0)).arg(ask.key.as_ref().map_or(0, |(_, m)| *m));
-    let granted = match tokio::time::timeout(limit, call.invoke_async::<i64>(&mut con)).await {
-        Ok(Ok(granted)) => granted,
+    call.arg(ask.requests_per_minute.unwrap_or(0)).arg(ask.tokens_per_minute.unwrap_or(0)).arg(ask.tokens);
+    let (granted, wait) = match tokio::time::timeout(limit, call.invoke_async::<(i64, i64)>(&mut con)).await {
+        Ok(Ok(answer)) => answer,
         Ok(Err(e)) => {
-            warn!("team: a lease could not be taken ({e}); this instance's share of the cap decides");
+            warn!("team: shared limits could not be checked ({e}); this instance's share of them decides");
             return Leased::Unreachable;
         }
         Err(_) => return Leased::Unreachable,
     };
-    if granted != 1 {
-        return Leased::Full;
+    match granted {
+        1 => {}
+        0 => return Leased::Wait(Duration::from_millis(u64::try_from(wait).unwrap_or(0).max(1))),
+        _ => return Leased::Full,
+    }
+    if ask.provider_max.is_none() && ask.key.is_none() {
+        // Only buckets applied: nothing is held while the request runs.
+        return Leased::Granted(None);
     }
     let keys: Vec<String> = std::iter::once(provider_key).chain(key_key).collect();
     let renewing = CancellationToken::new();
     tokio::spawn(renew(con.clone(), scripts.clone(), keys.clone(), id.clone(), ttl, renewing.clone()));
-    Leased::Granted(Box::new(Lease { id, keys, con, renewing }))
+    Leased::Granted(Some(Box::new(Lease { id, keys, con, renewing })))
 }
 
 /// Renews a lease every third of its TTL until it is released.

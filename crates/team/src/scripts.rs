@@ -131,26 +131,61 @@ if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then retur
 return {0, 0}
 ";
 
-/// A lease on the team's concurrency caps. KEYS: the provider's leases, the
-/// key's leases. ARGV: lease id, ttl_ms, provider cap (0: none), key cap
-/// (0: none, and the second key unused). Leases past their expiry (an
-/// instance killed or paused while holding them) are dropped first, so none
-/// leaks. All or nothing: both caps have room, or neither set changes.
-/// Returns 1 when granted, 0 when full.
+/// A team-wide admission, all or nothing. KEYS: the provider's leases, the
+/// key's leases (or the first again), the requests bucket, the tokens
+/// bucket. ARGV: lease id, ttl_ms, provider cap, key cap, requests per
+/// minute, tokens per minute (each 0: none), the request's tokens.
+///
+/// The buckets refill continuously from Redis's clock (a clock that steps
+/// back refills nothing) and expire when idle for two refills. Leases past
+/// their expiry (an instance killed or paused while holding them) are
+/// dropped first, so none leaks. Returns {1, 0} when admitted (a lease
+/// added when a cap applies), {0, ms} when a bucket has room only after
+/// that long, {-1, 0} when a cap is full; nothing is taken unless all is.
 const LEASE: &str = r"
 local ttl = tonumber(ARGV[2])
 local pmax, kmax = tonumber(ARGV[3]), tonumber(ARGV[4])
+local rpm, tpm, tokens = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local function level(key, cap)
+  local b = redis.call('HMGET', key, 't', 'ts')
+  local t, ts = tonumber(b[1] or cap), tonumber(b[2] or now)
+  local elapsed = now - ts
+  if elapsed < 0 then elapsed = 0 end
+  return math.min(cap, t + elapsed * cap / 60000)
+end
+local wait = 0
+local r, k
+if rpm > 0 then
+  r = level(KEYS[3], rpm)
+  if r < 1 then wait = math.max(wait, math.ceil((1 - r) * 60000 / rpm)) end
+end
+if tpm > 0 then
+  local need = math.min(tokens, tpm)
+  k = level(KEYS[4], tpm)
+  if k < need then wait = math.max(wait, math.ceil((need - k) * 60000 / tpm)) end
+end
+if wait > 0 then return {0, wait} end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if kmax > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
-if pmax > 0 and redis.call('ZCARD', KEYS[1]) >= pmax then return 0 end
-if kmax > 0 and redis.call('ZCARD', KEYS[2]) >= kmax then return 0 end
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl * 2)
+if pmax > 0 and redis.call('ZCARD', KEYS[1]) >= pmax then return {-1, 0} end
+if kmax > 0 and redis.call('ZCARD', KEYS[2]) >= kmax then return {-1, 0} end
+if rpm > 0 then
+  redis.call('HSET', KEYS[3], 't', tostring(r - 1), 'ts', now)
+  redis.call('PEXPIRE', KEYS[3], 120000)
+end
+if tpm > 0 then
+  redis.call('HSET', KEYS[4], 't', tostring(k - math.min(tokens, tpm)), 'ts', now)
+  redis.call('PEXPIRE', KEYS[4], 120000)
+end
+if pmax > 0 then
+  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ttl * 2)
+end
 if kmax > 0 then
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
   redis.call('PEXPIRE', KEYS[2], ttl * 2)
 end
-return 1
+return {1, 0}
 ";
 
 /// Renews a lease still held. KEYS: the provider's leases, the key's

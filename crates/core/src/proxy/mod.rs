@@ -39,7 +39,7 @@ use crate::protocol::translate::error::{self as translate_error, Untranslatable}
 use crate::protocol::translate::passthrough::Scrub;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
-use crate::upstream::provider::{Gate, Provider, Ticket};
+use crate::upstream::provider::{Gate, Pass, Provider, TeamGate, Ticket};
 use crate::upstream::routing::{self, Candidate, RouteError};
 use body::{BodyError, RequestHead};
 use journal::{AttemptEnd, AttemptStart, Journal, Skip};
@@ -337,10 +337,24 @@ impl Run<'_> {
             };
             let mut ticket = match gate {
                 Gate::Go(mut ticket) => {
-                    if !ticket.team_lease().await {
-                        drop(ticket);
-                        self.note(provider.name(), "not tried: at its concurrency cap across the team");
-                        return if retry == 0 { Tried::Busy } else { Tried::Failed };
+                    match ticket.team_admit(self.tokens).await {
+                        TeamGate::Go => {}
+                        TeamGate::Full => {
+                            drop(ticket);
+                            self.note(provider.name(), "not tried: at its concurrency cap across the team");
+                            return if retry == 0 { Tried::Busy } else { Tried::Failed };
+                        }
+                        TeamGate::Wait(wait) => {
+                            drop(ticket);
+                            let (max, min) = (self.policy.max_retry_wait, self.policy.min_fallback_budget);
+                            if crate::policy::step::may_wait(wait, &self.deadline, max, min, Instant::now()) {
+                                self.pause(wait).await;
+                                continue;
+                            }
+                            let pass = Pass::Throttled { wait };
+                            self.note(provider.name(), &format!("not tried: across the team, {pass}"));
+                            return if retry == 0 { Tried::Passed } else { Tried::Failed };
+                        }
                     }
                     ticket.caused_by(&self.inbound.ids.request_id);
                     ticket

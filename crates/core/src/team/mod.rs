@@ -57,8 +57,9 @@ impl Change {
     }
 }
 
-/// A team-wide lease: one request in flight on a provider, and on its key
-/// when the key has a cap of its own.
+/// A team-wide admission: a place under the provider's caps (a lease on
+/// one request in flight, and on its key when the key has a cap of its
+/// own) and what its team-wide rate buckets allow.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseAsk {
     pub provider: String,
@@ -66,6 +67,12 @@ pub struct LeaseAsk {
     pub provider_max: Option<u32>,
     /// The key's fingerprint and its cap (`keys = { max_concurrency }`).
     pub key: Option<(String, u32)>,
+    /// `requests_per_minute` and `tokens_per_minute`, team-wide.
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u32>,
+    /// The request's estimated tokens (its prompt and its output limit),
+    /// reserved from the token bucket.
+    pub tokens: u64,
 }
 
 /// A lease held: renewed while the request (and its stream) runs, released
@@ -75,7 +82,10 @@ pub trait Held: Send + Sync + fmt::Debug {}
 /// What the team said to a lease.
 #[derive(Debug)]
 pub enum Leased {
-    Granted(Box<dyn Held>),
+    /// Admitted, holding a lease when a cap applies.
+    Granted(Option<Box<dyn Held>>),
+    /// A team-wide rate bucket has room again after this long.
+    Wait(std::time::Duration),
     /// The provider (or the key) serves as many requests as it may, across
     /// the team.
     Full,

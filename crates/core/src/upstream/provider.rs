@@ -146,18 +146,20 @@ impl Ticket {
         self.permit = Some(permit);
     }
 
-    /// Takes the team-wide lease this attempt needs, when the provider has
-    /// a cap and the team is in reach: `false` when the team is full.
-    pub async fn team_lease(&mut self) -> bool {
-        let Some((team, ask)) = self.provider.team_lease_ask(self.key.as_ref()) else { return true };
+    /// Takes what this attempt needs of the team's shared limits (a place
+    /// under the caps, room in the rate buckets), when the provider has
+    /// any and the team is in reach. One script, one round trip.
+    pub async fn team_admit(&mut self, tokens: u64) -> TeamGate {
+        let Some((team, ask)) = self.provider.team_lease_ask(self.key.as_ref(), tokens) else { return TeamGate::Go };
         match team.lease(ask).await {
             Leased::Granted(held) => {
-                self._team_lease = Some(held);
-                true
+                self._team_lease = held;
+                TeamGate::Go
             }
-            Leased::Full => false,
-            // This instance's share of the caps, already taken, decides.
-            Leased::Unreachable => true,
+            Leased::Wait(wait) => TeamGate::Wait(wait),
+            Leased::Full => TeamGate::Full,
+            // This instance's share of the limits, already taken, decides.
+            Leased::Unreachable => TeamGate::Go,
         }
     }
 
@@ -180,6 +182,16 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         self.record(Verdict::Neutral);
     }
+}
+
+/// What the team's shared limits say to an admitted attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TeamGate {
+    Go,
+    /// A rate bucket across the team has room after this long.
+    Wait(Duration),
+    /// At a concurrency cap across the team.
+    Full,
 }
 
 /// What an attempt's outcome means for the provider's health.
@@ -240,22 +252,36 @@ impl Provider {
 
     /// What a team-wide lease for an attempt with `key` asks, when the
     /// provider has a cap and the team is in reach.
-    fn team_lease_ask(&self, key: Option<&ProviderKey>) -> Option<(Arc<dyn Team>, LeaseAsk)> {
+    fn team_lease_ask(&self, key: Option<&ProviderKey>, tokens: u64) -> Option<(Arc<dyn Team>, LeaseAsk)> {
         let team = self.team()?;
         let provider_max = self.capacity.limit();
         let key = match (self.capacity.key_limit(), key) {
             (Some(max), Some(k)) => self.keys.fingerprint_of(&k.label).map(|fp| (fp, max)),
             _ => None,
         };
-        if provider_max.is_none() && key.is_none() {
+        let p = &self.config.policy;
+        let (requests_per_minute, tokens_per_minute) = (p.requests_per_minute, p.tokens_per_minute);
+        if provider_max.is_none() && key.is_none() && requests_per_minute.is_none() && tokens_per_minute.is_none() {
             return None;
         }
-        Some((team.clone(), LeaseAsk { provider: self.name().to_string(), provider_max, key }))
+        let ask = LeaseAsk {
+            provider: self.name().to_string(),
+            provider_max,
+            key,
+            requests_per_minute,
+            tokens_per_minute,
+            tokens,
+        };
+        Some((team.clone(), ask))
     }
 
-    /// Takes `1 / instances` of the concurrency caps (see [`Capacity::set_share`]).
+    /// Takes `1 / instances` of the concurrency caps and rate limits (see
+    /// [`Capacity::set_share`]), while the team's shared ones are out of reach.
     pub(crate) fn share_caps(&self, instances: u32) {
         self.capacity.set_share(instances);
+        let p = &self.config.policy;
+        let share = |limit: Option<u32>| limit.map(|l| l.div_ceil(instances.max(1)).max(1));
+        self.health().rates = Rates::new(share(p.requests_per_minute), share(p.tokens_per_minute), Instant::now());
     }
 
     /// The team, while it is in reach.
