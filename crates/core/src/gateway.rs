@@ -79,6 +79,9 @@ struct Inner {
     team: Option<Arc<dyn Team>>,
     /// Proxied requests served since the start, for the team's view.
     served: AtomicU64,
+    /// The share of every provider's limits this instance takes (1: the
+    /// whole limits; N while the team's shared ones are out of reach).
+    share: std::sync::atomic::AtomicU32,
     /// `x-switchyard-instance`, on every response in team mode.
     instance_header: Option<axum::http::HeaderValue>,
 }
@@ -217,6 +220,7 @@ impl Builder {
                     .and_then(|t| axum::http::HeaderValue::from_str(t.instance()).ok()),
                 team: self.team,
                 served: AtomicU64::new(0),
+                share: std::sync::atomic::AtomicU32::new(1),
             }),
         })
     }
@@ -421,6 +425,7 @@ impl Gateway {
     /// Each provider takes `1 / instances` of its concurrency caps (1: the
     /// whole caps), while the team's shared caps are out of reach.
     pub fn team_share(&self, instances: u32) {
+        self.inner.share.store(instances, Ordering::Relaxed);
         for p in &self.live().providers {
             p.share_caps(instances);
         }
@@ -465,6 +470,12 @@ impl Gateway {
                 None => {
                     let provider = Provider::load(c.clone(), self.secrets(), self.inner.telemetry.clone())
                         .with_team(self.inner.team.clone());
+                    // A provider new to a reload while the team is out of
+                    // reach takes the same share as the others.
+                    let share = self.inner.share.load(Ordering::Relaxed);
+                    if share > 1 {
+                        provider.share_caps(share);
+                    }
                     if let Some(enabled) = toggles.get(&c.name) {
                         provider.set_enabled(*enabled);
                     }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use switchyard_core::team::{Held, LeaseAsk, Leased};
+use switchyard_core::team::{AdmitAsk, Admitted, Held};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -51,15 +51,15 @@ impl Drop for Lease {
 }
 
 /// Asks the team for a lease, in one script.
-pub async fn take(team: &RedisTeam, ask: LeaseAsk, ttl: Duration, limit: Duration) -> Leased {
+pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duration) -> Admitted {
     let scripts = &team.scripts;
     let Some(mut con) = team.connection().filter(|_| team.connected.load(std::sync::atomic::Ordering::Relaxed)) else {
-        return Leased::Unreachable;
+        return Admitted::Unreachable;
     };
     let provider_key = team.keys.leases(&ask.provider);
     let key_key = ask.key.as_ref().map(|(fp, _)| team.keys.key_leases(&ask.provider, fp));
     let id = uuid::Uuid::now_v7().to_string();
-    let mut call = scripts.lease.prepare_invoke();
+    let mut call = scripts.admit.prepare_invoke();
     call.key(&provider_key).key(key_key.as_deref().unwrap_or(&provider_key));
     call.key(team.keys.bucket(&ask.provider, "rpm")).key(team.keys.bucket(&ask.provider, "tpm"));
     call.arg(&id).arg(millis(ttl)).arg(ask.provider_max.unwrap_or(0)).arg(ask.key.as_ref().map_or(0, |(_, m)| *m));
@@ -68,23 +68,23 @@ pub async fn take(team: &RedisTeam, ask: LeaseAsk, ttl: Duration, limit: Duratio
         Ok(Ok(answer)) => answer,
         Ok(Err(e)) => {
             warn!("team: shared limits could not be checked ({e}); this instance's share of them decides");
-            return Leased::Unreachable;
+            return Admitted::Unreachable;
         }
-        Err(_) => return Leased::Unreachable,
+        Err(_) => return Admitted::Unreachable,
     };
     match granted {
         1 => {}
-        0 => return Leased::Wait(Duration::from_millis(u64::try_from(wait).unwrap_or(0).max(1))),
-        _ => return Leased::Full,
+        0 => return Admitted::Wait(Duration::from_millis(u64::try_from(wait).unwrap_or(0).max(1))),
+        _ => return Admitted::Full,
     }
     if ask.provider_max.is_none() && ask.key.is_none() {
         // Only buckets applied: nothing is held while the request runs.
-        return Leased::Granted(None);
+        return Admitted::Granted(None);
     }
     let keys: Vec<String> = std::iter::once(provider_key).chain(key_key).collect();
     let renewing = CancellationToken::new();
     tokio::spawn(renew(con.clone(), scripts.clone(), keys.clone(), id.clone(), ttl, renewing.clone()));
-    Leased::Granted(Some(Box::new(Lease { id, keys, con, renewing })))
+    Admitted::Granted(Some(Box::new(Lease { id, keys, con, renewing })))
 }
 
 /// Renews a lease every third of its TTL until it is released.

@@ -37,7 +37,7 @@ use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use switchyard_core::config::{redact_redis_url, TeamConfig};
 use switchyard_core::gateway::Gateway;
-use switchyard_core::team::{solo_name, BoxFuture, Change, LeaseAsk, Leased, Member, Team, TeamView};
+use switchyard_core::team::{solo_name, AdmitAsk, Admitted, BoxFuture, Change, Member, Team, TeamView};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -146,7 +146,7 @@ impl Team for RedisTeam {
         })
     }
 
-    fn lease(&self, ask: LeaseAsk) -> BoxFuture<'_, Leased> {
+    fn admit(&self, ask: AdmitAsk) -> BoxFuture<'_, Admitted> {
         Box::pin(lease::take(self, ask, self.lease_ttl, CALL_TIMEOUT))
     }
 }

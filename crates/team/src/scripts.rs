@@ -20,7 +20,7 @@ pub struct Scripts {
     pub cool: Script,
     pub heartbeat: Script,
     pub claim_probe: Script,
-    pub lease: Script,
+    pub admit: Script,
     pub renew: Script,
 }
 
@@ -33,7 +33,7 @@ impl Scripts {
             cool: Script::new(&format!("{NOW}\n{COOL}")),
             heartbeat: Script::new(&format!("{NOW}\n{HEARTBEAT}")),
             claim_probe: Script::new(&format!("{NOW}\n{CLAIM_PROBE}")),
-            lease: Script::new(&format!("{NOW}\n{LEASE}")),
+            admit: Script::new(&format!("{NOW}\n{ADMIT}")),
             renew: Script::new(&format!("{NOW}\n{RENEW}")),
         }
     }
@@ -142,7 +142,7 @@ return {0, 0}
 /// dropped first, so none leaks. Returns {1, 0} when admitted (a lease
 /// added when a cap applies), {0, ms} when a bucket has room only after
 /// that long, {-1, 0} when a cap is full; nothing is taken unless all is.
-const LEASE: &str = r"
+const ADMIT: &str = r"
 local ttl = tonumber(ARGV[2])
 local pmax, kmax = tonumber(ARGV[3]), tonumber(ARGV[4])
 local rpm, tpm, tokens = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])

@@ -61,7 +61,7 @@ impl Change {
 /// one request in flight, and on its key when the key has a cap of its
 /// own) and what its team-wide rate buckets allow.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseAsk {
+pub struct AdmitAsk {
     pub provider: String,
     /// `max_concurrency`, team-wide.
     pub provider_max: Option<u32>,
@@ -81,7 +81,7 @@ pub trait Held: Send + Sync + fmt::Debug {}
 
 /// What the team said to a lease.
 #[derive(Debug)]
-pub enum Leased {
+pub enum Admitted {
     /// Admitted, holding a lease when a cap applies.
     Granted(Option<Box<dyn Held>>),
     /// A team-wide rate bucket has room again after this long.
@@ -113,8 +113,9 @@ pub trait Team: Send + Sync + fmt::Debug {
     /// The team as its shared state knows it, for `/admin/team`.
     fn view(&self) -> BoxFuture<'_, TeamView>;
 
-    /// A lease on the team's shared concurrency caps, in one atomic step.
-    fn lease(&self, ask: LeaseAsk) -> BoxFuture<'_, Leased>;
+    /// An attempt's admission under the team's shared caps and rate
+    /// limits, in one atomic step.
+    fn admit(&self, ask: AdmitAsk) -> BoxFuture<'_, Admitted>;
 }
 
 /// The team, for `/admin/team`, `switchyard status` and the dashboard.

@@ -22,7 +22,7 @@ use crate::policy::share::{self, WindowCounter};
 use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
-use crate::team::{Change, Held, LeaseAsk, Leased, Team};
+use crate::team::{AdmitAsk, Admitted, Change, Held, Team};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::keys::{KeyPool, NoKey};
@@ -150,16 +150,16 @@ impl Ticket {
     /// under the caps, room in the rate buckets), when the provider has
     /// any and the team is in reach. One script, one round trip.
     pub async fn team_admit(&mut self, tokens: u64) -> TeamGate {
-        let Some((team, ask)) = self.provider.team_lease_ask(self.key.as_ref(), tokens) else { return TeamGate::Go };
-        match team.lease(ask).await {
-            Leased::Granted(held) => {
+        let Some((team, ask)) = self.provider.team_admit_ask(self.key.as_ref(), tokens) else { return TeamGate::Go };
+        match team.admit(ask).await {
+            Admitted::Granted(held) => {
                 self._team_lease = held;
                 TeamGate::Go
             }
-            Leased::Wait(wait) => TeamGate::Wait(wait),
-            Leased::Full => TeamGate::Full,
+            Admitted::Wait(wait) => TeamGate::Wait(wait),
+            Admitted::Full => TeamGate::Full,
             // This instance's share of the limits, already taken, decides.
-            Leased::Unreachable => TeamGate::Go,
+            Admitted::Unreachable => TeamGate::Go,
         }
     }
 
@@ -252,7 +252,7 @@ impl Provider {
 
     /// What a team-wide lease for an attempt with `key` asks, when the
     /// provider has a cap and the team is in reach.
-    fn team_lease_ask(&self, key: Option<&ProviderKey>, tokens: u64) -> Option<(Arc<dyn Team>, LeaseAsk)> {
+    fn team_admit_ask(&self, key: Option<&ProviderKey>, tokens: u64) -> Option<(Arc<dyn Team>, AdmitAsk)> {
         let team = self.team()?;
         let provider_max = self.capacity.limit();
         let key = match (self.capacity.key_limit(), key) {
@@ -264,7 +264,7 @@ impl Provider {
         if provider_max.is_none() && key.is_none() && requests_per_minute.is_none() && tokens_per_minute.is_none() {
             return None;
         }
-        let ask = LeaseAsk {
+        let ask = AdmitAsk {
             provider: self.name().to_string(),
             provider_max,
             key,
