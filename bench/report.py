@@ -286,6 +286,21 @@ if os.path.exists(history_file) and os.path.getsize(history_file) > 0:
         slowest = max(paints, key=paints.get)
         checks.append((f"the dashboard's first paint of each view < 300 ms at {rows_label}",
                        f"{paints[slowest]:.0f} ms (slowest: {slowest})", paints[slowest] < 300))
+# Team mode: Redis commands per request (bench/team.py).
+team = None
+team_file = os.path.join(work, "team.json")
+if os.path.exists(team_file) and os.path.getsize(team_file) > 0:
+    team = json.load(open(team_file))
+    r["team"] = team
+    capped, plain = team["capped"], team["plain"]
+    checks.append((
+        "team mode: at most 3 Redis round trips on the request path",
+        f"{capped['on_request_path']:.2f} commands a request with a cap and a rate limit "
+        f"({', '.join(f'{k} {v}' for k, v in capped['commands_per_request'].items())}), "
+        f"{plain['on_request_path']:.2f} without; c=1 {capped['ms_per_request']:.3f} vs {plain['ms_per_request']:.3f} ms a request",
+        capped["on_request_path"] <= 3 and plain["on_request_path"] <= 0.05,
+    ))
+
 open_streams = None
 open_file = os.path.join(work, "open-streams.json")
 if os.path.exists(open_file) and os.path.getsize(open_file) > 0:

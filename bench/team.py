@@ -1,0 +1,159 @@
+"""Team mode's cost in Redis calls: two gateways on one private Redis,
+requests through both, and Redis's own count of the commands it ran
+(`INFO commandstats`) before and after, less what the instances send while
+idle over as long (heartbeats, resyncs). Prints one JSON line.
+
+Usage: team.py BIN WORK UPSTREAM_PORT REQUESTS
+
+Two providers on the same upstream: `plain`, with no cap and no rate limit
+(a request to it makes no Redis call on its way), and `capped`, with a
+concurrency cap and a rate limit (one admission script, then the lease's
+release). Requests alternate between the two instances, one at a time
+(c=1), each on a kept-alive connection. Loopback only; bounded.
+"""
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+BIN, WORK, UPSTREAM, REQUESTS = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis(port, *args):
+    out = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def commands(port):
+    """Calls per command since Redis started."""
+    stats = {}
+    for line in redis(port, "INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_"):
+            name, rest = line[len("cmdstat_"):].split(":", 1)
+            fields = dict(kv.split("=") for kv in rest.split(","))
+            stats[name] = int(fields["calls"])
+    return stats
+
+
+def delta(after, before):
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0) > 0}
+
+
+def wait_for(port, path="/healthz"):
+    for _ in range(200):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            c.request("GET", path)
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"team bench: nothing answered on {port}")
+
+
+def run(conns, model, n):
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Say hello"}]})
+    start = time.monotonic()
+    for i in range(n):
+        c = conns[i % len(conns)]
+        c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
+        r = c.getresponse()
+        r.read()
+        if r.status != 200:
+            raise SystemExit(f"team bench: a request failed with {r.status}")
+    return time.monotonic() - start
+
+
+def main():
+    rport = free_port()
+    procs = [subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(200):
+            try:
+                redis(rport, "PING")
+                break
+            except subprocess.CalledProcessError:
+                time.sleep(0.05)
+        ports = []
+        for name in ("a", "b"):
+            port = free_port()
+            ports.append(port)
+            conf = os.path.join(WORK, f"team-{name}.toml")
+            with open(conf, "w") as f:
+                f.write(f"""[server]
+listen = "127.0.0.1:{port}"
+rate_limit_per_minute = 100000000
+
+[team]
+redis = "redis://127.0.0.1:{rport}/0"
+instance = "bench-{name}"
+
+[policy]
+max_retries = 0
+
+[[providers]]
+name = "plain"
+kind = "openai"
+base_url = "http://127.0.0.1:{UPSTREAM}/v1"
+auth = "none"
+probe = false
+models = {{ "p" = "m" }}
+
+[[providers]]
+name = "capped"
+kind = "openai"
+base_url = "http://127.0.0.1:{UPSTREAM}/v1"
+auth = "none"
+probe = false
+models = {{ "c" = "m" }}
+policy = {{ max_concurrency = 64, requests_per_minute = 100000000 }}
+""")
+            procs.append(subprocess.Popen([BIN, "serve", "--config", conf, "--data-dir",
+                                           os.path.join(WORK, f"team-{name}-data")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for port in ports:
+            wait_for(port)
+        time.sleep(1.5)  # both on the roll call, their first resync done
+        conns = [http.client.HTTPConnection("127.0.0.1", p, timeout=10) for p in ports]
+        run(conns, "p", 50)
+        run(conns, "c", 50)  # warm
+        figures = {}
+        for model, label in (("p", "plain"), ("c", "capped")):
+            before = commands(rport)
+            took = run(conns, model, REQUESTS)
+            during = delta(commands(rport), before)
+            # What the instances send meanwhile without any request.
+            before = commands(rport)
+            time.sleep(took)
+            idle = delta(commands(rport), before)
+            extra = {k: during.get(k, 0) - idle.get(k, 0) for k in during}
+            per = {k: round(v / REQUESTS, 3) for k, v in sorted(extra.items()) if v > 0}
+            # Events reach the team's stream in batches, off the request
+            # path: counted apart from what a request waits on.
+            on_path = sum(v for k, v in per.items() if k not in ("xadd",))
+            figures[label] = {"requests": REQUESTS, "seconds": round(took, 3),
+                              "ms_per_request": round(took * 1000 / REQUESTS, 3),
+                              "commands_per_request": per, "on_request_path": round(on_path, 3)}
+        print(json.dumps(figures))
+    finally:
+        for p in procs[1:]:
+            p.terminate()
+        for p in procs[1:]:
+            p.wait()
+        procs[0].terminate()
+        procs[0].wait()
+
+
+main()
