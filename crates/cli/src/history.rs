@@ -37,8 +37,9 @@ pub struct HistoryArgs {
     /// One JSON document instead of a table.
     #[arg(long)]
     json: bool,
+    /// The config (for `[history] url`) and the data directory.
     #[command(flatten)]
-    data: DataDirArgs,
+    place: crate::remote::RemoteArgs,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -57,6 +58,20 @@ enum Action {
     /// response cache beside it (stored answers are as sensitive as the
     /// record). Safe while the gateway runs.
     Purge,
+    /// Copies this history (the data directory's SQLite file) into a
+    /// PostgreSQL database: every request with its attempts, newest first;
+    /// the rollups are derived there from the rows. A request already there
+    /// is not copied twice, so the copy can run again or resume after an
+    /// interruption (from `<data dir>/history-copy.checkpoint`).
+    Copy {
+        /// The PostgreSQL database, `postgres://user@host:5432/db`
+        /// (a password here is never printed).
+        #[arg(long, value_name = "URL")]
+        to: String,
+        /// Start from the newest request, not from the checkpoint.
+        #[arg(long)]
+        restart: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,17 +83,36 @@ pub struct TailArgs {
     remote: crate::remote::RemoteArgs,
 }
 
-async fn open(data: &DataDirArgs) -> Result<Store> {
+/// The history the gateway would record to: the PostgreSQL database of
+/// `[history] url` (or `SWITCHYARD_HISTORY_URL`), else the data directory's
+/// SQLite file.
+async fn open(place: &crate::remote::RemoteArgs) -> Result<Store> {
+    let (dir, mut config) = place.resolve()?;
+    if let Some(url) = std::env::var("SWITCHYARD_HISTORY_URL").ok().filter(|u| !u.trim().is_empty()) {
+        config.override_history_url(url.trim(), "SWITCHYARD_HISTORY_URL")?;
+    }
+    let path = paths::database(&dir);
+    if config.history.url.is_none() && !path.exists() {
+        bail!("no history at {} yet: start `switchyard serve` (or pass --data-dir)", path.display());
+    }
+    Ok(Store::open_configured(&path, &config.history).await?)
+}
+
+/// The data directory's SQLite history, whatever the config names.
+async fn open_sqlite(data: &DataDirArgs) -> Result<(std::path::PathBuf, Store)> {
     let dir = data.resolve()?;
     let path = paths::database(&dir);
     if !path.exists() {
-        bail!("no history at {} yet: start `switchyard serve` (or pass --data-dir)", path.display());
+        bail!("no history at {} to copy: pass the --data-dir it is in", path.display());
     }
-    Ok(Store::open(&path).await?)
+    Ok((dir, Store::open(&path).await?))
 }
 
 pub async fn run(args: HistoryArgs) -> Result<()> {
-    let store = open(&args.data).await?;
+    if let Some(Action::Copy { to, restart }) = &args.show {
+        return copy(&args.place.data, to, *restart).await;
+    }
+    let store = open(&args.place).await?;
     if let Some(Action::Rebuild) = &args.show {
         let started = std::time::Instant::now();
         store.rebuild().await?;
@@ -131,6 +165,68 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
         println!("{}", row(r));
     }
     Ok(())
+}
+
+/// `switchyard history copy --to URL`, with a progress line on stderr and
+/// a checkpoint after each page.
+async fn copy(data: &DataDirArgs, to: &str, restart: bool) -> Result<()> {
+    use std::io::Write;
+    let url = switchyard_core::config::HistoryUrl::parse(to).map_err(|why| anyhow::anyhow!("--to: {why}"))?;
+    let (dir, from) = open_sqlite(data).await?;
+    let config = switchyard_core::config::HistoryConfig { url: Some(url.clone()), ..Default::default() };
+    let into = Store::open_configured(&paths::database(&dir), &config).await?;
+    let checkpoint = Checkpoint { path: dir.join("history-copy.checkpoint"), to: url.redacted() };
+    let (cursor, copied) = if restart { (None, 0) } else { checkpoint.read() };
+    if cursor.is_some() {
+        eprintln!("resuming after {copied} requests (--restart starts again from the newest)");
+    }
+    let started = std::time::Instant::now();
+    let done = switchyard_core::history::copy::copy(&from, &into, cursor, copied, |p| {
+        checkpoint.write(p);
+        let percent = if p.total == 0 { 100 } else { (p.copied * 100 / p.total).min(100) };
+        let bar = "#".repeat((percent / 4) as usize);
+        eprint!("\r[{bar:<25}] {percent:>3}%  {}/{} requests", p.copied, p.total);
+        let _ = std::io::stderr().flush();
+    })
+    .await?;
+    eprintln!();
+    checkpoint.clear();
+    println!(
+        "copied {} requests into {} in {:.1?}; start the gateway with [history] url set to it",
+        done.copied,
+        url.redacted(),
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// Where a copy stopped: the destination (redacted) and the cursor, so a
+/// checkpoint left for one database is never used for another.
+struct Checkpoint {
+    path: std::path::PathBuf,
+    to: String,
+}
+
+impl Checkpoint {
+    fn read(&self) -> (Option<String>, u64) {
+        let Ok(text) = std::fs::read_to_string(&self.path) else { return (None, 0) };
+        let mut lines = text.lines();
+        match (lines.next(), lines.next(), lines.next().and_then(|n| n.parse().ok())) {
+            (Some(to), Some(cursor), Some(copied)) if to == self.to => (Some(cursor.to_owned()), copied),
+            _ => (None, 0),
+        }
+    }
+
+    fn write(&self, at: &switchyard_core::history::copy::Progress) {
+        let Some(cursor) = &at.cursor else { return };
+        if let Err(e) = std::fs::write(&self.path, format!("{}\n{cursor}\n{}\n", self.to, at.copied)) {
+            tracing::warn!("cannot keep the copy's checkpoint in {}: {e}", self.path.display());
+        }
+    }
+
+    fn clear(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 fn clock(ms: i64) -> String {
@@ -322,7 +418,7 @@ fn event_line(message: &StreamMessage) -> Option<String> {
 
 /// Prints each request as it is recorded, from the database.
 async fn tail_database(args: TailArgs) -> Result<()> {
-    let store = open(&args.remote.data).await?;
+    let store = open(&args.remote).await?;
     let mut seen_until = switchyard_core::history::now_ms();
     let mut seen_ids: Vec<String> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(250));

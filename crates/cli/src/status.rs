@@ -105,6 +105,31 @@ pub fn team_lines(team: &TeamView, now_ms: i64) -> Vec<String> {
     out
 }
 
+/// What `switchyard status` says of the history: where it is and whether
+/// it keeps up.
+pub fn history_line(h: &switchyard_core::history::HistoryStatus) -> String {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let mut line = match h.state.as_str() {
+        "keeping_up" => format!("history on {}: keeping up", h.backend),
+        state => format!(
+            "history on {}: {} for {:.0}s, {} requests in the spool ({:.1} of {:.0} MiB)",
+            h.backend,
+            state.replace('_', " "),
+            h.lag_ms as f64 / 1000.0,
+            h.spooled,
+            mib(h.spool_bytes),
+            mib(h.spool_limit_bytes)
+        ),
+    };
+    if let Some(error) = &h.error {
+        line.push_str(&format!(": {error}"));
+    }
+    if h.lost > 0 {
+        line.push_str(&format!(" ({} records lost)", h.lost));
+    }
+    line
+}
+
 pub async fn status(args: StatusArgs) -> Result<()> {
     let remote = Remote::connect(&args.remote).await?;
     let providers: Vec<ProviderView> = remote.get_json("/admin/providers").await?;
@@ -117,6 +142,9 @@ pub async fn status(args: StatusArgs) -> Result<()> {
     if let Ok(team) = remote.get_json::<TeamView>("/admin/team").await {
         for line in team_lines(&team, switchyard_core::history::now_ms()) {
             println!("{line}");
+        }
+        if let Some(history) = &team.history_status {
+            println!("{}", history_line(history));
         }
     }
     for line in table(&providers) {
@@ -172,6 +200,7 @@ mod tests {
             redis: Some("redis://:***@10.0.0.5:6379/0".into()),
             namespace: Some("switchyard".into()),
             history: "sqlite".into(),
+            history_status: None,
             members: vec![member("gw-a", 9_000), member("gw-b", 10_000)],
         };
         let lines = team_lines(&team, 10_000);
@@ -183,6 +212,32 @@ mod tests {
         assert!(lines[2].contains("gw-b") && lines[2].ends_with("(this one)"), "{lines:?}");
         assert!(lines[2].contains("42 requests"));
         assert!(team_lines(&TeamView::solo("h:4141", "sqlite"), 0).is_empty());
+    }
+
+    #[test]
+    fn the_history_line_says_whether_it_keeps_up_and_what_waits() {
+        let mut h = switchyard_core::history::HistoryStatus {
+            backend: "postgres".into(),
+            state: "keeping_up".into(),
+            spooled: 0,
+            spool_bytes: 0,
+            spool_limit_bytes: 256 * 1024 * 1024,
+            pending: 0,
+            lag_ms: 0,
+            last_commit_ms: Some(1),
+            lost: 0,
+            error: None,
+        };
+        assert_eq!(history_line(&h), "history on postgres: keeping up");
+        h.state = "behind".into();
+        h.lag_ms = 12_400;
+        h.spooled = 1234;
+        h.spool_bytes = 3 * 1024 * 1024;
+        h.error = Some("connection refused".into());
+        assert_eq!(
+            history_line(&h),
+            "history on postgres: behind for 12s, 1234 requests in the spool (3.0 of 256 MiB): connection refused"
+        );
     }
 
     #[test]

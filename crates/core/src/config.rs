@@ -75,6 +75,9 @@ pub struct HistoryConfig {
     pub body_limit: usize,
     /// The response cache's file is kept under this size (`cache_max_size_mb`).
     pub cache_max_bytes: u64,
+    /// The spool holds at most this much while the database is out of
+    /// reach (`spool_max_size_mb`).
+    pub spool_max_bytes: u64,
     /// The PostgreSQL database to record in; `None`: SQLite in the data directory.
     pub url: Option<HistoryUrl>,
 }
@@ -88,6 +91,7 @@ impl Default for HistoryConfig {
             store_bodies: false,
             body_limit: 16 * 1024,
             cache_max_bytes: 64 * 1024 * 1024,
+            spool_max_bytes: crate::history::spool::DEFAULT_LIMIT,
             url: None,
         }
     }
@@ -387,6 +391,7 @@ struct RawHistory {
     store_bodies: Option<bool>,
     body_limit: Option<Spanned<i64>>,
     cache_max_size_mb: Option<Spanned<i64>>,
+    spool_max_size_mb: Option<Spanned<i64>>,
     url: Option<Spanned<String>>,
 }
 
@@ -589,6 +594,14 @@ impl Validator<'_> {
                 Some(bytes) => h.cache_max_bytes = bytes,
                 None => {
                     return self.error(m.span(), "history.cache_max_size_mb", "must be at least 1 and less than 2^44")
+                }
+            }
+        }
+        if let Some(m) = raw.spool_max_size_mb {
+            match u64::try_from(*m.get_ref()).ok().filter(|mb| *mb >= 1).and_then(|mb| mb.checked_mul(1024 * 1024)) {
+                Some(bytes) => h.spool_max_bytes = bytes,
+                None => {
+                    return self.error(m.span(), "history.spool_max_size_mb", "must be at least 1 and less than 2^44")
                 }
             }
         }

@@ -54,6 +54,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         ProviderView::decl(cfg),
         ProbeResult::decl(cfg),
         ProviderStats::decl(cfg),
+        crate::history::HistoryStatus::decl(cfg),
         StatsView::decl(cfg),
         // History.
         RequestSummary::decl(cfg),

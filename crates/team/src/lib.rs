@@ -131,6 +131,7 @@ impl Team for RedisTeam {
                 redis: Some(self.redis_shown.clone()),
                 namespace: Some(self.namespace.clone()),
                 history: String::new(),
+                history_status: None,
                 members: Vec::new(),
             };
             if let Some(mut con) = self.connection() {

@@ -92,11 +92,54 @@ export type ProbeResult = { provider: string, ok: boolean, status: number | null
 
 export type ProviderStats = { name: string, state: ProviderStateName, stats: Windows, models: Array<ModelView>, today: Today, queue: QueueView, };
 
+export type HistoryStatus = { 
+/**
+ * `sqlite` or `postgres`.
+ */
+backend: string, 
+/**
+ * `keeping_up`, `catching_up` (replaying the spool after a burst) or
+ * `behind` (the database is out of reach; records wait in the spool).
+ */
+state: string, 
+/**
+ * Completed requests in the spool not yet in the database.
+ */
+spooled: number, spool_bytes: number, 
+/**
+ * The spool's bound (`[history] spool_max_size_mb`).
+ */
+spool_limit_bytes: number, 
+/**
+ * Records that could not be spooled, held in memory.
+ */
+pending: number, 
+/**
+ * How long the writer has been behind, in milliseconds (0 while it keeps up).
+ */
+lag_ms: number, 
+/**
+ * The last commit, in Unix milliseconds.
+ */
+last_commit_ms: number | null, 
+/**
+ * Records that could not be written, ever.
+ */
+lost: number, 
+/**
+ * Why the last write failed, while behind.
+ */
+error: string | null, };
+
 export type StatsView = { providers: Array<ProviderStats>, cost_today_usd: number, last_event_id: number, 
 /**
  * History records dropped because the writer fell behind.
  */
-history_records_lost: number, };
+history_records_lost: number, 
+/**
+ * Whether the history keeps up; absent when history is off.
+ */
+history: HistoryStatus | null, };
 
 export type RequestSummary = { id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
 /**
@@ -193,6 +236,10 @@ redis: string | null, namespace: string | null,
  * Where the history is recorded: `sqlite` or `postgres`.
  */
 history: string, 
+/**
+ * Whether the history keeps up (its spool, its lag); absent when off.
+ */
+history_status: HistoryStatus | null, 
 /**
  * Every live instance, this one included, by name.
  */

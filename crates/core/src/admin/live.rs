@@ -93,6 +93,8 @@ pub struct StatsView {
     pub last_event_id: u64,
     /// History records dropped because the writer fell behind.
     pub history_records_lost: u64,
+    /// Whether the history keeps up; absent when history is off.
+    pub history: Option<crate::history::HistoryStatus>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -125,6 +127,7 @@ async fn stats(State(gw): State<Gateway>) -> Json<StatsView> {
         cost_today_usd,
         last_event_id: gw.telemetry().events.last_id(),
         history_records_lost: gw.sink().map_or(0, |s| s.recorder.lost()),
+        history: gw.sink().map(|s| s.recorder.status()),
     })
 }
 
@@ -225,7 +228,7 @@ async fn team(State(gw): State<Gateway>) -> Json<crate::team::TeamView> {
         }
         None => crate::team::TeamView::solo(&crate::team::solo_name(gw.live().config.server.listen), history),
     };
-    Json(view)
+    Json(crate::team::TeamView { history_status: gw.sink().map(|s| s.recorder.status()), ..view })
 }
 
 async fn events(State(gw): State<Gateway>, headers: HeaderMap) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
@@ -304,7 +307,9 @@ pub async fn metrics(State(gw): State<Gateway>, headers: HeaderMap) -> Response 
     if let Some(cache) = gw.cache() {
         m.set_cache(&cache.counters().snapshot());
     }
-    m.history_lost.set(gw.sink().map_or(0, |s| i64::try_from(s.recorder.lost()).unwrap_or(i64::MAX)));
+    if let Some(sink) = gw.sink() {
+        m.set_history(&sink.recorder.status());
+    }
     (
         StatusCode::OK,
         [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],

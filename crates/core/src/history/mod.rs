@@ -15,6 +15,7 @@
 //!   size, and [`purge`], which deletes everything on record and every
 //!   cached answer beside it.
 
+pub mod copy;
 pub(crate) mod derived;
 pub(crate) mod insert;
 pub(crate) mod pg;
@@ -36,10 +37,12 @@ use tracing::{info, warn};
 
 pub use record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
 pub use store::{Client, CountTable, RequestDetail, RequestFilter, RequestSummary, Store, StoreError};
-pub use writer::Recorder;
+pub use writer::{HistoryStatus, Recorder};
 
 use crate::config::HistoryConfig;
 
+/// Records written per transaction when the spool is replayed at the start.
+const REPLAY_BATCH: usize = 1024;
 /// How often retention runs.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
@@ -61,10 +64,9 @@ impl History {
     pub async fn open(path: &Path, config: &HistoryConfig) -> Result<History, StoreError> {
         let store = Store::open_configured(path, config).await?;
         let spool_error = |source| StoreError::Spool { path: path.display().to_string(), source };
-        let spool = match spool::Spool::open(path).map_err(spool_error)? {
-            Some((spool, leftovers)) => {
-                replay(&store, leftovers).await?;
-                spool.clear().map_err(spool_error)?;
+        let spool = match spool::Spool::open(path, config.spool_max_bytes).map_err(spool_error)? {
+            Some(spool) => {
+                replay(&store, &spool).await?;
                 Some(spool)
             }
             None => {
@@ -102,19 +104,29 @@ impl History {
     }
 }
 
-/// Puts what a spool kept from the last run into the database.
-async fn replay(store: &Store, leftovers: spool::Leftovers) -> Result<(), StoreError> {
-    if leftovers.unreadable > 0 {
-        warn!("history spool: {} records cut short or damaged by a crash were skipped", leftovers.unreadable);
+/// Puts what the spool kept from the last run into the database, a file at
+/// a time and in batches, so a spool grown through an outage is never in
+/// memory whole.
+async fn replay(store: &Store, spool: &spool::Spool) -> Result<(), StoreError> {
+    let spool_error = |source| StoreError::Spool { path: spool.path().display().to_string(), source };
+    let (mut count, mut unreadable) = (0, 0);
+    for segment in spool.backlog() {
+        let leftovers = segment.read().map_err(spool_error)?;
+        unreadable += leftovers.unreadable;
+        count += leftovers.records.len();
+        let mut records = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).peekable();
+        while records.peek().is_some() {
+            let batch: Vec<Record> = records.by_ref().take(REPLAY_BATCH).collect();
+            store.write(&batch).await?;
+        }
+        spool.replayed(&segment).map_err(spool_error)?;
     }
-    if leftovers.records.is_empty() {
-        return Ok(());
+    if unreadable > 0 {
+        warn!("history spool: {unreadable} records cut short or damaged by a crash were skipped");
     }
-    let count = leftovers.records.len();
-    let records: Vec<Record> = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).collect();
-    // One transaction: the spool is bounded (two files of a few MiB).
-    store.write(&records).await?;
-    info!("history: {count} requests recovered from the spool");
+    if count > 0 {
+        info!("history: {count} requests recovered from the spool");
+    }
     Ok(())
 }
 

@@ -8,12 +8,18 @@
 //! database in batches and reports what it committed; whatever the spool
 //! still holds when history opens again is replayed into the database.
 //!
-//! Two files keep the spool bounded under steady load: records go to
-//! `<db>.spool`; once it has grown, it is retired to `<db>.spool.1` and a
-//! fresh one is started, and the retired one is removed as soon as every
-//! record in it is committed. Each record carries the generation of the file
-//! it went to, so the count per file is exact whatever order records
+//! Under steady load the spool stays small: records go to `<db>.spool`;
+//! once it has grown, it is retired as `<db>.spool.<generation>` and a
+//! fresh one is started, and a retired file is removed as soon as every
+//! record in it is committed. Each record carries the generation of the
+//! file it went to, so the count per file is exact whatever order records
 //! reach the writer in.
+//!
+//! When the database is out of reach (PostgreSQL restarting, a full disk)
+//! the spool is the backlog: files retire one after another, up to a bound
+//! (`[history] spool_max_size_mb`), and the writer [seals](Spool::seal)
+//! them and replays them once the database answers again. What the last
+//! run left is sealed the same way when the spool opens.
 //!
 //! A record is a frame: a format byte, the payload's length and CRC-32
 //! (little-endian), then the record in postcard, a compact binary encoding
@@ -28,6 +34,7 @@
 //! nor empty a spool whose records another writer has yet to commit.
 
 use std::borrow::Borrow;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -75,12 +82,14 @@ const KEEP_BUFFER: usize = 256 * 1024;
 /// Which file a record went to.
 pub type Generation = u64;
 
+/// The spool's default bound (`[history] spool_max_size_mb`).
+pub const DEFAULT_LIMIT: u64 = 256 * 1024 * 1024;
+
 #[derive(Debug)]
 pub struct Spool {
     /// Held locked for as long as the spool is open.
     _lock: File,
     current_path: PathBuf,
-    retired_path: PathBuf,
     state: Mutex<State>,
 }
 
@@ -90,17 +99,62 @@ struct State {
     generation: Generation,
     /// Records in the current file not yet committed to the database.
     outstanding: u64,
+    /// Records appended to the current file.
+    appended: u64,
     bytes: u64,
-    /// The retired file's generation and its records not yet committed.
-    retired: Option<(Generation, u64)>,
+    /// Files no longer appended to, by generation, oldest first.
+    retired: BTreeMap<Generation, Retired>,
+    /// The most the files may hold together.
+    limit: u64,
     /// The last append failed (logged once until one succeeds again).
     failing: bool,
+    /// The last append was refused for the bound (logged once until one fits).
+    full: bool,
     /// The frames being written, reused so an append does not allocate.
     frames: Vec<u8>,
 }
 
-/// What a spool held when it was opened: requests that completed but may
-/// not have reached the database.
+/// A file no longer appended to.
+#[derive(Debug, Clone, Copy)]
+struct Retired {
+    /// Records in it not yet committed, when they are counted: a file
+    /// sealed for a [replay](Spool::seal) is removed by the replay, not by
+    /// its count.
+    outstanding: Option<u64>,
+    /// Records appended to it (0 for a file the last run left).
+    appended: u64,
+    bytes: u64,
+}
+
+/// A sealed file of the spool, to be replayed into the database and then
+/// removed ([`Spool::replayed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    generation: Generation,
+    path: PathBuf,
+}
+
+impl Segment {
+    /// Its records, read back.
+    pub fn read(&self) -> std::io::Result<Leftovers> {
+        let mut leftovers = Leftovers::default();
+        read_into(&self.path, &mut leftovers)?;
+        Ok(leftovers)
+    }
+}
+
+/// What the spool holds, for health.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Depth {
+    /// Records not yet committed, of those this process appended.
+    pub records: u64,
+    /// Bytes in every file, the bound included.
+    pub bytes: u64,
+    pub limit: u64,
+}
+
+/// What a spool file held: requests that completed but may not have
+/// reached the database.
 #[derive(Debug, Default)]
 pub struct Leftovers {
     pub records: Vec<RequestRecord>,
@@ -110,10 +164,10 @@ pub struct Leftovers {
 }
 
 impl Spool {
-    /// Opens the spool beside `db_path`, returning what the last run left;
-    /// `None` when another process has it open. The caller replays the
-    /// leftovers, then calls [`Spool::clear`].
-    pub fn open(db_path: &Path) -> std::io::Result<Option<(Spool, Leftovers)>> {
+    /// Opens the spool beside `db_path`, holding at most `limit` bytes;
+    /// `None` when another process has it open. What the last run left is
+    /// sealed: [`Spool::backlog`] lists it for the caller to replay.
+    pub fn open(db_path: &Path, limit: u64) -> std::io::Result<Option<Spool>> {
         let lock = crate::private::options()
             .create(true)
             .truncate(false)
@@ -125,27 +179,34 @@ impl Spool {
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
         let current_path = crate::private::with_suffix(db_path, ".spool");
-        let retired_path = crate::private::with_suffix(db_path, ".spool.1");
-        let mut leftovers = Leftovers::default();
-        for path in [&retired_path, &current_path] {
-            read_into(path, &mut leftovers)?;
+        let mut retired = BTreeMap::new();
+        for (generation, path) in numbered_files(&current_path)? {
+            let bytes = std::fs::metadata(&path)?.len();
+            retired.insert(generation, Retired { outstanding: None, appended: 0, bytes });
+        }
+        let mut generation = retired.keys().next_back().map_or(1, |g| g + 1);
+        // The last run's current file is sealed under the next number, so
+        // that what is appended from now on never mixes with it.
+        if std::fs::metadata(&current_path).is_ok_and(|m| m.len() > 0) {
+            let bytes = std::fs::metadata(&current_path)?.len();
+            std::fs::rename(&current_path, numbered(&current_path, generation))?;
+            retired.insert(generation, Retired { outstanding: None, appended: 0, bytes });
+            generation += 1;
         }
         let file = crate::private::options().create(true).append(true).open(&current_path)?;
-        let bytes = file.metadata()?.len();
-        let state =
-            State { file, generation: 0, outstanding: 0, bytes, retired: None, failing: false, frames: Vec::new() };
-        Ok(Some((Spool { _lock: lock, current_path, retired_path, state: Mutex::new(state) }, leftovers)))
-    }
-
-    /// Empties the spool once its leftovers are in the database.
-    pub fn clear(&self) -> std::io::Result<()> {
-        let state = self.lock();
-        state.file.set_len(0)?;
-        drop(state);
-        match std::fs::remove_file(&self.retired_path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        let state = State {
+            file,
+            generation,
+            outstanding: 0,
+            appended: 0,
+            bytes: 0,
+            retired,
+            limit,
+            failing: false,
+            full: false,
+            frames: Vec::new(),
+        };
+        Ok(Some(Spool { _lock: lock, current_path, state: Mutex::new(state) }))
     }
 
     /// Appends records in one write. Returns, for each, the generation to
@@ -157,24 +218,48 @@ impl Spool {
         let mut frames = std::mem::take(&mut state.frames);
         frames.clear();
         let encoded: Vec<bool> = records.iter().map(|r| push_frame(&mut frames, r.borrow())).collect();
-        // One write call: every frame is whole in the file or, after a
-        // crash mid-call, the last one written is cut short.
-        let written = match state.file.write_all(&frames) {
-            Ok(()) => {
-                state.failing = false;
-                state.outstanding += encoded.iter().filter(|&&e| e).count() as u64;
-                state.bytes += frames.len() as u64;
-                Some(state.generation)
+        let written = if state.total() + frames.len() as u64 > state.limit {
+            if !state.full {
+                warn!(
+                    "history spool {}: full ({} MiB, the bound `history.spool_max_size_mb`): completed requests wait in memory for the database",
+                    self.current_path.display(),
+                    state.limit / (1024 * 1024)
+                );
             }
-            Err(e) => {
-                if !state.failing {
-                    warn!(
-                        "history spool {}: cannot append ({e}); completed requests are recorded, but a crash before their commit would lose them",
-                        self.current_path.display()
-                    );
+            state.full = true;
+            None
+        } else {
+            state.full = false;
+            // One write call: every frame is whole in the file or, after a
+            // crash mid-call, the last one written is cut short.
+            match state.file.write_all(&frames) {
+                Ok(()) => {
+                    state.failing = false;
+                    let added = encoded.iter().filter(|&&e| e).count() as u64;
+                    state.outstanding += added;
+                    state.appended += added;
+                    state.bytes += frames.len() as u64;
+                    let generation = state.generation;
+                    // A grown file is retired here too, not only once its
+                    // records are committed: while the database is out of
+                    // reach nothing is, and a replay reads a file whole.
+                    if state.bytes >= ROTATE_BYTES {
+                        if let Err(e) = self.retire(state) {
+                            warn!("history spool {}: {e}", self.current_path.display());
+                        }
+                    }
+                    Some(generation)
                 }
-                state.failing = true;
-                None
+                Err(e) => {
+                    if !state.failing {
+                        warn!(
+                            "history spool {}: cannot append ({e}); completed requests are recorded, but a crash before their commit would lose them",
+                            self.current_path.display()
+                        );
+                    }
+                    state.failing = true;
+                    None
+                }
             }
         };
         // Kept for the next append, unless a burst made it large.
@@ -192,10 +277,10 @@ impl Spool {
         let mut guard = self.lock();
         let state = &mut *guard;
         for generation in generations {
-            match &mut state.retired {
-                Some((g, n)) if g == generation => *n = n.saturating_sub(1),
-                _ if *generation == state.generation => state.outstanding = state.outstanding.saturating_sub(1),
-                _ => {}
+            if *generation == state.generation {
+                state.outstanding = state.outstanding.saturating_sub(1);
+            } else if let Some(Retired { outstanding: Some(n), .. }) = state.retired.get_mut(generation) {
+                *n = n.saturating_sub(1);
             }
         }
         if let Err(e) = self.tidy(state) {
@@ -203,28 +288,129 @@ impl Spool {
         }
     }
 
+    /// Seals every file, the current one included when it holds anything:
+    /// their records are then the replay's to write, whatever reaches the
+    /// writer later (a second write of a record changes nothing).
+    pub fn seal(&self) -> std::io::Result<()> {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        for retired in state.retired.values_mut() {
+            retired.outstanding = None;
+        }
+        if state.bytes > 0 {
+            self.retire(state)?;
+            if let Some(last) = state.retired.values_mut().next_back() {
+                last.outstanding = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// The sealed files, oldest first.
+    pub fn backlog(&self) -> Vec<Segment> {
+        let state = self.lock();
+        state
+            .retired
+            .iter()
+            .filter(|(_, r)| r.outstanding.is_none())
+            .map(|(&generation, _)| Segment { generation, path: numbered(&self.current_path, generation) })
+            .collect()
+    }
+
+    /// A sealed file's records are in the database: it goes.
+    pub fn replayed(&self, segment: &Segment) -> std::io::Result<()> {
+        let mut state = self.lock();
+        state.retired.remove(&segment.generation);
+        remove_if_there(&segment.path)
+    }
+
+    /// The file appended to now.
+    pub fn path(&self) -> &Path {
+        &self.current_path
+    }
+
+    /// What the spool holds now.
+    pub fn depth(&self) -> Depth {
+        let state = self.lock();
+        // A sealed file counts whole: none of its records is known to be in.
+        let records = state.outstanding + state.retired.values().map(|r| r.outstanding.unwrap_or(r.appended)).sum::<u64>();
+        Depth { records, bytes: state.total(), limit: state.limit }
+    }
+
     /// Drops what is fully committed and rotates a file that has grown.
     fn tidy(&self, state: &mut State) -> std::io::Result<()> {
-        if state.retired.is_some_and(|(_, n)| n == 0) {
-            state.retired = None;
-            std::fs::remove_file(&self.retired_path)?;
+        let done: Vec<Generation> =
+            state.retired.iter().filter(|(_, r)| r.outstanding == Some(0)).map(|(&g, _)| g).collect();
+        for generation in done {
+            state.retired.remove(&generation);
+            remove_if_there(&numbered(&self.current_path, generation))?;
         }
         if state.outstanding == 0 && state.bytes > 0 {
             state.file.set_len(0)?;
             state.bytes = 0;
-        } else if state.bytes >= ROTATE_BYTES && state.retired.is_none() {
-            std::fs::rename(&self.current_path, &self.retired_path)?;
-            state.retired = Some((state.generation, state.outstanding));
-            state.file = crate::private::options().create(true).append(true).open(&self.current_path)?;
-            state.generation += 1;
-            state.outstanding = 0;
-            state.bytes = 0;
+            state.appended = 0;
+        } else if state.bytes >= ROTATE_BYTES {
+            self.retire(state)?;
         }
+        Ok(())
+    }
+
+    /// Moves the current file aside under its generation's number and
+    /// starts a new one.
+    fn retire(&self, state: &mut State) -> std::io::Result<()> {
+        std::fs::rename(&self.current_path, numbered(&self.current_path, state.generation))?;
+        let retired = Retired { outstanding: Some(state.outstanding), appended: state.appended, bytes: state.bytes };
+        state.retired.insert(state.generation, retired);
+        state.file = crate::private::options().create(true).append(true).open(&self.current_path)?;
+        state.generation += 1;
+        state.outstanding = 0;
+        state.appended = 0;
+        state.bytes = 0;
         Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    fn total(&self) -> u64 {
+        self.bytes + self.retired.values().map(|r| r.bytes).sum::<u64>()
+    }
+}
+
+/// A retired file's name: the spool's, then its generation.
+fn numbered(current: &Path, generation: Generation) -> PathBuf {
+    crate::private::with_suffix(current, &format!(".{generation}"))
+}
+
+/// The retired files beside `current`, by generation.
+fn numbered_files(current: &Path) -> std::io::Result<Vec<(Generation, PathBuf)>> {
+    let (Some(dir), Some(name)) = (current.parent(), current.file_name().and_then(|n| n.to_str())) else {
+        return Ok(Vec::new());
+    };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let file_name = entry.file_name();
+        let Some(number) = file_name.to_str().and_then(|f| f.strip_prefix(name)).and_then(|f| f.strip_prefix('.'))
+        else {
+            continue;
+        };
+        if let Ok(generation) = number.parse::<Generation>() {
+            found.push((generation, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+fn remove_if_there(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -268,8 +454,8 @@ fn read_into(path: &Path, leftovers: &mut Leftovers) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
-    // A spool is written in one format throughout: it is emptied at the
-    // start, after its replay, before anything new is appended.
+    // A file is written in one format throughout: the one a run finds is
+    // sealed at the start, and nothing new is appended to it.
     if bytes.first() == Some(&b'{') {
         read_json_lines(&bytes, leftovers);
     } else {
@@ -359,11 +545,36 @@ mod tests {
         spool.append(std::slice::from_ref(record)).pop().flatten()
     }
 
+    fn open(db: &Path) -> Spool {
+        Spool::open(db, DEFAULT_LIMIT).unwrap().unwrap()
+    }
+
+    /// Everything sealed in `spool`, read back in order.
+    fn backlog(spool: &Spool) -> Leftovers {
+        let mut all = Leftovers::default();
+        for segment in spool.backlog() {
+            let read = segment.read().unwrap();
+            all.records.extend(read.records);
+            all.unreadable += read.unreadable;
+        }
+        all
+    }
+
     /// What the next start finds: the ids it replays, and the records it
     /// could not read.
     fn replayed(db: &Path) -> (Vec<String>, usize) {
-        let (_spool, leftovers) = Spool::open(db).unwrap().unwrap();
+        let leftovers = backlog(&open(db));
         (leftovers.records.into_iter().map(|r| r.id).collect(), leftovers.unreadable)
+    }
+
+    /// Opens the spool and replays (here: reads and removes) what it holds.
+    fn open_replayed(db: &Path) -> (Spool, Leftovers) {
+        let spool = open(db);
+        let leftovers = backlog(&spool);
+        for segment in spool.backlog() {
+            spool.replayed(&segment).unwrap();
+        }
+        (spool, leftovers)
     }
 
     fn record(id: &str) -> RequestRecord {
@@ -487,7 +698,7 @@ mod tests {
         assert_eq!(postcard::to_allocvec(&AttemptOutcome::Canceled).unwrap(), [8]);
         assert_eq!(postcard::to_allocvec(&AttemptOutcome::Skipped).unwrap(), [9]);
         let (_dir, db, _file) = paths();
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         let mut r = record("s");
         // As the admin API shows a skip: no call, no time, a reason.
         r.attempts.push(
@@ -502,7 +713,7 @@ mod tests {
         );
         append(&spool, &r).unwrap();
         drop(spool);
-        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let (_spool, leftovers) = open_replayed(&db);
         let a = &leftovers.records[0].attempts[0];
         assert_eq!((a.outcome, a.error.as_deref()), (AttemptOutcome::Skipped, Some("`tools`: none")));
     }
@@ -542,13 +753,13 @@ mod tests {
     fn what_was_not_committed_is_there_on_the_next_open() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let (spool, leftovers) = open_replayed(&db);
         assert!(leftovers.records.is_empty());
         let a = append(&spool, &record("a")).unwrap();
         append(&spool, &record("b")).unwrap();
         spool.committed(&[a]);
         drop(spool);
-        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let (_spool, leftovers) = open_replayed(&db);
         let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
         // Both stay until the file is fully committed; replay is idempotent.
         assert_eq!(ids, ["a", "b"]);
@@ -560,16 +771,15 @@ mod tests {
     fn records_appended_together_are_each_kept_and_counted() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         let gens = spool.append(&[record("a"), record("b"), record("c")]);
-        assert_eq!(gens, [Some(0), Some(0), Some(0)]);
+        assert_eq!(gens, [Some(1), Some(1), Some(1)]);
         // Two of three committed: the file stays, and holds all three.
-        spool.committed(&[0, 0]);
+        spool.committed(&[1, 1]);
         drop(spool);
-        let (spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let (spool, leftovers) = open_replayed(&db);
         let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
         assert_eq!((ids.as_slice(), leftovers.unreadable), (["a", "b", "c"].as_slice(), 0));
-        spool.clear().unwrap();
         // All three committed: the file is emptied.
         let gens: Vec<_> = spool.append(&[record("a"), record("b"), record("c")]).into_iter().flatten().collect();
         spool.committed(&gens);
@@ -580,18 +790,18 @@ mod tests {
     fn a_fully_committed_spool_is_emptied() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         let gens: Vec<_> = ["a", "b"].iter().filter_map(|id| append(&spool, &record(id))).collect();
         spool.committed(&gens);
         assert_eq!(std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len(), 0);
         drop(spool);
-        assert!(Spool::open(&db).unwrap().unwrap().1.records.is_empty());
+        assert!(open_replayed(&db).1.records.is_empty());
     }
 
     #[test]
     fn a_record_cut_short_by_a_crash_is_skipped_and_counted() {
         let (_dir, db, file) = paths();
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         append(&spool, &record("whole")).unwrap();
         append(&spool, &record("torn")).unwrap();
         drop(spool);
@@ -605,7 +815,7 @@ mod tests {
     #[test]
     fn a_damaged_record_is_caught_by_its_checksum_and_skipped() {
         let (_dir, db, file) = paths();
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         append(&spool, &record("good")).unwrap();
         let first = std::fs::metadata(&file).unwrap().len();
         append(&spool, &record("damaged")).unwrap();
@@ -622,7 +832,7 @@ mod tests {
     #[test]
     fn records_after_a_partly_written_frame_are_read() {
         let (_dir, db, file) = paths();
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         append(&spool, &record("before")).unwrap();
         let whole = std::fs::metadata(&file).unwrap().len();
         append(&spool, &record("partial")).unwrap();
@@ -630,7 +840,7 @@ mod tests {
         // What a failed append (a full disk) leaves: the start of a frame.
         let bytes = std::fs::read(&file).unwrap();
         std::fs::write(&file, &bytes[..whole as usize + 20]).unwrap();
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         // Not cleared: the next appends follow the partial frame.
         append(&spool, &record("later")).unwrap();
         drop(spool);
@@ -645,12 +855,11 @@ mod tests {
         let mut old = serde_json::to_vec(&record("old")).unwrap();
         old.extend_from_slice(b"\n{\"id\":\"torn\",\"corr");
         std::fs::write(&file, &old).unwrap();
-        let (spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let (spool, leftovers) = open_replayed(&db);
         assert_eq!(leftovers.records.len(), 1);
         assert_eq!(leftovers.records[0].error.as_deref(), Some("line\nbreak \"quoted\""));
         assert_eq!(leftovers.unreadable, 1);
-        // Once replayed and cleared, new records go in frames.
-        spool.clear().unwrap();
+        // Once replayed, new records go in frames, in a file of their own.
         append(&spool, &record("new")).unwrap();
         drop(spool);
         assert_eq!(replayed(&db).0, ["new"]);
@@ -660,11 +869,11 @@ mod tests {
     fn a_second_process_leaves_an_open_spool_alone() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         append(&spool, &record("pending")).unwrap();
-        assert!(Spool::open(&db).unwrap().is_none(), "the owner holds the lock");
+        assert!(Spool::open(&db, DEFAULT_LIMIT).unwrap().is_none(), "the owner holds the lock");
         drop(spool);
-        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let (_spool, leftovers) = open_replayed(&db);
         assert_eq!(leftovers.records.len(), 1, "released with the owner, untouched");
     }
 
@@ -672,20 +881,55 @@ mod tests {
     fn a_grown_file_is_retired_and_removed_once_committed() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = open(&db);
         let big = RequestRecord { request_body: Some("x".repeat(ROTATE_BYTES as usize)), ..record("big") };
         let first = append(&spool, &big).unwrap();
+        assert!(dir.path().join("h.db.spool.1").exists(), "retired as it grew");
         let pending = append(&spool, &record("pending")).unwrap();
-        // Committing the first leaves one outstanding: the grown file is retired.
+        assert_ne!(first, pending, "new records go to the new file");
         spool.committed(&[first]);
-        assert!(dir.path().join("h.db.spool.1").exists());
-        let later = append(&spool, &record("later")).unwrap();
-        assert_ne!(later, pending, "new records go to the new file");
-        spool.committed(&[pending]);
         assert!(!dir.path().join("h.db.spool.1").exists(), "retired file removed once committed");
         drop(spool);
-        let (_spool, leftovers) = Spool::open(&db).unwrap().unwrap();
+        let (_spool, leftovers) = open_replayed(&db);
         let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
-        assert_eq!(ids, ["later"]);
+        assert_eq!(ids, ["pending"]);
+    }
+
+    #[test]
+    fn while_nothing_is_committed_files_retire_one_after_another_up_to_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let half = RequestRecord { request_body: Some("x".repeat(ROTATE_BYTES as usize / 2)), ..record("half") };
+        let spool = Spool::open(&db, 3 * ROTATE_BYTES).unwrap().unwrap();
+        // The database is out of reach: the writer commits nothing, and the
+        // files pile up, each retired as it grows.
+        let mut spooled = 0;
+        for i in 0..7 {
+            let r = RequestRecord { id: format!("r{i}"), ..half.clone() };
+            if append(&spool, &r).is_some() {
+                spooled += 1;
+            }
+        }
+        let depth = spool.depth();
+        assert!(depth.bytes <= 3 * ROTATE_BYTES, "{depth:?}");
+        assert_eq!((spooled, depth.records), (5, 5), "the bound refused the last two");
+        assert!(numbered_files(&dir.path().join("h.db.spool")).unwrap().len() >= 2);
+        // The database is back: sealed, replayed in order, removed.
+        spool.seal().unwrap();
+        let segments = spool.backlog();
+        let ids: Vec<String> = segments.iter().flat_map(|s| s.read().unwrap().records).map(|r| r.id).collect();
+        assert_eq!(ids, ["r0", "r1", "r2", "r3", "r4"]);
+        for segment in &segments {
+            spool.replayed(segment).unwrap();
+        }
+        assert_eq!(spool.depth(), Depth { records: 0, bytes: 0, limit: 3 * ROTATE_BYTES });
+        assert!(numbered_files(&dir.path().join("h.db.spool")).unwrap().is_empty());
+        // Appends go on in the current file; a late commit of a replayed
+        // generation changes nothing.
+        let next = append(&spool, &record("next")).unwrap();
+        spool.committed(&[1, 2]);
+        assert_eq!(spool.depth().records, 1);
+        spool.committed(&[next]);
+        assert_eq!(spool.depth().records, 0);
     }
 }

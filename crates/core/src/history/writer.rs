@@ -21,16 +21,29 @@
 //! records for the writer, then lets the requests go on. The records belong
 //! to that task, not to the requests waiting on it: a client that leaves
 //! mid-wait loses nothing.
+//!
+//! The spool is also what keeps the request path moving when the database
+//! is slow or gone (PostgreSQL restarting, a full disk). A spooled record
+//! that finds the queue full is not waited for: it is in the spool, and the
+//! writer will [replay](Spool::seal) it from there. When a write fails the
+//! writer falls behind: it keeps taking records off the queue (they are in
+//! the spool), holds in memory only what could not be spooled (events, and
+//! requests once the spool is full, up to [`MAX_PENDING`]), and tries the
+//! database again after a growing pause; once a write goes through it
+//! replays the spool, file by file, and is caught up. [`Recorder::status`]
+//! tells health and the dashboard which of these it is doing.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{error, warn};
+use serde::{Deserialize, Serialize};
+use tracing::{error, info, warn};
 
-use super::record::{Record, RequestRecord};
-use super::spool::{Generation, Spool};
+use super::record::{now_ms, Record, RequestRecord};
+use super::spool::{Generation, Segment, Spool};
 use super::store::{Sink, Store, StoreError};
 
 /// Records queued before senders must wait: two full batches. The bound is
@@ -44,6 +57,13 @@ const MAX_BATCH: usize = 1024;
 /// How long the writer lets records gather before a commit. Nothing waits
 /// on it but readers, who can ask for a flush: longer means fewer commits.
 pub const LINGER: Duration = Duration::from_millis(20);
+/// Records held in memory, at most, while the database is out of reach and
+/// they cannot be spooled (events; requests once the spool is full).
+const MAX_PENDING: usize = 16 * 1024;
+/// The first pause before the database is tried again after a failed
+/// write, doubled after each failure up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const MAX_RETRY: Duration = Duration::from_secs(2);
 
 enum Item {
     /// A record, and the spool file it is in, if it is in one.
@@ -62,7 +82,55 @@ pub struct Recorder {
     outbox: Arc<Mutex<Outbox>>,
     /// The writer thread, unparked to cut its wait short for a flush.
     writer: std::thread::Thread,
-    lost: Arc<AtomicU64>,
+    shared: Arc<Shared>,
+}
+
+/// What the writer and the recorders share.
+#[derive(Debug)]
+struct Shared {
+    backend: &'static str,
+    lost: AtomicU64,
+    /// A spooled record was left out of a full queue: the writer must
+    /// replay the spool.
+    overflowed: AtomicBool,
+    /// When the writer fell behind (Unix ms), 0 while it keeps up.
+    behind_since_ms: AtomicI64,
+    /// The last commit (Unix ms), 0 before the first.
+    last_commit_ms: AtomicI64,
+    /// Records held in memory while behind.
+    pending: AtomicU64,
+    /// Flushes sent and not yet answered: the writer does not linger while
+    /// one waits behind other records.
+    flushing: AtomicUsize,
+    /// Why the last write failed, while behind.
+    error: Mutex<Option<String>>,
+}
+
+/// Whether the history keeps up: for health, `/admin/stats`, the metrics
+/// and the dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct HistoryStatus {
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    /// `keeping_up`, `catching_up` (replaying the spool after a burst) or
+    /// `behind` (the database is out of reach; records wait in the spool).
+    pub state: String,
+    /// Completed requests in the spool not yet in the database.
+    pub spooled: u64,
+    pub spool_bytes: u64,
+    /// The spool's bound (`[history] spool_max_size_mb`).
+    pub spool_limit_bytes: u64,
+    /// Records that could not be spooled, held in memory.
+    pub pending: u64,
+    /// How long the writer has been behind, in milliseconds (0 while it keeps up).
+    pub lag_ms: u64,
+    /// The last commit, in Unix milliseconds.
+    pub last_commit_ms: Option<i64>,
+    /// Records that could not be written, ever.
+    pub lost: u64,
+    /// Why the last write failed, while behind.
+    pub error: Option<String>,
 }
 
 impl Recorder {
@@ -116,7 +184,17 @@ impl Recorder {
         };
         let generations = spool.append(&requests);
         for (request, generation) in requests.into_iter().zip(generations) {
-            self.send(Item::Record(Record::Request(request), generation)).await;
+            let item = Item::Record(Record::Request(request), generation);
+            match (generation, self.tx.try_send(item)) {
+                (_, Ok(())) => {}
+                // In the spool already: the writer replays it from there,
+                // and the request does not wait on a database that is slow.
+                (Some(_), Err(mpsc::error::TrySendError::Full(_))) => {
+                    self.shared.overflowed.store(true, Ordering::Release);
+                }
+                (None, Err(mpsc::error::TrySendError::Full(item))) => self.send(item).await,
+                (_, Err(mpsc::error::TrySendError::Closed(_))) => self.lose(1, "the history writer has stopped"),
+            }
         }
         drop(done);
     }
@@ -124,7 +202,13 @@ impl Recorder {
     /// Waits until everything queued so far is in the database.
     pub async fn flush(&self) {
         let (ack, committed) = oneshot::channel();
+        // Counted and woken first: behind a full queue the flush is not the
+        // first item the writer takes, and must not wait out its linger.
+        let counted = Counted::new(&self.shared.flushing);
+        self.writer.unpark();
         if self.tx.send(Item::Flush(ack)).await.is_ok() {
+            // The writer takes it off the count when it answers.
+            counted.handed_over();
             self.writer.unpark();
             let _ = committed.await;
         }
@@ -155,12 +239,68 @@ impl Recorder {
 
     /// Records that could not be written, ever.
     pub fn lost(&self) -> u64 {
-        self.lost.load(Ordering::Relaxed)
+        self.shared.lost.load(Ordering::Relaxed)
+    }
+
+    /// Whether the history keeps up, and what waits in the spool.
+    pub fn status(&self) -> HistoryStatus {
+        let shared = &self.shared;
+        let depth = self.spool.as_ref().map(|s| s.depth()).unwrap_or_default();
+        let since = shared.behind_since_ms.load(Ordering::Acquire);
+        let state = if since != 0 {
+            "behind"
+        } else if shared.overflowed.load(Ordering::Acquire) {
+            "catching_up"
+        } else {
+            "keeping_up"
+        };
+        let last = shared.last_commit_ms.load(Ordering::Relaxed);
+        HistoryStatus {
+            backend: shared.backend.to_owned(),
+            state: state.to_owned(),
+            spooled: depth.records,
+            spool_bytes: depth.bytes,
+            spool_limit_bytes: depth.limit,
+            pending: shared.pending.load(Ordering::Relaxed),
+            lag_ms: if since == 0 { 0 } else { u64::try_from(now_ms() - since).unwrap_or(0) },
+            last_commit_ms: (last != 0).then_some(last),
+            lost: self.lost(),
+            error: if since == 0 { None } else { shared.error.lock().unwrap_or_else(|p| p.into_inner()).clone() },
+        }
     }
 
     fn lose(&self, n: u64, why: &str) {
+        self.shared.lose(n, why);
+    }
+}
+
+impl Shared {
+    fn lose(&self, n: u64, why: &str) {
         let total = self.lost.fetch_add(n, Ordering::Relaxed) + n;
         error!(lost_total = total, "history record lost: {why}");
+    }
+}
+
+/// One waiting flush on the count until the writer has it, whether the
+/// send goes through, fails, or is dropped (its caller gone).
+struct Counted<'a>(Option<&'a AtomicUsize>);
+
+impl<'a> Counted<'a> {
+    fn new(count: &'a AtomicUsize) -> Counted<'a> {
+        count.fetch_add(1, Ordering::AcqRel);
+        Counted(Some(count))
+    }
+
+    fn handed_over(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if let Some(count) = self.0 {
+            count.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -185,9 +325,25 @@ pub fn spawn(
 ) -> Result<(Recorder, oneshot::Receiver<()>), StoreError> {
     let (tx, rx) = mpsc::channel(CHANNEL);
     let (done, finished) = oneshot::channel();
-    let lost = Arc::new(AtomicU64::new(0));
+    let shared = Arc::new(Shared {
+        backend: store.backend(),
+        lost: AtomicU64::new(0),
+        overflowed: AtomicBool::new(false),
+        behind_since_ms: AtomicI64::new(0),
+        last_commit_ms: AtomicI64::new(0),
+        pending: AtomicU64::new(0),
+        flushing: AtomicUsize::new(0),
+        error: Mutex::new(None),
+    });
     let spool = spool.map(Arc::new);
-    let writer = Writer { sink: store.sink(), spool: spool.clone(), lost: lost.clone(), linger };
+    let writer = Writer {
+        sink: store.sink(),
+        spool: spool.clone(),
+        shared: shared.clone(),
+        linger,
+        pending: VecDeque::new(),
+        behind: None,
+    };
     let thread = std::thread::Builder::new()
         .name("switchyard-history".into())
         .spawn(move || {
@@ -197,7 +353,7 @@ pub fn spawn(
         })
         .map_err(StoreError::Writer)?;
     let outbox = Arc::default();
-    let recorder = Recorder { tx, spool, outbox, writer: thread.thread().clone(), lost };
+    let recorder = Recorder { tx, spool, outbox, writer: thread.thread().clone(), shared };
     Ok((recorder, finished))
 }
 
@@ -225,7 +381,8 @@ fn yield_to_requests() {
 }
 
 /// A group commit's batch, for a writer thread: waits for one item, then,
-/// unless `urgent` says someone waits on it, lets more gather for `linger`
+/// unless `urgent` says someone waits on it (or `hurry`, that someone waits
+/// on an item further back), lets more gather for `linger`
 /// without reading the queue (so senders do not wake the thread per item;
 /// whoever sends an urgent item unparks it), then takes what is queued, up
 /// to `max` in all. False once the queue is closed and drained.
@@ -235,9 +392,10 @@ pub(crate) fn gather<T>(
     max: usize,
     linger: Duration,
     urgent: impl Fn(&T) -> bool,
+    hurry: impl Fn() -> bool,
 ) -> bool {
     let Some(first) = rx.blocking_recv() else { return false };
-    let wait = !urgent(&first);
+    let wait = !urgent(&first) && !hurry();
     into.push(first);
     if wait {
         std::thread::park_timeout(linger);
@@ -251,60 +409,236 @@ pub(crate) fn gather<T>(
     true
 }
 
+/// While the writer waits out the database: records as they come in,
+/// without blocking for one, so the queue keeps draining.
+fn gather_now<T>(
+    rx: &mut mpsc::Receiver<T>,
+    into: &mut Vec<T>,
+    max: usize,
+    linger: Duration,
+    hurry: impl Fn() -> bool,
+) -> bool {
+    if !hurry() {
+        std::thread::park_timeout(linger);
+    }
+    while into.len() < max {
+        match rx.try_recv() {
+            Ok(item) => into.push(item),
+            Err(mpsc::error::TryRecvError::Empty) => break,
+            Err(mpsc::error::TryRecvError::Disconnected) => return false,
+        }
+    }
+    true
+}
+
 struct Writer {
     /// The backend's connection for writing.
     sink: Sink,
     spool: Option<Arc<Spool>>,
-    lost: Arc<AtomicU64>,
+    shared: Arc<Shared>,
     linger: Duration,
+    /// Records that are in no spool, held while the database is out of reach.
+    pending: VecDeque<Record>,
+    /// Set while the database is out of reach.
+    behind: Option<Behind>,
+}
+
+/// The database failed a write: when to try again.
+#[derive(Debug)]
+struct Behind {
+    since: Instant,
+    retry_at: Instant,
+    pause: Duration,
 }
 
 impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Item>) {
         let mut items = Vec::with_capacity(MAX_BATCH);
-        while gather(&mut rx, &mut items, MAX_BATCH, self.linger, |item| matches!(item, Item::Flush(_))) {
-            self.commit(&mut items);
+        loop {
+            let shared = self.shared.clone();
+            let hurry = || shared.flushing.load(Ordering::Acquire) > 0;
+            let open = if self.behind.is_some() || self.shared.overflowed.load(Ordering::Acquire) {
+                gather_now(&mut rx, &mut items, MAX_BATCH, self.linger, hurry)
+            } else {
+                gather(&mut rx, &mut items, MAX_BATCH, self.linger, |item| matches!(item, Item::Flush(_)), hurry)
+            };
+            let flushes = self.take(&mut items);
+            self.catch_up(!flushes.is_empty());
+            self.shared.flushing.fetch_sub(flushes.len(), Ordering::AcqRel);
+            for ack in flushes {
+                let _ = ack.send(());
+            }
+            if !open {
+                break;
+            }
+        }
+        // Last words: one more try; what the spool holds waits for the next start.
+        self.catch_up(true);
+        if !self.pending.is_empty() {
+            self.shared.lose(self.pending.len() as u64, "the database was out of reach when the gateway stopped");
         }
     }
 
-    /// Writes the batch, then tells the spool and anyone waiting for a flush.
-    fn commit(&mut self, items: &mut Vec<Item>) {
+    /// Writes the batch, or holds it while behind; returns the flushes in it.
+    fn take(&mut self, items: &mut Vec<Item>) -> Vec<oneshot::Sender<()>> {
         let mut records = Vec::with_capacity(items.len());
-        let mut spooled = Vec::new();
+        let mut generations = Vec::with_capacity(items.len());
         let mut flushes = Vec::new();
         for item in items.drain(..) {
             match item {
                 Item::Record(record, generation) => {
                     records.push(record);
-                    spooled.extend(generation);
+                    generations.push(generation);
                 }
                 Item::Flush(ack) => flushes.push(ack),
             }
         }
-        if !records.is_empty() && self.write(&records) {
-            if let Some(spool) = &self.spool {
-                spool.committed(&spooled);
+        if records.is_empty() {
+            return flushes;
+        }
+        if self.behind.is_none() {
+            match self.sink.write(&records) {
+                Ok(()) => {
+                    self.committed();
+                    if let Some(spool) = &self.spool {
+                        let spooled: Vec<Generation> = generations.into_iter().flatten().collect();
+                        spool.committed(&spooled);
+                    }
+                    return flushes;
+                }
+                Err(e) => self.fall_behind(&e),
             }
         }
-        for ack in flushes {
-            let _ = ack.send(());
+        for (record, generation) in records.into_iter().zip(generations) {
+            self.hold(record, generation);
+        }
+        flushes
+    }
+
+    /// Keeps a record the database cannot take now: a spooled one is
+    /// replayed from the spool; another goes to the spool if it can, else
+    /// waits in memory.
+    fn hold(&mut self, record: Record, generation: Option<Generation>) {
+        let record = match (record, generation, &self.spool) {
+            (Record::Request(_), Some(_), _) => return,
+            (Record::Request(r), None, Some(spool)) => match spool.append(std::slice::from_ref(&r)).first() {
+                Some(Some(_)) => return,
+                _ => Record::Request(r),
+            },
+            (record, _, _) => record,
+        };
+        self.pending.push_back(record);
+        if self.pending.len() > MAX_PENDING {
+            self.pending.pop_front();
+            self.shared.lose(1, "the database is out of reach and the spool is full");
+        }
+        self.shared.pending.store(self.pending.len() as u64, Ordering::Relaxed);
+    }
+
+    fn fall_behind(&mut self, e: &StoreError) {
+        self.sink.reset();
+        *self.shared.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        match &mut self.behind {
+            Some(behind) => {
+                behind.pause = (behind.pause * 2).min(MAX_RETRY);
+                behind.retry_at = Instant::now() + behind.pause;
+            }
+            None => {
+                warn!("history write failed ({e}); completed requests wait in the spool until the database answers");
+                let now = Instant::now();
+                self.behind = Some(Behind { since: now, retry_at: now + FIRST_RETRY, pause: FIRST_RETRY });
+                self.shared.behind_since_ms.store(now_ms(), Ordering::Release);
+            }
         }
     }
 
-    /// Whether the batch was committed. One retry after a failure; then the
-    /// batch is counted lost for this run (what is in the spool stays there
-    /// and is replayed at the next start).
-    fn write(&mut self, records: &[Record]) -> bool {
-        let Err(first) = self.sink.write(records) else { return true };
-        warn!("history write failed, retrying once: {first}");
-        self.sink.reset();
-        std::thread::sleep(Duration::from_millis(100));
-        let Err(second) = self.sink.write(records) else { return true };
-        self.sink.reset();
-        let total = self.lost.fetch_add(records.len() as u64, Ordering::Relaxed) + records.len() as u64;
-        error!(lost_total = total, "history write failed; {} records lost: {second}", records.len());
-        false
+    fn committed(&self) {
+        self.shared.last_commit_ms.store(now_ms(), Ordering::Relaxed);
     }
+
+    /// When behind and the pause is over, or when records were left in the
+    /// spool by a full queue: writes what waits in memory, then replays the
+    /// spool file by file. `now`: someone waits on it (a flush), so a pause
+    /// is not waited out.
+    fn catch_up(&mut self, now: bool) {
+        let due = match &self.behind {
+            Some(behind) => now || Instant::now() >= behind.retry_at,
+            None => self.shared.overflowed.load(Ordering::Acquire),
+        };
+        if !due {
+            return;
+        }
+        // Cleared first: a record left out after this is sealed below or
+        // sets it again.
+        self.shared.overflowed.store(false, Ordering::Release);
+        match self.replay() {
+            Ok(replayed) => {
+                if let Some(behind) = self.behind.take() {
+                    info!(
+                        "history caught up: {replayed} requests replayed from the spool after {}",
+                        humantime::format_duration(Duration::from_millis(behind.since.elapsed().as_millis() as u64))
+                    );
+                }
+                self.shared.behind_since_ms.store(0, Ordering::Release);
+            }
+            Err(e) => {
+                self.shared.overflowed.store(true, Ordering::Release);
+                self.fall_behind(&e);
+            }
+        }
+    }
+
+    /// Writes what waits in memory, then every sealed spool file; the count
+    /// of requests replayed.
+    fn replay(&mut self) -> Result<usize, StoreError> {
+        while !self.pending.is_empty() {
+            let n = self.pending.len().min(MAX_BATCH);
+            let batch: Vec<Record> = self.pending.drain(..n).collect();
+            if let Err(e) = self.sink.write(&batch) {
+                for record in batch.into_iter().rev() {
+                    self.pending.push_front(record);
+                }
+                return Err(e);
+            }
+            self.shared.pending.store(self.pending.len() as u64, Ordering::Relaxed);
+            self.committed();
+        }
+        let Some(spool) = self.spool.clone() else {
+            // Nothing spooled to replay: an empty write tells whether the database is back.
+            return self.sink.write(&[]).map(|()| 0);
+        };
+        spool.seal().map_err(|e| spool_error(&spool, e))?;
+        let mut replayed = 0;
+        let segments = spool.backlog();
+        if segments.is_empty() && self.behind.is_some() {
+            self.sink.write(&[])?;
+        }
+        for segment in segments {
+            replayed += self.replay_segment(&spool, &segment)?;
+        }
+        Ok(replayed)
+    }
+
+    fn replay_segment(&mut self, spool: &Spool, segment: &Segment) -> Result<usize, StoreError> {
+        let leftovers = segment.read().map_err(|e| spool_error(spool, e))?;
+        if leftovers.unreadable > 0 {
+            warn!("history spool: {} records cut short or damaged were skipped", leftovers.unreadable);
+        }
+        let count = leftovers.records.len();
+        let mut records = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).peekable();
+        while records.peek().is_some() {
+            let batch: Vec<Record> = records.by_ref().take(MAX_BATCH).collect();
+            self.sink.write(&batch)?;
+            self.committed();
+        }
+        spool.replayed(segment).map_err(|e| spool_error(spool, e))?;
+        Ok(count)
+    }
+
+}
+
+fn spool_error(spool: &Spool, source: std::io::Error) -> StoreError {
+    StoreError::Spool { path: spool.path().display().to_string(), source }
 }
 
 #[cfg(test)]
@@ -323,7 +657,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
         let store = Store::open(&db).await.unwrap();
-        let (spool, _) = Spool::open(&db).unwrap().unwrap();
+        let spool = Spool::open(&db, super::super::spool::DEFAULT_LIMIT).unwrap().unwrap();
         let (recorder, finished) = spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
         (dir, store, recorder, finished)
     }
@@ -351,8 +685,10 @@ mod tests {
         // a copy of the file replays all three.
         let spooled = std::fs::read(dir.path().join("h.db.spool")).unwrap();
         std::fs::write(dir.path().join("copy.db.spool"), spooled).unwrap();
-        let (_, leftovers) = Spool::open(&dir.path().join("copy.db")).unwrap().unwrap();
-        let mut found: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
+        let copy = Spool::open(&dir.path().join("copy.db"), super::super::spool::DEFAULT_LIMIT).unwrap().unwrap();
+        let leftovers: Vec<RequestRecord> =
+            copy.backlog().iter().flat_map(|s| s.read().unwrap().records).collect();
+        let mut found: Vec<_> = leftovers.iter().map(|r| r.id.as_str()).collect();
         found.sort();
         assert_eq!(found, ids);
         recorder.flush().await;
@@ -374,6 +710,28 @@ mod tests {
         tokio::task::yield_now().await;
         recorder.flush().await;
         assert_eq!(store.count(CountTable::Requests).await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn records_a_full_queue_leaves_in_the_spool_are_replayed_from_it() {
+        let (dir, store, recorder, _) = gathering().await;
+        let n = CHANNEL + MAX_BATCH / 2;
+        // The writer lingers: the queue fills, and what does not fit is
+        // only in the spool. No request waited for the writer.
+        for i in 0..n {
+            recorder.complete(request(&format!("r{i:05}"))).await;
+        }
+        assert_eq!(recorder.status().state, "catching_up");
+        assert_eq!(recorder.status().spooled, n as u64);
+        recorder.flush().await;
+        assert_eq!(store.count(CountTable::Requests).await.unwrap(), n as i64);
+        let status = recorder.status();
+        assert_eq!((status.state.as_str(), status.spooled, status.lost), ("keeping_up", 0, 0), "{status:?}");
+        // The next record goes on as usual, and the spool empties.
+        recorder.complete(request("after")).await;
+        recorder.flush().await;
+        assert_eq!(store.count(CountTable::Requests).await.unwrap(), n as i64 + 1);
+        assert_eq!(std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len(), 0);
     }
 
     /// The scheduling policy of every history writer thread in this

@@ -133,6 +133,8 @@ pub struct TeamView {
     pub namespace: Option<String>,
     /// Where the history is recorded: `sqlite` or `postgres`.
     pub history: String,
+    /// Whether the history keeps up (its spool, its lag); absent when off.
+    pub history_status: Option<crate::history::HistoryStatus>,
     /// Every live instance, this one included, by name.
     pub members: Vec<Member>,
 }
@@ -165,6 +167,7 @@ impl TeamView {
             redis: None,
             namespace: None,
             history: history.to_owned(),
+            history_status: None,
             members: Vec::new(),
         }
     }

@@ -127,6 +127,11 @@ pub struct Metrics {
     /// 1 enabled, 0 disabled; set at scrape time.
     pub enabled: Family<ProviderLabel, Gauge>,
     pub history_lost: Gauge,
+    /// 1 while the history writer is behind (its database out of reach).
+    pub history_behind: Gauge,
+    /// Completed requests in the spool not yet in the database, and its bytes.
+    pub history_spooled: Gauge,
+    pub history_spool_bytes: Gauge,
     /// Requests by what the response cache did (`hit`, `miss`, `stale`,
     /// `bypass`); caught up with the cache's own counters at scrape time.
     pub cache_requests: Family<CacheLabel, Counter>,
@@ -165,6 +170,9 @@ impl Metrics {
             breaker: Family::default(),
             enabled: Family::default(),
             history_lost: Gauge::default(),
+            history_behind: Gauge::default(),
+            history_spooled: Gauge::default(),
+            history_spool_bytes: Gauge::default(),
             cache_requests: Family::default(),
             cache_saved: Counter::default(),
             cache_entries: Gauge::default(),
@@ -190,6 +198,17 @@ impl Metrics {
         registry.register("breaker_state", "Circuit breaker: 0 closed, 1 half-open, 2 open", m.breaker.clone());
         registry.register("provider_enabled", "1 when the provider is enabled", m.enabled.clone());
         registry.register("history_records_lost", "History records that could not be written", m.history_lost.clone());
+        registry.register(
+            "history_behind",
+            "1 while the history database is out of reach and records wait in the spool",
+            m.history_behind.clone(),
+        );
+        registry.register(
+            "history_spooled_records",
+            "Completed requests in the spool not yet in the history database",
+            m.history_spooled.clone(),
+        );
+        registry.register("history_spool_bytes", "Bytes the history spool holds", m.history_spool_bytes.clone());
         registry.register(
             "cache_requests",
             "Requests by what the response cache did: hit, miss, stale, bypass",
@@ -218,6 +237,15 @@ impl Metrics {
 
     /// Brings the cache's figures up to `stats` (they only grow, but for
     /// the gauges), at scrape time.
+    /// The history writer's state, at scrape time.
+    pub fn set_history(&self, status: &crate::history::HistoryStatus) {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.history_lost.set(gauge(status.lost));
+        self.history_behind.set(i64::from(status.state == "behind"));
+        self.history_spooled.set(gauge(status.spooled));
+        self.history_spool_bytes.set(gauge(status.spool_bytes));
+    }
+
     pub fn set_cache(&self, stats: &crate::cache::CacheStats) {
         let _one = self.cache_sync.lock().unwrap_or_else(|p| p.into_inner());
         for (status, count) in

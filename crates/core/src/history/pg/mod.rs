@@ -36,12 +36,22 @@ use super::store::{
 use crate::config::{HistoryConfig, HistoryUrl};
 use crate::protocol::usage::Usage;
 
+/// Bytes the history's tables take on disk, indexes and TOAST included:
+/// the partitions and the tables beside them.
+const HISTORY_BYTES: &str = "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::int8 FROM pg_class c
+    WHERE c.relkind = 'r' AND (c.relname IN ('rollups', 'clients', 'events')
+        OR c.oid IN (SELECT i.inhrelid FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+                     WHERE p.relname IN ('requests', 'attempts', 'request_facets')))
+        AND c.relnamespace = current_schema()::regnamespace";
+
 /// Advisory lock keys (any constants, the same in every instance).
 const PARTITION_LOCK: i64 = 0x5359_4849_5354_0001;
 const RETENTION_LOCK: i64 = 0x5359_4849_5354_0002;
 /// Connections per instance: the writer's and a few readers'. Instances ×
 /// this must stay under the server's `max_connections`.
 const POOL_SIZE: u32 = 4;
+/// The longest a batch write may take before the writer gives it up.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The PostgreSQL history; cheap to clone.
 #[derive(Debug, Clone)]
@@ -91,38 +101,75 @@ impl PgStore {
         &self.pool
     }
 
-    /// Drops the day partitions wholly before `before_ms` and takes their
-    /// requests out of the rollups and clients; deletes older events.
-    /// Returns the requests dropped. One instance at a time.
-    async fn drop_days_before(&self, before_ms: i64) -> Result<u64, StoreError> {
+    /// Retention: drops the day partitions wholly before `before_ms`, then,
+    /// while the history's tables take more than `max_bytes`, the oldest
+    /// day left, never the newest; deletes older events. Returns the
+    /// requests dropped. One instance at a time (an advisory lock): the
+    /// others skip the round.
+    async fn retire(&self, before_ms: i64, max_bytes: u64) -> Result<u64, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let locked: bool =
             sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(RETENTION_LOCK).fetch_one(&mut *conn).await?;
         if !locked {
             return Ok(0);
         }
-        let result = self.drop_days(&mut conn, before_ms).await;
+        let mut result = self.drop_days(&mut conn, before_ms).await;
+        if let Ok(removed) = &mut result {
+            match self.drop_days_over(&mut conn, max_bytes).await {
+                Ok(more) => *removed += more,
+                Err(e) => result = Err(e),
+            }
+        }
         sqlx::query("SELECT pg_advisory_unlock($1)").bind(RETENTION_LOCK).execute(&mut *conn).await?;
         result
     }
 
-    async fn drop_days(&self, conn: &mut sqlx::PgConnection, before_ms: i64) -> Result<u64, StoreError> {
-        let days: Vec<String> = sqlx::query_scalar(
+    /// The day partitions of `requests`, oldest first.
+    async fn days(&self, conn: &mut sqlx::PgConnection) -> Result<Vec<i64>, StoreError> {
+        let names: Vec<String> = sqlx::query_scalar(
             "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-             JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'requests' ORDER BY 1",
+             JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'requests'",
         )
         .fetch_all(&mut *conn)
         .await?;
+        let mut days: Vec<i64> =
+            names.iter().filter_map(|n| n.strip_prefix("requests_d").and_then(|d| d.parse().ok())).collect();
+        days.sort_unstable();
+        Ok(days)
+    }
+
+    async fn drop_days(&self, conn: &mut sqlx::PgConnection, before_ms: i64) -> Result<u64, StoreError> {
         let mut removed = 0;
-        for name in days {
-            let Some(day) = name.strip_prefix("requests_d").and_then(|d| d.parse::<i64>().ok()) else { continue };
+        for day in self.days(conn).await? {
             if (day + 1) * DAY_MS > before_ms {
-                continue;
+                break;
             }
             removed += self.drop_day(conn, day).await?;
         }
         sqlx::query("DELETE FROM events WHERE at < $1").bind(before_ms).execute(&mut *conn).await?;
         Ok(removed)
+    }
+
+    /// The size cap, a whole day at a time: what a dropped partition held
+    /// is given back to the system at once, where deleted rows would wait
+    /// for a vacuum.
+    async fn drop_days_over(&self, conn: &mut sqlx::PgConnection, max_bytes: u64) -> Result<u64, StoreError> {
+        let mut removed = 0;
+        loop {
+            let used: i64 = sqlx::query_scalar(HISTORY_BYTES).fetch_one(&mut *conn).await?;
+            if u64::try_from(used).unwrap_or(0) <= max_bytes {
+                return Ok(removed);
+            }
+            let days = self.days(conn).await?;
+            let [oldest, _, ..] = days.as_slice() else {
+                tracing::warn!(
+                    "the history holds {} MiB, over history.max_size_mb, in its newest day alone: it is kept",
+                    used / (1024 * 1024)
+                );
+                return Ok(removed);
+            };
+            removed += self.drop_day(conn, *oldest).await?;
+        }
     }
 
     /// One day: its rollups (every span lies within the day) and its
@@ -185,11 +232,24 @@ pub(crate) struct PgSink {
 }
 
 impl PgSink {
+    /// Writes a batch in one transaction, or gives up after
+    /// [`WRITE_TIMEOUT`]: a server that stopped answering (paused, its
+    /// network gone) must not hold the writer, which then falls behind and
+    /// keeps the records in the spool. Dropped mid-way, the transaction is
+    /// rolled back with its connection.
     pub(crate) fn write(&mut self, records: &[Record]) -> Result<(), StoreError> {
-        match &self.runtime {
-            Some(runtime) => runtime.block_on(self.store.write_batch(records)),
-            None => Err(StoreError::WriteTask("no runtime to write to PostgreSQL on".into())),
-        }
+        let Some(runtime) = &self.runtime else {
+            return Err(StoreError::WriteTask("no runtime to write to PostgreSQL on".into()));
+        };
+        runtime.block_on(async {
+            match tokio::time::timeout(WRITE_TIMEOUT, self.store.write_batch(records)).await {
+                Ok(written) => written,
+                Err(_) => Err(StoreError::WriteTask(format!(
+                    "PostgreSQL did not finish a write within {}",
+                    humantime::format_duration(WRITE_TIMEOUT)
+                ))),
+            }
+        })
     }
 
     /// The pool replaces broken connections by itself.
@@ -317,7 +377,7 @@ impl Backend for PgStore {
     /// By age: whole days dropped. The size cap is not applied here yet.
     async fn prune(&self, config: &HistoryConfig) -> Result<u64, StoreError> {
         let cutoff = super::record::now_ms() - i64::try_from(config.retention.as_millis()).unwrap_or(i64::MAX);
-        self.drop_days_before(cutoff).await
+        self.retire(cutoff, config.max_size_bytes).await
     }
 
     async fn purge(&self) -> Result<u64, StoreError> {
@@ -329,7 +389,7 @@ impl Backend for PgStore {
     }
 
     async fn used_bytes(&self) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT pg_database_size(current_database())").fetch_one(&self.pool).await?)
+        Ok(sqlx::query_scalar(HISTORY_BYTES).fetch_one(&self.pool).await?)
     }
 
     async fn integrity_check(&self) -> Result<String, StoreError> {

@@ -42,6 +42,22 @@ impl TestDb {
     pub(crate) fn config(&self) -> HistoryConfig {
         HistoryConfig { url: Some(self.url.clone()), ..HistoryConfig::default() }
     }
+
+    /// Takes the database out of reach (every connection to it ended, new
+    /// ones refused), or puts it back: what a restart looks like to a client.
+    pub(crate) async fn reachable(&self, yes: bool) {
+        let admin = PgPool::connect(&format!("{SERVER}/test")).await.unwrap();
+        let allow = format!("ALTER DATABASE {} ALLOW_CONNECTIONS {yes}", self.name);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(allow)).execute(&admin).await.unwrap();
+        if !yes {
+            sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+                .bind(&self.name)
+                .execute(&admin)
+                .await
+                .unwrap();
+        }
+        admin.close().await;
+    }
 }
 
 impl Drop for TestDb {
@@ -286,6 +302,52 @@ async fn retention_drops_old_days_and_their_sums() {
     assert!(partitions <= 3, "{partitions} day partitions left");
 }
 
+/// Over the size cap, whole days go, oldest first, until the tables fit;
+/// the newest day stays whatever its size.
+#[tokio::test]
+async fn the_size_cap_drops_the_oldest_days_until_the_history_fits() {
+    let (_db, _dir, pg, _) = both().await;
+    let day = 86_400_000;
+    let start = (now_ms() / day - 4) * day;
+    // 200 requests on each of four days, each with an 8 KiB body that
+    // does not compress (PostgreSQL would shrink a repeated one to nothing).
+    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut noise = || {
+        (0..8 * 1024)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                char::from(b'a' + ((seed >> 59) as u8 % 26))
+            })
+            .collect::<String>()
+    };
+    let records: Vec<Record> = varied(800, start, day / 200)
+        .into_iter()
+        .map(|r| match r {
+            Record::Request(mut r) => {
+                r.request_body = Some(noise());
+                Record::Request(r)
+            }
+            event => event,
+        })
+        .collect();
+    pg.write(&records).await.unwrap();
+    let used = |pg: Store| async move { pg.used_bytes().await.unwrap() };
+    let full = used(pg.clone()).await;
+    // Room for about two of the four days.
+    let cap = u64::try_from(full / 2).unwrap();
+    let config = HistoryConfig { max_size_bytes: cap, ..HistoryConfig::default() };
+    let removed = pg.prune(&config).await.unwrap();
+    assert!(removed >= 200 && removed % 200 == 0, "whole days: {removed}");
+    assert!(u64::try_from(used(pg.clone()).await).unwrap() <= cap);
+    assert!(pg.request(&format!("r{:07}", 0)).await.unwrap().is_none(), "the oldest went");
+    assert!(pg.request(&format!("r{:07}", 799)).await.unwrap().is_some(), "the newest stayed");
+    assert_derived_match_rows(&pg).await;
+    // A cap no single day fits under leaves the newest day.
+    let tiny = HistoryConfig { max_size_bytes: 1, ..HistoryConfig::default() };
+    pg.prune(&tiny).await.unwrap();
+    assert_eq!(pg.count(CountTable::Requests).await.unwrap(), 200);
+}
+
 /// The gateway's writer thread drains into PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_writer_records_into_postgres() {
@@ -299,6 +361,44 @@ async fn the_writer_records_into_postgres() {
     recorder.flush().await;
     assert_eq!(history.store().count(CountTable::Requests).await.unwrap(), 50);
     assert_eq!(history.store().backend(), "postgres");
+    drop(recorder);
+    history.close(Duration::from_secs(5)).await;
+}
+
+/// The database goes away under a running writer: requests go on being
+/// recorded in the spool, health says the history is behind, and once the
+/// database is back the spool is replayed into it, every request once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_completed_while_the_database_is_gone_wait_in_the_spool_and_arrive() {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap();
+    let history = History::open(&dir.path().join("switchyard.db"), &db.config()).await.unwrap();
+    let recorder = history.recorder();
+    let mut records = varied(300, now_ms() - 60_000, 100);
+    let later = records.split_off(100);
+    for record in records {
+        recorder.complete(record).await;
+    }
+    recorder.flush().await;
+    assert_eq!(history.store().count(CountTable::Requests).await.unwrap(), 100);
+
+    db.reachable(false).await;
+    for record in later {
+        recorder.complete(record).await;
+    }
+    // A flush tries the database at once: still gone.
+    recorder.flush().await;
+    let status = recorder.status();
+    assert_eq!((status.backend.as_str(), status.state.as_str()), ("postgres", "behind"), "{status:?}");
+    assert_eq!(status.spooled, 200, "{status:?}");
+    assert!(status.error.is_some() && status.spool_bytes > 0, "{status:?}");
+
+    db.reachable(true).await;
+    recorder.flush().await;
+    let status = recorder.status();
+    assert_eq!((status.state.as_str(), status.spooled, status.lost), ("keeping_up", 0, 0), "{status:?}");
+    assert_eq!(history.store().count(CountTable::Requests).await.unwrap(), 300);
+    assert_derived_match_rows(history.store()).await;
     drop(recorder);
     history.close(Duration::from_secs(5)).await;
 }
