@@ -108,4 +108,11 @@ mod tests {
         assert_eq!(k.cooling("openai", None), "acme:{openai}:cool:*");
         assert_eq!(k.channel(), "acme:changes");
     }
+
+    #[test]
+    fn every_budget_s_counters_share_one_hash_tag() {
+        let k = Keys::new("acme");
+        assert_eq!(k.spend("d|all|day|0"), "acme:{budgets}:spend:d|all|day|0");
+        assert_eq!(k.spend_seeded("d|all|day|0"), "acme:{budgets}:seeded:d|all|day|0");
+    }
 }

@@ -185,6 +185,17 @@ mod tests {
     }
 
     #[test]
+    fn reads_the_output_limit_in_each_api_s_name() {
+        let limit = |body: &[u8]| inspect(body).unwrap().max_output;
+        assert_eq!(limit(br#"{"model":"m","max_tokens":512}"#), Some(512));
+        assert_eq!(limit(br#"{"model":"m","max_completion_tokens":64,"max_tokens":9}"#), Some(64));
+        assert_eq!(limit(br#"{"model":"m","max_output_tokens":128}"#), Some(128));
+        assert_eq!(limit(br#"{"model":"m","max_tokens":null}"#), None);
+        assert_eq!(limit(br#"{"model":"m","max_tokens":-1}"#), None);
+        assert_eq!(limit(br#"{"model":"m"}"#), None);
+    }
+
+    #[test]
     fn rewrites_only_the_model_value() {
         let body = Bytes::from_static(
             "{ \"messages\" : [{\"role\":\"user\",\"content\":\"h\u{e9}\"}],\n  \"model\" :\t\"a\\u0062c\", \"extra\": {\"z\":1.50} }".as_bytes(),

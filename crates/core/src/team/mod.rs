@@ -260,6 +260,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn spend_is_counted_in_whole_micro_dollars_never_below_zero() {
+        assert_eq!(micros(0.61), 610_000);
+        assert_eq!(micros(0.000_000_4), 0);
+        assert_eq!(micros(-1.0), 0);
+        assert_eq!(micros(f64::NAN), 0);
+    }
+
+    #[test]
     fn changes_cross_as_tagged_json() {
         let c = Change::Cooling { provider: "p".into(), key: Some("ab12".into()), for_ms: 1500 };
         let text = serde_json::to_string(&c).unwrap();
