@@ -23,6 +23,20 @@ struct Redis {
 impl Redis {
     fn start() -> Redis {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Redis::on(port)
+    }
+
+    /// Killed and started again, empty, on the same port: what a Redis
+    /// restart without persistence leaves.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let fresh = Redis::on(self.port);
+        let old = std::mem::replace(self, fresh);
+        std::mem::forget(old);
+    }
+
+    fn on(port: u16) -> Redis {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
@@ -492,4 +506,142 @@ async fn a_rate_limit_is_one_bucket_for_the_whole_team() {
     let took = limited.calls();
     assert!((10..=11).contains(&took), "requests_per_minute = 10 across two instances, yet {took} went");
     assert_eq!(spare.calls(), 30 - took, "the rest fell back");
+}
+
+/// A Chat request to `addr` that allows `max_tokens` of output.
+async fn chat_max(addr: &str, max_tokens: u64) -> reqwest::Response {
+    client()
+        .post(format!("http://{addr}/v1/chat/completions"))
+        .json(&serde_json::json!({ "model": "m", "messages": [], "max_tokens": max_tokens }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A team on `redis` (namespace `ns`) in front of `limited`, whose policy
+/// is `policy`, falling back to `spare`; `extra` is appended (prices, budgets).
+fn limited_config(
+    dir: &std::path::Path,
+    name: &str,
+    ns: &str,
+    redis: &Redis,
+    limited: (&SimProvider, &str),
+    spare: &SimProvider,
+    extra: &str,
+) -> std::path::PathBuf {
+    let text = format!(
+        "[team]\nredis = \"{}\"\nnamespace = \"{ns}\"\ninstance = \"{name}\"\n\n\
+         [policy]\nmax_retries = 0\nmax_retry_wait = \"50ms\"\n\n\
+         {}{}\n\n{}\n[[routes]]\nmodel = \"m\"\nchain = [\"limited\", \"spare\"]\n\n{extra}",
+        redis.url(),
+        support::provider_toml("limited", limited.0, "[\"m\"]", "auth = \"none\""),
+        if limited.1.is_empty() { String::new() } else { format!("policy = {{ {} }}", limited.1) },
+        support::provider_toml("spare", spare, "[\"m\"]", "auth = \"none\""),
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_reserved_at_admission_are_settled_with_the_real_usage() {
+    let redis = Redis::start();
+    let limited = SimProvider::start("limited", Script::ok()).await.unwrap();
+    let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let policy = "tokens_per_minute = 3000";
+    let (a, b) =
+        pair(dir.path(), |name| limited_config(dir.path(), name, "tpm", &redis, (&limited, policy), &spare, "")).await;
+
+    // Each request may write 1000 tokens: about 1010 are reserved, so the
+    // estimate alone lets 2 of them through a 3000-token minute. The
+    // provider reports about 20 used, and the rest goes back each time.
+    for i in 0..20 {
+        let target = if i % 2 == 0 { &a.served } else { &b.served };
+        assert_eq!(chat_max(&target.addr, 1000).await.status(), 200, "every request answered");
+    }
+    let took = limited.calls();
+    eprintln!("team: tokens_per_minute = 3000 took {took} of 20 requests reserving ~1010 tokens each, using ~20");
+    assert!(took >= 15, "settled with the real usage, the bucket takes most of them; it took {took}");
+
+    // A failed attempt gives its whole reservation back.
+    limited.set_script(Script::always(Fault::status(500)));
+    for i in 0..6 {
+        let target = if i % 2 == 0 { &a.served } else { &b.served };
+        assert_eq!(chat_max(&target.addr, 1000).await.status(), 200, "the spare answers");
+    }
+    let failed = limited.calls() - took;
+    assert!(failed >= 5, "failures return their tokens, so each request still reaches the provider: {failed} of 6");
+}
+
+/// The team's spend for a budget as each instance's own ledger counts it,
+/// summed: what the provider was really paid across the team.
+async fn team_spent(instances: &[&Instance]) -> f64 {
+    let mut sum = 0.0;
+    for i in instances {
+        let rows = admin(&i.served, &i.data, "/admin/budgets").await;
+        sum += rows[0]["spent_usd"].as_f64().unwrap();
+    }
+    sum
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_budget_holds_across_the_team_and_survives_a_redis_restart() {
+    let mut redis = Redis::start();
+    let limited = SimProvider::start("limited", Script::ok()).await.unwrap();
+    let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A cent a token: a request reserves about 61 tokens ($0.61: its prompt
+    // and `max_tokens = 50`) and uses about 16 ($0.16).
+    let extra = "[[prices]]\nmodel = \"m\"\ninput = 10000.0\noutput = 10000.0\n\n\
+                 [[budgets]]\nscope = \"provider:limited\"\nperiod = \"day\"\nlimit_usd = 2.0\naction = \"block\"\n";
+    let (a, b) =
+        pair(dir.path(), |name| limited_config(dir.path(), name, "spend", &redis, (&limited, ""), &spare, extra)).await;
+    let (limit, estimate) = (2.0, 0.61);
+
+    // Waves of 6 at once over both instances, well past the limit.
+    for _ in 0..8 {
+        let wave: Vec<_> =
+            (0..6).map(|i| chat_max(if i % 2 == 0 { &a.served.addr } else { &b.served.addr }, 50)).collect();
+        for r in futures_util::future::join_all(wave).await {
+            assert_eq!(r.status(), 200, "the spare answers what the budget refuses");
+        }
+    }
+    let spent = team_spent(&[&a, &b]).await;
+    let calls = limited.calls();
+    eprintln!(
+        "team: a $2/day budget over two instances paid ${spent:.2} for {calls} requests (bound ${:.2})",
+        limit + estimate
+    );
+    assert!(spent >= limit, "the budget was used up: ${spent:.2}");
+    assert!(spent <= limit + estimate, "at most the limit plus one estimate across the team, yet ${spent:.2}");
+
+    // Redis restarts empty: the counter comes back from each instance's
+    // history, and the budget still refuses.
+    redis.restart();
+    let back = until(Duration::from_secs(10), || async {
+        admin(&a.served, &a.data, "/admin/team").await["state"] == "connected"
+            && admin(&b.served, &b.data, "/admin/team").await["state"] == "connected"
+    })
+    .await;
+    assert!(back.is_some(), "both reconnected to the new Redis");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for i in 0..6 {
+        let target = if i % 2 == 0 { &a.served } else { &b.served };
+        assert_eq!(chat_max(&target.addr, 50).await.status(), 200);
+    }
+    assert_eq!(limited.calls(), calls, "after the restart the budget is still spent: nothing more went");
+    let counter = Command::new("redis-cli")
+        .args(["-p", &redis.port.to_string(), "--scan", "--pattern", "spend:{budgets}:spend:*"])
+        .output()
+        .unwrap();
+    let key = String::from_utf8_lossy(&counter.stdout).trim().to_string();
+    let out = Command::new("redis-cli").args(["-p", &redis.port.to_string(), "GET", &key]).output().unwrap();
+    let micros: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    eprintln!("team: re-seeded counter {key} = ${:.2}", micros / 1e6);
+    assert!(
+        (micros / 1e6 - spent).abs() < 0.02,
+        "re-seeded with the team's spend ${spent:.2}, not ${:.2}",
+        micros / 1e6
+    );
 }

@@ -15,11 +15,11 @@ use crate::history::pricing::Prices;
 use crate::history::record::now_ms;
 use crate::history::{History, Store};
 use crate::http::session::Sessions;
-use crate::policy::budget::Budgets;
+use crate::policy::budget::{Budgets, Covering};
 use crate::policy::clients::ClientRates;
 use crate::proxy::journal::Sink;
 use crate::secrets::SecretStore;
-use crate::team::{Change, Team};
+use crate::team::{micros, AdmitAsk, Admitted, Change, Seed, Team};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::provider::Provider;
@@ -343,6 +343,62 @@ impl Gateway {
             self.budgets().seed(period, within, &spent, now);
         }
         Ok(())
+    }
+
+    /// Seeds the team's spend counters for `covering[i]`, each `i` of
+    /// `missing`: what the history has on record for the budget's scope
+    /// since its period began, or what this instance's own ledger counts
+    /// when that is more (the history is written in batches, a moment
+    /// behind). A shared history seeds the whole counter once; a history
+    /// per instance adds this instance's part, once (see [`Team::seed_spend`]).
+    pub async fn seed_team_spend(&self, covering: &[Covering], missing: &[usize]) {
+        let Some(team) = self.team() else { return };
+        let now = now_ms();
+        let seed = match self.store().map(Store::backend) {
+            Some("postgres") => Seed::Whole,
+            _ => Seed::Own,
+        };
+        for c in missing.iter().filter_map(|i| covering.get(*i)) {
+            let scope = &c.budget.scope;
+            let on_record = match self.store() {
+                Some(store) => match store.cost_since(c.bounds.start_ms).await {
+                    Ok(rows) => rows.iter().filter(|(p, m, _)| scope.covers(p, m)).map(|(_, _, usd)| usd).sum(),
+                    Err(e) => {
+                        tracing::warn!("team: the spend on record could not be read to seed a budget: {e}");
+                        0.0
+                    }
+                },
+                None => 0.0,
+            };
+            let ours = self.budgets().spent(scope, c.budget.period, c.bounds, now);
+            let usd = f64::max(on_record, ours);
+            team.seed_spend(&c.ask.counter, micros(usd), c.ask.expires_at_ms, seed).await;
+        }
+    }
+
+    /// Brings back the team's spend counters Redis lost (it restarted) or
+    /// a new period starts, each instance adding what its history holds,
+    /// without waiting for a request to find them missing. The team's
+    /// runner calls it every second.
+    pub async fn keep_team_spend(&self) {
+        let Some(team) = self.team().filter(|t| t.connected()) else { return };
+        let covering = self.budgets().every_counter(now_ms());
+        if covering.is_empty() {
+            return;
+        }
+        let ask = AdmitAsk {
+            provider: String::new(),
+            provider_max: None,
+            key: None,
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            tokens: 0,
+            budgets: covering.iter().map(|c| c.ask.clone()).collect(),
+        };
+        // Reserves nothing, refuses nothing: says which counters need seeding.
+        if let Admitted::Unseeded(missing) = team.admit(ask).await {
+            self.seed_team_spend(&covering, &missing).await;
+        }
     }
 
     /// Reads every provider's keys again (after a key was set or removed).

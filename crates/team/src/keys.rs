@@ -72,6 +72,18 @@ impl Keys {
         format!("{}:{{{provider}}}:{which}", self.ns)
     }
 
+    /// A budget's spend in one period, across the team, in micro-dollars.
+    /// Every budget's counter shares one hash tag: one script reserves
+    /// against all that cover a request.
+    pub fn spend(&self, counter: &str) -> String {
+        format!("{}:{{budgets}}:spend:{counter}", self.ns)
+    }
+
+    /// The instances (by name) whose part a spend counter holds.
+    pub fn spend_seeded(&self, counter: &str) -> String {
+        format!("{}:{{budgets}}:seeded:{counter}", self.ns)
+    }
+
     /// Keys refused by a provider: fingerprint → reason.
     pub fn revoked(&self, provider: &str) -> String {
         format!("{}:{{{provider}}}:revoked", self.ns)
@@ -95,5 +107,12 @@ mod tests {
         assert_eq!(k.cooling("openai", Some("ab")), "acme:{openai}:cool:ab");
         assert_eq!(k.cooling("openai", None), "acme:{openai}:cool:*");
         assert_eq!(k.channel(), "acme:changes");
+    }
+
+    #[test]
+    fn every_budget_s_counters_share_one_hash_tag() {
+        let k = Keys::new("acme");
+        assert_eq!(k.spend("d|all|day|0"), "acme:{budgets}:spend:d|all|day|0");
+        assert_eq!(k.spend_seeded("d|all|day|0"), "acme:{budgets}:seeded:d|all|day|0");
     }
 }

@@ -1,5 +1,12 @@
-//! Team-wide concurrency: a lease per request in flight, in a sorted set
-//! of lease id → expiry per provider (and per capped key).
+//! Team-wide admission: a lease per request in flight (a sorted set of
+//! lease id → expiry per provider, and per capped key), the tokens the
+//! request is estimated to use, and its estimated cost against every
+//! budget that covers it, taken in one round trip and settled in one.
+//!
+//! Tokens and spend are reserved from the estimate (the prompt and the
+//! output limit) and settled when the attempt ends: with the real usage
+//! when the answer says it, returned whole when the attempt failed or the
+//! client left. Settling and the lease's release go in one pipeline.
 //!
 //! A lease is renewed every third of its TTL while the request (and its
 //! stream) runs, and released by id when its guard drops, whatever ended
@@ -14,77 +21,207 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use switchyard_core::team::{AdmitAsk, Admitted, Held};
+use switchyard_core::team::{micros, AdmitAsk, Admitted, Held, Team, Used};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::scripts::Scripts;
+use crate::scripts::{self, Scripts};
 use crate::RedisTeam;
 
-/// One held lease; dropping it releases it.
+/// How long a release and settlement may take before it is left to expiry.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What one admission holds; dropping it releases the lease and settles
+/// the reservations.
 #[derive(Debug)]
-pub struct Lease {
+pub struct Reservation {
     id: String,
-    keys: Vec<String>,
+    /// The provider's leases and the key's (or the provider's again).
+    lease_keys: (String, String),
+    /// Whether a lease was taken (a cap applies).
+    leased: bool,
+    /// The tokens bucket, its limit per minute, and the tokens taken from it.
+    tokens: Option<(String, u32, u64)>,
+    /// Spend counters and the estimate reserved on each.
+    spend: Vec<(String, i64)>,
+    /// What the attempt used, once the answer said; `None`: it failed.
+    used: Option<Used>,
     con: ConnectionManager,
+    scripts: Arc<Scripts>,
     renewing: CancellationToken,
 }
 
-impl Held for Lease {}
+impl Held for Reservation {
+    fn settle(&mut self, used: Used) {
+        self.used = Some(used);
+    }
+}
 
-impl Drop for Lease {
+impl Reservation {
+    fn holds_anything(&self) -> bool {
+        self.leased || self.tokens.is_some() || !self.spend.is_empty()
+    }
+
+    /// Tokens to give back: all of them for a failed attempt; what was
+    /// reserved less what was used (negative: the extra used) for one
+    /// that said its usage; none when it did not say.
+    fn tokens_back(&self) -> i64 {
+        let Some((_, tpm, reserved)) = &self.tokens else { return 0 };
+        let reserved = i64::try_from(*reserved).unwrap_or(i64::MAX);
+        match self.used {
+            None => reserved,
+            Some(Used { tokens: Some(n), .. }) => reserved - i64::try_from(n.min(u64::from(*tpm))).unwrap_or(0),
+            Some(Used { tokens: None, .. }) => 0,
+        }
+    }
+
+    /// The change to every spend counter: the estimate back for a failed
+    /// attempt, the real cost less the estimate when it is known.
+    fn spend_change(&self, estimate: i64) -> i64 {
+        match self.used {
+            None => -estimate,
+            Some(Used { cost_usd: Some(cost), .. }) => micros(cost) - estimate,
+            Some(Used { cost_usd: None, .. }) => 0,
+        }
+    }
+}
+
+impl Drop for Reservation {
     fn drop(&mut self) {
         self.renewing.cancel();
-        let (mut con, keys, id) = (self.con.clone(), std::mem::take(&mut self.keys), std::mem::take(&mut self.id));
+        let back = self.tokens_back();
+        let spend: Vec<(String, i64)> =
+            self.spend.iter().map(|(key, estimate)| (key.clone(), self.spend_change(*estimate))).collect();
+        let spend_changes = spend.iter().any(|(_, d)| *d != 0);
+        if !self.leased && back == 0 && !spend_changes {
+            return;
+        }
         let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
+        let (mut con, scripts, id) = (self.con.clone(), self.scripts.clone(), std::mem::take(&mut self.id));
+        let (lease_keys, tokens) = (self.lease_keys.clone(), self.tokens.take());
+        let leased = self.leased;
         handle.spawn(async move {
-            let mut pipe = redis::pipe();
-            for key in &keys {
-                pipe.zrem(key, &id).ignore();
+            let mut calls = Vec::with_capacity(2);
+            if leased || back != 0 {
+                let mut call = scripts.settle.prepare_invoke();
+                let (bucket, tpm) = tokens.map_or((lease_keys.0.clone(), 0), |(k, tpm, _)| (k, tpm));
+                call.key(&lease_keys.0).key(&lease_keys.1).key(bucket).arg(&id).arg(tpm).arg(back);
+                calls.push(call);
             }
-            let release = pipe.query_async::<()>(&mut con);
-            if tokio::time::timeout(Duration::from_secs(2), release).await.is_err() {
-                warn!("team: a lease release took too long; it expires by itself");
+            if spend_changes {
+                let mut call = scripts.settle_spend.prepare_invoke();
+                for (key, change) in &spend {
+                    call.key(key).arg(change);
+                }
+                calls.push(call);
+            }
+            match tokio::time::timeout(SETTLE_TIMEOUT, scripts::pipelined(&mut con, &calls)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => warn!("team: a release was not written ({e}); leases and buckets recover by expiry"),
+                Err(_) => warn!("team: a release took too long; leases and buckets recover by expiry"),
             }
         });
     }
 }
 
-/// Asks the team for a lease, in one script.
+/// Asks the team to admit an attempt: its caps and rate buckets in one
+/// script, its budgets in another, both in one round trip.
 pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duration) -> Admitted {
-    let scripts = &team.scripts;
     let Some(mut con) = team.connection().filter(|_| team.connected.load(std::sync::atomic::Ordering::Relaxed)) else {
         return Admitted::Unreachable;
     };
+    let scripts = team.scripts.clone();
     let provider_key = team.keys.leases(&ask.provider);
     let key_key = ask.key.as_ref().map(|(fp, _)| team.keys.key_leases(&ask.provider, fp));
+    let lease_keys = (provider_key.clone(), key_key.clone().unwrap_or_else(|| provider_key.clone()));
+    let tpm_key = team.keys.bucket(&ask.provider, "tpm");
     let id = uuid::Uuid::now_v7().to_string();
-    let mut call = scripts.admit.prepare_invoke();
-    call.key(&provider_key).key(key_key.as_deref().unwrap_or(&provider_key));
-    call.key(team.keys.bucket(&ask.provider, "rpm")).key(team.keys.bucket(&ask.provider, "tpm"));
-    call.arg(&id).arg(millis(ttl)).arg(ask.provider_max.unwrap_or(0)).arg(ask.key.as_ref().map_or(0, |(_, m)| *m));
-    call.arg(ask.requests_per_minute.unwrap_or(0)).arg(ask.tokens_per_minute.unwrap_or(0)).arg(ask.tokens);
-    let (granted, wait) = match tokio::time::timeout(limit, call.invoke_async::<(i64, i64)>(&mut con)).await {
-        Ok(Ok(answer)) => answer,
+    let capped = ask.provider_max.is_some() || ask.key.is_some();
+    let limited = capped || ask.requests_per_minute.is_some() || ask.tokens_per_minute.is_some();
+    let counters: Vec<String> = ask.budgets.iter().map(|b| team.keys.spend(&b.counter)).collect();
+
+    let mut calls = Vec::with_capacity(2);
+    if !counters.is_empty() {
+        let mut call = scripts.reserve_spend.prepare_invoke();
+        for (key, b) in counters.iter().zip(&ask.budgets) {
+            call.key(key).arg(b.limit_micros.unwrap_or(-1)).arg(b.estimate_micros).arg(b.expires_at_ms);
+        }
+        for b in &ask.budgets {
+            call.key(team.keys.spend_seeded(&b.counter));
+        }
+        call.arg(team.instance());
+        calls.push(call);
+    }
+    if limited {
+        let mut call = scripts.admit.prepare_invoke();
+        call.key(&lease_keys.0).key(&lease_keys.1);
+        call.key(team.keys.bucket(&ask.provider, "rpm")).key(&tpm_key);
+        call.arg(&id).arg(millis(ttl)).arg(ask.provider_max.unwrap_or(0)).arg(ask.key.as_ref().map_or(0, |(_, m)| *m));
+        call.arg(ask.requests_per_minute.unwrap_or(0)).arg(ask.tokens_per_minute.unwrap_or(0)).arg(ask.tokens);
+        calls.push(call);
+    }
+    let answers = match tokio::time::timeout(limit, scripts::pipelined(&mut con, &calls)).await {
+        Ok(Ok(answers)) if answers.len() == calls.len() => answers,
+        Ok(Ok(_)) => return Admitted::Unreachable,
         Ok(Err(e)) => {
             warn!("team: shared limits could not be checked ({e}); this instance's share of them decides");
             return Admitted::Unreachable;
         }
         Err(_) => return Admitted::Unreachable,
     };
-    match granted {
-        1 => {}
-        0 => return Admitted::Wait(Duration::from_millis(u64::try_from(wait).unwrap_or(0).max(1))),
-        _ => return Admitted::Full,
+    drop(calls);
+    let mut answers = answers.into_iter();
+    let spend = if counters.is_empty() { vec![1] } else { answers.next().unwrap_or_default() };
+    let admit = if limited { answers.next().unwrap_or_default() } else { vec![1, 0] };
+    let spend_taken = spend.first() == Some(&1);
+    let admit_taken = admit.first() == Some(&1);
+
+    // What was taken, held so that a refusal by the other script gives it back.
+    let tokens =
+        ask.tokens_per_minute.filter(|_| admit_taken).map(|tpm| (tpm_key, tpm, ask.tokens.min(u64::from(tpm))));
+    let spend_held = if spend_taken {
+        counters.into_iter().zip(&ask.budgets).map(|(k, b)| (k, b.estimate_micros)).collect()
+    } else {
+        Vec::new()
+    };
+    let hold = Reservation {
+        id: id.clone(),
+        lease_keys,
+        leased: admit_taken && capped,
+        tokens,
+        spend: spend_held,
+        used: None,
+        con: con.clone(),
+        scripts: scripts.clone(),
+        renewing: CancellationToken::new(),
+    };
+    let refusal = match (spend.first().copied(), admit.first().copied()) {
+        (Some(-2), _) => {
+            Some(Admitted::Unseeded(spend.iter().skip(1).filter_map(|i| usize::try_from(*i).ok()).collect()))
+        }
+        (Some(-1), _) => Some(Admitted::OverBudget {
+            budget: spend.get(1).and_then(|i| usize::try_from(*i).ok()).unwrap_or(0),
+            spent_micros: spend.get(2).copied().unwrap_or(0),
+        }),
+        (_, Some(0)) => Some(Admitted::Wait(Duration::from_millis(
+            admit.get(1).and_then(|w| u64::try_from(*w).ok()).unwrap_or(0).max(1),
+        ))),
+        (_, Some(1)) => None,
+        (_, _) => Some(Admitted::Full),
+    };
+    if let Some(refusal) = refusal {
+        // Dropped: whatever the other script took goes back.
+        drop(hold);
+        return refusal;
     }
-    if ask.provider_max.is_none() && ask.key.is_none() {
-        // Only buckets applied: nothing is held while the request runs.
+    if !hold.holds_anything() {
         return Admitted::Granted(None);
     }
-    let keys: Vec<String> = std::iter::once(provider_key).chain(key_key).collect();
-    let renewing = CancellationToken::new();
-    tokio::spawn(renew(con.clone(), scripts.clone(), keys.clone(), id.clone(), ttl, renewing.clone()));
-    Admitted::Granted(Some(Box::new(Lease { id, keys, con, renewing })))
+    if hold.leased {
+        let keys = vec![hold.lease_keys.0.clone(), hold.lease_keys.1.clone()];
+        tokio::spawn(renew(con, scripts, keys, id, ttl, hold.renewing.clone()));
+    }
+    Admitted::Granted(Some(Box::new(hold)))
 }
 
 /// Renews a lease every third of its TTL until it is released.

@@ -37,7 +37,7 @@ use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use switchyard_core::config::{redact_redis_url, TeamConfig};
 use switchyard_core::gateway::Gateway;
-use switchyard_core::team::{solo_name, AdmitAsk, Admitted, BoxFuture, Change, Member, Team, TeamView};
+use switchyard_core::team::{solo_name, AdmitAsk, Admitted, BoxFuture, Change, Member, Seed, Team, TeamView};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -150,6 +150,24 @@ impl Team for RedisTeam {
     fn admit(&self, ask: AdmitAsk) -> BoxFuture<'_, Admitted> {
         Box::pin(lease::take(self, ask, self.lease_ttl, CALL_TIMEOUT))
     }
+
+    fn seed_spend(&self, counter: &str, micros: i64, expires_at_ms: i64, seed: Seed) -> BoxFuture<'_, bool> {
+        let (key, seeded) = (self.keys.spend(counter), self.keys.spend_seeded(counter));
+        Box::pin(async move {
+            let Some(mut con) = self.connection().filter(|_| self.connected()) else { return false };
+            let mut call = self.scripts.seed_spend.prepare_invoke();
+            call.key(&key).key(&seeded).arg(&self.name).arg(micros).arg(expires_at_ms);
+            call.arg(u8::from(seed == Seed::Whole));
+            match tokio::time::timeout(CALL_TIMEOUT, call.invoke_async::<Vec<i64>>(&mut con)).await {
+                Ok(Ok(_)) => true,
+                Ok(Err(e)) => {
+                    warn!("team: a budget's spend could not be seeded: {e}");
+                    false
+                }
+                Err(_) => false,
+            }
+        })
+    }
 }
 
 /// What keeps the team alive: run it once the gateway is built.
@@ -246,6 +264,7 @@ impl Runner {
             }
         }
         self.reachable(gateway, true);
+        gateway.keep_team_spend().await;
         let names: Vec<String> = gateway.live().providers.iter().map(|p| p.name().to_string()).collect();
         match tokio::time::timeout(CALL_TIMEOUT * 4, sync::state(&mut con, &team.keys, &names)).await {
             Ok(Ok(state)) => {

@@ -6,7 +6,8 @@
 //! `redis::Script` sends a script by its digest and loads it again when
 //! Redis answers NOSCRIPT (after a restart).
 
-use redis::Script;
+use redis::aio::ConnectionManager;
+use redis::{ErrorKind, RedisResult, Script, ScriptInvocation, ServerErrorKind};
 
 /// Redis's clock, in milliseconds.
 const NOW: &str = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";
@@ -22,6 +23,10 @@ pub struct Scripts {
     pub claim_probe: Script,
     pub admit: Script,
     pub renew: Script,
+    pub settle: Script,
+    pub reserve_spend: Script,
+    pub settle_spend: Script,
+    pub seed_spend: Script,
 }
 
 impl Scripts {
@@ -35,8 +40,33 @@ impl Scripts {
             claim_probe: Script::new(&format!("{NOW}\n{CLAIM_PROBE}")),
             admit: Script::new(&format!("{NOW}\n{ADMIT}")),
             renew: Script::new(&format!("{NOW}\n{RENEW}")),
+            settle: Script::new(&format!("{NOW}\n{SETTLE}")),
+            reserve_spend: Script::new(RESERVE_SPEND),
+            settle_spend: Script::new(SETTLE_SPEND),
+            seed_spend: Script::new(SEED_SPEND),
         }
     }
+}
+
+/// Runs `calls` in one pipeline: one round trip for them all. A script
+/// Redis does not have (it restarted since it was loaded) answers NOSCRIPT
+/// and did nothing; only those are sent again, each on its own (which
+/// loads it), so no script runs twice. Every script answers an array.
+pub async fn pipelined(con: &mut ConnectionManager, calls: &[ScriptInvocation<'_>]) -> RedisResult<Vec<Vec<i64>>> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for call in calls {
+        pipe.invoke_script(call);
+    }
+    let answers: Vec<RedisResult<Vec<i64>>> = pipe.query_async(con).await?;
+    let mut out = Vec::with_capacity(calls.len());
+    for (call, answer) in calls.iter().zip(answers) {
+        out.push(match answer {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => call.invoke_async(con).await?,
+            other => other?,
+        });
+    }
+    Ok(out)
 }
 
 impl Default for Scripts {
@@ -203,4 +233,93 @@ if KEYS[2] ~= KEYS[1] then
   redis.call('PEXPIRE', KEYS[2], ttl * 2)
 end
 return 1
+";
+
+/// Ends an admission: releases its lease and settles its reserved tokens.
+/// KEYS: the provider's leases, the key's leases (or the first again), the
+/// tokens bucket. ARGV: lease id, tokens per minute (0: none), tokens to
+/// give back (what was reserved less what was used; negative takes the
+/// extra the attempt used beyond its estimate, which later takers wait
+/// for). Release is by id, so a late one removes only its own entry. A
+/// bucket gone (idle past its TTL, or Redis restarted) is full already and
+/// is left alone. Returns {1}.
+const SETTLE: &str = r"
+redis.call('ZREM', KEYS[1], ARGV[1])
+if KEYS[2] ~= KEYS[1] then redis.call('ZREM', KEYS[2], ARGV[1]) end
+local tpm, back = tonumber(ARGV[2]), tonumber(ARGV[3])
+if tpm > 0 and back ~= 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+  local b = redis.call('HMGET', KEYS[3], 't', 'ts')
+  local t, ts = tonumber(b[1] or tpm), tonumber(b[2] or now)
+  local elapsed = now - ts
+  if elapsed < 0 then elapsed = 0 end
+  t = math.min(tpm, t + elapsed * tpm / 60000 + back)
+  redis.call('HSET', KEYS[3], 't', tostring(t), 'ts', now)
+  redis.call('PEXPIRE', KEYS[3], 120000)
+end
+return {1}
+";
+
+/// Reserves an attempt's estimated cost against every budget that covers
+/// it, all or nothing. KEYS: the budgets' spend counters (micro-dollars),
+/// then each one's set of instances that seeded it. ARGV: per counter, its
+/// limit (-1: never refuses), the estimate and when the counter expires
+/// (Unix ms, past its period's end); last, this instance's name.
+/// Returns {1} when reserved; {-1, index, spent} when a budget (0-based
+/// index) has spent its limit or more, reservations included; {-2, index…}
+/// when counters are missing (a Redis restart lost them, a period began)
+/// or this instance has not seeded them yet, to be seeded from its history
+/// first. Nothing is taken unless all is.
+const RESERVE_SPEND: &str = r"
+local n = #KEYS / 2
+local missing = {-2}
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[i]) == 0 or redis.call('SISMEMBER', KEYS[n + i], ARGV[#ARGV]) == 0 then
+    missing[#missing + 1] = i - 1
+  end
+end
+if #missing > 1 then return missing end
+for i = 1, n do
+  local limit = tonumber(ARGV[3 * i - 2])
+  local spent = tonumber(redis.call('GET', KEYS[i])) or 0
+  if limit >= 0 and spent >= limit then return {-1, i - 1, spent} end
+end
+for i = 1, n do
+  redis.call('INCRBY', KEYS[i], ARGV[3 * i - 1])
+  redis.call('PEXPIREAT', KEYS[i], ARGV[3 * i])
+end
+return {1}
+";
+
+/// Settles reserved spend with the real cost. KEYS: the spend counters.
+/// ARGV: per counter, the change (real cost less the estimate; the whole
+/// estimate back, negative, when the attempt failed). A counter gone since
+/// (Redis restarted) is left for the seeding to bring back from the
+/// history, never started from a partial sum; none goes below zero.
+/// Returns {1}.
+const SETTLE_SPEND: &str = r"
+for i = 1, #KEYS do
+  local d = tonumber(ARGV[i])
+  if d ~= 0 and redis.call('EXISTS', KEYS[i]) == 1 then
+    if redis.call('INCRBY', KEYS[i], d) < 0 then redis.call('SET', KEYS[i], 0, 'KEEPTTL') end
+  end
+end
+return {1}
+";
+
+/// Seeds a budget's spend counter from an instance's history, once per
+/// instance name. KEYS: the counter, its set of seeded instances. ARGV:
+/// the instance's name, micro-dollars on record, when both expire (Unix
+/// ms), whole (1: the history is the team's, so the counter is set only
+/// while missing and the first seed stands; 0: each instance's history is
+/// its own, so each adds its part once). Returns {1}.
+const SEED_SPEND: &str = r"
+local first = redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('PEXPIREAT', KEYS[2], ARGV[3])
+if ARGV[4] == '1' then
+  redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PXAT', ARGV[3])
+elseif first == 1 then
+  redis.call('INCRBY', KEYS[1], ARGV[2])
+  redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+end
+return {1}
 ";

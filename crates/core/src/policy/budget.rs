@@ -23,6 +23,8 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 use serde::Serialize;
 
+use crate::team::{micros, SpendAsk};
+
 /// What a budget counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BudgetScope {
@@ -196,6 +198,35 @@ impl fmt::Display for Blocked {
             self.spent_usd,
             self.limit_usd
         )
+    }
+}
+
+/// How long a team's spend counter outlives its period, so one read just
+/// as the period ends still finds it.
+const COUNTER_OUTLIVES_MS: i64 = 3_600_000;
+
+/// A budget that covers an attempt, and its counter in the team.
+#[derive(Debug, Clone)]
+pub struct Covering {
+    pub ask: SpendAsk,
+    pub budget: Budget,
+    /// The period the counter counts.
+    pub bounds: Bounds,
+}
+
+impl Covering {
+    /// Why the team refused the attempt: this budget has spent
+    /// `spent_micros` across the team, its limit or more.
+    pub fn blocked(&self, spent_micros: i64) -> Blocked {
+        let b = &self.budget;
+        Blocked {
+            budget: b.name.clone(),
+            scope: b.scope.to_string(),
+            period: b.period,
+            spent_usd: spent_micros as f64 / 1_000_000.0,
+            limit_usd: b.limit_usd,
+            resets_at_ms: self.bounds.end_ms,
+        }
     }
 }
 
@@ -480,6 +511,55 @@ impl Budgets {
             });
         }
         blocked.map_or(Ok(()), Err)
+    }
+
+    /// The budgets that cover an attempt at `provider` on its `model`, as
+    /// the team counts them: one shared counter each for the current
+    /// period, reserving `estimate_usd`.
+    pub fn covering(&self, provider: &str, model: &str, estimate_usd: f64, now_ms: i64) -> Vec<Covering> {
+        self.counters(|scope| scope.covers(provider, model), estimate_usd, now_ms)
+    }
+
+    /// Every budget's counter in the team for the current period, with
+    /// nothing to reserve and no limit: for seeding counters Redis lost.
+    pub fn every_counter(&self, now_ms: i64) -> Vec<Covering> {
+        let mut all = self.counters(|_| true, 0.0, now_ms);
+        for c in &mut all {
+            c.ask.limit_micros = None;
+        }
+        all
+    }
+
+    fn counters(&self, covers: impl Fn(&BudgetScope) -> bool, estimate_usd: f64, now_ms: i64) -> Vec<Covering> {
+        let ledger = self.ledger(now_ms);
+        ledger
+            .watched
+            .iter()
+            .filter(|w| covers(&w.budget.scope))
+            .map(|w| {
+                let b = &w.budget;
+                let bounds = ledger.tally(b.period).bounds;
+                let ask = SpendAsk {
+                    counter: format!("{}|{}|{}|{}", b.name, b.scope, b.period.as_str(), bounds.start_ms),
+                    limit_micros: (b.action == BudgetAction::Block).then(|| micros(b.limit_usd)),
+                    estimate_micros: micros(estimate_usd),
+                    expires_at_ms: bounds.end_ms.saturating_add(COUNTER_OUTLIVES_MS),
+                };
+                Covering { ask, budget: b.clone(), bounds }
+            })
+            .collect()
+    }
+
+    /// What this instance's ledger counts for `scope` in the period
+    /// `within` (nothing once that period has ended).
+    pub fn spent(&self, scope: &BudgetScope, period: BudgetPeriod, within: Bounds, now_ms: i64) -> f64 {
+        let ledger = self.ledger(now_ms);
+        let tally = ledger.tally(period);
+        if tally.bounds == within {
+            tally.spent(scope)
+        } else {
+            0.0
+        }
     }
 
     /// Every budget with its spend in the current period, in config order.

@@ -216,3 +216,37 @@ fn levels_follow_the_thresholds() {
         [0, 0, 50, 80, 100]
     );
 }
+
+#[test]
+fn the_team_counts_each_covering_budget_in_its_own_counter_per_period() {
+    let list = [
+        budget("a-daily", BudgetScope::Provider("a".into()), BudgetPeriod::Day, 1.5, BudgetAction::Block),
+        budget("all-weekly", BudgetScope::All, BudgetPeriod::Week, 10.0, BudgetAction::Warn),
+        budget("b-daily", BudgetScope::Provider("b".into()), BudgetPeriod::Day, 1.0, BudgetAction::Block),
+    ];
+    let budgets = Budgets::new(berlin(), &list);
+    let t = ms("2025-06-10T08:00:00Z");
+    let covering = budgets.covering("a", "m", 0.25, t);
+    let names: Vec<&str> = covering.iter().map(|c| c.budget.name.as_str()).collect();
+    assert_eq!(names, ["a-daily", "all-weekly"], "only the budgets whose scope covers the attempt");
+    let day = &covering[0].ask;
+    assert_eq!(day.limit_micros, Some(1_500_000));
+    assert_eq!(day.estimate_micros, 250_000);
+    let start = ms("2025-06-09T22:00:00Z");
+    assert_eq!(day.counter, format!("a-daily|provider:a|day|{start}"), "named by budget, scope, period and start");
+    assert!(day.expires_at_ms > ms("2025-06-10T22:00:00Z"), "outlives its period");
+    assert_eq!(covering[1].ask.limit_micros, None, "a warn budget is counted, never refuses");
+    // Tomorrow is another counter.
+    let tomorrow = budgets.covering("a", "m", 0.25, t + 24 * HOUR);
+    assert_ne!(tomorrow[0].ask.counter, day.counter);
+    // A refusal names the budget, the team's spend and the reset.
+    let blocked = covering[0].blocked(1_600_000);
+    assert_eq!((blocked.budget.as_str(), blocked.spent_usd), ("a-daily", 1.6));
+    assert_eq!(blocked.resets_at_ms, ms("2025-06-10T22:00:00Z"));
+    // Seeding reads the ledger's own count for the period.
+    budgets.record("a", "m", 0.75, t, t);
+    assert_eq!(budgets.spent(&BudgetScope::All, BudgetPeriod::Week, covering[1].bounds, t), 0.75);
+    let all = budgets.every_counter(t);
+    assert_eq!(all.len(), 3);
+    assert!(all.iter().all(|c| c.ask.limit_micros.is_none() && c.ask.estimate_micros == 0));
+}

@@ -25,6 +25,9 @@ pub struct RequestHead {
     null_stream_options: Option<Range<usize>>,
     /// Index of the object's closing brace, where an added member goes.
     object_end: usize,
+    /// The most output the client allows (`max_tokens`,
+    /// `max_completion_tokens` or `max_output_tokens`), for estimates.
+    pub max_output: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -43,6 +46,12 @@ struct Head<'a> {
     stream: Option<&'a RawValue>,
     #[serde(borrow, default)]
     stream_options: Present<'a>,
+    #[serde(borrow)]
+    max_tokens: Option<&'a RawValue>,
+    #[serde(borrow)]
+    max_completion_tokens: Option<&'a RawValue>,
+    #[serde(borrow)]
+    max_output_tokens: Option<&'a RawValue>,
 }
 
 /// A member's raw value, `null` included: `Option` would read a `null`
@@ -75,6 +84,10 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
     };
     let stream = head.stream.is_some_and(|s| s.get() == "true");
     let stream_options = head.stream_options.0;
+    let max_output = [head.max_completion_tokens, head.max_tokens, head.max_output_tokens]
+        .into_iter()
+        .flatten()
+        .find_map(|raw| raw.get().parse::<u64>().ok());
     Ok(RequestHead {
         model,
         model_span: Some(span(raw_model)),
@@ -83,6 +96,7 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
         null_stream_options: stream_options.filter(|v| v.get() == "null").map(span),
         // A parsed object ends with its brace, then JSON whitespace only.
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
+        max_output,
     })
 }
 
@@ -104,6 +118,7 @@ pub fn inspect_with_model(body: &[u8], model: &str, stream: bool) -> Result<Requ
         has_stream_options: false,
         null_stream_options: None,
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
+        max_output: None,
     })
 }
 
@@ -167,6 +182,17 @@ mod tests {
         assert!(head.stream);
         assert!(!inspect(br#"{"model":"m","stream":false}"#).unwrap().stream);
         assert!(!inspect(br#"{"model":"m"}"#).unwrap().stream);
+    }
+
+    #[test]
+    fn reads_the_output_limit_in_each_api_s_name() {
+        let limit = |body: &[u8]| inspect(body).unwrap().max_output;
+        assert_eq!(limit(br#"{"model":"m","max_tokens":512}"#), Some(512));
+        assert_eq!(limit(br#"{"model":"m","max_completion_tokens":64,"max_tokens":9}"#), Some(64));
+        assert_eq!(limit(br#"{"model":"m","max_output_tokens":128}"#), Some(128));
+        assert_eq!(limit(br#"{"model":"m","max_tokens":null}"#), None);
+        assert_eq!(limit(br#"{"model":"m","max_tokens":-1}"#), None);
+        assert_eq!(limit(br#"{"model":"m"}"#), None);
     }
 
     #[test]

@@ -298,6 +298,11 @@ impl Journal {
         sink.prices.cost(record.provider.as_deref()?, record.provider_model.as_deref()?, usage)
     }
 
+    /// What `usage` would cost at `provider`'s prices for `model`, if priced.
+    pub fn price(&self, provider: &str, model: &str, usage: &Usage) -> Option<f64> {
+        self.sink.as_ref()?.prices.cost(provider, model, usage)
+    }
+
     /// What the response cache does for this request, as far as it is
     /// known before the chain is asked (a miss or a bypass).
     pub fn cache(&mut self, status: CacheStatus) {

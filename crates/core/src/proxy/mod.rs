@@ -25,11 +25,11 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::gateway::{Gateway, Live};
-use crate::history::record::{AttemptOutcome, Reason};
+use crate::history::record::{now_ms, AttemptOutcome, Reason};
 use crate::http::correlation::RequestIds;
 use crate::policy::backoff;
 use crate::policy::breaker::Admission;
-use crate::policy::budget::Blocked;
+use crate::policy::budget::{Blocked, Covering};
 use crate::policy::classify::{self, Outcome};
 use crate::policy::deadline::Deadline;
 use crate::policy::step::{self, Facts, GiveUp, Keys, Next, Repairs};
@@ -37,6 +37,7 @@ use crate::policy::RequestPolicy;
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::translate::error::{self as translate_error, Untranslatable};
 use crate::protocol::translate::passthrough::Scrub;
+use crate::protocol::usage::Usage;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
 use crate::upstream::provider::{Gate, Pass, Provider, TeamGate, Ticket};
@@ -301,6 +302,33 @@ impl Run<'_> {
         };
     }
 
+    /// What the team says to an attempt at `candidate` holding `ticket`:
+    /// its caps, rate buckets and budgets, in one round trip. The tokens
+    /// reserved are the prompt and the output limit; the spend reserved is
+    /// what they would cost at the provider's prices. Budget counters a
+    /// Redis restart lost are seeded from the history first, then asked
+    /// again. Also the budgets asked about, to name one that refuses.
+    async fn team_gate(&mut self, ticket: &mut Ticket, candidate: &Candidate<'_>) -> (TeamGate, Vec<Covering>) {
+        let (provider, model) = (candidate.provider.name(), candidate.upstream_model);
+        let output = self.head.max_output.unwrap_or(0);
+        let estimate = self.tokens.saturating_add(output);
+        let covering = match self.gateway.team().filter(|t| t.connected()) {
+            Some(_) => {
+                let usage = Usage { input_tokens: Some(self.tokens), output_tokens: Some(output), cached_tokens: None };
+                let usd = self.journal.price(provider, model, &usage).unwrap_or(0.0);
+                self.gateway.budgets().covering(provider, model, usd, now_ms())
+            }
+            None => Vec::new(),
+        };
+        let asks = || covering.iter().map(|c| c.ask.clone()).collect::<Vec<_>>();
+        let mut gate = ticket.team_admit(estimate, asks()).await;
+        if let TeamGate::Unseeded(missing) = &gate {
+            self.gateway.seed_team_spend(&covering, missing).await;
+            gate = ticket.team_admit(estimate, asks()).await;
+        }
+        (gate, covering)
+    }
+
     async fn pause(&mut self, wait: Duration) {
         tokio::time::sleep(wait).await;
         self.backoff += wait;
@@ -337,8 +365,17 @@ impl Run<'_> {
             };
             let mut ticket = match gate {
                 Gate::Go(mut ticket) => {
-                    match ticket.team_admit(self.tokens).await {
-                        TeamGate::Go => {}
+                    let (gate, covering) = self.team_gate(&mut ticket, candidate).await;
+                    match gate {
+                        // Unseeded twice: seeding failed, this instance's ledger decides.
+                        TeamGate::Go | TeamGate::Unseeded(_) => {}
+                        TeamGate::OverBudget { budget, spent_micros } => {
+                            drop(ticket);
+                            if let Some(c) = covering.get(budget) {
+                                self.blocked(candidate, c.blocked(spent_micros));
+                            }
+                            return if retry == 0 { Tried::Passed } else { Tried::Failed };
+                        }
                         TeamGate::Full => {
                             drop(ticket);
                             self.note(provider.name(), "not tried: at its concurrency cap across the team");

@@ -27,6 +27,7 @@ use crate::proxy::cached::{Keeper, Keeping};
 use crate::proxy::headers;
 use crate::proxy::journal::Journal;
 use crate::proxy::scrub;
+use crate::team::Used;
 use crate::upstream;
 use crate::upstream::provider::{Ticket, Verdict};
 
@@ -100,6 +101,7 @@ pub fn respond(
         scrub: upstream.scrub.map(|s| Box::new(scrub::Stream::new(s))),
         journal: Some(delivery.journal),
         keeping,
+        ok: status.is_success(),
     };
     async move {
         let body = match relay.whole().await {
@@ -139,6 +141,9 @@ struct Relay {
     /// A copy of the answer as the client gets it, for the response cache.
     /// Boxed: most answers are not cached.
     keeping: Option<Box<Keeping>>,
+    /// The provider answered with a success: what the tap reads of its
+    /// usage settles the team's reservations. Any other answer returns them.
+    ok: bool,
 }
 
 impl Relay {
@@ -326,6 +331,13 @@ impl Relay {
     }
 
     async fn finish(&mut self, failure: Option<String>) {
+        if self.ok {
+            // A stream that broke off was still paid for as far as it went.
+            let usage = self.tap.usage();
+            let tokens = usage.is_known().then(|| usage.input_tokens.unwrap_or(0) + usage.output_tokens.unwrap_or(0));
+            let cost_usd = self.journal.as_ref().and_then(|j| j.cost(&usage));
+            self.ticket.settle(Used { tokens, cost_usd });
+        }
         if let Some(journal) = self.journal.take() {
             // Boxed: with the hand-over to history it waits on, this future
             // is about 1.5 KB, and inline it would make every future that

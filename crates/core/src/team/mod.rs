@@ -71,13 +71,51 @@ pub struct AdmitAsk {
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u32>,
     /// The request's estimated tokens (its prompt and its output limit),
-    /// reserved from the token bucket.
+    /// reserved from the token bucket and settled with the real usage.
     pub tokens: u64,
+    /// The team-wide spend counters of the budgets that cover the attempt,
+    /// each reserving the attempt's estimated cost.
+    pub budgets: Vec<SpendAsk>,
 }
 
-/// A lease held: renewed while the request (and its stream) runs, released
-/// when dropped, whatever ended the request.
-pub trait Held: Send + Sync + fmt::Debug {}
+/// One budget's spend in one period, counted across the team: the
+/// attempt's estimated cost is reserved at admission (refused when the
+/// spend, reservations included, has reached the limit), then settled
+/// with the real cost. So a budget of $X admits at most $X plus one
+/// request's estimate, however many instances ask at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendAsk {
+    /// Names the counter: the budget, its scope, its period and the
+    /// period's start, so a new period starts a new counter.
+    pub counter: String,
+    /// Micro-dollars at which the budget refuses; `None` never refuses
+    /// (a `warn` budget, counted all the same).
+    pub limit_micros: Option<i64>,
+    /// The attempt's estimated cost in micro-dollars (its prompt and its
+    /// output limit at the provider's prices; 0 when unpriced).
+    pub estimate_micros: i64,
+    /// When the counter expires (Unix ms): a while after the period ends.
+    pub expires_at_ms: i64,
+}
+
+/// What an attempt really used, once known. `None` for either: not known
+/// (the provider said nothing of its usage, or the model has no price),
+/// and the reservation stands as it was.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Used {
+    pub tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+}
+
+/// What an admission holds: a lease (renewed while the request and its
+/// stream run), reserved tokens and reserved spend. Dropped, it releases
+/// the lease and settles the reservations in one round trip: with what
+/// [`Held::settle`] said the attempt used, or, when nothing was said (the
+/// attempt failed, the client left), by returning them whole.
+pub trait Held: Send + Sync + fmt::Debug {
+    /// The attempt's real usage, settled when the hold is dropped.
+    fn settle(&mut self, used: Used);
+}
 
 /// What the team said to a lease.
 #[derive(Debug)]
@@ -89,6 +127,13 @@ pub enum Admitted {
     /// The provider (or the key) serves as many requests as it may, across
     /// the team.
     Full,
+    /// The budget at this index of [`AdmitAsk::budgets`] has spent (with
+    /// what is reserved) this many micro-dollars, its limit or more.
+    OverBudget { budget: usize, spent_micros: i64 },
+    /// These budgets' counters are missing (Redis restarted, or a new
+    /// period began) or this instance has not added its part to them yet:
+    /// seed them ([`Team::seed_spend`]) and ask again. Nothing was taken.
+    Unseeded(Vec<usize>),
     /// The shared state is out of reach: this instance's share of the caps
     /// decides alone.
     Unreachable,
@@ -116,6 +161,34 @@ pub trait Team: Send + Sync + fmt::Debug {
     /// An attempt's admission under the team's shared caps and rate
     /// limits, in one atomic step.
     fn admit(&self, ask: AdmitAsk) -> BoxFuture<'_, Admitted>;
+
+    /// Seeds a spend counter Redis lost (or a new period's) with what
+    /// this instance's history has on record, `micros`, once per instance
+    /// name: [`Seed::Whole`] when the history is the team's (PostgreSQL),
+    /// set only while the counter is missing, so two instances seeding at
+    /// once do not count it twice; [`Seed::Own`] when each instance keeps
+    /// its own history (SQLite), added once per instance so the counter
+    /// is the sum of every instance's part. Whether Redis answered.
+    fn seed_spend(&self, counter: &str, micros: i64, expires_at_ms: i64, seed: Seed) -> BoxFuture<'_, bool>;
+}
+
+/// What the history a spend counter is seeded from holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seed {
+    /// The whole team's spend (a shared PostgreSQL history).
+    Whole,
+    /// This instance's own spend (its SQLite history).
+    Own,
+}
+
+/// USD as whole micro-dollars, as the team counts spend (never negative).
+pub fn micros(usd: f64) -> i64 {
+    if usd.is_finite() && usd > 0.0 {
+        // Saturates at i64::MAX for absurd values.
+        (usd * 1_000_000.0).round() as i64
+    } else {
+        0
+    }
 }
 
 /// The team, for `/admin/team`, `switchyard status` and the dashboard.
@@ -188,6 +261,14 @@ pub fn solo_name(listen: std::net::SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spend_is_counted_in_whole_micro_dollars_never_below_zero() {
+        assert_eq!(micros(0.61), 610_000);
+        assert_eq!(micros(0.000_000_4), 0);
+        assert_eq!(micros(-1.0), 0);
+        assert_eq!(micros(f64::NAN), 0);
+    }
 
     #[test]
     fn changes_cross_as_tagged_json() {

@@ -22,7 +22,7 @@ use crate::policy::share::{self, WindowCounter};
 use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
-use crate::team::{AdmitAsk, Admitted, Change, Held, Team};
+use crate::team::{AdmitAsk, Admitted, Change, Held, SpendAsk, Team, Used};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::keys::{KeyPool, NoKey};
@@ -132,8 +132,9 @@ pub struct Ticket {
     // when the ticket goes, whatever ended the request.
     permit: Option<Permit>,
     _lease: Option<KeyLease>,
-    /// The team-wide lease, in team mode with a cap.
-    _team_lease: Option<Box<dyn Held>>,
+    /// What the team's admission holds (a lease, reserved tokens and
+    /// spend), in team mode: released and settled when the ticket goes.
+    team_hold: Option<Box<dyn Held>>,
 }
 
 impl Ticket {
@@ -149,17 +150,34 @@ impl Ticket {
     /// Takes what this attempt needs of the team's shared limits (a place
     /// under the caps, room in the rate buckets), when the provider has
     /// any and the team is in reach. One script, one round trip.
-    pub async fn team_admit(&mut self, tokens: u64) -> TeamGate {
-        let Some((team, ask)) = self.provider.team_admit_ask(self.key.as_ref(), tokens) else { return TeamGate::Go };
+    ///
+    /// `tokens` is the attempt's estimate (prompt and output limit), and
+    /// `budgets` the team-wide spend counters that cover it; both are
+    /// reserved here and settled when the ticket goes ([`Ticket::settle`]).
+    pub async fn team_admit(&mut self, tokens: u64, budgets: Vec<SpendAsk>) -> TeamGate {
+        let Some((team, ask)) = self.provider.team_admit_ask(self.key.as_ref(), tokens, budgets) else {
+            return TeamGate::Go;
+        };
         match team.admit(ask).await {
             Admitted::Granted(held) => {
-                self._team_lease = held;
+                self.team_hold = held;
                 TeamGate::Go
             }
             Admitted::Wait(wait) => TeamGate::Wait(wait),
             Admitted::Full => TeamGate::Full,
+            Admitted::OverBudget { budget, spent_micros } => TeamGate::OverBudget { budget, spent_micros },
+            Admitted::Unseeded(missing) => TeamGate::Unseeded(missing),
             // This instance's share of the limits, already taken, decides.
             Admitted::Unreachable => TeamGate::Go,
+        }
+    }
+
+    /// What the attempt really used, to settle the team's reservations
+    /// with when the ticket goes. A ticket dropped unsettled (the attempt
+    /// failed, the client left) returns them whole.
+    pub fn settle(&mut self, used: Used) {
+        if let Some(hold) = &mut self.team_hold {
+            hold.settle(used);
         }
     }
 
@@ -185,13 +203,21 @@ impl Drop for Ticket {
 }
 
 /// What the team's shared limits say to an admitted attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TeamGate {
     Go,
     /// A rate bucket across the team has room after this long.
     Wait(Duration),
     /// At a concurrency cap across the team.
     Full,
+    /// A budget's spend across the team reached its limit: the index of
+    /// the budget among those asked about, and what it has spent.
+    OverBudget {
+        budget: usize,
+        spent_micros: i64,
+    },
+    /// These budgets' shared counters need seeding from the history first.
+    Unseeded(Vec<usize>),
 }
 
 /// What an attempt's outcome means for the provider's health.
@@ -252,7 +278,12 @@ impl Provider {
 
     /// What a team-wide lease for an attempt with `key` asks, when the
     /// provider has a cap and the team is in reach.
-    fn team_admit_ask(&self, key: Option<&ProviderKey>, tokens: u64) -> Option<(Arc<dyn Team>, AdmitAsk)> {
+    fn team_admit_ask(
+        &self,
+        key: Option<&ProviderKey>,
+        tokens: u64,
+        budgets: Vec<SpendAsk>,
+    ) -> Option<(Arc<dyn Team>, AdmitAsk)> {
         let team = self.team()?;
         let provider_max = self.capacity.limit();
         let key = match (self.capacity.key_limit(), key) {
@@ -261,7 +292,12 @@ impl Provider {
         };
         let p = &self.config.policy;
         let (requests_per_minute, tokens_per_minute) = (p.requests_per_minute, p.tokens_per_minute);
-        if provider_max.is_none() && key.is_none() && requests_per_minute.is_none() && tokens_per_minute.is_none() {
+        let limited = provider_max.is_some()
+            || key.is_some()
+            || requests_per_minute.is_some()
+            || tokens_per_minute.is_some()
+            || !budgets.is_empty();
+        if !limited {
             return None;
         }
         let ask = AdmitAsk {
@@ -271,6 +307,7 @@ impl Provider {
             requests_per_minute,
             tokens_per_minute,
             tokens,
+            budgets,
         };
         Some((team.clone(), ask))
     }
@@ -469,7 +506,7 @@ impl Provider {
             cause: None,
             permit,
             _lease: lease,
-            _team_lease: None,
+            team_hold: None,
         })
     }
 

@@ -107,7 +107,6 @@ fn format_of(path: &str) -> Option<Format> {
     }
 }
 
-
 #[test]
 fn the_corpus_is_all_there() {
     let all = fixtures();
@@ -137,7 +136,8 @@ fn every_fixture_translates_to_every_format() {
                     Ok((encoded, _)) => check(f, to, &encoded),
                     Err(e) => refused(f, to, &e, &mut used),
                 };
-                let pending = |p: &String| PENDING.iter().any(|(prefix, what)| f.name.starts_with(prefix) && p.contains(what));
+                let pending =
+                    |p: &String| PENDING.iter().any(|(prefix, what)| f.name.starts_with(prefix) && p.contains(what));
                 for problem in problems.into_iter().filter(|p| !pending(p)) {
                     failures.entry(problem).or_default().push(case.clone());
                 }
