@@ -105,6 +105,7 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
         cache: None,
         saved_usd: None,
         dropped: Vec::new(),
+        instance: None,
     }
 }
 

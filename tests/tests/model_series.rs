@@ -117,6 +117,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
         cache: None,
         saved_usd: None,
         dropped: Vec::new(),
+        instance: None,
     }
 }
 

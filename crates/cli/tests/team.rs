@@ -192,6 +192,9 @@ async fn instances_see_each_other_and_every_response_names_its_instance() {
     assert_eq!(r.headers()["x-switchyard-instance"], "gw-a");
     let r = b.served.chat("m").await;
     assert_eq!(r.headers()["x-switchyard-instance"], "gw-b");
+    // The request's record names the instance that served it.
+    let record = admin(&b.served, &b.data, "/admin/requests").await;
+    assert_eq!(record["requests"][0]["instance"], "gw-b", "{record}");
     // The roll call counts what each served, at its next heartbeat.
     let counted = until(Duration::from_secs(5), || async {
         let team = admin(&a.served, &a.data, "/admin/team").await;

@@ -18,6 +18,8 @@ describe('live rows', () => {
     expect(r.attempt_count).toBe(2);
     expect(r.fallback).toBe(true);
     expect(r.usage.output_tokens).toBe(4);
+    expect(r.instance).toBe(null);
+    expect(fromEvent({ ...event, instance: 'gw-b' }).instance).toBe('gw-b');
   });
 
   it('join the table only when they match its filters', () => {

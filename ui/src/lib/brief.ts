@@ -31,6 +31,9 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
     cache: b.cache,
     // The saving is in the history row; the table shows the status.
     saved_usd: null,
+    // Named on another instance's events; this instance's own carry none
+    // until the history row replaces the live one.
+    instance: e.instance ?? null,
   };
 }
 

@@ -153,7 +153,11 @@ cache: CacheStatus | null,
 /**
  * For an answer from the cache: what it would have cost from the provider.
  */
-saved_usd: number | null, };
+saved_usd: number | null, 
+/**
+ * The team instance that served it; null for a gateway alone.
+ */
+instance: string | null, };
 
 export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, 
 /**
@@ -191,7 +195,11 @@ cache: CacheStatus | null,
 /**
  * For an answer from the cache: what it would have cost from the provider.
  */
-saved_usd: number | null, };
+saved_usd: number | null, 
+/**
+ * The team instance that served it; null for a gateway alone.
+ */
+instance: string | null, };
 
 export type Member = { name: string, 
 /**

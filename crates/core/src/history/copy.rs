@@ -91,6 +91,7 @@ impl From<RequestDetail> for RequestRecord {
             cache: r.cache,
             saved_usd: r.saved_usd,
             dropped: d.dropped,
+            instance: r.instance,
         }
     }
 }

@@ -192,6 +192,10 @@ pub struct RequestRecord {
     /// added it, last.
     #[serde(default)]
     pub dropped: Vec<AttemptDropped>,
+    /// The team instance that served it (`[team] instance`); `None` for a
+    /// gateway alone. Version 5 of the frames added it, last.
+    #[serde(default)]
+    pub instance: Option<String>,
 }
 
 /// An attempt translated for its provider: the client's format and the one

@@ -14,7 +14,7 @@ macro_rules! sql_common {
         const SUMMARY_COLUMNS: &str = "r.id, r.correlation_id, r.started_at, r.finished_at, r.user_agent, r.endpoint,
             r.model, r.streamed, r.outcome, r.status, r.provider, r.provider_model, r.attempts, r.fallback, r.duration_ms,
             r.ttft_ms, r.input_tokens, r.output_tokens, r.cached_tokens, r.cost_usd, r.error_code, r.error, r.cache,
-            r.saved_usd";
+            r.saved_usd, r.instance";
 
         /// `SELECT columns FROM rollups` over [`spend_pieces`], joined by `UNION ALL`.
         fn push_pieces(q: &mut QueryBuilder<$db>, columns: &str, bucket: Bucket, since: i64) {
@@ -141,6 +141,7 @@ macro_rules! sql_common {
                 error: r.try_get("error")?,
                 cache: maybe_named(r, "cache")?,
                 saved_usd: r.try_get("saved_usd")?,
+                instance: r.try_get("instance")?,
             })
         }
 

@@ -65,15 +65,18 @@ const FRAME_V2: u8 = 2;
 const FRAME_V3: u8 = 3;
 /// Version 4 added [`RequestRecord::dropped`], last.
 const FRAME_V4: u8 = 4;
+/// Version 5 added [`RequestRecord::instance`], last.
+const FRAME_V5: u8 = 5;
 /// postcard's encoding of an empty sequence.
 const EMPTY_SEQ: u8 = 0;
 /// postcard's encoding of `None`.
 const NONE: u8 = 0;
 /// What each older version's payload lacks, in postcard: the fields added
 /// since, each empty.
-const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ];
-const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ];
-const UPGRADE_V3: &[u8] = &[EMPTY_SEQ];
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE];
+const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE];
+const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE];
+const UPGRADE_V4: &[u8] = &[NONE];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -419,7 +422,7 @@ fn remove_if_there(path: &Path) -> std::io::Result<()> {
 fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
     let start = frames.len();
     // The format byte, then room for the length and checksum, filled in below.
-    frames.push(FRAME_V4);
+    frames.push(FRAME_V5);
     frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
     if let Err(e) = postcard::to_extend(record, Tail(frames)) {
         warn!("history spool: cannot encode a record: {e}");
@@ -498,7 +501,8 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
         FRAME_V1 => UPGRADE_V1,
         FRAME_V2 => UPGRADE_V2,
         FRAME_V3 => UPGRADE_V3,
-        FRAME_V4 => &[],
+        FRAME_V4 => UPGRADE_V4,
+        FRAME_V5 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -644,11 +648,12 @@ mod tests {
             cache: Some(crate::cache::CacheStatus::Stale),
             saved_usd: Some(0.5),
             dropped: vec![crate::history::record::AttemptDropped { seq: 0, fields: vec!["f".into()] }],
+            instance: Some("gw".into()),
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
@@ -730,6 +735,18 @@ mod tests {
     /// What version 4 appends: one attempt's drops (`01`), seq 0, one
     /// field (`01`), `f` (`01 66`).
     const PINNED_V4_TAIL: &str = "0100010166";
+    /// What version 5 appended: `instance`.
+    const PINNED_V5_TAIL: &str = "01026777";
+
+    #[test]
+    fn a_version_4_frame_reads_with_no_instance() {
+        let payload = format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}");
+        let frame = old_frame(FRAME_V4, &payload);
+        let (record, rest) = read_frame(&frame).unwrap();
+        let record = record.expect("a version 4 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.id.as_str(), record.dropped.len(), record.instance), ("i", 1, None));
+    }
 
     /// A frame version 3 wrote, before the drops, reads with none.
     #[test]

@@ -105,6 +105,8 @@ pub struct RequestSummary {
     pub cache: Option<CacheStatus>,
     /// For an answer from the cache: what it would have cost from the provider.
     pub saved_usd: Option<f64>,
+    /// The team instance that served it; null for a gateway alone.
+    pub instance: Option<String>,
 }
 
 /// A request with its attempts in order.

@@ -115,6 +115,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         cache: None,
         saved_usd: None,
         dropped: Vec::new(),
+        instance: None,
     }
 }
 
@@ -126,11 +127,14 @@ impl Journal {
         correlation_id: &str,
         endpoint: &str,
         user_agent: Option<&str>,
+        instance: Option<&str>,
     ) -> Journal {
+        let mut record = Box::new(blank_record(id, correlation_id, endpoint, user_agent));
+        record.instance = instance.map(str::to_owned);
         Journal {
             sink,
             telemetry: Some(telemetry),
-            record: Some(Box::new(blank_record(id, correlation_id, endpoint, user_agent))),
+            record: Some(record),
             started: Instant::now(),
             attempt_started: Vec::new(),
             delivered: None,

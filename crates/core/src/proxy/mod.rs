@@ -68,6 +68,7 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
         &inbound.ids.correlation_id,
         inbound.endpoint.gateway_path(),
         user_agent,
+        gateway.instance(),
     );
     match serve(gateway, &inbound, body, &mut journal).await {
         Ok(response) => response,
