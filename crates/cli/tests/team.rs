@@ -448,6 +448,44 @@ async fn a_concurrency_cap_holds_across_the_team_and_leaves_no_lease_behind() {
     assert!(freed.is_some(), "B reaches the capped provider again once A's leases expired");
 }
 
+/// Fifty instances killed while they hold leases, one after another: once
+/// the TTL has passed not one place is lost, and the survivor takes both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_kill_9s_of_instances_holding_leases_leak_no_place() {
+    let redis = Redis::start();
+    let slow = SimProvider::start("slow", Script::ok().latency(Duration::from_millis(400))).await.unwrap();
+    let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let survivor = start(dir.path(), "survivor", &capped(dir.path(), "survivor", &redis, &slow, &spare));
+    let mut held_at_kill = 0;
+    for cycle in 0..50 {
+        let name = format!("k{cycle}");
+        let doomed = start(dir.path(), &name, &capped(dir.path(), &name, &redis, &slow, &spare));
+        let sent: Vec<_> = (0..2).map(|_| tokio::spawn(chat_at(doomed.served.addr.clone()))).collect();
+        let holding = until(Duration::from_secs(2), || async { leases(&redis, "slow") >= 2 }).await;
+        held_at_kill += usize::from(holding.is_some());
+        let _ = doomed.served.kill_9();
+        for s in sent {
+            let _ = s.await;
+        }
+    }
+    assert!(held_at_kill >= 45, "most instances died holding both places: {held_at_kill} of 50");
+    // Past the TTL the survivor has both places: two requests at once both
+    // reach the capped provider, and no lease is left after them.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let before = slow.calls();
+    let both = async {
+        let sent: Vec<_> = (0..2).map(|_| chat_at(survivor.served.addr.clone())).collect();
+        futures_util::future::join_all(sent).await
+    };
+    let (peak, answers) = peak_while(&slow, both).await;
+    for r in answers {
+        assert_eq!(r.unwrap().headers()["x-switchyard-provider"], "slow", "a place was lost");
+    }
+    assert_eq!((slow.calls() - before, peak), (2, 2));
+    assert_eq!(leases(&redis, "slow"), 0, "no lease left when idle");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_instance_s_late_release_frees_nothing_it_no_longer_holds() {
     let redis = Redis::start();
@@ -489,7 +527,7 @@ async fn a_rate_limit_is_one_bucket_for_the_whole_team() {
         let text = format!(
             "[team]\nredis = \"{}\"\nnamespace = \"rate\"\ninstance = \"{name}\"\n\n\
              [policy]\nmax_retries = 0\nmax_retry_wait = \"50ms\"\n\n\
-             {}policy = {{ requests_per_minute = 10 }}\n\n{}\n[[routes]]\nmodel = \"m\"\nchain = [\"limited\", \"spare\"]\n",
+             {}policy = {{ requests_per_minute = 60 }}\n\n{}\n[[routes]]\nmodel = \"m\"\nchain = [\"limited\", \"spare\"]\n",
             redis.url(),
             support::provider_toml("limited", &limited, "[\"m\"]", "auth = \"none\""),
             support::provider_toml("spare", &spare, "[\"m\"]", "auth = \"none\""),
@@ -499,16 +537,29 @@ async fn a_rate_limit_is_one_bucket_for_the_whole_team() {
         path
     };
     let (a, b) = pair(dir.path(), config).await;
+    let c = start(dir.path(), "gw-c", &config("gw-c"));
+    let three = until(Duration::from_secs(10), || async {
+        admin(&c.served, &c.data, "/admin/team").await["members"].as_array().is_some_and(|m| m.len() == 3)
+    })
+    .await;
+    assert!(three.is_some(), "three instances on the roll call");
 
-    // 30 requests over both instances within a second or two: 10 a minute
-    // across the team, so the limited provider takes about 10, not 10 each.
-    for i in 0..30 {
-        let target = if i % 2 == 0 { &a.served } else { &b.served };
-        assert_eq!(target.chat("m").await.status(), 200, "every request answered");
+    // 150 requests over three instances, 30 at a time: 60 a minute across
+    // the team, so the limited provider takes 60 (and one more for each
+    // second the bucket refilled meanwhile), not 60 each.
+    let addrs = [a.served.addr.clone(), b.served.addr.clone(), c.served.addr.clone()];
+    let started = Instant::now();
+    for wave in 0..5 {
+        let sent: Vec<_> = (0..30).map(|i| chat_at(addrs[(wave * 30 + i) % 3].clone())).collect();
+        for r in futures_util::future::join_all(sent).await {
+            assert_eq!(r.unwrap().status(), 200, "every request answered");
+        }
     }
+    let refilled = started.elapsed().as_secs_f64().ceil() as usize;
     let took = limited.calls();
-    assert!((10..=11).contains(&took), "requests_per_minute = 10 across two instances, yet {took} went");
-    assert_eq!(spare.calls(), 30 - took, "the rest fell back");
+    println!("requests_per_minute = 60 over three instances: {took} of 150 in {:?}", started.elapsed());
+    assert!((60..=60 + refilled).contains(&took), "requests_per_minute = 60 across three instances, yet {took} went");
+    assert_eq!(spare.calls(), 150 - took, "the rest fell back");
 }
 
 /// A Chat request to `addr` that allows `max_tokens` of output.
