@@ -344,6 +344,8 @@ struct Inner {
     /// The writer thread, unparked to cut its linger short.
     writer: OnceLock<std::thread::Thread>,
     counters: Arc<CacheCounters>,
+    /// Keys being filled by a request now: one upstream call for each.
+    flights: super::shared::Flights,
 }
 
 impl std::fmt::Debug for Inner {
@@ -372,6 +374,7 @@ impl Store {
             jobs,
             writer: OnceLock::new(),
             counters: counters.clone(),
+            flights: Default::default(),
         });
         let writer = Writer {
             conn,
@@ -399,6 +402,11 @@ impl Store {
 
     pub fn counters(&self) -> &Arc<CacheCounters> {
         &self.inner.counters
+    }
+
+    /// The keys requests are filling now (single flight).
+    pub fn flights(&self) -> &super::shared::Flights {
+        &self.inner.flights
     }
 
     fn index(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
