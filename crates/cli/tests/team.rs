@@ -699,3 +699,116 @@ async fn a_day_budget_holds_across_the_team_and_survives_a_redis_restart() {
         micros / 1e6
     );
 }
+
+/// A config for instance `name` of a team on `redis` whose route `m`
+/// caches answers, in front of `good` alone.
+fn cache_config(dir: &std::path::Path, name: &str, redis: &Redis, good: &SimProvider) -> std::path::PathBuf {
+    let text = format!(
+        "[team]\nredis = \"{}\"\nnamespace = \"t\"\ninstance = \"{name}\"\n\n{}\n\
+         [[routes]]\nmodel = \"m\"\nchain = [\"good\"]\npolicy = {{ cache = {{ ttl = \"10m\" }} }}\n",
+        redis.url(),
+        support::provider_toml("good", good, "[\"m\"]", "auth = \"none\""),
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A deterministic question (so the cache may answer it) to the instance
+/// at `addr`: its status, `x-switchyard-cache` and body.
+async fn ask(addr: &str, question: &str) -> (u16, String, String) {
+    let r = client()
+        .post(format!("http://{addr}/v1/chat/completions"))
+        .json(&serde_json::json!({ "model": "m", "temperature": 0,
+            "messages": [{ "role": "user", "content": question }] }))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let cache = r.headers().get("x-switchyard-cache").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (status, cache, r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_identical_requests_over_two_instances_make_one_upstream_call() {
+    let redis = Redis::start();
+    // Slow enough that all twenty are in flight together.
+    let good = SimProvider::start("good", Script::ok().latency(Duration::from_millis(500))).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = pair(dir.path(), |name| cache_config(dir.path(), name, &redis, &good)).await;
+
+    let started = Instant::now();
+    let mut asked = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let addr = if i % 2 == 0 { a.served.addr.clone() } else { b.served.addr.clone() };
+        asked.spawn(async move { ask(&addr, "the same question").await });
+    }
+    let answers: Vec<(u16, String, String)> = asked.join_all().await;
+    let took = started.elapsed();
+    assert_eq!(good.calls(), 1, "one upstream call across the team");
+    assert!(answers.iter().all(|(status, _, _)| *status == 200), "{answers:?}");
+    assert!(answers.iter().all(|(_, _, body)| *body == answers[0].2), "every client gets the same answer");
+    let hits = answers.iter().filter(|(_, cache, _)| cache == "hit").count();
+    assert_eq!(hits, 19, "all but the one that filled it are hits: {answers:?}");
+    println!("20 identical requests over two instances: 1 upstream call, all answered in {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_stored_on_one_instance_is_a_hit_on_the_other_and_at_once() {
+    let redis = Redis::start();
+    let good = SimProvider::start("good", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = pair(dir.path(), |name| cache_config(dir.path(), name, &redis, &good)).await;
+
+    let first = ask(&a.served.addr, "asked on a").await;
+    assert_eq!((first.0, first.1.as_str()), (200, "miss"));
+    // Straight after: on the other instance, and again on the same one.
+    let started = Instant::now();
+    let on_b = ask(&b.served.addr, "asked on a").await;
+    let took = started.elapsed();
+    assert_eq!((on_b.0, on_b.1.as_str()), (200, "hit"), "stored on a, a hit on b");
+    assert_eq!(on_b.2, first.2);
+    let again = ask(&a.served.addr, "asked on a").await;
+    assert_eq!((again.0, again.1.as_str()), (200, "hit"), "a repeat right after an answer is a hit");
+    assert_eq!(good.calls(), 1);
+    // b keeps it too: a hit there needs Redis no more.
+    let from_b = ask(&b.served.addr, "asked on a").await;
+    assert_eq!(from_b.1, "hit");
+    println!("a hit on b for an answer stored on a: {took:?}");
+    // What Redis holds is the answer alone, never the question's headers.
+    let keys =
+        Command::new("redis-cli").args(["-p", &redis.port.to_string(), "--scan", "--pattern", "t:cache:*"]).output();
+    if let Ok(out) = keys {
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(text.lines().count(), 1, "one entry and no lock left: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_frozen_the_cache_is_local_and_every_request_answered() {
+    let redis = Redis::start();
+    let good = SimProvider::start("good", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = pair(dir.path(), |name| cache_config(dir.path(), name, &redis, &good)).await;
+
+    redis.signal("-STOP");
+    let started = Instant::now();
+    for (i, addr) in [&a.served.addr, &b.served.addr].into_iter().cycle().take(8).enumerate() {
+        let question = format!("question {}", i / 2);
+        let (status, _, _) = ask(addr, &question).await;
+        assert_eq!(status, 200, "request {i} answered with Redis frozen");
+    }
+    // A repeat on the same instance is still a hit, from its own cache.
+    let (status, cache, _) = ask(&a.served.addr, "question 0").await;
+    assert_eq!((status, cache.as_str()), (200, "hit"));
+    let took = started.elapsed();
+    redis.signal("-CONT");
+    assert!(good.calls() <= 8, "{} upstream calls", good.calls());
+    println!("9 requests with Redis frozen, all answered in {took:?}");
+    let back = until(Duration::from_secs(10), || async {
+        admin(&a.served, &a.data, "/admin/team").await["state"] == "connected"
+    })
+    .await;
+    assert!(back.is_some(), "connected again");
+}

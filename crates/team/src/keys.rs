@@ -12,6 +12,17 @@ impl Keys {
         Keys { ns: namespace.to_owned() }
     }
 
+    /// A cached answer shared by the team, by its cache key's hex (the
+    /// hash tag keeps it on one slot with its fill lock).
+    pub fn cache_entry(&self, key: &str) -> String {
+        format!("{}:cache:{{{key}}}", self.ns)
+    }
+
+    /// Who fills a cached answer now.
+    pub fn cache_lock(&self, key: &str) -> String {
+        format!("{}:cache:{{{key}}}:fill", self.ns)
+    }
+
     /// Where changes are announced.
     pub fn channel(&self) -> String {
         format!("{}:changes", self.ns)

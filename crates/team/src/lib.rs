@@ -19,6 +19,7 @@
 //! - `sync`: what the runner reads back from the shared state.
 //! - `events`: every instance's events on every instance's live feed.
 
+mod cache;
 mod events;
 pub mod keys;
 mod lease;
@@ -37,7 +38,7 @@ use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use switchyard_core::config::{redact_redis_url, TeamConfig};
 use switchyard_core::gateway::Gateway;
-use switchyard_core::team::{solo_name, AdmitAsk, Admitted, BoxFuture, Change, Member, Seed, Team, TeamView};
+use switchyard_core::team::{solo_name, AdmitAsk, Admitted, BoxFuture, Change, Member, Seed, Shared, Team, TeamView};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -149,6 +150,19 @@ impl Team for RedisTeam {
 
     fn admit(&self, ask: AdmitAsk) -> BoxFuture<'_, Admitted> {
         Box::pin(lease::take(self, ask, self.lease_ttl, CALL_TIMEOUT))
+    }
+
+    fn cache_fill(&self, key: &str, lock_ttl: Duration) -> BoxFuture<'_, Shared> {
+        let key = key.to_owned();
+        Box::pin(async move { cache::fill(self, &key, lock_ttl, CALL_TIMEOUT).await })
+    }
+
+    fn cache_store(&self, key: &str, entry: Vec<u8>, ttl: Duration, lock: Option<String>) {
+        cache::store(self, key, Some(entry), ttl, lock, CALL_TIMEOUT);
+    }
+
+    fn cache_release(&self, key: &str, lock: String) {
+        cache::store(self, key, None, Duration::ZERO, Some(lock), CALL_TIMEOUT);
     }
 
     fn seed_spend(&self, counter: &str, micros: i64, expires_at_ms: i64, seed: Seed) -> BoxFuture<'_, bool> {

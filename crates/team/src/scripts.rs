@@ -27,6 +27,9 @@ pub struct Scripts {
     pub reserve_spend: Script,
     pub settle_spend: Script,
     pub seed_spend: Script,
+    pub cache_fill: Script,
+    pub cache_store: Script,
+    pub cache_release: Script,
 }
 
 impl Scripts {
@@ -44,6 +47,9 @@ impl Scripts {
             reserve_spend: Script::new(RESERVE_SPEND),
             settle_spend: Script::new(SETTLE_SPEND),
             seed_spend: Script::new(SEED_SPEND),
+            cache_fill: Script::new(CACHE_FILL),
+            cache_store: Script::new(CACHE_STORE),
+            cache_release: Script::new(CACHE_RELEASE),
         }
     }
 }
@@ -323,3 +329,30 @@ elseif first == 1 then
 end
 return {1}
 ";
+
+/// A cached answer, or the fill lock on it. KEYS: the entry, its fill
+/// lock. ARGV: this instance's lock token, the lock's TTL (ms).
+/// Returns {1, entry}, {2} (the lock is this instance's) or {3} (another
+/// holds it).
+pub const CACHE_FILL: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if v then return {1, v} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2} end
+return {3}
+"#;
+
+/// Stores an answer for its TTL and lets go of the fill lock when it is
+/// still the one this instance took. KEYS: the entry, its fill lock.
+/// ARGV: the entry, its TTL (ms), the lock token ('' for none).
+pub const CACHE_STORE: &str = r#"
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end
+return {1}
+"#;
+
+/// Lets go of a fill lock, only when it is still the one this instance
+/// took. KEYS: the lock. ARGV: the token.
+pub const CACHE_RELEASE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return {1}
+"#;

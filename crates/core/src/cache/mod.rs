@@ -21,6 +21,7 @@ pub(crate) mod key;
 pub(crate) mod metrics;
 pub(crate) mod reframe;
 pub(crate) mod replay;
+pub mod shared;
 pub(crate) mod store;
 
 pub use capture::Capture;

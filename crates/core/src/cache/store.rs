@@ -99,7 +99,8 @@ const QUEUE: usize = 1024;
 /// Jobs written in one transaction at most.
 const MAX_BATCH: usize = 256;
 /// How long the writer lets jobs gather before a transaction. A flush or a
-/// purge cuts it short; a hit on an answer still lingering here is a miss.
+/// purge cuts it short; an answer lingering here is found in the index's
+/// waiting copies meanwhile.
 pub const LINGER: Duration = Duration::from_millis(20);
 /// Idle read connections kept.
 const READERS: usize = 4;
@@ -287,13 +288,33 @@ impl Slot {
 }
 
 /// Key prefixes to their newest entries: shared by the store's handles
-/// and its writer, which keeps the row ids.
+/// and its writer, which keeps the row ids. Answers stored but not yet
+/// written wait in `pending`, where a lookup finds them at once: a repeat
+/// right after an answer is a hit, not a miss for the writer's [`LINGER`].
 #[derive(Debug, Default)]
-struct Index(Mutex<HashMap<u64, Slot>>);
+struct Index {
+    slots: Mutex<HashMap<u64, Slot>>,
+    /// Bounded by the writer's queue ([`QUEUE`] answers of at most
+    /// [`Limits::max_entry_bytes`] each).
+    pending: Mutex<HashMap<CacheKey, Entry>>,
+}
 
 impl Index {
     fn lock(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pending(&self) -> MutexGuard<'_, HashMap<CacheKey, Entry>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lets go of the waiting copy of `key`'s answer once the answer of
+    /// `created_at` (or a newer one) is written, or will never be.
+    fn settle_pending(&self, key: &CacheKey, created_at: i64) {
+        let mut pending = self.pending();
+        if pending.get(key).is_some_and(|e| e.created_at_ms <= created_at) {
+            pending.remove(key);
+        }
     }
 
     /// Forgets the slots of `prefixes` whose answer was never written (its
@@ -323,6 +344,8 @@ struct Inner {
     /// The writer thread, unparked to cut its linger short.
     writer: OnceLock<std::thread::Thread>,
     counters: Arc<CacheCounters>,
+    /// Keys being filled by a request now: one upstream call for each.
+    flights: super::shared::Flights,
 }
 
 impl std::fmt::Debug for Inner {
@@ -342,7 +365,7 @@ impl Store {
         counters.entries.store(index.len() as u64, Ordering::Relaxed);
         counters.bytes.store(stored, Ordering::Relaxed);
         let (jobs, queue) = mpsc::channel(QUEUE);
-        let index = Arc::new(Index(Mutex::new(index)));
+        let index = Arc::new(Index { slots: Mutex::new(index), pending: Mutex::default() });
         let inner = Arc::new(Inner {
             path: path.to_path_buf(),
             limits,
@@ -351,6 +374,7 @@ impl Store {
             jobs,
             writer: OnceLock::new(),
             counters: counters.clone(),
+            flights: Default::default(),
         });
         let writer = Writer {
             conn,
@@ -380,6 +404,11 @@ impl Store {
         &self.inner.counters
     }
 
+    /// The keys requests are filling now (single flight).
+    pub fn flights(&self) -> &super::shared::Flights {
+        &self.inner.flights
+    }
+
     fn index(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
         self.inner.index.lock()
     }
@@ -390,6 +419,10 @@ impl Store {
     /// caller's to say, since a stale entry is served only if the chain fails.
     pub async fn get(&self, key: &CacheKey, now_ms: i64, lifetime: Lifetime) -> Option<Hit> {
         let oldest = now_ms.saturating_sub(millis(lifetime.ttl.saturating_add(lifetime.stale)));
+        let waiting = self.inner.index.pending().get(key).cloned();
+        if let Some(entry) = waiting.filter(|e| e.created_at_ms >= oldest) {
+            return Some(hit(entry, now_ms, lifetime));
+        }
         // The index holds the newest creation time of any key with this
         // prefix: absent or too old here is absent or too old in SQLite.
         // An entry not written yet is not found either.
@@ -426,13 +459,11 @@ impl Store {
         if entry.created_at_ms < oldest {
             return None;
         }
-        let age_ms = now_ms.saturating_sub(entry.created_at_ms).max(0);
-        let freshness = if age_ms <= millis(lifetime.ttl) { Freshness::Fresh } else { Freshness::Stale };
         if let Some(slot) = self.index().get_mut(&key.prefix()).filter(|s| s.row == Some(row)) {
             slot.last_used_at = slot.last_used_at.max(now_ms);
         }
         self.send(Job::Touch(row, *key, now_ms));
-        Some(Hit { entry, age: Duration::from_millis(age_ms as u64), freshness })
+        Some(hit(entry, now_ms, lifetime))
     }
 
     /// Stores an answer (replacing any under the same key), later and off
@@ -448,8 +479,11 @@ impl Store {
             .entry(key.prefix())
             .and_modify(|s| s.created_at = s.created_at.max(entry.created_at_ms))
             .or_insert(Slot::queued(entry.created_at_ms));
+        let created_at = entry.created_at_ms;
+        self.inner.index.pending().insert(key, entry.clone());
         if !self.send(Job::Put(key, Box::new(entry))) {
             self.inner.index.forget_unwritten([key.prefix()]);
+            self.inner.index.settle_pending(&key, created_at);
         }
     }
 
@@ -529,6 +563,13 @@ impl Store {
             readers.push(conn);
         }
     }
+}
+
+/// `entry` as found at `now_ms`: fresh within the `ttl`, stale after.
+fn hit(entry: Entry, now_ms: i64, lifetime: Lifetime) -> Hit {
+    let age_ms = now_ms.saturating_sub(entry.created_at_ms).max(0);
+    let freshness = if age_ms <= millis(lifetime.ttl) { Freshness::Fresh } else { Freshness::Stale };
+    Hit { entry, age: Duration::from_millis(age_ms as u64), freshness }
 }
 
 fn millis(d: Duration) -> i64 {
@@ -776,6 +817,7 @@ impl Writer {
         let n = purge_all(&self.conn)?;
         self.stored = 0;
         self.index.lock().clear();
+        self.index.pending().clear();
         self.counters.entries.store(0, Ordering::Relaxed);
         self.counters.bytes.store(0, Ordering::Relaxed);
         Ok(n)
@@ -785,7 +827,17 @@ impl Writer {
         if jobs.is_empty() {
             return;
         }
-        if let Err(e) = self.try_write(jobs) {
+        let puts: Vec<(CacheKey, i64)> = jobs
+            .iter()
+            .filter_map(|j| if let Job::Put(key, entry) = j { Some((*key, entry.created_at_ms)) } else { None })
+            .collect();
+        let result = self.try_write(jobs);
+        // Written (found in SQLite from now on) or not written at all: the
+        // waiting copies of this batch's answers go either way.
+        for (key, created_at) in &puts {
+            self.index.settle_pending(key, *created_at);
+        }
+        if let Err(e) = result {
             warn!("response cache write failed: {e}");
             // This batch's new answers are not stored. Every unwritten slot
             // goes, not only theirs: one still queued is made again when

@@ -246,7 +246,7 @@ async fn stores_are_written_after_the_linger_without_a_flush() {
     store.put(key(2), entry(&b"{\"b\":2}"[..], NOW));
     // Lingering, not parked for good: both land in one transaction soon after.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while store.get(&key(2), NOW, lifetime(10, 60)).await.is_none() {
+    while store.counters().stores.load(std::sync::atomic::Ordering::Relaxed) < 2 {
         assert!(std::time::Instant::now() < deadline, "the writer never wrote without a flush");
         tokio::time::sleep(LINGER).await;
     }
@@ -398,4 +398,25 @@ async fn an_answer_whose_write_is_dropped_leaves_nothing_in_the_index() {
     assert_eq!(index.len() as u64, stats.entries, "a slot for each answer written, and none for the dropped");
     assert!(index.values().all(|s| s.row.is_some()));
     assert_eq!(rows(dir.path()) as u64, stats.entries);
+}
+
+#[tokio::test]
+async fn an_answer_is_found_the_moment_it_is_stored_before_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Limits::default()).await;
+    store.put(key(1), entry(&b"{\"a\":1}"[..], NOW));
+    // Before the writer's linger is over: found all the same, and fresh.
+    let hit = store.get(&key(1), NOW + 1000, lifetime(10, 60)).await.expect("found while waiting to be written");
+    assert_eq!((&hit.entry.body[..], hit.freshness), (&b"{\"a\":1}"[..], Freshness::Fresh));
+    assert_eq!(hit.age, Duration::from_secs(1));
+    assert!(store.get(&key(2), NOW, lifetime(10, 60)).await.is_none());
+    // Past its lifetime it is not found, waiting or not.
+    assert!(store.get(&key(1), NOW + 71 * 60_000, lifetime(10, 60)).await.is_none());
+    store.flush().await;
+    let written = store.get(&key(1), NOW + 1000, lifetime(10, 60)).await.expect("found once written");
+    assert_eq!(&written.entry.body[..], b"{\"a\":1}");
+    // A purge takes the waiting ones too.
+    store.put(key(3), entry(&b"{\"c\":3}"[..], NOW));
+    store.purge().await.unwrap();
+    assert!(store.get(&key(3), NOW, lifetime(10, 60)).await.is_none());
 }

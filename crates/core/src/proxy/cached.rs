@@ -2,11 +2,21 @@
 //! says for a request, a fresh hit answered before any provider is
 //! considered, a stale one kept as the chain's last resort, and the copy of
 //! a live answer the relay stores when the body ends.
+//!
+//! Single flight: of identical requests in flight at once, one goes to the
+//! chain and the others wait for its answer ([`crate::cache::shared`]); in
+//! a team, the same across instances, and answers are shared.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Response, StatusCode};
 use bytes::Bytes;
 
+use crate::cache::shared::{self, FillLock, Flight, Joined};
 use crate::cache::{self, Ask, CacheKey, CacheStatus, Capture, Entry, Form, Hit, Lookup, Plan, Store, Wire};
 use crate::config::Config;
 use crate::history::record::now_ms;
@@ -14,6 +24,16 @@ use crate::protocol::usage::Usage;
 use crate::proxy::body::RequestHead;
 use crate::proxy::journal::Journal;
 use crate::proxy::Inbound;
+use crate::team::{Shared, Team};
+
+/// How long the team's fill lock holds: past it, a waiting instance takes
+/// the lock over (its holder died, or its answer runs long).
+const FILL_LOCK_TTL: Duration = Duration::from_secs(30);
+/// How often an instance waiting for another's answer asks for it again.
+const FILL_POLL: Duration = Duration::from_millis(25);
+/// Rounds of waiting for this instance's own requests before going alone:
+/// each ends when the request filling the key ends.
+const LOCAL_ROUNDS: usize = 4;
 
 /// The cache's part in one request.
 #[derive(Debug)]
@@ -25,6 +45,10 @@ pub(crate) struct Cached {
     model: String,
     /// An expired answer, served only if the chain fails.
     stale: Option<Box<Hit>>,
+    /// The team whose cache this one shares, in team mode.
+    team: Option<Arc<dyn Team>>,
+    /// The key's flight, when this request fills it.
+    flight: Option<Arc<Flight>>,
 }
 
 impl Cached {
@@ -32,6 +56,7 @@ impl Cached {
     /// (no store, no settings, no header): no header is sent either.
     pub fn plan(
         store: Option<&Store>,
+        team: Option<&Arc<dyn Team>>,
         config: &Config,
         inbound: &Inbound,
         head: &RequestHead,
@@ -52,6 +77,8 @@ impl Cached {
             endpoint: inbound.endpoint.gateway_path(),
             model: head.model.clone(),
             stale: None,
+            team: team.cloned(),
+            flight: None,
         })
     }
 
@@ -59,9 +86,65 @@ impl Cached {
     /// and no cost; an expired one is kept for [`Cached::stale`]. The
     /// record says `miss` or `bypass` until an answer from the cache says
     /// otherwise.
-    pub async fn lookup(&mut self, journal: &mut Journal) -> Option<Response<Body>> {
+    ///
+    /// A miss waits (until `wait_until` at most) for an identical request
+    /// in flight, here or, in a team, on another instance, and answers
+    /// with what it stored; a miss no one is filling makes this request
+    /// the one that fills it.
+    pub async fn lookup(&mut self, journal: &mut Journal, wait_until: Instant) -> Option<Response<Body>> {
         journal.cache(self.live_status());
         let Plan::Lookup { key, lifetime } = self.plan else { return None };
+        for _ in 0..LOCAL_ROUNDS {
+            if let Some(hit) = self.local(journal, key, lifetime).await {
+                return Some(hit);
+            }
+            match self.store.flights().join(key) {
+                Joined::Leader(flight) => {
+                    self.flight = Some(Arc::new(flight));
+                    break;
+                }
+                Joined::Follower(mut filling) => {
+                    let left = wait_until.saturating_duration_since(Instant::now());
+                    if tokio::time::timeout(left, filling.changed()).await.is_err() {
+                        return None;
+                    }
+                }
+            }
+        }
+        self.flight.as_ref()?;
+        let team = self.team.clone().filter(|t| t.connected())?;
+        let hex = key.hex();
+        let wait_until = wait_until.min(Instant::now() + FILL_LOCK_TTL + FILL_POLL);
+        // Bounded by the wait: at most one ask per poll interval.
+        loop {
+            match team.cache_fill(&hex, FILL_LOCK_TTL).await {
+                Shared::Found(bytes) => {
+                    let entry = shared::decode(&bytes)?;
+                    self.store.put(key, entry);
+                    let hit = self.local(journal, key, lifetime).await;
+                    // Answered: this instance's followers find it too.
+                    self.flight = None;
+                    return hit;
+                }
+                Shared::Fill(token) => {
+                    if let Some(flight) = &self.flight {
+                        flight.hold(FillLock { team: team.clone(), key: hex, token });
+                    }
+                    return None;
+                }
+                Shared::Filling if Instant::now() + FILL_POLL < wait_until => tokio::time::sleep(FILL_POLL).await,
+                Shared::Filling | Shared::Unreachable => return None,
+            }
+        }
+    }
+
+    /// This instance's own cache: a fresh answer served, a stale one kept.
+    async fn local(
+        &mut self,
+        journal: &mut Journal,
+        key: CacheKey,
+        lifetime: cache::Lifetime,
+    ) -> Option<Response<Body>> {
         match cache::lookup(&self.store, &key, lifetime, self.ask, now_ms()).await {
             Lookup::Fresh { response, entry } => {
                 let saved = journal.saved(&entry);
@@ -113,10 +196,13 @@ impl Cached {
 
     /// Where a live answer goes to be stored: only for a plan that stores.
     pub fn keeper(&self, provider: &str) -> Option<Keeper> {
-        let (Plan::Lookup { key, .. } | Plan::Refresh { key, .. }) = self.plan else { return None };
+        let (Plan::Lookup { key, lifetime } | Plan::Refresh { key, lifetime }) = self.plan else { return None };
         Some(Keeper {
             store: self.store.clone(),
             key,
+            ttl: lifetime.ttl,
+            team: self.team.clone(),
+            flight: self.flight.clone(),
             wire: self.ask.wire,
             endpoint: self.endpoint,
             model: self.model.clone(),
@@ -130,6 +216,12 @@ impl Cached {
 pub(crate) struct Keeper {
     store: Store,
     key: CacheKey,
+    /// How long the team keeps the answer.
+    ttl: Duration,
+    team: Option<Arc<dyn Team>>,
+    /// The key's flight, which ends (waking the requests that wait for the
+    /// answer) once the answer is stored or will not be.
+    flight: Option<Arc<Flight>>,
     wire: Wire,
     endpoint: &'static str,
     model: String,
@@ -184,6 +276,17 @@ impl Keeping {
             cost_usd,
             created_at_ms: now_ms(),
         };
+        let lock = keeper.flight.as_ref().and_then(|f| f.take_lock());
+        if let Some(team) = &keeper.team {
+            match shared::encode(&entry) {
+                Some(bytes) => team.cache_store(&keeper.key.hex(), bytes, keeper.ttl, lock.map(|l| l.token)),
+                None => {
+                    if let Some(l) = lock {
+                        team.cache_release(&l.key, l.token);
+                    }
+                }
+            }
+        }
         keeper.store.put(keeper.key, entry);
     }
 }

@@ -114,9 +114,12 @@ async fn serve(
         journal.take().finish_local(response.status()).await;
         return Ok(response);
     }
-    let mut cached = cached::Cached::plan(gateway.cache(), &live.config, inbound, &head, &bytes);
+    let mut cached = cached::Cached::plan(gateway.cache(), gateway.team(), &live.config, inbound, &head, &bytes);
     if let Some(c) = &mut cached {
-        if let Some(hit) = c.lookup(journal).await {
+        // An identical request in flight is waited for within the deadline.
+        let policy = live.config.request_policy(&head.model);
+        let wait_until = Deadline::for_request(&inbound.headers, policy.deadline, started).at;
+        if let Some(hit) = c.lookup(journal, wait_until).await {
             return Ok(hit);
         }
     }

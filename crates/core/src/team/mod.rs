@@ -170,6 +170,46 @@ pub trait Team: Send + Sync + fmt::Debug {
     /// its own history (SQLite), added once per instance so the counter
     /// is the sum of every instance's part. Whether Redis answered.
     fn seed_spend(&self, counter: &str, micros: i64, expires_at_ms: i64, seed: Seed) -> BoxFuture<'_, bool>;
+
+    /// The team's cached answer under `key` (a cache key's hex) or, when
+    /// there is none, the fill lock on it if no other instance holds it
+    /// (held for `lock_ttl` at most): one round trip. A team without a
+    /// shared cache has nothing.
+    fn cache_fill(&self, key: &str, lock_ttl: std::time::Duration) -> BoxFuture<'_, Shared> {
+        let _ = (key, lock_ttl);
+        Box::pin(async { Shared::Unreachable })
+    }
+
+    /// Stores an answer's `entry` bytes under `key` for `ttl`, and lets go
+    /// of the fill `lock` this instance held for it, off the request path:
+    /// never waits for Redis.
+    fn cache_store(&self, key: &str, entry: Vec<u8>, ttl: std::time::Duration, lock: Option<String>) {
+        let _ = (key, entry, ttl, lock);
+    }
+
+    /// Lets go of a fill lock without an answer (the chain failed, or its
+    /// answer cannot be kept), so a waiting instance takes it at once
+    /// rather than after its TTL. Never waits for Redis.
+    fn cache_release(&self, key: &str, lock: String) {
+        let _ = (key, lock);
+    }
+}
+
+/// What the team's cache said of one answer, in one round trip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shared {
+    /// An instance stored it: the entry's bytes ([`crate::cache::shared`]).
+    Found(Vec<u8>),
+    /// No instance has it and none is filling it: this one fills it, under
+    /// the fill lock this token names, until it stores the answer
+    /// ([`Team::cache_store`]) or gives up ([`Team::cache_release`]); a
+    /// lock left behind expires with its TTL.
+    Fill(String),
+    /// Another instance is filling it now: ask again shortly.
+    Filling,
+    /// Redis is out of reach (or the entry could not be read): the local
+    /// cache alone.
+    Unreachable,
 }
 
 /// What the history a spend counter is seeded from holds.

@@ -1,0 +1,108 @@
+//! The response cache across the team: answers shared under their cache
+//! key, and the fill lock that makes identical requests on different
+//! instances one upstream call. One round trip for a lookup; stores and
+//! releases are sent off the request path. Redis out of reach is a miss
+//! (and no lock): the local cache answers alone.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use switchyard_core::cache::shared::MAX_SHARED_BYTES;
+use switchyard_core::team::Shared;
+use switchyard_core::team::Team;
+use tracing::debug;
+
+use crate::scripts::Scripts;
+use crate::RedisTeam;
+
+/// Tokens of this process's fill locks, unique with its id.
+static LOCKS: AtomicU64 = AtomicU64::new(0);
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// An entry, or the fill lock, or a wait: one script, one round trip.
+pub(crate) async fn fill(team: &RedisTeam, key: &str, lock_ttl: Duration, limit: Duration) -> Shared {
+    let Some(mut con) = team.connection().filter(|_| team.connected()) else { return Shared::Unreachable };
+    let token = format!("{}:{}", team.id(), LOCKS.fetch_add(1, Ordering::Relaxed));
+    let mut call = team.scripts.cache_fill.prepare_invoke();
+    call.key(team.keys.cache_entry(key)).key(team.keys.cache_lock(key)).arg(&token).arg(ms(lock_ttl));
+    match tokio::time::timeout(limit, call.invoke_async::<Value>(&mut con)).await {
+        Ok(Ok(answer)) => read(answer, token),
+        Ok(Err(e)) => {
+            debug!("team: the shared cache did not answer: {e}");
+            Shared::Unreachable
+        }
+        Err(_) => {
+            debug!("team: the shared cache did not answer within {limit:?}");
+            Shared::Unreachable
+        }
+    }
+}
+
+/// What [`crate::scripts::CACHE_FILL`] answered.
+fn read(answer: Value, token: String) -> Shared {
+    let Value::Array(items) = answer else { return Shared::Unreachable };
+    match items.as_slice() {
+        [Value::Int(1), Value::BulkString(entry)] if entry.len() <= MAX_SHARED_BYTES + 4096 => {
+            Shared::Found(entry.clone())
+        }
+        [Value::Int(2)] => Shared::Fill(token),
+        [Value::Int(3)] => Shared::Filling,
+        _ => Shared::Unreachable,
+    }
+}
+
+/// Stores `entry` (and lets go of `lock`), or lets go of `lock` alone,
+/// on a task of its own: the request never waits for it.
+pub(crate) fn store(
+    team: &RedisTeam,
+    key: &str,
+    entry: Option<Vec<u8>>,
+    ttl: Duration,
+    lock: Option<String>,
+    limit: Duration,
+) {
+    let Some(mut con) = team.connection().filter(|_| team.connected()) else { return };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let scripts: Arc<Scripts> = team.scripts.clone();
+    let (entry_key, lock_key) = (team.keys.cache_entry(key), team.keys.cache_lock(key));
+    runtime.spawn(async move {
+        let call = match &entry {
+            Some(bytes) => {
+                let mut call = scripts.cache_store.prepare_invoke();
+                call.key(&entry_key).key(&lock_key).arg(bytes.as_slice()).arg(ms(ttl));
+                call.arg(lock.as_deref().unwrap_or(""));
+                call
+            }
+            None => {
+                let Some(token) = &lock else { return };
+                let mut call = scripts.cache_release.prepare_invoke();
+                call.key(&lock_key).arg(token);
+                call
+            }
+        };
+        match tokio::time::timeout(limit, call.invoke_async::<Value>(&mut con)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => debug!("team: a cached answer was not shared: {e}"),
+            Err(_) => debug!("team: sharing a cached answer took over {limit:?}"),
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fill_script_answers_an_entry_a_lock_or_a_wait() {
+        let found = Value::Array(vec![Value::Int(1), Value::BulkString(b"e".to_vec())]);
+        assert_eq!(read(found, "t".into()), Shared::Found(b"e".to_vec()));
+        assert_eq!(read(Value::Array(vec![Value::Int(2)]), "t".into()), Shared::Fill("t".into()));
+        assert_eq!(read(Value::Array(vec![Value::Int(3)]), "t".into()), Shared::Filling);
+        assert_eq!(read(Value::Nil, "t".into()), Shared::Unreachable);
+    }
+}
