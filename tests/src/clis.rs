@@ -315,10 +315,10 @@ impl Run {
 
     /// Runs it on `prompt`: whether it succeeded, and what it printed.
     pub async fn try_go(&self, sandbox: &Sandbox, prompt: &str) -> (bool, String) {
-        let (program, args, mut envs) = self.command(sandbox, prompt);
+        let (program, args, envs) = self.command(sandbox, prompt);
         let extra: Vec<(&str, String)> = self.envs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut all: Vec<(&str, String)> = envs.drain(..).collect();
+        let mut all: Vec<(&str, String)> = envs;
         all.extend(extra);
         sandbox.try_run(&program, &args, &all).await
     }

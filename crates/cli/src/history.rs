@@ -183,7 +183,7 @@ async fn copy(data: &DataDirArgs, to: &str, restart: bool) -> Result<()> {
     let started = std::time::Instant::now();
     let done = switchyard_core::history::copy::copy(&from, &into, cursor, copied, |p| {
         checkpoint.write(p);
-        let percent = if p.total == 0 { 100 } else { (p.copied * 100 / p.total).min(100) };
+        let percent = (p.copied * 100).checked_div(p.total).map_or(100, |pc| pc.min(100));
         let bar = "#".repeat((percent / 4) as usize);
         eprint!("\r[{bar:<25}] {percent:>3}%  {}/{} requests", p.copied, p.total);
         let _ = std::io::stderr().flush();

@@ -777,7 +777,7 @@ impl Validator<'_> {
             profile.responses = *responses.get_ref();
         }
         if let Some(chat) = &raw.chat {
-            if !*chat.get_ref() && !(kind == Protocol::OpenAi && profile.responses) {
+            if !(*chat.get_ref() || kind == Protocol::OpenAi && profile.responses) {
                 return self.error(
                     chat.span(),
                     field("chat"),

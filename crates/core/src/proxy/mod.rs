@@ -116,9 +116,14 @@ async fn serve(
     }
     let mut cached = cached::Cached::plan(gateway.cache(), gateway.team(), &live.config, inbound, &head, &bytes);
     if let Some(c) = &mut cached {
-        // An identical request in flight is waited for within the deadline.
+        // An identical request in flight is waited for, but only for half
+        // of what is left of the deadline: should its answer not come (its
+        // request failed, its instance died), this one still has the time
+        // to ask a provider itself.
         let policy = live.config.request_policy(&head.model);
-        let wait_until = Deadline::for_request(&inbound.headers, policy.deadline, started).at;
+        let deadline = Deadline::for_request(&inbound.headers, policy.deadline, started).at;
+        let now = tokio::time::Instant::now();
+        let wait_until = now + deadline.saturating_duration_since(now) / 2;
         if let Some(hit) = c.lookup(journal, wait_until).await {
             return Ok(hit);
         }
