@@ -204,6 +204,44 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// A request's row. The id alone would probe every day's partition; a
+    /// gateway's ids are UUIDv7, stamped with the millisecond the request
+    /// started, so the day is known and one partition (two near midnight)
+    /// is read. Ids of another form, and a miss in that window, are looked
+    /// for everywhere.
+    async fn request_row(&self, id: &str) -> Result<Option<PgRow>, StoreError> {
+        let columns = format!("SELECT {SUMMARY_COLUMNS}, r.request_body, r.response_body FROM requests r WHERE r.id = $1");
+        if let Some(at) = stamped_at(id) {
+            let sql = format!("{columns} AND r.started_at >= $2 AND r.started_at < $3");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(id)
+                .bind(at - ID_CLOCK_SLACK_MS)
+                .bind(at + ID_CLOCK_SLACK_MS)
+                .fetch_optional(&self.pool)
+                .await?;
+            if row.is_some() {
+                return Ok(row);
+            }
+        }
+        Ok(sqlx::query(sqlx::AssertSqlSafe(columns)).bind(id).fetch_optional(&self.pool).await?)
+    }
+}
+
+/// How far a request's start may lie from its id's timestamp: both are read
+/// from the same clock microseconds apart, so this is only a margin.
+const ID_CLOCK_SLACK_MS: i64 = 10 * 60 * 1000;
+
+/// The Unix milliseconds a UUIDv7 id was stamped with.
+fn stamped_at(id: &str) -> Option<i64> {
+    let uuid = uuid::Uuid::parse_str(id).ok()?;
+    if uuid.get_version_num() != 7 {
+        return None;
+    }
+    let (seconds, nanos) = uuid.get_timestamp()?.to_unix();
+    i64::try_from(seconds).ok()?.checked_mul(1000)?.checked_add(i64::from(nanos / 1_000_000))
+}
+
 /// The statements that create day `day`'s partitions (day number since the
 /// Unix epoch, UTC).
 fn partition_ddl(day: i64) -> Vec<String> {
@@ -274,9 +312,7 @@ impl Backend for PgStore {
     }
 
     async fn request(&self, id: &str) -> Result<Option<RequestDetail>, StoreError> {
-        let sql = format!("SELECT {SUMMARY_COLUMNS}, r.request_body, r.response_body FROM requests r WHERE r.id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
-        let Some(row) = row else { return Ok(None) };
+        let Some(row) = self.request_row(id).await? else { return Ok(None) };
         let attempts = sqlx::query(
             "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
                     duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,

@@ -243,6 +243,51 @@ async fn postgres_answers_every_read_as_sqlite_does() {
     assert_eq!(pg.clients(100).await.unwrap(), sqlite.clients(100).await.unwrap());
 }
 
+/// Requests spread over the last 400 days, with the gateway's own ids
+/// (UUIDv7 of their start): lists cross hundreds of day partitions, and
+/// a request is found by its id's day, answering as SQLite does for every
+/// filter, every page and every id.
+#[tokio::test]
+async fn lists_and_lookups_over_a_year_of_days_answer_as_sqlite_does() {
+    let (_db, _dir, pg, sqlite) = both().await;
+    let span = 400 * 86_400_000;
+    let now = now_ms();
+    let mut records = varied(2000, now - span, span / 2000);
+    let mut ids = Vec::new();
+    for (i, record) in records.iter_mut().enumerate() {
+        if let Record::Request(r) = record {
+            let stamp = uuid::Builder::from_unix_timestamp_millis(r.started_at_ms as u64, &(i as u128).to_be_bytes()[6..].try_into().unwrap());
+            r.id = stamp.into_uuid().to_string();
+            r.correlation_id = if i % 100 == 3 { "trace-a".into() } else { r.id.clone() };
+            ids.push(r.id.clone());
+        }
+    }
+    for store in [&pg, &sqlite] {
+        store.write(&records).await.unwrap();
+    }
+    let f = RequestFilter::default;
+    let mut filters = filters();
+    filters.extend([
+        RequestFilter { correlation_id: Some("trace-a".into()), ..f() },
+        RequestFilter { since: Some(now - 10 * 86_400_000), ..f() },
+        RequestFilter { until: Some(now - 100 * 86_400_000), limit: Some(3), ..f() },
+        RequestFilter { outcome: Some(RequestOutcome::Canceled), limit: Some(5), ..f() },
+    ]);
+    for filter in filters {
+        let (a, b) = (all_pages(&pg, &filter).await, all_pages(&sqlite, &filter).await);
+        assert_eq!(a, b, "{filter:?}");
+        let first = RequestFilter { limit: Some(3), ..filter.clone() };
+        let (a, b) = (pg.requests(&first).await.unwrap(), sqlite.requests(&first).await.unwrap());
+        assert_eq!(serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap(), "{filter:?}");
+    }
+    let unknown = uuid::Uuid::now_v7().to_string();
+    for id in [&ids[0], &ids[999], &ids[1999], &unknown] {
+        let (a, b) = (pg.request(id).await.unwrap(), sqlite.request(id).await.unwrap());
+        assert_eq!(serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap(), "{id}");
+    }
+    assert!(pg.request(&ids[7]).await.unwrap().is_some());
+}
+
 /// Two stores on one database are two instances: their rollups and
 /// clients are rows of their own, and every read sums them.
 #[tokio::test]
