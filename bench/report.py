@@ -264,25 +264,33 @@ checks += [
      cache_rows == cache["statuses"] and cache_attempts == cache_expected_attempts),
 ]
 
-history = None
+# One line per backend (tests/tests/history_scale.rs): SQLite, then PostgreSQL.
+histories = {}
 history_file = os.path.join(work, "history.json")
-if os.path.exists(history_file) and os.path.getsize(history_file) > 0:
-    history = json.load(open(history_file))
+if os.path.exists(history_file):
+    for line in open(history_file):
+        if line.strip():
+            h = json.loads(line)
+            histories[h.get("backend", "sqlite")] = h
+history = histories.get("sqlite") or next(iter(histories.values()), None)
+if histories:
     r["history"] = history
-    spend_worst = max(history["spend_ms"].values())
-    list_worst = max(history["requests_first_page_ms"].values())
-    ret = history["retention"]
+    r["history_backends"] = histories
+for backend, h in histories.items():
+    spend_worst = max(h["spend_ms"].values())
+    list_worst = max(h["requests_first_page_ms"].values())
+    ret = h["retention"]
     wait_worst = max(ret["read_max_ms_during"], ret["commit_max_ms_during"])
-    rows_label = f"{history['rows']:,} requests"
+    rows_label = f"{h['rows']:,} requests on {backend}"
     checks += [
         (f"every /admin/spend bucket < 20 ms at {rows_label}", f"{spend_worst:.2f} ms (slowest)", spend_worst < 20),
         (f"every /admin/requests filter's first page < 10 ms at {rows_label}", f"{list_worst:.2f} ms (slowest)", list_worst < 10),
-        (f"/admin/requests/{{id}} < 2 ms at {rows_label}", f"{history['request_detail_ms']:.2f} ms", history["request_detail_ms"] < 2),
-        ("history writer ≥ 30,000 records/s", f"{history['writer_records_per_s']:,.0f}/s", history["writer_records_per_s"] >= 30000),
-        ("no read or commit waits > 10 ms on retention", f"{wait_worst:.2f} ms (longest)", wait_worst <= 10),
+        (f"/admin/requests/{{id}} < 2 ms at {rows_label}", f"{h['request_detail_ms']:.2f} ms", h["request_detail_ms"] < 2),
+        (f"history writer on {backend} ≥ 30,000 records/s", f"{h['writer_records_per_s']:,.0f}/s", h["writer_records_per_s"] >= 30000),
+        (f"no read or commit waits > 10 ms on retention ({backend})", f"{wait_worst:.2f} ms (longest)", wait_worst <= 10),
     ]
-    if history.get("first_paint_ms"):
-        paints = history["first_paint_ms"]
+    if h.get("first_paint_ms"):
+        paints = h["first_paint_ms"]
         slowest = max(paints, key=paints.get)
         checks.append((f"the dashboard's first paint of each view < 300 ms at {rows_label}",
                        f"{paints[slowest]:.0f} ms (slowest: {slowest})", paints[slowest] < 300))
@@ -526,22 +534,28 @@ if other_rows:
     md += ["", other_line, "", "| measure | " + " | ".join(other_heads) + " |",
            "| --- |" + " --- |" * len(other_heads)]
     md += ["| " + " | ".join(row) + " |" for row in other_rows]
-if history:
-    ret = history["retention"]
+if histories:
+    names = list(histories)
+    hs = [histories[n] for n in names]
+    cell = lambda f: " | ".join(f(h) for h in hs)
     md += ["", f"## History at {history['rows']:,} requests", "",
            "A year of synthetic requests recorded through the gateway's own recorder (spool, writer, rollups and",
-           "facet entries), then the admin API on loopback, each figure the median of 20 calls (ms):", "",
-           "| call | ms |", "| --- | --- |"]
-    md += [f"| `/admin/spend?bucket={k}` | {v:.2f} |" for k, v in history["spend_ms"].items()]
-    md += [f"| `/admin/requests?{k}` first page | {v:.2f} |" if k != "unfiltered" else f"| `/admin/requests` first page | {v:.2f} |"
-           for k, v in history["requests_first_page_ms"].items()]
-    md += [f"| `/admin/requests/{{id}}` | {history['request_detail_ms']:.2f} |"]
-    md += [f"| dashboard first paint: {view} (one fresh load, after a warm-up) | {v:.1f} |" for view, v in (history.get("first_paint_ms") or {}).items()]
-    md += ["",
-           f"Writer: {history['writer_records_per_s']:,.0f} records/s sustained over the fill. Retention removed "
-           f"{ret['removed']:,} requests in {ret['seconds']:.1f} s; meanwhile the longest read took {ret['read_max_ms_during']:.2f} ms "
-           f"(idle: {ret['read_max_ms_idle']:.2f}) and the longest one-record commit {ret['commit_max_ms_during']:.2f} ms "
-           f"(idle: {ret['commit_max_ms_idle']:.2f})."]
+           "facet entries), then the admin API on loopback, each figure the median of 20 calls (ms), each backend",
+           "in the same run (PostgreSQL on loopback):", "",
+           "| call | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
+    md += [f"| `/admin/spend?bucket={k}` | " + cell(lambda h: f"{h['spend_ms'][k]:.2f}") + " |" for k in history["spend_ms"]]
+    md += [(f"| `/admin/requests?{k}` first page | " if k != "unfiltered" else "| `/admin/requests` first page | ")
+           + cell(lambda h: f"{h['requests_first_page_ms'][k]:.2f}") + " |" for k in history["requests_first_page_ms"]]
+    md += ["| `/admin/requests/{id}` | " + cell(lambda h: f"{h['request_detail_ms']:.2f}") + " |"]
+    md += ["| writer, records/s over the fill | " + cell(lambda h: f"{h['writer_records_per_s']:,.0f}") + " |"]
+    for view in (history.get("first_paint_ms") or {}):
+        md += [f"| dashboard first paint: {view} (one fresh load, after a warm-up) | "
+               + cell(lambda h: f"{(h.get('first_paint_ms') or {}).get(view, float('nan')):.1f}") + " |"]
+    for n, h in histories.items():
+        ret = h["retention"]
+        md += ["", f"{n}: retention removed {ret['removed']:,} requests in {ret['seconds']:.1f} s; meanwhile the longest read took "
+               f"{ret['read_max_ms_during']:.2f} ms (idle: {ret['read_max_ms_idle']:.2f}) and the longest one-record commit "
+               f"{ret['commit_max_ms_during']:.2f} ms (idle: {ret['commit_max_ms_idle']:.2f})."]
 if open_streams:
     held, left, floor_held = open_streams["held"], open_streams["left"], open_streams["floor"]
     md += ["", f"## {held['streams']:,} open streams", "",

@@ -5,6 +5,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 pub mod clis;
+mod pg;
+
+pub use pg::PgDatabase;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
