@@ -43,7 +43,9 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
     let provider = PROVIDERS[(i % 4) as usize];
     let model = MODELS[(i % 8) as usize];
     // A UUIDv7 of the request's start, as the gateway's own ids are.
-    let id = uuid::Builder::from_unix_timestamp_millis(at as u64, &(i as u128).to_be_bytes()[6..].try_into().unwrap()).into_uuid().to_string();
+    let id = uuid::Builder::from_unix_timestamp_millis(at as u64, &(i as u128).to_be_bytes()[6..].try_into().unwrap())
+        .into_uuid()
+        .to_string();
     let correlation_id =
         if i.is_multiple_of(CORRELATED) { format!("trace-{}", i / (10 * CORRELATED)) } else { id.clone() };
     let outcome = match (i % FAILED, i % CANCELED) {
@@ -143,12 +145,7 @@ async fn gateway(backend: Backend, db: Option<&PgDatabase>) -> TestGateway {
         _ => String::new(),
     };
     let history = format!("[history]\nretention = \"400days\"\nmax_size_mb = 100000{url}");
-    let config = ConfigText::new().raw(&history).provider_at(
-        "openai",
-        "http://127.0.0.1:9/v1",
-        "openai",
-        &["gpt-4o"],
-    );
+    let config = ConfigText::new().raw(&history).provider_at("openai", "http://127.0.0.1:9/v1", "openai", &["gpt-4o"]);
     TestGateway::start(config.build(), keys_for(&["openai"])).await
 }
 
