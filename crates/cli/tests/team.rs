@@ -8,6 +8,8 @@
 mod support;
 
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -54,6 +56,18 @@ impl Redis {
 
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Killed, as a crash would; [`Redis::start_again`] brings it back empty.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn start_again(&mut self) {
+        let fresh = Redis::on(self.port);
+        let old = std::mem::replace(self, fresh);
+        std::mem::forget(old);
     }
 
     /// SIGSTOP or SIGCONT: Redis frozen (out of reach) or back.
@@ -448,6 +462,162 @@ async fn a_concurrency_cap_holds_across_the_team_and_leaves_no_lease_behind() {
     assert!(freed.is_some(), "B reaches the capped provider again once A's leases expired");
 }
 
+/// A team on `redis` in front of one provider that takes one request at
+/// a time across the team, with a queue in front of it.
+fn one_at_a_time(dir: &std::path::Path, name: &str, redis: &Redis, slow: &SimProvider) -> std::path::PathBuf {
+    let text = format!(
+        "[team]\nredis = \"{}\"\nnamespace = \"line\"\ninstance = \"{name}\"\n\n\
+         [policy]\nmax_retries = 0\n\n\
+         {}policy = {{ max_concurrency = 1, max_queue = 20, max_queue_wait = \"10s\" }}\n\n\
+         [[routes]]\nmodel = \"m\"\nchain = [\"slow\"]\n",
+        redis.url(),
+        support::provider_toml("slow", slow, "[\"m\"]", "auth = \"none\""),
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Places in `provider`'s line across the team, in Redis now.
+fn in_line(redis: &Redis, provider: &str) -> usize {
+    let out = Command::new("redis-cli")
+        .args(["-p", &redis.port.to_string(), "ZCARD", &format!("line:{{{provider}}}:line")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(usize::MAX)
+}
+
+/// Request `n` of a test, to the gateway at `addr`: its number is its
+/// question, so the provider's log says in which order they reached it.
+async fn numbered(addr: String, n: usize, within: Duration) -> reqwest::Result<reqwest::Response> {
+    client()
+        .post(format!("http://{addr}/v1/chat/completions"))
+        .timeout(within)
+        .json(&serde_json::json!({ "model": "m", "messages": [{ "role": "user", "content": format!("q{n}") }] }))
+        .send()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_a_full_provider_is_first_come_first_served_across_the_team() {
+    let redis = Redis::start();
+    let slow = SimProvider::start("slow", Script::ok().latency(Duration::from_millis(150))).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = pair(dir.path(), |name| one_at_a_time(dir.path(), name, &redis, &slow)).await;
+
+    // Eight requests 60 ms apart, to A and B in turn: all but the first
+    // find the provider busy and wait, some on A, some on B.
+    let mut sent = Vec::new();
+    for n in 0..8 {
+        let addr = if n % 2 == 0 { a.served.addr.clone() } else { b.served.addr.clone() };
+        sent.push(tokio::spawn(numbered(addr, n, Duration::from_secs(20))));
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    for (n, answer) in futures_util::future::join_all(sent).await.into_iter().enumerate() {
+        let answer = answer.unwrap().unwrap();
+        assert_eq!(answer.status(), 200, "request {n} waited for its turn: {}", answer.text().await.unwrap());
+    }
+    let order: Vec<String> = slow
+        .requests()
+        .iter()
+        .map(|r| r.json()["messages"][0]["content"].as_str().unwrap_or("?").to_string())
+        .collect();
+    let expected: Vec<String> = (0..8).map(|n| format!("q{n}")).collect();
+    assert_eq!(order, expected, "the provider served them in the order they arrived, whichever instance took them");
+    assert_eq!(in_line(&redis, "slow"), 0, "nobody left in line");
+
+    // A client that leaves while in line gives its place up at once: the
+    // one behind it is not kept waiting for a place that lapses later.
+    let busy = tokio::spawn(numbered(a.served.addr.clone(), 8, Duration::from_secs(20)));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let left = numbered(b.served.addr.clone(), 9, Duration::from_millis(60)).await;
+    assert!(left.is_err(), "the client gave up waiting");
+    let freed = until(Duration::from_millis(500), || async { in_line(&redis, "slow") == 0 }).await;
+    assert!(freed.is_some(), "the place was given up when the client left");
+    assert_eq!(busy.await.unwrap().unwrap().status(), 200);
+}
+
+/// Requests from `workers` clients at once, each to A and B in turn,
+/// until `stop` is set: the statuses they got.
+fn load(a: &Instance, b: &Instance, workers: usize, stop: &Arc<AtomicBool>) -> Vec<tokio::task::JoinHandle<Vec<u16>>> {
+    (0..workers)
+        .map(|w| {
+            let (addrs, stop) = ([a.served.addr.clone(), b.served.addr.clone()], stop.clone());
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                for n in 0..10_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let answer = chat_at(addrs[(n + w) % 2].clone()).await;
+                    statuses.push(answer.map_or(0, |r| r.status().as_u16()));
+                }
+                statuses
+            })
+        })
+        .collect()
+}
+
+async fn team_state(i: &Instance) -> (String, usize) {
+    let team = admin(&i.served, &i.data, "/admin/team").await;
+    (team["state"].as_str().unwrap_or_default().to_string(), team["members"].as_array().map_or(0, Vec::len))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_for_ten_seconds_under_load_fails_no_request_and_the_team_converges_after() {
+    let mut redis = Redis::start();
+    let slow = SimProvider::start("slow", Script::ok().latency(Duration::from_millis(100))).await.unwrap();
+    let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = pair(dir.path(), |name| capped(dir.path(), name, &redis, &slow, &spare)).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = load(&a, &b, 6, &stop);
+    // Past a heartbeat under load, so each instance has counted the other
+    // (the share it takes when Redis goes is by the last roll call).
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+
+    redis.kill();
+    let killed = Instant::now();
+    let degraded = until(Duration::from_secs(5), || async {
+        team_state(&a).await.0 == "degraded" && team_state(&b).await.0 == "degraded"
+    })
+    .await;
+    eprintln!("both instances degraded {degraded:?} after the kill");
+    assert!(degraded.is_some(), "both say they are degraded");
+    // Each takes its share of the cap (2 over 2 instances: 1 each) for the
+    // rest of the ten seconds, never the whole cap twice, once the requests
+    // the team admitted before Redis went have ended (within 100 ms).
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let rest = Duration::from_secs(10).saturating_sub(killed.elapsed());
+    let (peak, ()) = peak_while(&slow, tokio::time::sleep(rest)).await;
+    assert!(
+        peak <= 2,
+        "max_concurrency = 2 held at each instance's share while Redis was down, yet {peak} were in flight"
+    );
+    let slow_calls = slow.calls();
+
+    redis.start_again();
+    let converged = until(Duration::from_secs(5), || async {
+        team_state(&a).await == ("connected".into(), 2) && team_state(&b).await == ("connected".into(), 2)
+    })
+    .await;
+    eprintln!("the team converged {converged:?} after Redis came back");
+    assert!(converged.is_some(), "both connected again and on the roll call within 5 s: {:?}", team_state(&a).await);
+    // Requests admitted by an instance alone just before it rejoined end
+    // within the provider's 100 ms; from then on the team's cap holds.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (peak, ()) = peak_while(&slow, tokio::time::sleep(Duration::from_millis(800))).await;
+    assert!(peak <= 2, "the team-wide cap holds again: {peak} in flight");
+    assert!(leases(&redis, "slow") <= 2);
+
+    stop.store(true, Ordering::Relaxed);
+    let statuses: Vec<u16> =
+        futures_util::future::join_all(clients).await.into_iter().flat_map(Result::unwrap).collect();
+    assert!(slow.calls() > slow_calls, "the capped provider served again after Redis came back");
+    let failed = statuses.iter().filter(|s| **s != 200).count();
+    assert_eq!(failed, 0, "no request failed because Redis was gone ({} answered)", statuses.len());
+}
+
 /// Fifty instances killed while they hold leases, one after another: once
 /// the TTL has passed not one place is lost, and the survivor takes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -628,15 +798,17 @@ async fn tokens_reserved_at_admission_are_settled_with_the_real_usage() {
     assert!(failed >= 5, "failures return their tokens, so each request still reaches the provider: {failed} of 6");
 }
 
-/// The team's spend for a budget as each instance's own ledger counts it,
-/// summed: what the provider was really paid across the team.
+/// The budget's spend as every instance shows it: the team's counter,
+/// the same on each.
 async fn team_spent(instances: &[&Instance]) -> f64 {
-    let mut sum = 0.0;
+    let mut seen = Vec::new();
     for i in instances {
         let rows = admin(&i.served, &i.data, "/admin/budgets").await;
-        sum += rows[0]["spent_usd"].as_f64().unwrap();
+        assert_eq!(rows[0]["team"], true, "counted across the team: {rows}");
+        seen.push(rows[0]["spent_usd"].as_f64().unwrap());
     }
-    sum
+    assert!(seen.iter().all(|s| (s - seen[0]).abs() < 1e-9), "every instance shows the same spend: {seen:?}");
+    seen[0]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

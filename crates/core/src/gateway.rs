@@ -394,11 +394,30 @@ impl Gateway {
             tokens_per_minute: None,
             tokens: 0,
             budgets: covering.iter().map(|c| c.ask.clone()).collect(),
+            line: None,
         };
         // Reserves nothing, refuses nothing: says which counters need seeding.
         if let Admitted::Unseeded(missing) = team.admit(ask).await {
             self.seed_team_spend(&covering, &missing).await;
         }
+    }
+
+    /// Each budget's spend in its current period: in a team within reach,
+    /// the team's counter (every instance's spend, and what is reserved for
+    /// requests in flight); else, or for a counter Redis does not have yet,
+    /// this instance's own ledger.
+    pub async fn budget_rows(&self, now_ms: i64) -> Vec<crate::policy::BudgetRow> {
+        let rows = self.budgets().rows(now_ms);
+        let Some(team) = self.team().filter(|t| t.connected()) else { return rows };
+        let counters = self.budgets().every_counter(now_ms).into_iter().map(|c| c.ask.counter).collect();
+        let Some(spent) = team.spent(counters).await.filter(|s| s.len() == rows.len()) else { return rows };
+        rows.into_iter()
+            .zip(spent)
+            .map(|(row, micros)| match micros {
+                Some(micros) => row.counted_by_team(micros),
+                None => row,
+            })
+            .collect()
     }
 
     /// Reads every provider's keys again (after a key was set or removed).

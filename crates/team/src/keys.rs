@@ -78,6 +78,16 @@ impl Keys {
         format!("{}:{{{provider}}}:leases:{key}", self.ns)
     }
 
+    /// A provider's line across the team: ticket → arrival (ms, Redis's clock).
+    pub fn line(&self, provider: &str) -> String {
+        format!("{}:{{{provider}}}:line", self.ns)
+    }
+
+    /// When each place in a provider's line lapses unless asked for again.
+    pub fn line_alive(&self, provider: &str) -> String {
+        format!("{}:{{{provider}}}:line:alive", self.ns)
+    }
+
     /// A provider's team-wide bucket of requests (`rpm`) or tokens (`tpm`) per minute.
     pub fn bucket(&self, provider: &str, which: &str) -> String {
         format!("{}:{{{provider}}}:{which}", self.ns)

@@ -16,6 +16,11 @@
 //! leases frees them when their TTL runs out, since every grant first
 //! drops expired entries. A lease lost while a stream runs is logged, never
 //! a reason to cut a stream already committed to the client.
+//!
+//! The same admission keeps a request's place in a full provider's line
+//! across the team (see the admission script): only the head is admitted
+//! when a place frees, a place is given up by [`leave`] or lapses by
+//! itself when its holder stops asking.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +35,11 @@ use crate::RedisTeam;
 
 /// How long a release and settlement may take before it is left to expiry.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a place in a provider's line lasts after its last ask: its
+/// holder asks every few tens of milliseconds while it waits, so a place
+/// outlives it (its instance killed or cut off) by about this long.
+const PLACE_LASTS: Duration = Duration::from_secs(2);
 
 /// What one admission holds; dropping it releases the lease and settles
 /// the reservations.
@@ -158,6 +168,11 @@ pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duratio
         call.key(team.keys.bucket(&ask.provider, "rpm")).key(&tpm_key);
         call.arg(&id).arg(millis(ttl)).arg(ask.provider_max.unwrap_or(0)).arg(ask.key.as_ref().map_or(0, |(_, m)| *m));
         call.arg(ask.requests_per_minute.unwrap_or(0)).arg(ask.tokens_per_minute.unwrap_or(0)).arg(ask.tokens);
+        call.key(team.keys.line(&ask.provider)).key(team.keys.line_alive(&ask.provider));
+        match &ask.line {
+            Some(line) => call.arg(&line.ticket).arg(line.max_queue).arg(line.age_ms).arg(millis(PLACE_LASTS)),
+            None => call.arg("").arg(0).arg(0).arg(0),
+        };
         calls.push(call);
     }
     let answers = match tokio::time::timeout(limit, scripts::pipelined(&mut con, &calls)).await {
@@ -207,6 +222,8 @@ pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duratio
             admit.get(1).and_then(|w| u64::try_from(*w).ok()).unwrap_or(0).max(1),
         ))),
         (_, Some(1)) => None,
+        (_, Some(-3)) => Some(Admitted::Queued { ahead: count(admit.get(1)) }),
+        (_, Some(-2)) => Some(Admitted::LineFull { waiting: count(admit.get(1)) }),
         (_, _) => Some(Admitted::Full),
     };
     if let Some(refusal) = refusal {
@@ -250,6 +267,27 @@ async fn renew(
             _ => {}
         }
     }
+}
+
+fn count(n: Option<&i64>) -> u32 {
+    n.and_then(|n| u32::try_from(*n).ok()).unwrap_or(0)
+}
+
+/// Gives up `ticket`'s place in `provider`'s line, on a task of its own.
+pub fn leave(team: &RedisTeam, provider: &str, ticket: &str) {
+    let Some(mut con) = team.connection().filter(|_| team.connected()) else { return };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let (line, alive, ticket) = (team.keys.line(provider), team.keys.line_alive(provider), ticket.to_owned());
+    runtime.spawn(async move {
+        let mut pipe = redis::pipe();
+        pipe.zrem(&line, &ticket).ignore().zrem(&alive, &ticket).ignore();
+        match tokio::time::timeout(SETTLE_TIMEOUT, pipe.query_async::<()>(&mut con)).await {
+            Ok(Ok(())) => {}
+            // The place lapses by itself soon after: nobody waits behind it long.
+            Ok(Err(e)) => warn!("team: a place in line was not given up ({e}); it lapses by itself"),
+            Err(_) => warn!("team: giving up a place in line took too long; it lapses by itself"),
+        }
+    });
 }
 
 fn millis(d: Duration) -> u64 {

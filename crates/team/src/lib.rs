@@ -28,7 +28,7 @@ mod sync;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -91,6 +91,11 @@ pub struct RedisTeam {
     connection: Mutex<Option<ConnectionManager>>,
     scripts: Arc<Scripts>,
     lease_ttl: Duration,
+    /// Live instances at the last heartbeat, this one included.
+    members: AtomicU32,
+    /// Rung when a request finds Redis gone: the runner checks at once
+    /// rather than at its next heartbeat.
+    lost: tokio::sync::Notify,
 }
 
 impl RedisTeam {
@@ -123,6 +128,14 @@ impl Team for RedisTeam {
         self.connected.load(Ordering::Relaxed)
     }
 
+    fn instances(&self) -> u32 {
+        self.members.load(Ordering::Relaxed).max(1)
+    }
+
+    fn out_of_reach(&self) {
+        self.lost.notify_one();
+    }
+
     fn view(&self) -> BoxFuture<'_, TeamView> {
         Box::pin(async move {
             let mut view = TeamView {
@@ -150,6 +163,30 @@ impl Team for RedisTeam {
 
     fn admit(&self, ask: AdmitAsk) -> BoxFuture<'_, Admitted> {
         Box::pin(lease::take(self, ask, self.lease_ttl, CALL_TIMEOUT))
+    }
+
+    fn spent(&self, counters: Vec<String>) -> BoxFuture<'_, Option<Vec<Option<i64>>>> {
+        Box::pin(async move {
+            let mut con = self.connection().filter(|_| self.connected())?;
+            if counters.is_empty() {
+                return Some(Vec::new());
+            }
+            let keys: Vec<String> = counters.iter().map(|c| self.keys.spend(c)).collect();
+            let mut mget = redis::cmd("MGET");
+            mget.arg(&keys);
+            match tokio::time::timeout(CALL_TIMEOUT, mget.query_async::<Vec<Option<i64>>>(&mut con)).await {
+                Ok(Ok(spent)) => Some(spent),
+                Ok(Err(e)) => {
+                    warn!("team: the budgets' spend could not be read ({e}); this instance's ledger is shown");
+                    None
+                }
+                Err(_) => None,
+            }
+        })
+    }
+
+    fn leave_line(&self, provider: &str, ticket: &str) {
+        lease::leave(self, provider, ticket);
     }
 
     fn cache_fill(&self, key: &str, lock_ttl: Duration) -> BoxFuture<'_, Shared> {
@@ -216,6 +253,8 @@ pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, 
         connection: Mutex::new(None),
         scripts: Arc::new(Scripts::new()),
         lease_ttl: config.lease_ttl,
+        members: AtomicU32::new(1),
+        lost: tokio::sync::Notify::new(),
     });
     let runner = Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone(), members: 1 };
     Ok((team, runner))
@@ -240,6 +279,7 @@ impl Runner {
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = sync_tick.tick() => self.sync(&gateway, &mut due).await,
+                () = team.lost.notified() => self.sync(&gateway, &mut due).await,
                 _ = probe_tick.tick(), if !due.is_empty() => self.probes(&gateway, &mut due).await,
                 Some(provider) = due_rx.recv() => { due.insert(provider); }
                 Some(change) = self.outbox.recv() => {
@@ -267,7 +307,10 @@ impl Runner {
         };
         let beat = sync::heartbeat(&mut con, &self.scripts, team, gateway.served(), MEMBER_TTL);
         match tokio::time::timeout(CALL_TIMEOUT, beat).await {
-            Ok(Ok(members)) => self.members = members.max(1),
+            Ok(Ok(members)) => {
+                self.members = members.max(1);
+                team.members.store(self.members, Ordering::Relaxed);
+            }
             Ok(Err(e)) => {
                 warn!("team: Redis did not take the heartbeat: {e}");
                 return self.reachable(gateway, false);

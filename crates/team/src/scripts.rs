@@ -169,15 +169,26 @@ return {0, 0}
 
 /// A team-wide admission, all or nothing. KEYS: the provider's leases, the
 /// key's leases (or the first again), the requests bucket, the tokens
-/// bucket. ARGV: lease id, ttl_ms, provider cap, key cap, requests per
-/// minute, tokens per minute (each 0: none), the request's tokens.
+/// bucket, the provider's line, its places' expiries. ARGV: lease id,
+/// ttl_ms, provider cap, key cap, requests per minute, tokens per minute
+/// (each 0: none), the request's tokens; then its ticket in the line (''
+/// when it does not queue), the line's length at most, the request's age
+/// (ms since it arrived) and how long a place lasts unless asked for again.
+///
+/// The line is ordered by arrival (Redis's clock less the request's age).
+/// While anyone waits in it, only its head is admitted, and a request
+/// that does not queue is not admitted at all: nobody passes those who
+/// wait. Places not asked for again in time (their instance died) are
+/// dropped first; a request admitted leaves the line in the same step.
 ///
 /// The buckets refill continuously from Redis's clock (a clock that steps
 /// back refills nothing) and expire when idle for two refills. Leases past
 /// their expiry (an instance killed or paused while holding them) are
 /// dropped first, so none leaks. Returns {1, 0} when admitted (a lease
 /// added when a cap applies), {0, ms} when a bucket has room only after
-/// that long, {-1, 0} when a cap is full; nothing is taken unless all is.
+/// that long, {-1, 0} when a cap is full, {-3, ahead} when the request
+/// holds its place in line behind `ahead` others, {-2, waiting} when the
+/// line is full; nothing is taken unless all is.
 const ADMIT: &str = r"
 local ttl = tonumber(ARGV[2])
 local pmax, kmax = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -188,6 +199,32 @@ local function level(key, cap)
   local elapsed = now - ts
   if elapsed < 0 then elapsed = 0 end
   return math.min(cap, t + elapsed * cap / 60000)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if kmax > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
+local full = (pmax > 0 and redis.call('ZCARD', KEYS[1]) >= pmax) or (kmax > 0 and redis.call('ZCARD', KEYS[2]) >= kmax)
+local ticket = ARGV[8] or ''
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)
+if #lapsed > 0 then
+  redis.call('ZREM', KEYS[5], unpack(lapsed))
+  redis.call('ZREM', KEYS[6], unpack(lapsed))
+end
+local waiting = redis.call('ZCARD', KEYS[5])
+local at = ticket ~= '' and redis.call('ZSCORE', KEYS[5], ticket)
+if ticket == '' then
+  if full or waiting > 0 then return {-1, 0} end
+elseif at or full or waiting > 0 then
+  if not at then
+    if waiting >= tonumber(ARGV[9]) then return {-2, waiting} end
+    redis.call('ZADD', KEYS[5], now - tonumber(ARGV[10]), ticket)
+    at = true
+  end
+  local lasts = tonumber(ARGV[11])
+  redis.call('ZADD', KEYS[6], now + lasts, ticket)
+  redis.call('PEXPIRE', KEYS[5], lasts * 2)
+  redis.call('PEXPIRE', KEYS[6], lasts * 2)
+  local ahead = redis.call('ZRANK', KEYS[5], ticket)
+  if full or ahead > 0 then return {-3, ahead} end
 end
 local wait = 0
 local r, k
@@ -201,10 +238,10 @@ if tpm > 0 then
   if k < need then wait = math.max(wait, math.ceil((need - k) * 60000 / tpm)) end
 end
 if wait > 0 then return {0, wait} end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if kmax > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
-if pmax > 0 and redis.call('ZCARD', KEYS[1]) >= pmax then return {-1, 0} end
-if kmax > 0 and redis.call('ZCARD', KEYS[2]) >= kmax then return {-1, 0} end
+if at then
+  redis.call('ZREM', KEYS[5], ticket)
+  redis.call('ZREM', KEYS[6], ticket)
+end
 if rpm > 0 then
   redis.call('HSET', KEYS[3], 't', tostring(r - 1), 'ts', now)
   redis.call('PEXPIRE', KEYS[3], 120000)
@@ -356,3 +393,69 @@ pub const CACHE_RELEASE: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return {1}
 "#;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// The machine's Redis (127.0.0.1:6379, which `.ci/run` starts), under
+    /// a namespace of this test's own. Without a Redis the test fails.
+    async fn redis() -> (ConnectionManager, String) {
+        let client = redis::Client::open("redis://127.0.0.1:6379/0").unwrap();
+        let con = ConnectionManager::new(client).await.expect("Redis must run on 127.0.0.1:6379 (.ci/run starts it)");
+        (con, format!("test-line-{}", uuid::Uuid::now_v7()))
+    }
+
+    /// One admission for `ticket` ('' when it does not queue), aged `age` ms,
+    /// under a cap of one and a line of at most two.
+    async fn admit(
+        con: &mut ConnectionManager,
+        scripts: &Scripts,
+        ns: &str,
+        lease: &str,
+        ticket: &str,
+        age: u64,
+    ) -> Vec<i64> {
+        let mut call = scripts.admit.prepare_invoke();
+        for k in ["leases", "leases", "rpm", "tpm", "line", "line:alive"] {
+            call.key(format!("{ns}:{{p}}:{k}"));
+        }
+        call.arg(lease).arg(60_000).arg(1).arg(0).arg(0).arg(0).arg(0);
+        call.arg(ticket).arg(2).arg(age).arg(if ticket.is_empty() { 0 } else { 2000 });
+        call.invoke_async(con).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_full_provider_s_line_admits_its_head_first_and_nobody_passes_it() {
+        let (mut con, ns) = redis().await;
+        let scripts = Scripts::new();
+        assert_eq!(admit(&mut con, &scripts, &ns, "l0", "", 0).await, vec![1, 0], "a free place is taken at once");
+        assert_eq!(admit(&mut con, &scripts, &ns, "l1", "", 0).await, vec![-1, 0], "full, and no queue");
+        assert_eq!(admit(&mut con, &scripts, &ns, "l1", "t1", 0).await, vec![-3, 0], "first in line");
+        // Arrived 5 s ago, before t1: goes ahead of it.
+        assert_eq!(admit(&mut con, &scripts, &ns, "l2", "t2", 5000).await, vec![-3, 0]);
+        assert_eq!(admit(&mut con, &scripts, &ns, "l1", "t1", 0).await, vec![-3, 1], "t1 is now behind t2");
+        assert_eq!(admit(&mut con, &scripts, &ns, "l3", "t3", 0).await, vec![-2, 2], "the line holds two at most");
+
+        let _: () = redis::cmd("ZREM").arg(format!("{ns}:{{p}}:leases")).arg("l0").query_async(&mut con).await.unwrap();
+        assert_eq!(admit(&mut con, &scripts, &ns, "l4", "", 0).await, vec![-1, 0], "a newcomer does not pass the line");
+        assert_eq!(admit(&mut con, &scripts, &ns, "l1", "t1", 0).await, vec![-3, 1], "nor does the second in line");
+        assert_eq!(admit(&mut con, &scripts, &ns, "l2", "t2", 5000).await, vec![1, 0], "the head is admitted");
+        let line: i64 = redis::cmd("ZCARD").arg(format!("{ns}:{{p}}:line")).query_async(&mut con).await.unwrap();
+        assert_eq!(line, 1, "and left the line in the same step");
+
+        // t1's holder stops asking (its instance died): its place lapses.
+        let _: () = redis::cmd("ZADD")
+            .arg(format!("{ns}:{{p}}:line:alive"))
+            .arg(1)
+            .arg("t1")
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("ZREM").arg(format!("{ns}:{{p}}:leases")).arg("l2").query_async(&mut con).await.unwrap();
+        assert_eq!(admit(&mut con, &scripts, &ns, "l5", "", 0).await, vec![1, 0], "nobody waits any more");
+        let _: () = redis::cmd("DEL").arg(format!("{ns}:{{p}}:leases")).query_async(&mut con).await.unwrap();
+    }
+}

@@ -13,6 +13,7 @@ const row = (spent: number, action: 'warn' | 'block' = 'warn'): BudgetRow => ({
   period_start_ms: 0,
   resets_at_ms: 86_400_000,
   blocking: action === 'block' && spent >= 20,
+  team: false,
 });
 const at = () => 'midnight';
 

@@ -291,7 +291,12 @@ fraction: number, period_start_ms: number, resets_at_ms: number,
 /**
  * A `block` budget past its limit: requests in scope are refused.
  */
-blocking: boolean, };
+blocking: boolean, 
+/**
+ * Whether `spent_usd` is the team's (the shared counter, reservations
+ * in flight included) rather than this instance's own ledger.
+ */
+team: boolean, };
 
 export type ModelAlias = { client: string, upstream: string, };
 

@@ -289,9 +289,10 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
     Ok(Json(Spend { bucket: q.bucket, rows, totals }).into_response())
 }
 
-/// `GET /admin/budgets`: each budget's spend in its current period, in config order.
+/// `GET /admin/budgets`: each budget's spend in its current period, in
+/// config order; in a team, the team's spend.
 async fn budgets(State(gw): State<Gateway>) -> Json<Vec<crate::policy::BudgetRow>> {
-    Json(gw.budgets().rows(now_ms()))
+    Json(gw.budget_rows(now_ms()).await)
 }
 
 /// `GET /admin/spend`: tokens and cost per bucket, provider and model.

@@ -247,6 +247,23 @@ pub struct BudgetRow {
     pub resets_at_ms: i64,
     /// A `block` budget past its limit: requests in scope are refused.
     pub blocking: bool,
+    /// Whether `spent_usd` is the team's (the shared counter, reservations
+    /// in flight included) rather than this instance's own ledger.
+    pub team: bool,
+}
+
+impl BudgetRow {
+    /// The row with the team's spend, `spent_micros` across every instance.
+    pub fn counted_by_team(self, spent_micros: i64) -> BudgetRow {
+        let spent_usd = spent_micros.max(0) as f64 / 1_000_000.0;
+        BudgetRow {
+            spent_usd,
+            fraction: spent_usd / self.limit_usd,
+            blocking: self.action == BudgetAction::Block && spent_usd >= self.limit_usd,
+            team: true,
+            ..self
+        }
+    }
 }
 
 /// USD per provider, then per provider model, in one period.
@@ -352,6 +369,7 @@ impl Ledger {
             period_start_ms: tally.bounds.start_ms,
             resets_at_ms: tally.bounds.end_ms,
             blocking: b.action == BudgetAction::Block && spent_usd >= b.limit_usd,
+            team: false,
         }
     }
 }

@@ -266,6 +266,14 @@ impl Capacity {
         self.share.store(instances.max(1), Ordering::Relaxed);
     }
 
+    /// Whether more permits are held than `instances`' share of the cap
+    /// allows (the caller's own among them): an instance that finds its
+    /// team out of reach goes no further over its share.
+    pub fn over_share(&self, instances: u32) -> bool {
+        let share = self.limit.map(|l| l.div_ceil(instances.max(1)).max(1));
+        share.is_some_and(|s| self.state().in_use > s)
+    }
+
     /// A cap as this instance may use it now.
     fn shared(&self, cap: Option<u32>) -> Option<u32> {
         let n = self.share.load(Ordering::Relaxed).max(1);

@@ -6,6 +6,7 @@ pub(crate) mod attempt;
 pub(crate) mod body;
 pub(crate) mod cached;
 mod chain;
+mod line;
 pub(crate) mod headers;
 pub(crate) mod journal;
 pub(crate) mod relay;
@@ -316,7 +317,9 @@ impl Run<'_> {
     /// reserved are the prompt and the output limit; the spend reserved is
     /// what they would cost at the provider's prices. Budget counters a
     /// Redis restart lost are seeded from the history first, then asked
-    /// again. Also the budgets asked about, to name one that refuses.
+    /// again. A provider full across the team that has a queue keeps the
+    /// request in its line across the team ([`line`]) until its turn.
+    /// Also the budgets asked about, to name one that refuses.
     async fn team_gate(&mut self, ticket: &mut Ticket, candidate: &Candidate<'_>) -> (TeamGate, Vec<Covering>) {
         let (provider, model) = (candidate.provider.name(), candidate.upstream_model);
         let output = self.head.max_output.unwrap_or(0);
@@ -330,10 +333,14 @@ impl Run<'_> {
             None => Vec::new(),
         };
         let asks = || covering.iter().map(|c| c.ask.clone()).collect::<Vec<_>>();
-        let mut gate = ticket.team_admit(estimate, asks()).await;
+        let line = self.gateway.team().filter(|t| t.connected()).and_then(|_| self.line(candidate.provider));
+        let mut gate = ticket.team_admit(estimate, asks(), line.clone()).await;
         if let TeamGate::Unseeded(missing) = &gate {
             self.gateway.seed_team_spend(&covering, missing).await;
-            gate = ticket.team_admit(estimate, asks()).await;
+            gate = ticket.team_admit(estimate, asks(), line.clone()).await;
+        }
+        if let (TeamGate::Queued { .. }, Some(line)) = (&gate, line) {
+            gate = self.wait_in_line(ticket, candidate.provider, line, estimate, &covering).await;
         }
         (gate, covering)
     }
@@ -385,10 +392,22 @@ impl Run<'_> {
                             }
                             return if retry == 0 { Tried::Passed } else { Tried::Failed };
                         }
-                        TeamGate::Full => {
+                        TeamGate::Full | TeamGate::Queued { .. } => {
                             drop(ticket);
                             self.note(provider.name(), "not tried: at its concurrency cap across the team");
                             return if retry == 0 { Tried::Busy } else { Tried::Failed };
+                        }
+                        TeamGate::LineFull { waiting } => {
+                            drop(ticket);
+                            let why = format!("not queued: its line across the team is full ({waiting} waiting)");
+                            self.note(provider.name(), &why);
+                            return if retry == 0 { Tried::Passed } else { Tried::Failed };
+                        }
+                        TeamGate::Waited(waited) => {
+                            drop(ticket);
+                            let waited = humantime::format_duration(Duration::from_millis(waited.as_millis() as u64));
+                            self.note(provider.name(), &format!("not tried: waited {waited} in its line across the team"));
+                            return if retry == 0 { Tried::Passed } else { Tried::Failed };
                         }
                         TeamGate::Wait(wait) => {
                             drop(ticket);

@@ -76,6 +76,25 @@ pub struct AdmitAsk {
     /// The team-wide spend counters of the budgets that cover the attempt,
     /// each reserving the attempt's estimated cost.
     pub budgets: Vec<SpendAsk>,
+    /// This request's place in the provider's team-wide line, when the
+    /// provider has a queue (`max_queue`): a request that finds the cap
+    /// full waits in it, and the one at its head is the only one admitted
+    /// when a place frees. `None`: no queue, a full cap is passed over
+    /// (and a newcomer never passes those waiting).
+    pub line: Option<Line>,
+}
+
+/// A request's place in a provider's line across the team.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// Names the place; the same on every ask of one wait.
+    pub ticket: String,
+    /// The most that may wait in line across the team.
+    pub max_queue: u32,
+    /// How long ago the request arrived at its instance: the line is
+    /// ordered by arrival, measured on the team's clock less this age, so
+    /// a request that waited on its own instance first keeps its turn.
+    pub age_ms: u64,
 }
 
 /// One budget's spend in one period, counted across the team: the
@@ -127,6 +146,12 @@ pub enum Admitted {
     /// The provider (or the key) serves as many requests as it may, across
     /// the team.
     Full,
+    /// In the provider's line ([`AdmitAsk::line`]) behind this many: ask
+    /// again (with the same ticket) to keep the place and to be admitted
+    /// once at its head with a place free; [`Team::leave_line`] gives it up.
+    Queued { ahead: u32 },
+    /// The provider's line across the team holds its `max_queue` already.
+    LineFull { waiting: u32 },
     /// The budget at this index of [`AdmitAsk::budgets`] has spent (with
     /// what is reserved) this many micro-dollars, its limit or more.
     OverBudget { budget: usize, spent_micros: i64 },
@@ -155,6 +180,17 @@ pub trait Team: Send + Sync + fmt::Debug {
     /// decision is this instance's alone (breakers follow their own timers).
     fn connected(&self) -> bool;
 
+    /// Live instances at the last word from the shared state, this one
+    /// included: out of reach, each takes this share of the caps.
+    fn instances(&self) -> u32 {
+        1
+    }
+
+    /// A request found the shared state out of reach while this instance
+    /// still counted it in reach: check now, so every instance takes its
+    /// share of the caps at once rather than at its next heartbeat.
+    fn out_of_reach(&self) {}
+
     /// The team as its shared state knows it, for `/admin/team`.
     fn view(&self) -> BoxFuture<'_, TeamView>;
 
@@ -170,6 +206,22 @@ pub trait Team: Send + Sync + fmt::Debug {
     /// its own history (SQLite), added once per instance so the counter
     /// is the sum of every instance's part. Whether Redis answered.
     fn seed_spend(&self, counter: &str, micros: i64, expires_at_ms: i64, seed: Seed) -> BoxFuture<'_, bool>;
+
+    /// What the team's spend counters named by `counters` hold now, in
+    /// micro-dollars, in the same order (`None`: a counter Redis does not
+    /// have); `None` when Redis is out of reach. One round trip.
+    fn spent(&self, counters: Vec<String>) -> BoxFuture<'_, Option<Vec<Option<i64>>>> {
+        let _ = counters;
+        Box::pin(async { None })
+    }
+
+    /// Gives up `ticket`'s place in `provider`'s line (admitted elsewhere,
+    /// out of time, or the client left), off the request path: never
+    /// waits for Redis. A place not given up expires by itself shortly
+    /// after its last ask.
+    fn leave_line(&self, provider: &str, ticket: &str) {
+        let _ = (provider, ticket);
+    }
 
     /// The team's cached answer under `key` (a cache key's hex) or, when
     /// there is none, the fill lock on it if no other instance holds it

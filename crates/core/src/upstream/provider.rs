@@ -22,7 +22,7 @@ use crate::policy::share::{self, WindowCounter};
 use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
-use crate::team::{AdmitAsk, Admitted, Change, Held, SpendAsk, Team, Used};
+use crate::team::{AdmitAsk, Admitted, Change, Held, Line, SpendAsk, Team, Used};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::keys::{KeyPool, NoKey};
@@ -154,8 +154,11 @@ impl Ticket {
     /// `tokens` is the attempt's estimate (prompt and output limit), and
     /// `budgets` the team-wide spend counters that cover it; both are
     /// reserved here and settled when the ticket goes ([`Ticket::settle`]).
-    pub async fn team_admit(&mut self, tokens: u64, budgets: Vec<SpendAsk>) -> TeamGate {
-        let Some((team, ask)) = self.provider.team_admit_ask(self.key.as_ref(), tokens, budgets) else {
+    ///
+    /// `line` is the request's place in the provider's line across the
+    /// team, when it may wait there for a place under the cap.
+    pub async fn team_admit(&mut self, tokens: u64, budgets: Vec<SpendAsk>, line: Option<Line>) -> TeamGate {
+        let Some((team, ask)) = self.provider.team_admit_ask(self.key.as_ref(), tokens, budgets, line) else {
             return TeamGate::Go;
         };
         match team.admit(ask).await {
@@ -165,10 +168,23 @@ impl Ticket {
             }
             Admitted::Wait(wait) => TeamGate::Wait(wait),
             Admitted::Full => TeamGate::Full,
+            Admitted::Queued { ahead } => TeamGate::Queued { ahead },
+            Admitted::LineFull { waiting } => TeamGate::LineFull { waiting },
             Admitted::OverBudget { budget, spent_micros } => TeamGate::OverBudget { budget, spent_micros },
             Admitted::Unseeded(missing) => TeamGate::Unseeded(missing),
-            // This instance's share of the limits, already taken, decides.
-            Admitted::Unreachable => TeamGate::Go,
+            // This instance's share of the caps decides, from this request
+            // on: one admitted under the whole cap while the team was in
+            // reach does not keep this instance over its share.
+            Admitted::Unreachable => {
+                if team.connected() {
+                    team.out_of_reach();
+                }
+                if self.provider.capacity.over_share(team.instances()) {
+                    TeamGate::Full
+                } else {
+                    TeamGate::Go
+                }
+            }
         }
     }
 
@@ -210,6 +226,17 @@ pub enum TeamGate {
     Wait(Duration),
     /// At a concurrency cap across the team.
     Full,
+    /// In the provider's line across the team, behind this many.
+    Queued {
+        ahead: u32,
+    },
+    /// The provider's line across the team is full.
+    LineFull {
+        waiting: u32,
+    },
+    /// Waited this long in the provider's line across the team, and its
+    /// turn did not come in the time the request had.
+    Waited(Duration),
     /// A budget's spend across the team reached its limit: the index of
     /// the budget among those asked about, and what it has spent.
     OverBudget {
@@ -283,6 +310,7 @@ impl Provider {
         key: Option<&ProviderKey>,
         tokens: u64,
         budgets: Vec<SpendAsk>,
+        line: Option<Line>,
     ) -> Option<(Arc<dyn Team>, AdmitAsk)> {
         let team = self.team()?;
         let provider_max = self.capacity.limit();
@@ -300,6 +328,7 @@ impl Provider {
         if !limited {
             return None;
         }
+        let capped = provider_max.is_some() || key.is_some();
         let ask = AdmitAsk {
             provider: self.name().to_string(),
             provider_max,
@@ -308,6 +337,7 @@ impl Provider {
             tokens_per_minute,
             tokens,
             budgets,
+            line: line.filter(|_| capped),
         };
         Some((team.clone(), ask))
     }
