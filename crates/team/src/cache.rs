@@ -4,7 +4,7 @@
 //! releases are sent off the request path. Redis out of reach is a miss
 //! (and no lock): the local cache answers alone.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +17,9 @@ use tracing::debug;
 use crate::scripts::Scripts;
 use crate::RedisTeam;
 
-/// Tokens of this process's fill locks, unique with its id.
-static LOCKS: AtomicU64 = AtomicU64::new(0);
+/// The longest a fill lock is kept renewed: a request that has not
+/// stored or let go of its answer by then has long passed any deadline.
+const LONGEST_FILL: Duration = Duration::from_secs(600);
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
@@ -27,11 +28,18 @@ fn ms(d: Duration) -> u64 {
 /// An entry, or the fill lock, or a wait: one script, one round trip.
 pub(crate) async fn fill(team: &RedisTeam, key: &str, lock_ttl: Duration, limit: Duration) -> Shared {
     let Some(mut con) = team.connection().filter(|_| team.connected()) else { return Shared::Unreachable };
-    let token = format!("{}:{}", team.id(), LOCKS.fetch_add(1, Ordering::Relaxed));
+    let token = format!("{}:{}", team.id(), team.locks.fetch_add(1, Ordering::Relaxed));
     let mut call = team.scripts.cache_fill.prepare_invoke();
     call.key(team.keys.cache_entry(key)).key(team.keys.cache_lock(key)).arg(&token).arg(ms(lock_ttl));
     match tokio::time::timeout(limit, call.invoke_async::<Value>(&mut con)).await {
-        Ok(Ok(answer)) => read(answer, token),
+        Ok(Ok(answer)) => {
+            let shared = read(answer, token);
+            if let Shared::Fill(token) = &shared {
+                let lock = team.keys.cache_lock(key);
+                tokio::spawn(keep(con, team.scripts.clone(), lock, token.clone(), lock_ttl, limit));
+            }
+            shared
+        }
         Ok(Err(e)) => {
             debug!("team: the shared cache did not answer: {e}");
             Shared::Unreachable
@@ -39,6 +47,33 @@ pub(crate) async fn fill(team: &RedisTeam, key: &str, lock_ttl: Duration, limit:
         Err(_) => {
             debug!("team: the shared cache did not answer within {limit:?}");
             Shared::Unreachable
+        }
+    }
+}
+
+/// Keeps a fill lock this instance holds from lapsing while its answer
+/// is on its way (an answer slower than the lock's TTL would otherwise let
+/// another instance call upstream too): renewed every third of the TTL
+/// for as long as it is still this instance's. Storing the answer or
+/// letting go of the lock deletes it, which ends the renewals.
+async fn keep(
+    mut con: redis::aio::ConnectionManager,
+    scripts: Arc<Scripts>,
+    lock: String,
+    token: String,
+    ttl: Duration,
+    limit: Duration,
+) {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < LONGEST_FILL {
+        tokio::time::sleep(ttl / 3).await;
+        let mut call = scripts.cache_renew.prepare_invoke();
+        call.key(&lock).arg(&token).arg(ms(ttl));
+        match tokio::time::timeout(limit, call.invoke_async::<i64>(&mut con)).await {
+            Ok(Ok(1)) => {}
+            Ok(Ok(_)) => return,
+            // Out of reach for now: the lock lapses by itself if it stays so.
+            _ => {}
         }
     }
 }

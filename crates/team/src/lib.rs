@@ -93,6 +93,8 @@ pub struct RedisTeam {
     lease_ttl: Duration,
     /// Live instances at the last heartbeat, this one included.
     members: AtomicU32,
+    /// Numbers this process's fill locks (unique with its id).
+    locks: std::sync::atomic::AtomicU64,
     /// Rung when a request finds Redis gone: the runner checks at once
     /// rather than at its next heartbeat.
     lost: tokio::sync::Notify,
@@ -254,6 +256,7 @@ pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, 
         scripts: Arc::new(Scripts::new()),
         lease_ttl: config.lease_ttl,
         members: AtomicU32::new(1),
+        locks: std::sync::atomic::AtomicU64::new(0),
         lost: tokio::sync::Notify::new(),
     });
     let runner = Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone(), members: 1 };

@@ -30,6 +30,7 @@ pub struct Scripts {
     pub cache_fill: Script,
     pub cache_store: Script,
     pub cache_release: Script,
+    pub cache_renew: Script,
 }
 
 impl Scripts {
@@ -50,6 +51,7 @@ impl Scripts {
             cache_fill: Script::new(CACHE_FILL),
             cache_store: Script::new(CACHE_STORE),
             cache_release: Script::new(CACHE_RELEASE),
+            cache_renew: Script::new(CACHE_RENEW),
         }
     }
 }
@@ -394,6 +396,17 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return {1}
 "#;
 
+/// Renews a fill lock, only while it is still the one this instance
+/// took. KEYS: the lock. ARGV: the token, the TTL (ms). Returns 1 when
+/// renewed, 0 when the lock is gone or another's.
+pub const CACHE_RENEW: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"#;
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -425,6 +438,27 @@ mod tests {
         call.arg(lease).arg(60_000).arg(1).arg(0).arg(0).arg(0).arg(0);
         call.arg(ticket).arg(2).arg(age).arg(if ticket.is_empty() { 0 } else { 2000 });
         call.invoke_async(con).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_fill_lock_is_renewed_only_by_the_instance_that_holds_it() {
+        let (mut con, ns) = redis().await;
+        let scripts = Scripts::new();
+        let lock = format!("{ns}:cache:{{k}}:fill");
+        let _: () = redis::cmd("SET").arg(&lock).arg("mine").arg("PX").arg(200).query_async(&mut con).await.unwrap();
+        let renew = |token: &str| {
+            let mut call = scripts.cache_renew.prepare_invoke();
+            call.key(&lock).arg(token).arg(30_000);
+            call
+        };
+        assert_eq!(renew("theirs").invoke_async::<i64>(&mut con).await.unwrap(), 0, "not another's");
+        let ttl: i64 = redis::cmd("PTTL").arg(&lock).query_async(&mut con).await.unwrap();
+        assert!(ttl <= 200, "left as it was: {ttl} ms");
+        assert_eq!(renew("mine").invoke_async::<i64>(&mut con).await.unwrap(), 1);
+        let ttl: i64 = redis::cmd("PTTL").arg(&lock).query_async(&mut con).await.unwrap();
+        assert!(ttl > 20_000, "renewed for the TTL: {ttl} ms");
+        let _: () = redis::cmd("DEL").arg(&lock).query_async(&mut con).await.unwrap();
+        assert_eq!(renew("mine").invoke_async::<i64>(&mut con).await.unwrap(), 0, "gone once stored or let go");
     }
 
     #[tokio::test]
