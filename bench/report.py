@@ -309,6 +309,15 @@ if os.path.exists(team_file) and os.path.getsize(team_file) > 0:
         f"{plain['on_request_path']:.2f} without; c=1 {capped['ms_per_request']:.3f} vs {plain['ms_per_request']:.3f} ms a request",
         capped["on_request_path"] <= 3 and plain["on_request_path"] <= 0.05,
     ))
+    if "latency" in team:
+        lat = team["latency"]
+        added = lat["team"]["p99_ms"] - lat["team_off"]["p99_ms"]
+        checks.append((
+            "team mode: added p99 at c=1 (a capped provider) against team-off <= 1 ms",
+            f"{added:+.3f} ms (p99 {lat['team']['p99_ms']:.3f} vs {lat['team_off']['p99_ms']:.3f} ms; "
+            f"p50 {lat['team']['p50_ms']:.3f} vs {lat['team_off']['p50_ms']:.3f} ms; {lat['requests']:,} requests each)",
+            added <= 1.0,
+        ))
 
 open_streams = None
 open_file = os.path.join(work, "open-streams.json")

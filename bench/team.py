@@ -5,6 +5,10 @@ idle over as long (heartbeats, resyncs). Prints one JSON line.
 
 Usage: team.py BIN WORK UPSTREAM_PORT REQUESTS
 
+Then the latency a team adds: the capped provider at c=1 through the two
+instances against one gateway with the same providers and no `[team]`
+(p50 and p99 of each, in the same run).
+
 Two providers on the same upstream: `plain`, with no cap and no rate limit
 (a request to it makes no Redis call on its way), and `capped`, with a
 concurrency cap and a rate limit (one admission script, then the lease's
@@ -66,17 +70,36 @@ def wait_for(port, path="/healthz"):
     raise SystemExit(f"team bench: nothing answered on {port}")
 
 
-def run(conns, model, n):
+def run(conns, model, n, times=None):
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Say hello"}]})
     start = time.monotonic()
     for i in range(n):
         c = conns[i % len(conns)]
+        sent = time.monotonic()
         c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
         r = c.getresponse()
         r.read()
+        if times is not None:
+            times.append((time.monotonic() - sent) * 1000)
         if r.status != 200:
             raise SystemExit(f"team bench: a request failed with {r.status}")
     return time.monotonic() - start
+
+
+def percentiles(times):
+    times = sorted(times)
+    at = lambda q: times[min(len(times) - 1, int(q * len(times)))]
+    return {"p50_ms": round(at(0.50), 3), "p99_ms": round(at(0.99), 3)}
+
+
+def connect(ports):
+    conns = [http.client.HTTPConnection("127.0.0.1", p, timeout=10) for p in ports]
+    for c in conns:
+        # http.client writes the head and the body apart: without this,
+        # Nagle and delayed ACKs add tens of ms to every request.
+        c.connect()
+        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conns
 
 
 def main():
@@ -91,19 +114,20 @@ def main():
             except subprocess.CalledProcessError:
                 time.sleep(0.05)
         ports = []
-        for name in ("a", "b"):
+        for name in ("a", "b", "solo"):
             port = free_port()
             ports.append(port)
             conf = os.path.join(WORK, f"team-{name}.toml")
+            team = "" if name == "solo" else f"""[team]
+redis = "redis://127.0.0.1:{rport}/0"
+instance = "bench-{name}"
+"""
             with open(conf, "w") as f:
                 f.write(f"""[server]
 listen = "127.0.0.1:{port}"
 rate_limit_per_minute = 100000000
 
-[team]
-redis = "redis://127.0.0.1:{rport}/0"
-instance = "bench-{name}"
-
+{team}
 [policy]
 max_retries = 0
 
@@ -130,12 +154,7 @@ policy = {{ max_concurrency = 64, requests_per_minute = 100000000 }}
         for port in ports:
             wait_for(port)
         time.sleep(1.5)  # both on the roll call, their first resync done
-        conns = [http.client.HTTPConnection("127.0.0.1", p, timeout=10) for p in ports]
-        for c in conns:
-            # http.client writes the head and the body apart: without this,
-            # Nagle and delayed ACKs add tens of ms to every request.
-            c.connect()
-            c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conns, solo = connect(ports[:2]), connect(ports[2:])
         run(conns, "p", 50)
         run(conns, "c", 50)  # warm
         figures = {}
@@ -157,6 +176,15 @@ policy = {{ max_concurrency = 64, requests_per_minute = 100000000 }}
             figures[label] = {"requests": REQUESTS, "seconds": round(took, 3), "on_path_commands": list(ON_PATH),
                               "ms_per_request": round(took * 1000 / REQUESTS, 3),
                               "commands_per_request": per, "on_request_path": round(on_path, 3)}
+        # The latency the team adds to a capped provider at c=1: the two
+        # instances against the same gateway without `[team]`, in turns.
+        run(solo, "c", 50)
+        team_times, solo_times = [], []
+        for _ in range(4):
+            run(conns, "c", REQUESTS // 4, team_times)
+            run(solo, "c", REQUESTS // 4, solo_times)
+        figures["latency"] = {"requests": len(team_times), "team": percentiles(team_times),
+                              "team_off": percentiles(solo_times)}
         print(json.dumps(figures))
     finally:
         for p in procs[1:]:
