@@ -65,13 +65,26 @@ macro_rules! sql_common {
                 }
             };
             let others = |facet: Facet| driving.map(|(f, _)| f) != Some(facet);
+            // The filter's time bounds on every table the query reads, not
+            // only the one that orders it: each is then planned over the
+            // days (the partitions, on PostgreSQL) within them alone.
+            let bound = |q: &mut QueryBuilder<$db>, alias: &str| {
+                if let Some(s) = filter.since {
+                    q.push(format!(" AND {alias}.started_at >= ")).push_bind(s);
+                }
+                if let Some(u) = filter.until {
+                    q.push(format!(" AND {alias}.started_at < ")).push_bind(u);
+                }
+            };
             // Facets that do not drive are looked up per row, by their key.
             let has_facet = |q: &mut QueryBuilder<$db>, facet: Facet, value: &str| {
                 q.push(" AND EXISTS (SELECT 1 FROM request_facets g WHERE g.facet = ")
                     .push_bind(facet.code())
                     .push(" AND g.value = ")
                     .push_bind(value.to_string())
-                    .push(" AND g.started_at = r.started_at AND g.id = r.id)");
+                    .push(" AND g.started_at = r.started_at AND g.id = r.id");
+                bound(q, "g");
+                q.push(")");
             };
             if let Some(p) = filter.provider.as_deref().filter(|_| others(Facet::Provider)) {
                 has_facet(&mut q, Facet::Provider, p);
@@ -103,11 +116,9 @@ macro_rules! sql_common {
                 q.push(" AND (r.correlation_id = ").push_bind(c.clone()).push(" AND r.correlation_id <> r.id");
                 q.push(" OR r.id = ").push_bind(c.clone()).push(" AND r.correlation_id = ").push_bind(c.clone()).push(")");
             }
-            if let Some(s) = filter.since {
-                q.push(format!(" AND {t}.started_at >= ")).push_bind(s);
-            }
-            if let Some(u) = filter.until {
-                q.push(format!(" AND {t}.started_at < ")).push_bind(u);
+            bound(&mut q, t);
+            if t != "r" {
+                bound(&mut q, "r");
             }
             if let Some(cursor) = &filter.cursor {
                 let (at, id) = parse_cursor(cursor)?;

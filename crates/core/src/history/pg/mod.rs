@@ -71,7 +71,13 @@ impl PgStore {
     /// credentials good and its schema one this binary knows.
     pub async fn open(url: &HistoryUrl, path: &Path) -> Result<PgStore, StoreError> {
         let fail = |e: &dyn std::fmt::Display| StoreError::Server { url: url.redacted(), message: scrub(e, url) };
-        let options = PgConnectOptions::from_str(url.expose()).map_err(|e| fail(&e))?;
+        // Custom plans only: a generic plan of a query on the partitioned
+        // tables cannot prune at planning and sets up every day's partition
+        // on each run, where a plan for the values at hand reads the few
+        // days a time-bounded query names (see `windows`).
+        let options = PgConnectOptions::from_str(url.expose())
+            .map_err(|e| fail(&e))?
+            .options([("plan_cache_mode", "force_custom_plan")]);
         let pool = PgPoolOptions::new()
             .max_connections(POOL_SIZE)
             .acquire_timeout(Duration::from_secs(10))
@@ -229,6 +235,34 @@ impl PgStore {
     }
 }
 
+/// The windows a list walks, newest first: the day of the newest request
+/// it can show, then the 3 days before, then 12, 48 and 192, then the rest,
+/// each within the filter's own `since` and `until`. A query bounded in
+/// time is planned over its days' partitions alone, so a page found in the
+/// newest days (nearly every page) never plans or opens the others. A
+/// filter that picks requests out by correlation id or search asks once:
+/// its index finds them wherever they are.
+fn windows(filter: &RequestFilter, now: i64) -> Result<Vec<(Option<i64>, Option<i64>)>, StoreError> {
+    if filter.correlation_id.is_some() || filter.search.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+        return Ok(vec![(filter.since, filter.until)]);
+    }
+    let cursor = filter.cursor.as_deref().map(parse_cursor).transpose()?.map(|(at, _)| at);
+    let newest = [Some(now), filter.until.map(|u| u - 1), cursor].into_iter().flatten().min().unwrap_or(now);
+    let mut windows = Vec::new();
+    let mut until = filter.until;
+    let mut from = newest.div_euclid(DAY_MS) * DAY_MS;
+    for days in [3, 12, 48, 192, 0] {
+        if filter.since.is_some_and(|s| s >= from) || days == 0 {
+            windows.push((filter.since, until));
+            return Ok(windows);
+        }
+        windows.push((Some(from), until));
+        until = Some(from);
+        from -= days * DAY_MS;
+    }
+    Ok(windows)
+}
+
 /// How far a request's start may lie from its id's timestamp: both are read
 /// from the same clock microseconds apart, so this is only a margin.
 const ID_CLOCK_SLACK_MS: i64 = 10 * 60 * 1000;
@@ -304,11 +338,23 @@ impl Backend for PgStore {
         Sink::Postgres(PgSink { store: self.clone(), runtime: tokio::runtime::Handle::try_current().ok() })
     }
 
+    /// Newest first, a window of days at a time (see [`windows`]).
     async fn requests(&self, filter: &RequestFilter) -> Result<Page, StoreError> {
         let limit = page_size(filter);
-        let mut q = list_query(&format!("SELECT {SUMMARY_COLUMNS}"), filter)?;
-        let rows = q.build().fetch_all(&self.pool).await?;
-        let requests: Vec<RequestSummary> = rows.iter().map(summary).collect::<Result<_, _>>()?;
+        let wanted = limit as usize + 1;
+        let mut requests: Vec<RequestSummary> = Vec::with_capacity(wanted);
+        for (since, until) in windows(filter, super::record::now_ms())? {
+            let window =
+                RequestFilter { since, until, limit: Some((wanted - requests.len()) as u32 - 1), ..filter.clone() };
+            let rows = list_query(&format!("SELECT {SUMMARY_COLUMNS}"), &window)?.build().fetch_all(&self.pool).await?;
+            for row in &rows {
+                requests.push(summary(row)?);
+            }
+            if requests.len() >= wanted {
+                break;
+            }
+        }
+        requests.truncate(wanted);
         Ok(Page::of(requests, limit))
     }
 
