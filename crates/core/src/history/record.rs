@@ -196,6 +196,32 @@ pub struct RequestRecord {
     /// gateway alone. Version 5 of the frames added it, last.
     #[serde(default)]
     pub instance: Option<String>,
+    /// Why the route's strategy put each attempt's provider where it did;
+    /// none for attempts in chain order. Version 6 of the frames added it, last.
+    #[serde(default)]
+    pub routing: Vec<AttemptRouting>,
+}
+
+/// Which strategy put an attempt's provider where it was, and the figures
+/// it weighed then. Stored as figures; text is made when it is read
+/// ([`crate::policy::strategy::Routing::describe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct AttemptRouting {
+    pub seq: u32,
+    pub routing: crate::policy::strategy::Routing,
+}
+
+impl AttemptRouting {
+    /// How history stores it: the figures as compact JSON.
+    pub fn column(&self) -> Option<String> {
+        serde_json::to_string(&self.routing).ok()
+    }
+
+    /// Read back from [`AttemptRouting::column`].
+    pub fn from_column(seq: u32, text: &str) -> Option<AttemptRouting> {
+        serde_json::from_str(text).ok().map(|routing| AttemptRouting { seq, routing })
+    }
 }
 
 /// An attempt translated for its provider: the client's format and the one

@@ -168,6 +168,12 @@ macro_rules! sql_common {
             Some(AttemptDropped { seq, fields: serde_json::from_str(&text).ok()? })
         }
 
+        fn routing(r: &$row) -> Option<AttemptRouting> {
+            let text: String = r.try_get::<Option<String>, _>("routing").ok()??;
+            let seq = u32::try_from(r.try_get::<i64, _>("seq").ok()?).ok()?;
+            AttemptRouting::from_column(seq, &text)
+        }
+
         fn attempt(r: &$row) -> Result<AttemptRecord, StoreError> {
             let small = |column: &str| -> Result<Option<u16>, StoreError> {
                 Ok(r.try_get::<Option<i64>, _>(column)?.and_then(|n| u16::try_from(n).ok()))

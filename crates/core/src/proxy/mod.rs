@@ -33,6 +33,7 @@ use crate::policy::budget::{Blocked, Covering};
 use crate::policy::classify::{self, Outcome};
 use crate::policy::deadline::Deadline;
 use crate::policy::step::{self, Facts, GiveUp, Keys, Next, Repairs};
+use crate::policy::strategy::{self, Ask, RouteState, Strategy};
 use crate::policy::RequestPolicy;
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::translate::error::{self as translate_error, Untranslatable};
@@ -128,7 +129,7 @@ async fn serve(
             return Ok(hit);
         }
     }
-    let plan = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).map_err(|e| {
+    let mut plan = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
             RouteError::NoneAvailable { .. } => ErrorCode::NoProviderAvailable,
@@ -136,6 +137,9 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     let policy = live.config.request_policy(&head.model);
+    // A rough size for the token bucket and for prices; providers count the real thing.
+    let tokens = (bytes.len() / 4) as u64;
+    let route = route_in_order(gateway, &live, &head, tokens, &mut plan.candidates);
     let mut run = Run {
         gateway,
         inbound,
@@ -143,8 +147,8 @@ async fn serve(
         body: &bytes,
         policy,
         deadline: Deadline::for_request(&inbound.headers, policy.deadline, started),
-        // A rough size for the token bucket; providers count the real thing.
-        tokens: (bytes.len() / 4) as u64,
+        tokens,
+        route,
         attempts: 0,
         notes: String::new(),
         out_of_time: false,
@@ -186,6 +190,40 @@ async fn serve(
         return Ok(fallback.response(error.attempts));
     }
     Err(error)
+}
+
+/// Output tokens a request that sets no limit is priced for, by `cheapest`.
+const ASSUMED_OUTPUT_TOKENS: u64 = 500;
+
+/// Puts `candidates` in the order `model`'s strategy gives them for this
+/// request; returns the state its answer is counted in.
+fn route_in_order<'l>(
+    gateway: &Gateway,
+    live: &'l Live,
+    head: &RequestHead,
+    tokens: u64,
+    candidates: &mut [Candidate<'_>],
+) -> &'l RouteState {
+    let policy = live.config.request_policy(&head.model);
+    let (route, state) = match live.route(&head.model) {
+        Some((route, state)) => (Some(route), state),
+        None => (None, &live.unrouted),
+    };
+    if policy.strategy == Strategy::Ordered {
+        return state;
+    }
+    let ask = Ask {
+        strategy: policy.strategy,
+        streamed: head.stream,
+        input_tokens: tokens,
+        output_tokens: head.max_output.unwrap_or(ASSUMED_OUTPUT_TOKENS),
+        prices: gateway.sink().map(|s| &*s.prices),
+        max_latency: policy.max_latency,
+        turn: state.turns.next(),
+        schedule: route.and_then(|r| r.schedule.as_ref()),
+    };
+    strategy::order(candidates, &ask);
+    state
 }
 
 /// A token count answered here, or why its body cannot be read.
@@ -239,6 +277,8 @@ struct Run<'a> {
     policy: &'a RequestPolicy,
     deadline: Deadline,
     tokens: u64,
+    /// Where the route counts which provider answered.
+    route: &'a RouteState,
     attempts: u32,
     notes: String,
     out_of_time: bool,
@@ -297,6 +337,7 @@ impl Run<'_> {
             reason: if fallback_from.is_some() { Reason::Fallback } else { Reason::First },
             fallback_from,
             why,
+            routing: candidate.routing,
         });
     }
 
@@ -449,6 +490,7 @@ impl Run<'_> {
                 breaker_state: provider.breaker_state().name(),
                 translation: translated.map(|t| (t.client, t.upstream)),
                 dropped: translated.map(|t| t.dropped.clone()).unwrap_or_default(),
+                routing: candidate.routing,
             });
             let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
             let mut attempted = attempt::run(self.gateway.client(), request, endpoint, timeout, &self.scrub).await;
@@ -475,6 +517,7 @@ impl Run<'_> {
                 provider.observe_quota(requests, tokens);
             }
             let verdict = classify::verdict(attempted.outcome, wait);
+            self.observe_speed(provider, &attempted, timeout);
             let end = AttemptEnd {
                 status: provider_status,
                 ttfb: attempted.ttfb,
@@ -588,6 +631,27 @@ impl Run<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// Feeds what the attempt took to the provider's recent speed (the
+    /// strategies' measure): an answer's time to first token or to its
+    /// head, or the whole timeout for one that timed out (a provider too
+    /// slow to answer is slow). A quick error says nothing of its speed.
+    fn observe_speed(&self, provider: &Provider, attempted: &attempt::Attempted, timeout: Duration) {
+        let took = match attempted.outcome {
+            Outcome::Timeout => Some(timeout),
+            Outcome::Status(s) if s.is_success() => {
+                if self.head.stream {
+                    attempted.ttft.or(attempted.ttfb)
+                } else {
+                    attempted.ttfb
+                }
+            }
+            _ => None,
+        };
+        if let Some(took) = took {
+            provider.recent().observe(self.head.stream, took);
         }
     }
 
