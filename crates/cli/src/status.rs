@@ -1,7 +1,7 @@
 //! `switchyard status` and `switchyard providers enable|disable`.
 
 use anyhow::Result;
-use switchyard_core::admin::routes::{RoutesView, UnroutedView};
+use switchyard_core::admin::routes::RoutesView;
 use switchyard_core::policy::strategy::{Share, Strategy};
 use switchyard_core::team::TeamView;
 use switchyard_core::telemetry::ProviderView;
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_route_is_a_line_with_its_strategy_chain_and_split() {
-        use switchyard_core::admin::routes::{ChainEntry, RouteView};
+        use switchyard_core::admin::routes::{ChainEntry, RouteView, UnroutedView};
         let share = |p: &str, requests, share| Share { provider: p.into(), requests, share };
         let entry = |p: &str, weight| ChainEntry { provider: p.into(), weight };
         let view = RoutesView {

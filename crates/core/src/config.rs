@@ -874,7 +874,7 @@ impl Validator<'_> {
         i: usize,
         entries: Vec<chain::RawEntry>,
         providers: &[ProviderConfig],
-    ) -> Result<(Vec<String>, Vec<(Option<u32>, Range<usize>)>), ConfigError> {
+    ) -> Result<(Vec<String>, Vec<Weight>), ConfigError> {
         let mut chain = Vec::with_capacity(entries.len());
         let mut weights = Vec::with_capacity(entries.len());
         for (j, entry) in entries.into_iter().enumerate() {
@@ -922,6 +922,9 @@ impl Validator<'_> {
         Ok(FallbackResponse { status, body: bytes::Bytes::from(raw.body), content_type: header })
     }
 }
+
+/// A chain entry's weight, if it has one, and where it was written.
+type Weight = (Option<u32>, Range<usize>);
 
 /// A `[[prices]]` entry: USD per million tokens.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
