@@ -30,6 +30,9 @@ export type {
   RequestDetail,
   RequestOutcome,
   RequestSummary,
+  RoutesView,
+  Share,
+  Strategy,
   Snapshot,
   StreamMessage,
   TeamView,
@@ -50,6 +53,8 @@ import type {
   ProviderView,
   RequestDetail,
   RequestOutcome,
+  RoutesView,
+  Strategy,
   StreamMessage,
   TeamView,
 } from './contract';
@@ -212,6 +217,9 @@ export class Api {
   deleteProvider = (name: string) => this.request<ConfigView>('DELETE', `/admin/config/providers/${enc(name)}`);
   putRoute = (model: string, chain: string[]) =>
     this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, { chain });
+  setStrategy = (model: string, strategy: Strategy) =>
+    this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, { strategy });
+  routes = () => this.get<RoutesView>('/admin/routes');
   deleteRoute = (model: string) => this.request<ConfigView>('DELETE', `/admin/config/routes/${enc(model)}`);
   patchSettings = (changes: Record<string, Record<string, unknown>>) =>
     this.request<ConfigView>('PATCH', '/admin/config/settings', changes);
