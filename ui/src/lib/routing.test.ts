@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { splitText, STRATEGIES } from './routing';
+import { routedText, splitText, STRATEGIES } from './routing';
 
 describe('routing', () => {
   it('words a split as shares of the window', () => {
@@ -14,5 +14,15 @@ describe('routing', () => {
 
   it('lists every strategy once, ordered first', () => {
     expect(STRATEGIES.map((s) => s.value)).toEqual(['ordered', 'latency', 'least_busy', 'cheapest', 'weighted']);
+  });
+
+  it("words an attempt's routing from its figures, and nothing in chain order", () => {
+    const routing = [
+      { seq: 1, routing: { strategy: 'least_busy' as const, rank: 0, explored: false, latency_ms: 80.4, in_flight: 3, usd: null, weight: null } },
+      { seq: 2, routing: { strategy: 'latency' as const, rank: 1, explored: true, latency_ms: null, in_flight: null, usd: null, weight: null } },
+    ];
+    expect(routedText(routing, 1)).toBe('least busy #1: 80 ms, 3 in flight');
+    expect(routedText(routing, 2)).toBe('latency #2: exploring');
+    expect(routedText(routing, 3)).toBeNull();
   });
 });
