@@ -637,7 +637,8 @@ impl Run<'_> {
     /// Feeds what the attempt took to the provider's recent speed (the
     /// strategies' measure): an answer's time to first token or to its
     /// head, or the whole timeout for one that timed out (a provider too
-    /// slow to answer is slow). A quick error says nothing of its speed.
+    /// slow to answer is slow). A quick error says nothing of its speed,
+    /// but puts a provider never measured after the measured ones.
     fn observe_speed(&self, provider: &Provider, attempted: &attempt::Attempted, timeout: Duration) {
         let took = match attempted.outcome {
             Outcome::Timeout => Some(timeout),
@@ -650,8 +651,9 @@ impl Run<'_> {
             }
             _ => None,
         };
-        if let Some(took) = took {
-            provider.recent().observe(self.head.stream, took);
+        match took {
+            Some(took) => provider.recent().observe(self.head.stream, took),
+            None => provider.recent().failed(self.head.stream),
         }
     }
 

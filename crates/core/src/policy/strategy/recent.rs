@@ -7,6 +7,11 @@
 //! that follows a provider slowing down within a few requests. Each
 //! average is an `f64`'s bits in an atomic: readers never wait, and two
 //! writers racing lose one sample, which an average can spare.
+//!
+//! A provider never measured is put first, to be measured; one that was
+//! tried and failed before it ever answered is put last instead (its
+//! average reads infinite until it answers), or a provider that fails at
+//! once would stay "never measured", and first, until its breaker opened.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -36,10 +41,18 @@ impl Recent {
         let slot = self.slot(streamed);
         let sample = took.as_secs_f64() * 1000.0;
         let next = match read(slot) {
-            None => sample,
-            Some(avg) => avg + WEIGHT * (sample - avg),
+            Some(avg) if avg.is_finite() => avg + WEIGHT * (sample - avg),
+            _ => sample,
         };
         slot.store(next.to_bits(), Ordering::Relaxed);
+    }
+
+    /// An attempt failed without saying how fast the provider is (a quick
+    /// error): a provider with no measure yet goes after those with one.
+    /// A measured one keeps its measure: its breaker judges its failures.
+    pub fn failed(&self, streamed: bool) {
+        let slot = self.slot(streamed);
+        let _ = slot.compare_exchange(NONE, f64::INFINITY.to_bits(), Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// The recent average in ms for a stream (`streamed`) or a whole

@@ -112,6 +112,18 @@ fn latency_follows_a_provider_that_slows_down_within_a_few_answers() {
 }
 
 #[test]
+fn a_provider_that_failed_before_it_ever_answered_goes_last_until_it_answers() {
+    let p = providers();
+    p[1].recent().observe(false, ms(200));
+    p[0].recent().failed(false);
+    p[1].recent().failed(false);
+    assert_eq!(names(&ordered_by(&p, &ask(Strategy::Latency))), ["c", "b", "a"], "b keeps its measure");
+    assert_eq!(ordered_by(&p, &ask(Strategy::Latency))[2].routing.unwrap().latency_ms, Some(f64::INFINITY));
+    p[0].recent().observe(false, ms(50));
+    assert_eq!(names(&ordered_by(&p, &ask(Strategy::Latency))), ["c", "a", "b"], "one answer and it is measured");
+}
+
+#[test]
 fn latency_judges_a_stream_by_its_first_token() {
     let p = providers();
     p[0].recent().observe(false, ms(10));
