@@ -169,9 +169,9 @@ macro_rules! sql_common {
         }
 
         fn routing(r: &$row) -> Option<AttemptRouting> {
-            let text: String = r.try_get::<Option<String>, _>("routing").ok()??;
+            let bytes: Vec<u8> = r.try_get::<Option<Vec<u8>>, _>("routing").ok()??;
             let seq = u32::try_from(r.try_get::<i64, _>("seq").ok()?).ok()?;
-            AttemptRouting::from_column(seq, &text)
+            AttemptRouting::from_column(seq, &bytes)
         }
 
         fn attempt(r: &$row) -> Result<AttemptRecord, StoreError> {

@@ -34,7 +34,7 @@ const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (request_id, seq, request_st
     SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::text[],
         $8::text[], $9::int8[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],
         $15::float8[], $16::int8[], $17::text[], $18::float8[], $19::text[], $20::text[], $21::int8[], $22::int8[],
-        $23::int8[], $24::text[], $25::text[], $26::text[])
+        $23::int8[], $24::text[], $25::text[], $26::bytea[])
     ON CONFLICT DO NOTHING";
 
 const UPSERT_ROLLUPS: &str = "INSERT INTO rollups (instance, span, start, provider, model, outcome, requests,
@@ -265,7 +265,7 @@ async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, requests: &[&Reques
         .bind(col!(Option<i64>, |_r, a| a.usage.columns()[2]))
         .bind(attempts.iter().map(|(_, _, t, _, _)| t.clone()).collect::<Vec<Option<String>>>())
         .bind(attempts.iter().map(|(_, _, _, d, _)| d.clone()).collect::<Vec<Option<String>>>())
-        .bind(attempts.iter().map(|(_, _, _, _, x)| x.clone()).collect::<Vec<Option<String>>>())
+        .bind(attempts.iter().map(|(_, _, _, _, x)| x.clone()).collect::<Vec<Option<Vec<u8>>>>())
         .execute(&mut **tx)
         .await?;
     Ok(())
