@@ -65,11 +65,6 @@ impl Live {
         let at = self.config.routes.iter().position(|r| r.model == model)?;
         Some((self.config.routes.get(at)?, self.routes.get(at)?))
     }
-
-    /// The state `model`'s requests are counted in.
-    pub fn route_state(&self, model: &str) -> &Arc<RouteState> {
-        self.route(model).map_or(&self.unrouted, |(_, state)| state)
-    }
 }
 
 /// Everything a request needs; cheap to clone.

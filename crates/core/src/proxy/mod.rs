@@ -41,7 +41,7 @@ use crate::protocol::translate::passthrough::Scrub;
 use crate::protocol::usage::Usage;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
-use crate::upstream::provider::{Gate, Pass, Provider, TeamGate, Ticket};
+use crate::upstream::provider::{Gate, Pass, Provider, TeamGate, Ticket, Verdict};
 use crate::upstream::routing::{self, Candidate, RouteError};
 use body::{BodyError, RequestHead};
 use journal::{AttemptEnd, AttemptStart, Journal, Skip};
@@ -517,7 +517,7 @@ impl Run<'_> {
                 provider.observe_quota(requests, tokens);
             }
             let verdict = classify::verdict(attempted.outcome, wait);
-            self.observe_speed(provider, &attempted, timeout);
+            self.observe_speed(provider, &attempted, verdict, timeout);
             let end = AttemptEnd {
                 status: provider_status,
                 ttfb: attempted.ttfb,
@@ -637,9 +637,10 @@ impl Run<'_> {
     /// Feeds what the attempt took to the provider's recent speed (the
     /// strategies' measure): an answer's time to first token or to its
     /// head, or the whole timeout for one that timed out (a provider too
-    /// slow to answer is slow). A quick error says nothing of its speed,
-    /// but puts a provider never measured after the measured ones.
-    fn observe_speed(&self, provider: &Provider, attempted: &attempt::Attempted, timeout: Duration) {
+    /// slow to answer is slow). A quick failure says nothing of its speed,
+    /// but puts a provider never measured after the measured ones; the
+    /// client's own errors and rate limits say nothing at all.
+    fn observe_speed(&self, provider: &Provider, attempted: &attempt::Attempted, verdict: Verdict, timeout: Duration) {
         let took = match attempted.outcome {
             Outcome::Timeout => Some(timeout),
             Outcome::Status(s) if s.is_success() => {
@@ -651,9 +652,10 @@ impl Run<'_> {
             }
             _ => None,
         };
-        match took {
-            Some(took) => provider.recent().observe(self.head.stream, took),
-            None => provider.recent().failed(self.head.stream),
+        match (took, verdict) {
+            (Some(took), _) => provider.recent().observe(self.head.stream, took),
+            (None, Verdict::Failed | Verdict::Unreachable) => provider.recent().failed(self.head.stream),
+            (None, Verdict::Healthy | Verdict::RateLimited(_) | Verdict::Neutral) => {}
         }
     }
 
