@@ -87,6 +87,25 @@ async fn latency_sends_most_requests_to_the_faster_and_moves_when_it_slows_down(
 }
 
 #[tokio::test]
+async fn latency_judges_streams_by_their_first_token_not_their_length() {
+    // Quick to start (its first content in about 30 ms) and long to finish
+    // (about 80 ms); slower to start (60 ms), and done at once.
+    let paced = Script::ok().latency(Duration::from_millis(2)).stream(8, Duration::from_millis(10));
+    let starts_fast = sim("starts-fast", paced).await;
+    let starts_slow = sim("starts-slow", Script::ok().latency(Duration::from_millis(60)).stream(1, Duration::ZERO)).await;
+    let gw = gateway(&[&starts_slow, &starts_fast], "strategy = \"latency\"", "").await;
+    let mut counts = BTreeMap::<String, usize>::new();
+    let body = json!({ "model": "m", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+    for _ in 0..60 {
+        let r = gw.post("/v1/chat/completions", &body).await;
+        let provider = r.headers()["x-switchyard-provider"].to_str().unwrap().to_string();
+        assert!(r.text().await.unwrap().contains("[DONE]"));
+        *counts.entry(provider).or_default() += 1;
+    }
+    assert!(counts.get("starts-fast").copied().unwrap_or(0) >= 54, "{counts:?}");
+}
+
+#[tokio::test]
 async fn least_busy_keeps_requests_in_flight_within_one_of_each_other() {
     let a = sim("a", Script::ok().latency(Duration::from_millis(300))).await;
     let b = sim("b", Script::ok().latency(Duration::from_millis(300))).await;
