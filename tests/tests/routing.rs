@@ -70,7 +70,10 @@ async fn latency_sends_most_requests_to_the_faster_and_moves_when_it_slows_down(
     let counts = split(&gw, 500, 1).await;
     let to_fast = counts.get("fast").copied().unwrap_or(0);
     assert!(to_fast >= 450, "at least 90% of 500 to the faster: {counts:?}");
-    assert!(counts.get("slow").copied().unwrap_or(0) >= 20, "the exploration share keeps the other measured: {counts:?}");
+    assert!(
+        counts.get("slow").copied().unwrap_or(0) >= 20,
+        "the exploration share keeps the other measured: {counts:?}"
+    );
 
     // The fast one slows down to well past the other.
     fast.set_script(Script::ok().latency(Duration::from_millis(80)));
@@ -92,7 +95,8 @@ async fn latency_judges_streams_by_their_first_token_not_their_length() {
     // (about 80 ms); slower to start (60 ms), and done at once.
     let paced = Script::ok().latency(Duration::from_millis(2)).stream(8, Duration::from_millis(10));
     let starts_fast = sim("starts-fast", paced).await;
-    let starts_slow = sim("starts-slow", Script::ok().latency(Duration::from_millis(60)).stream(1, Duration::ZERO)).await;
+    let starts_slow =
+        sim("starts-slow", Script::ok().latency(Duration::from_millis(60)).stream(1, Duration::ZERO)).await;
     let gw = gateway(&[&starts_slow, &starts_fast], "strategy = \"latency\"", "").await;
     let mut counts = BTreeMap::<String, usize>::new();
     let body = json!({ "model": "m", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });

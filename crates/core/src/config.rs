@@ -854,9 +854,7 @@ impl Validator<'_> {
                     "weights are for a weighted route: set strategy = \"weighted\"",
                 )
             }
-            Some(_) => {
-                Some(Schedule::new(&weights.iter().map(|(w, _)| w.unwrap_or(1)).collect::<Vec<_>>()))
-            }
+            Some(_) => Some(Schedule::new(&weights.iter().map(|(w, _)| w.unwrap_or(1)).collect::<Vec<_>>())),
         };
         let cache =
             raw.policy.cache(defaults.cache).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;

@@ -325,7 +325,10 @@ max_concurrency = 4
         let strategy = |s: &str| RouteForm { strategy: Some(s.into()), ..RouteForm::default() };
         e.set_route("m", &strategy("latency")).unwrap();
         let config = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap();
-        assert_eq!((config.routes[0].policy.strategy, &config.routes[0].chain[..]), (Strategy::Latency, &["a".to_string(), "b".to_string()][..]));
+        assert_eq!(
+            (config.routes[0].policy.strategy, &config.routes[0].chain[..]),
+            (Strategy::Latency, &["a".to_string(), "b".to_string()][..])
+        );
         let weights = RouteForm { weights: Some(vec![9, 1]), ..strategy("weighted") };
         e.set_route("m", &weights).unwrap();
         let config = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap();
@@ -336,7 +339,11 @@ max_concurrency = 4
         assert!(matches!(e.set_route("m", &short), Err(EditError::Weights { weights: 1, chain: 2 })));
         e.set_route("m", &strategy("least_busy")).unwrap();
         let config = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap();
-        assert_eq!((config.routes[0].policy.strategy, config.routes[0].schedule.is_none()), (Strategy::LeastBusy, true), "the weights go with the strategy");
+        assert_eq!(
+            (config.routes[0].policy.strategy, config.routes[0].schedule.is_none()),
+            (Strategy::LeastBusy, true),
+            "the weights go with the strategy"
+        );
         e.set_route("m", &strategy("fastest")).unwrap();
         let refused = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap_err().to_string();
         assert!(refused.contains("routes[0].strategy"), "{refused}");

@@ -420,7 +420,12 @@ pub(crate) mod tests {
                     use crate::policy::strategy::{Routing, Strategy};
                     let routed = |seq, rank, latency_ms| crate::history::record::AttemptRouting {
                         seq,
-                        routing: Routing { rank, latency_ms, in_flight: Some(rank), ..Routing::by(Strategy::LeastBusy) },
+                        routing: Routing {
+                            rank,
+                            latency_ms,
+                            in_flight: Some(rank),
+                            ..Routing::by(Strategy::LeastBusy)
+                        },
                     };
                     r.routing = vec![routed(0, 0, None), routed(1, 1, Some(i as f64 + 0.25))];
                 }

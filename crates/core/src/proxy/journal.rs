@@ -14,8 +14,8 @@ use crate::history::pricing::Prices;
 use crate::history::record::{
     now_ms, AttemptOutcome, AttemptRecord, AttemptRouting, Reason, Record, RequestOutcome, RequestRecord,
 };
-use crate::policy::strategy::Routing;
 use crate::history::Recorder;
+use crate::policy::strategy::Routing;
 use crate::protocol::error::ApiError;
 use crate::protocol::usage::Usage;
 use crate::telemetry::Telemetry;

@@ -122,9 +122,9 @@ fn chain_for<'a>(providers: &'a [Arc<Provider>], routes: &'a [RouteConfig], mode
             })
             .collect();
     }
-    let explicit = providers.iter().filter_map(|provider| {
-        provider.config.models.explicit(model).map(|upstream_model| (provider, upstream_model))
-    });
+    let explicit = providers
+        .iter()
+        .filter_map(|provider| provider.config.models.explicit(model).map(|upstream_model| (provider, upstream_model)));
     let wildcard = providers
         .iter()
         .filter(|p| p.config.models.has_wildcard() && p.config.models.explicit(model).is_none())

@@ -259,7 +259,10 @@ async fn lists_and_lookups_over_a_year_of_days_answer_as_sqlite_does() {
     let mut ids = Vec::new();
     for (i, record) in records.iter_mut().enumerate() {
         if let Record::Request(r) = record {
-            let stamp = uuid::Builder::from_unix_timestamp_millis(r.started_at_ms as u64, &(i as u128).to_be_bytes()[6..].try_into().unwrap());
+            let stamp = uuid::Builder::from_unix_timestamp_millis(
+                r.started_at_ms as u64,
+                &(i as u128).to_be_bytes()[6..].try_into().unwrap(),
+            );
             r.id = stamp.into_uuid().to_string();
             r.correlation_id = if i % 100 == 3 { "trace-a".into() } else { r.id.clone() };
             ids.push(r.id.clone());

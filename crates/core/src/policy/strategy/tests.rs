@@ -95,7 +95,10 @@ fn latency_puts_the_fastest_first_and_the_unmeasured_before_all() {
     let c = ordered_by(&p, &ask(Strategy::Latency));
     assert_eq!(names(&c), ["b", "c", "a"]);
     let first = c[0].routing.unwrap();
-    assert_eq!((first.strategy, first.rank, first.explored, first.latency_ms), (Strategy::Latency, 0, false, Some(40.0)));
+    assert_eq!(
+        (first.strategy, first.rank, first.explored, first.latency_ms),
+        (Strategy::Latency, 0, false, Some(40.0))
+    );
     assert_eq!(c[2].routing.unwrap().rank, 2);
 }
 
@@ -250,7 +253,8 @@ fn a_route_names_its_strategy_and_policy_sets_the_default() {
     let config = route_config("chain = [\"a\", \"b\"]\nstrategy = \"latency\"").unwrap();
     assert_eq!(config.routes[0].policy.strategy, Strategy::Latency);
     assert_eq!(config.policy.strategy, Strategy::Ordered);
-    let text = format!("[policy]\nstrategy = \"least_busy\"\n{PROVIDERS}\n[[routes]]\nmodel = \"m\"\nchain = [\"a\"]\n");
+    let text =
+        format!("[policy]\nstrategy = \"least_busy\"\n{PROVIDERS}\n[[routes]]\nmodel = \"m\"\nchain = [\"a\"]\n");
     let config = Config::parse(&text, Path::new("t.toml")).unwrap();
     assert_eq!((config.policy.strategy, config.routes[0].policy.strategy), (Strategy::LeastBusy, Strategy::LeastBusy));
     let config = route_config("chain = [\"a\", \"b\"]\nstrategy = \"cheapest\"\nmax_latency = \"2s\"").unwrap();
@@ -279,7 +283,12 @@ fn broken_routing_config_names_file_line_and_field() {
             "from 1 to 1000",
         ),
         ("chain = [{ provider = \"a\", weight = 2 }]", "t.toml:25:", "routes[0].chain", "set strategy = \"weighted\""),
-        ("chain = [{ provider = \"z\", weight = 2 }]", "t.toml:25:", "routes[0].chain[0]", "no provider is named \"z\""),
+        (
+            "chain = [{ provider = \"z\", weight = 2 }]",
+            "t.toml:25:",
+            "routes[0].chain[0]",
+            "no provider is named \"z\"",
+        ),
         ("chain = [{ provider = \"a\", wieght = 2 }]", "t.toml:25:", "", "wieght"),
         ("chain = [\"a\"]\nmax_latency = \"soon\"", "t.toml:26:", "routes[0].max_latency", "not a duration"),
     ];
