@@ -164,6 +164,7 @@ fn view(gw: &Gateway) -> ConfigView {
             ("max_retry_wait", p.max_retry_wait.into()),
             ("min_fallback_budget", p.min_fallback_budget.into()),
             ("stream_idle_timeout", p.stream_idle_timeout.into()),
+            ("strategy", Setting::Text(p.strategy.as_str().into())),
             ("breaker_failure_rate", b.failure_rate.into()),
             ("breaker_window", b.window.into()),
             ("breaker_min_calls", b.min_calls.into()),

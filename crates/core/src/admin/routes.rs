@@ -73,14 +73,26 @@ pub fn view(live: &Live) -> RoutesView {
                 })
                 .collect(),
             max_latency_ms: route.policy.max_latency.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            split: state.split(),
+            split: in_chain_order(state.split(), &route.chain),
         })
         .collect();
     RoutesView {
         routes,
-        unrouted: UnroutedView { strategy: live.config.policy.strategy, split: live.unrouted.split() },
+        unrouted: UnroutedView { strategy: live.config.policy.strategy, split: busiest_first(live.unrouted.split()) },
         split_window_s: SPLIT_WINDOW.as_secs(),
     }
+}
+
+/// A route's split in its chain's order (a provider since dropped from it last).
+fn in_chain_order(mut split: Vec<Share>, chain: &[String]) -> Vec<Share> {
+    split.sort_by_key(|s| chain.iter().position(|p| *p == s.provider).unwrap_or(usize::MAX));
+    split
+}
+
+/// The models without a route share no chain: the busiest provider first.
+fn busiest_first(mut split: Vec<Share>) -> Vec<Share> {
+    split.sort_by(|a, b| b.requests.cmp(&a.requests).then_with(|| a.provider.cmp(&b.provider)));
+    split
 }
 
 async fn show(State(gw): State<Gateway>) -> Json<RoutesView> {
