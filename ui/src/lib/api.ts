@@ -215,8 +215,9 @@ export class Api {
   putProvider = (name: string, form: ProviderForm) =>
     this.request<ConfigView>('PUT', `/admin/config/providers/${enc(name)}`, form);
   deleteProvider = (name: string) => this.request<ConfigView>('DELETE', `/admin/config/providers/${enc(name)}`);
-  putRoute = (model: string, chain: string[]) =>
-    this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, { chain });
+  /** A chain in a new order; `weights` keeps a weighted route's weights with their providers. */
+  putRoute = (model: string, chain: string[], weights?: number[]) =>
+    this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, weights ? { chain, weights } : { chain });
   setStrategy = (model: string, strategy: Strategy) =>
     this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, { strategy });
   routes = () => this.get<RoutesView>('/admin/routes');

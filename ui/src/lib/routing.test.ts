@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { routedText, splitText, STRATEGIES } from './routing';
+import { routedText, splitText, STRATEGIES, weightsFor } from './routing';
 
 describe('routing', () => {
   it('words a split as shares of the window', () => {
@@ -24,5 +24,12 @@ describe('routing', () => {
     expect(routedText(routing, 1)).toBe('least busy #1: 80 ms, 3 in flight');
     expect(routedText(routing, 2)).toBe('latency #2: exploring');
     expect(routedText(routing, 3)).toBeNull();
+  });
+
+  it("keeps each provider's weight when a weighted chain is reordered", () => {
+    const before = { chain: ['a', 'b'], weights: [9, 1] };
+    expect(weightsFor(before, ['b', 'a'])).toEqual([1, 9]);
+    expect(weightsFor(before, ['b', 'a', 'c'])).toEqual([1, 9, 1]);
+    expect(weightsFor({ chain: ['a'], weights: null }, ['a', 'b'])).toBeUndefined();
   });
 });

@@ -37,3 +37,17 @@ export function routedText(routing: AttemptRouting[], seq: number): string | nul
   const head = `${r.strategy.replace('_', ' ')} #${r.rank + 1}`;
   return figures.length ? `${head}: ${figures.join(', ')}` : head;
 }
+
+/**
+ * The weights for `chain` when a weighted route's chain changes: each
+ * provider keeps its weight, one new to the chain weighs 1; none for a
+ * route without weights.
+ */
+export function weightsFor(
+  before: { chain: string[]; weights: number[] | null },
+  chain: string[],
+): number[] | undefined {
+  const weights = before.weights;
+  if (!weights) return undefined;
+  return chain.map((name) => weights[before.chain.indexOf(name)] ?? 1);
+}
