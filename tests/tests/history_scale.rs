@@ -114,6 +114,7 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
         saved_usd: None,
         dropped: Vec::new(),
         instance: None,
+        routing: Vec::new(),
     }
 }
 

@@ -118,6 +118,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
         saved_usd: None,
         dropped: Vec::new(),
         instance: None,
+        routing: Vec::new(),
     }
 }
 

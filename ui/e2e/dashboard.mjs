@@ -237,6 +237,14 @@ try {
   check(!html.includes(secret), 'the full key appears nowhere in the page');
   const keys = (await admin('/admin/keys')).find((k) => k.provider === 'dash-nokey');
   check(keys.keys.some((k) => k.label === 'e2e'), 'the admin API lists the new key by label');
+
+  // A route's strategy changes from its select; the route shows its recent split.
+  await page.getByLabel('Strategy for gpt-4o-mini', { exact: true }).selectOption('latency');
+  await page.locator('.note-box', { hasText: 'now routes by latency' }).waitFor({ timeout: WAIT });
+  const routed = (await admin('/admin/routes')).routes.find((r) => r.model === 'gpt-4o-mini');
+  check(routed?.strategy === 'latency', 'the admin API reports gpt-4o-mini routed by latency');
+  const split = await page.locator('[data-split="gpt-4o-mini"]').innerText();
+  check(split.includes('dash-cached') || split.startsWith('no requests'), `the route shows its recent split (${split})`);
   await shot(page, 'providers');
 
   // The remaining views, and the small window in dark mode.

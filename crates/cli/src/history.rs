@@ -294,6 +294,7 @@ fn timeline(d: &RequestDetail) -> String {
                 a.reason,
                 attempt_text(a)
             ));
+            out.push_str(&routed(d, a.seq));
             continue;
         }
         let start = (a.offset_ms / total * WIDTH).round() as usize;
@@ -306,8 +307,19 @@ fn timeline(d: &RequestDetail) -> String {
             "█".repeat(len.min(WIDTH as usize + 1 - start.min(WIDTH as usize)))
         );
         out.push_str(&format!("  #{} {:<18} {:<8} |{:<41}| {}\n", a.seq, a.provider, a.reason, bar, attempt_text(a)));
+        out.push_str(&routed(d, a.seq));
     }
     out
+}
+
+/// Why the route's strategy put attempt `seq`'s provider where it was, as
+/// a line of its own; nothing for an attempt in chain order. The figures
+/// are stored as numbers and worded only here, when read.
+fn routed(d: &RequestDetail, seq: u32) -> String {
+    match d.routing.iter().find(|r| r.seq == seq) {
+        Some(r) => format!("      chosen by {}\n", r.routing.describe()),
+        None => String::new(),
+    }
 }
 
 fn attempt_text(a: &AttemptRow) -> String {

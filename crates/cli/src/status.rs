@@ -1,6 +1,8 @@
 //! `switchyard status` and `switchyard providers enable|disable`.
 
 use anyhow::Result;
+use switchyard_core::admin::routes::RoutesView;
+use switchyard_core::policy::strategy::{Share, Strategy};
 use switchyard_core::team::TeamView;
 use switchyard_core::telemetry::ProviderView;
 
@@ -150,7 +152,49 @@ pub async fn status(args: StatusArgs) -> Result<()> {
     for line in table(&providers) {
         println!("{line}");
     }
+    // A gateway from before routing strategies has no /admin/routes.
+    if let Ok(routes) = remote.get_json::<RoutesView>("/admin/routes").await {
+        for line in route_lines(&routes) {
+            println!("{line}");
+        }
+    }
     Ok(())
+}
+
+/// A line per route: its model, strategy, chain (with weights) and where
+/// its requests went lately; then the models without a route, when any
+/// were served or their strategy is not the default.
+pub fn route_lines(view: &RoutesView) -> Vec<String> {
+    let minutes = view.split_window_s / 60;
+    let split = |shares: &[Share]| -> String {
+        if shares.iter().all(|s| s.requests == 0) {
+            return format!("no requests in {minutes}m");
+        }
+        let parts: Vec<String> =
+            shares.iter().map(|s| format!("{} {:.0}% ({})", s.provider, s.share * 100.0, s.requests)).collect();
+        format!("{} in {minutes}m", parts.join(", "))
+    };
+    let model_w = view.routes.iter().map(|r| r.model.chars().count()).chain([12]).max().unwrap_or(12);
+    let mut out = Vec::new();
+    for r in &view.routes {
+        let chain: Vec<String> = r
+            .chain
+            .iter()
+            .map(|c| match c.weight {
+                Some(w) => format!("{}×{w}", c.provider),
+                None => c.provider.clone(),
+            })
+            .collect();
+        let bound = r.max_latency_ms.map(|ms| format!(" ≤{ms}ms")).unwrap_or_default();
+        let strategy = format!("{}{bound}", word(r.strategy));
+        out.push(format!("route {:<model_w$} {strategy:<12} [{}]  {}", r.model, chain.join(" → "), split(&r.split)));
+    }
+    let u = &view.unrouted;
+    if !u.split.is_empty() || u.strategy != Strategy::Ordered {
+        let other = "(other)";
+        out.push(format!("route {other:<model_w$} {:<12} [by model]  {}", word(u.strategy), split(&u.split)));
+    }
+    out
 }
 
 pub async fn providers(args: ProvidersArgs) -> Result<()> {
@@ -237,6 +281,40 @@ mod tests {
         assert_eq!(
             history_line(&h),
             "history on postgres: behind for 12s, 1234 requests in the spool (3.0 of 256 MiB): connection refused"
+        );
+    }
+
+    #[test]
+    fn a_route_is_a_line_with_its_strategy_chain_and_split() {
+        use switchyard_core::admin::routes::{ChainEntry, RouteView, UnroutedView};
+        let share = |p: &str, requests, share| Share { provider: p.into(), requests, share };
+        let entry = |p: &str, weight| ChainEntry { provider: p.into(), weight };
+        let view = RoutesView {
+            routes: vec![
+                RouteView {
+                    model: "gpt-4o".into(),
+                    strategy: Strategy::Weighted,
+                    chain: vec![entry("a", Some(9)), entry("b", Some(1))],
+                    max_latency_ms: None,
+                    split: vec![share("a", 90, 0.9), share("b", 10, 0.1)],
+                },
+                RouteView {
+                    model: "claude".into(),
+                    strategy: Strategy::Cheapest,
+                    chain: vec![entry("c", None), entry("d", None)],
+                    max_latency_ms: Some(2000),
+                    split: Vec::new(),
+                },
+            ],
+            unrouted: UnroutedView { strategy: Strategy::Ordered, split: Vec::new() },
+            split_window_s: 300,
+        };
+        assert_eq!(
+            route_lines(&view),
+            [
+                "route gpt-4o       weighted     [a×9 → b×1]  a 90% (90), b 10% (10) in 5m",
+                "route claude       cheapest ≤2000ms [c → d]  no requests in 5m",
+            ]
         );
     }
 

@@ -47,6 +47,11 @@ async fn status_toggles_tail_and_reload_on_change() {
     assert_eq!(r.headers()["x-switchyard-provider"], "a");
     let status = cli(&["status"]);
     assert!(status.lines().any(|l| l.starts_with("a ") && l.contains("healthy")), "{status}");
+    // Where the models without a route went lately: all to a, in chain order.
+    assert!(
+        status.lines().any(|l| l.starts_with("route (other)") && l.contains("ordered") && l.contains("a 100% (1)")),
+        "{status}"
+    );
 
     let said = cli(&["providers", "disable", "a"]);
     assert_eq!(said.trim(), "a: disabled");

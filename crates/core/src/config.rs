@@ -14,10 +14,12 @@ use toml::Spanned;
 use crate::cache::fallback::FallbackResponse;
 use crate::cache::CachePolicy;
 use crate::policy::queue::QueuePolicy;
+use crate::policy::strategy::{Schedule, Strategy};
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
 mod budgets;
+mod chain;
 mod desktop;
 pub(crate) mod edit;
 mod history_url;
@@ -208,6 +210,10 @@ impl ModelMap {
 pub struct RouteConfig {
     pub model: String,
     pub chain: Vec<String>,
+    /// The weights `chain` was given (`{ provider = "a", weight = 9 }`),
+    /// as a round `weighted` goes by; `None` when no entry has one.
+    pub schedule: Option<crate::policy::strategy::Schedule>,
+    /// `policy.strategy` is the route's strategy: its own, else `[policy]`'s.
     pub policy: RequestPolicy,
     /// The route's cache: its own `cache`, else `[policy]`'s.
     pub cache: Option<CachePolicy>,
@@ -459,7 +465,10 @@ enum RawModels {
 #[serde(deny_unknown_fields)]
 struct RawRoute {
     model: Spanned<String>,
-    chain: Spanned<Vec<Spanned<String>>>,
+    chain: Spanned<Vec<chain::RawEntry>>,
+    /// Over the route's `policy.strategy` and `[policy]`'s.
+    strategy: Option<Spanned<String>>,
+    max_latency: Option<Spanned<String>>,
     #[serde(default)]
     policy: RawPolicy,
     fallback_response: Option<Spanned<RawFallback>>,
@@ -824,17 +833,7 @@ impl Validator<'_> {
         if raw.chain.get_ref().is_empty() {
             return self.error(raw.chain.span(), format!("routes[{i}].chain"), "must name at least one provider");
         }
-        let mut chain = Vec::with_capacity(raw.chain.get_ref().len());
-        for (j, name) in raw.chain.into_inner().into_iter().enumerate() {
-            if !providers.iter().any(|p| &p.name == name.get_ref()) {
-                return self.error(
-                    name.span(),
-                    format!("routes[{i}].chain[{j}]"),
-                    format!("no provider is named {:?}", name.get_ref()),
-                );
-            }
-            chain.push(name.into_inner());
-        }
+        let (chain, weights) = self.chain(i, raw.chain.into_inner(), providers)?;
         if let Some((setting, span)) = raw.policy.first_provider_setting() {
             return self.error(
                 span,
@@ -842,15 +841,66 @@ impl Validator<'_> {
                 "is a provider setting: set it in [policy] or in a provider's policy",
             );
         }
-        let policy =
+        let mut policy =
             raw.policy.request(defaults.request).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
+        policy::routing(&raw.strategy, &raw.max_latency, &mut policy)
+            .or_else(|e| self.policy_error(&format!("routes[{i}]"), e))?;
+        let schedule = match weights.iter().find_map(|(w, span)| w.map(|_| span.clone())) {
+            None => None,
+            Some(span) if policy.strategy != Strategy::Weighted => {
+                return self.error(
+                    span,
+                    format!("routes[{i}].chain"),
+                    "weights are for a weighted route: set strategy = \"weighted\"",
+                )
+            }
+            Some(_) => Some(Schedule::new(&weights.iter().map(|(w, _)| w.unwrap_or(1)).collect::<Vec<_>>())),
+        };
         let cache =
             raw.policy.cache(defaults.cache).or_else(|e| self.policy_error(&format!("routes[{i}].policy"), e))?;
         let fallback_response = match raw.fallback_response {
             Some(f) => Some(self.fallback(&format!("routes[{i}].fallback_response"), f)?),
             None => None,
         };
-        Ok(RouteConfig { model, chain, policy, cache, fallback_response })
+        Ok(RouteConfig { model, chain, schedule, policy, cache, fallback_response })
+    }
+
+    /// A route's providers, and each one's weight where it has one (with
+    /// where it was written).
+    fn chain(
+        &self,
+        i: usize,
+        entries: Vec<chain::RawEntry>,
+        providers: &[ProviderConfig],
+    ) -> Result<(Vec<String>, Vec<Weight>), ConfigError> {
+        let mut chain = Vec::with_capacity(entries.len());
+        let mut weights = Vec::with_capacity(entries.len());
+        for (j, entry) in entries.into_iter().enumerate() {
+            let name = entry.provider;
+            if !providers.iter().any(|p| &p.name == name.get_ref()) {
+                return self.error(
+                    name.span(),
+                    format!("routes[{i}].chain[{j}]"),
+                    format!("no provider is named {:?}", name.get_ref()),
+                );
+            }
+            let weight = match entry.weight {
+                None => (None, name.span()),
+                Some(w) => match u32::try_from(*w.get_ref()) {
+                    Ok(n) if (1..=1000).contains(&n) => (Some(n), w.span()),
+                    _ => {
+                        return self.error(
+                            w.span(),
+                            format!("routes[{i}].chain[{j}].weight"),
+                            "must be a whole number from 1 to 1000",
+                        )
+                    }
+                },
+            };
+            weights.push(weight);
+            chain.push(name.into_inner());
+        }
+        Ok((chain, weights))
     }
 
     fn fallback(&self, field: &str, raw: Spanned<RawFallback>) -> Result<FallbackResponse, ConfigError> {
@@ -870,6 +920,9 @@ impl Validator<'_> {
         Ok(FallbackResponse { status, body: bytes::Bytes::from(raw.body), content_type: header })
     }
 }
+
+/// A chain entry's weight, if it has one, and where it was written.
+type Weight = (Option<u32>, Range<usize>);
 
 /// A `[[prices]]` entry: USD per million tokens.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

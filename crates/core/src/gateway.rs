@@ -10,13 +10,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::config::Config;
+use crate::config::{Config, RouteConfig};
 use crate::history::pricing::Prices;
 use crate::history::record::now_ms;
 use crate::history::{History, Store};
 use crate::http::session::Sessions;
 use crate::policy::budget::{Budgets, Covering};
 use crate::policy::clients::ClientRates;
+use crate::policy::strategy::RouteState;
 use crate::proxy::journal::Sink;
 use crate::secrets::SecretStore;
 use crate::team::{micros, AdmitAsk, Admitted, Change, Seed, Team};
@@ -38,11 +39,31 @@ pub enum InitError {
 pub struct Live {
     pub config: Config,
     pub providers: Vec<Arc<Provider>>,
+    /// Each route's turns and recent split, by its place in `config.routes`.
+    pub routes: Vec<Arc<RouteState>>,
+    /// The same for the models without a route of their own, together.
+    pub unrouted: Arc<RouteState>,
 }
 
 impl Live {
+    /// Puts `config` in force with `providers`; a route of the same model
+    /// in `old` keeps its turns and recent split.
+    fn new(config: Config, providers: Vec<Arc<Provider>>, old: Option<&Live>) -> Live {
+        let kept = |model: &str| old.and_then(|o| o.route(model)).map(|(_, state)| state.clone());
+        let routes = config.routes.iter().map(|r| kept(&r.model).unwrap_or_default()).collect();
+        let unrouted = old.map(|o| o.unrouted.clone()).unwrap_or_default();
+        Live { config, providers, routes, unrouted }
+    }
+
     pub fn provider(&self, name: &str) -> Option<&Arc<Provider>> {
         self.providers.iter().find(|p| p.name() == name)
+    }
+
+    /// `model`'s route and its state, when it has a route of its own.
+    pub fn route(&self, model: &str) -> Option<(&RouteConfig, &Arc<RouteState>)> {
+        // Routes are few; a linear scan beats hashing here.
+        let at = self.config.routes.iter().position(|r| r.model == model)?;
+        Some((self.config.routes.get(at)?, self.routes.get(at)?))
     }
 }
 
@@ -199,7 +220,7 @@ impl Builder {
         };
         Ok(Gateway {
             inner: Arc::new(Inner {
-                live: ArcSwap::from_pointee(Live { config: self.config, providers }),
+                live: ArcSwap::from_pointee(Live::new(self.config, providers, None)),
                 client,
                 sink,
                 store,
@@ -563,7 +584,7 @@ impl Gateway {
         }
         self.budgets().configure(&config.budgets, now_ms());
         self.inner.telemetry.alerts.set_policy(config.alerts.clone());
-        self.inner.live.store(Arc::new(Live { config, providers }));
+        self.inner.live.store(Arc::new(Live::new(config, providers, Some(&old))));
         self.inner.telemetry.publish(GatewayEvent::ConfigReloaded { ok: true, error: None });
     }
 

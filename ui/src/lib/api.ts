@@ -30,6 +30,9 @@ export type {
   RequestDetail,
   RequestOutcome,
   RequestSummary,
+  RoutesView,
+  Share,
+  Strategy,
   Snapshot,
   StreamMessage,
   TeamView,
@@ -50,6 +53,8 @@ import type {
   ProviderView,
   RequestDetail,
   RequestOutcome,
+  RoutesView,
+  Strategy,
   StreamMessage,
   TeamView,
 } from './contract';
@@ -210,8 +215,12 @@ export class Api {
   putProvider = (name: string, form: ProviderForm) =>
     this.request<ConfigView>('PUT', `/admin/config/providers/${enc(name)}`, form);
   deleteProvider = (name: string) => this.request<ConfigView>('DELETE', `/admin/config/providers/${enc(name)}`);
-  putRoute = (model: string, chain: string[]) =>
-    this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, { chain });
+  /** A chain in a new order; `weights` keeps a weighted route's weights with their providers. */
+  putRoute = (model: string, chain: string[], weights?: number[]) =>
+    this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, weights ? { chain, weights } : { chain });
+  setStrategy = (model: string, strategy: Strategy) =>
+    this.request<ConfigView>('PUT', `/admin/config/routes/${enc(model)}`, { strategy });
+  routes = () => this.get<RoutesView>('/admin/routes');
   deleteRoute = (model: string) => this.request<ConfigView>('DELETE', `/admin/config/routes/${enc(model)}`);
   patchSettings = (changes: Record<string, Record<string, unknown>>) =>
     this.request<ConfigView>('PATCH', '/admin/config/settings', changes);

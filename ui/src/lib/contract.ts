@@ -175,6 +175,38 @@ export type AttemptTranslation = { seq: number, client: Format, provider: Format
 
 export type AttemptDropped = { seq: number, fields: Array<string>, };
 
+export type Strategy = "ordered" | "latency" | "least_busy" | "cheapest" | "weighted";
+
+export type Routing = { strategy: Strategy, 
+/**
+ * Place in the strategy's order for this request, 0 first.
+ */
+rank: number, 
+/**
+ * Put first to take a fresh measure of it, not for its figures
+ * (`latency`'s exploration share).
+ */
+explored: boolean, 
+/**
+ * Recent time to first token (streams) or latency, in ms; none
+ * before the first answer.
+ */
+latency_ms: number | null, 
+/**
+ * Requests in flight to the provider.
+ */
+in_flight: number | null, 
+/**
+ * The estimated cost of this request at the provider's prices.
+ */
+usd: number | null, 
+/**
+ * The provider's weight in the chain.
+ */
+weight: number | null, };
+
+export type AttemptRouting = { seq: number, routing: Routing, };
+
 export type RequestDetail = { request_body: string | null, response_body: string | null, attempts: Array<AttemptRow>, 
 /**
  * The attempts sent in another format than the client's.
@@ -183,7 +215,12 @@ translations: Array<AttemptTranslation>,
 /**
  * What each translated attempt left out or could not map.
  */
-dropped: Array<AttemptDropped>, id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
+dropped: Array<AttemptDropped>, 
+/**
+ * Why the route's strategy put each attempt's provider where it did;
+ * attempts in chain order (`ordered`) have none.
+ */
+routing: Array<AttemptRouting>, id: string, correlation_id: string, started_at: number, finished_at: number, user_agent: string | null, endpoint: string, model: string | null, streamed: boolean, outcome: RequestOutcome, status: number | null, provider: string | null, provider_model: string | null, 
 /**
  * Attempts made (the detail view lists them as `attempts`).
  */
@@ -314,7 +351,56 @@ export type KeyNeed = "key" | "none";
 
 export type ProviderEntry = { name: string, kind: string, base_url: string, models: Array<ModelAlias>, auth: KeyNeed, };
 
-export type RouteEntry = { model: string, chain: Array<string>, };
+export type RouteEntry = { model: string, chain: Array<string>, strategy: Strategy, 
+/**
+ * Each chain entry's weight, on a weighted route that gives weights.
+ */
+weights: Array<number> | null, };
+
+export type RouteForm = { chain: Array<string> | null, 
+/**
+ * `"ordered"`, `"latency"`, `"least_busy"`, `"cheapest"` or `"weighted"`.
+ */
+strategy: string | null, 
+/**
+ * A weight per chain entry (a weighted route), in chain order.
+ */
+weights: Array<number> | null, };
+
+export type Share = { provider: string, 
+/**
+ * Requests it answered in the window.
+ */
+requests: number, 
+/**
+ * Its part of the route's answered requests, 0 to 1.
+ */
+share: number, };
+
+export type ChainEntry = { provider: string, 
+/**
+ * Its weight, on a weighted route that gives weights.
+ */
+weight: number | null, };
+
+export type RouteView = { model: string, strategy: Strategy, chain: Array<ChainEntry>, 
+/**
+ * `cheapest`'s latency bound, in ms.
+ */
+max_latency_ms: number | null, split: Array<Share>, };
+
+export type UnroutedView = { strategy: Strategy, split: Array<Share>, };
+
+export type RoutesView = { routes: Array<RouteView>, 
+/**
+ * Models without a route of their own: `[policy]`'s strategy, over
+ * every provider that lists the model.
+ */
+unrouted: UnroutedView, 
+/**
+ * How far back each split looks.
+ */
+split_window_s: number, };
 
 export type Setting = string | number | number | boolean;
 

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::admin::AdminError;
-use crate::config::edit::{ConfigEdit, ModelAlias, ProviderForm};
+use crate::config::edit::{ConfigEdit, ModelAlias, ProviderForm, RouteForm};
 use crate::config::{Auth, Config, EMBEDDED_DEFAULT};
 use crate::gateway::Gateway;
 
@@ -66,6 +66,9 @@ pub(crate) enum KeyNeed {
 pub(crate) struct RouteEntry {
     model: String,
     chain: Vec<String>,
+    strategy: crate::policy::strategy::Strategy,
+    /// Each chain entry's weight, on a weighted route that gives weights.
+    weights: Option<Vec<u32>>,
 }
 
 /// The settings the Settings view edits, by table and key; durations as
@@ -161,6 +164,7 @@ fn view(gw: &Gateway) -> ConfigView {
             ("max_retry_wait", p.max_retry_wait.into()),
             ("min_fallback_budget", p.min_fallback_budget.into()),
             ("stream_idle_timeout", p.stream_idle_timeout.into()),
+            ("strategy", Setting::Text(p.strategy.as_str().into())),
             ("breaker_failure_rate", b.failure_rate.into()),
             ("breaker_window", b.window.into()),
             ("breaker_min_calls", b.min_calls.into()),
@@ -180,7 +184,16 @@ fn view(gw: &Gateway) -> ConfigView {
         path: gw.config_path().map(|p| p.display().to_string()),
         editable: gw.config_path().is_some(),
         providers: c.providers.iter().map(provider_entry).collect(),
-        routes: c.routes.iter().map(|r| RouteEntry { model: r.model.clone(), chain: r.chain.clone() }).collect(),
+        routes: c
+            .routes
+            .iter()
+            .map(|r| RouteEntry {
+                model: r.model.clone(),
+                chain: r.chain.clone(),
+                strategy: r.policy.strategy,
+                weights: r.schedule.as_ref().map(|s| s.weights().to_vec()),
+            })
+            .collect(),
         settings,
     }
 }
@@ -245,17 +258,15 @@ async fn delete_provider(State(gw): State<Gateway>, UrlPath(name): UrlPath<Strin
     .await
 }
 
-#[derive(Debug, serde::Deserialize)]
-struct RouteForm {
-    chain: Vec<String>,
-}
-
+/// `PUT /admin/config/routes/{model}`: `{"chain": ["a", "b"], "strategy":
+/// "latency", "weights": [9, 1]}`, each part optional on a route that
+/// exists (what is left out stays as the file has it).
 async fn put_route(
     State(gw): State<Gateway>,
     UrlPath(model): UrlPath<String>,
     Json(form): Json<RouteForm>,
 ) -> Result<Response, AdminError> {
-    edit(gw, move |doc| doc.set_route(&model, &form.chain).map_err(invalid)).await
+    edit(gw, move |doc| doc.set_route(&model, &form).map_err(invalid)).await
 }
 
 async fn delete_route(State(gw): State<Gateway>, UrlPath(model): UrlPath<String>) -> Result<Response, AdminError> {

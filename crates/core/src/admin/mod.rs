@@ -3,6 +3,7 @@
 
 pub(crate) mod config;
 pub(crate) mod live;
+pub mod routes;
 pub(crate) mod tools;
 pub(crate) mod ui;
 
@@ -38,6 +39,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .route("/admin/session", axum::routing::post(crate::admin::ui::new_ticket))
         .merge(crate::admin::live::routes())
         .merge(crate::admin::config::routes())
+        .merge(crate::admin::routes::routes())
         .merge(crate::admin::tools::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }

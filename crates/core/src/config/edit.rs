@@ -26,6 +26,20 @@ pub struct ModelAlias {
     pub upstream: String,
 }
 
+/// A route as the dashboard changes it; what is left out stays as it is.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct RouteForm {
+    #[serde(default)]
+    pub chain: Option<Vec<String>>,
+    /// `"ordered"`, `"latency"`, `"least_busy"`, `"cheapest"` or `"weighted"`.
+    #[serde(default)]
+    pub strategy: Option<String>,
+    /// A weight per chain entry (a weighted route), in chain order.
+    #[serde(default)]
+    pub weights: Option<Vec<u32>>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum EditError {
     #[error("the config file is not valid TOML: {0}")]
@@ -36,6 +50,10 @@ pub enum EditError {
     BadValue { table: String, key: String },
     #[error("{0:?} cannot be edited from here (only [server], [policy] and [history])")]
     Section(String),
+    #[error("the route for {0:?} is new: give it a chain")]
+    NoChain(String),
+    #[error("{weights} weights for a chain of {chain}: give one per provider")]
+    Weights { weights: usize, chain: usize },
 }
 
 /// Tables whose plain values the settings form may change.
@@ -96,21 +114,39 @@ impl ConfigEdit {
         Ok(at.map(|i| self.array("providers").map(|a| a.remove(i))).transpose()?.is_some())
     }
 
-    /// Sets the fallback chain for `model`, adding a route when there is none.
-    pub fn set_route(&mut self, model: &str, chain: &[String]) -> Result<(), EditError> {
+    /// Sets `model`'s route as `form` says, adding one when there is
+    /// none. A chain given with weights is written as `{ provider, weight }`
+    /// entries; given alone, as names. Whether the result is valid (a
+    /// strategy that exists, weights on a weighted route) is the config
+    /// validation's to say.
+    pub fn set_route(&mut self, model: &str, form: &RouteForm) -> Result<(), EditError> {
         let at = self.position("routes", "model", model)?;
         let routes = self.array("routes")?;
-        let chain: Array = chain.iter().map(|c| c.trim()).collect();
-        match at.and_then(|i| routes.get_mut(i)) {
-            Some(t) => {
-                t.insert("chain", value(chain));
-            }
+        let table = match at.and_then(|i| routes.get_mut(i)) {
+            Some(t) => t,
             None => {
+                if form.chain.is_none() {
+                    return Err(EditError::NoChain(model.to_string()));
+                }
                 let mut t = Table::new();
                 t.insert("model", value(model));
-                t.insert("chain", value(chain));
                 routes.push(t);
+                let last = routes.len() - 1;
+                routes.get_mut(last).ok_or_else(|| EditError::NotATable("routes".into()))?
             }
+        };
+        let unweighted = form.strategy.as_deref().is_some_and(|s| s.trim() != "weighted") && form.weights.is_none();
+        let chain = match chain_value(table, form)? {
+            Some(chain) => Some(chain),
+            // Weights are only for a weighted route: they go with the strategy.
+            None if unweighted => Some(names(table).iter().map(String::as_str).collect()),
+            None => None,
+        };
+        if let Some(chain) = chain {
+            table.insert("chain", value(chain));
+        }
+        if let Some(strategy) = &form.strategy {
+            table.insert("strategy", value(strategy.trim()));
         }
         Ok(())
     }
@@ -154,6 +190,42 @@ impl ConfigEdit {
 impl std::fmt::Display for ConfigEdit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.doc.fmt(f)
+    }
+}
+
+/// The chain `form` gives, with its weights; `None` when it changes
+/// neither. Weights alone weigh the chain the file has.
+fn chain_value(table: &Table, form: &RouteForm) -> Result<Option<Array>, EditError> {
+    let names: Vec<String> = match (&form.chain, &form.weights) {
+        (Some(chain), _) => chain.iter().map(|c| c.trim().to_string()).collect(),
+        (None, None) => return Ok(None),
+        (None, Some(_)) => names(table),
+    };
+    let Some(weights) = &form.weights else { return Ok(Some(names.iter().map(String::as_str).collect())) };
+    if weights.len() != names.len() {
+        return Err(EditError::Weights { weights: weights.len(), chain: names.len() });
+    }
+    let mut chain = Array::new();
+    for (name, weight) in names.iter().zip(weights) {
+        let mut entry = InlineTable::new();
+        entry.insert("provider", Value::from(name.as_str()));
+        entry.insert("weight", Value::from(i64::from(*weight)));
+        chain.push(Value::InlineTable(entry));
+    }
+    Ok(Some(chain))
+}
+
+/// The providers of the chain the file has.
+fn names(table: &Table) -> Vec<String> {
+    table.get("chain").and_then(Item::as_array).map(|a| a.iter().filter_map(entry_name).collect()).unwrap_or_default()
+}
+
+/// The provider a chain entry names: a string, or `{ provider = ... }`.
+fn entry_name(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.value().clone()),
+        Value::InlineTable(t) => t.get("provider").and_then(Value::as_str).map(str::to_string),
+        _ => None,
     }
 }
 
@@ -230,13 +302,51 @@ max_concurrency = 4
     fn routes_are_set_replaced_and_removed() {
         let mut e = ConfigEdit::parse(TEXT).unwrap();
         e.upsert_provider("b", &form(&[("m", "m")])).unwrap();
-        e.set_route("m", &["a".into(), "b".into()]).unwrap();
-        e.set_route("m", &["b".into(), "a".into()]).unwrap();
+        e.set_route("m", &chain(&["a", "b"])).unwrap();
+        e.set_route("m", &chain(&["b", "a"])).unwrap();
         let config = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap();
         assert_eq!(config.routes.len(), 1);
         assert_eq!(config.routes[0].chain, ["b", "a"]);
         assert!(e.remove_route("m").unwrap());
         assert!(Config::parse(&e.to_string(), Path::new("t.toml")).unwrap().routes.is_empty());
+    }
+
+    fn chain(names: &[&str]) -> RouteForm {
+        RouteForm { chain: Some(names.iter().map(|n| n.to_string()).collect()), ..RouteForm::default() }
+    }
+
+    #[test]
+    fn a_route_takes_a_strategy_and_weights_and_keeps_what_is_left_out() {
+        use crate::policy::strategy::Strategy;
+        let mut e = ConfigEdit::parse(TEXT).unwrap();
+        e.upsert_provider("b", &form(&[("m", "m")])).unwrap();
+        assert!(matches!(e.set_route("m", &RouteForm::default()), Err(EditError::NoChain(_))));
+        e.set_route("m", &chain(&["a", "b"])).unwrap();
+        let strategy = |s: &str| RouteForm { strategy: Some(s.into()), ..RouteForm::default() };
+        e.set_route("m", &strategy("latency")).unwrap();
+        let config = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap();
+        assert_eq!(
+            (config.routes[0].policy.strategy, &config.routes[0].chain[..]),
+            (Strategy::Latency, &["a".to_string(), "b".to_string()][..])
+        );
+        let weights = RouteForm { weights: Some(vec![9, 1]), ..strategy("weighted") };
+        e.set_route("m", &weights).unwrap();
+        let config = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap();
+        let route = &config.routes[0];
+        assert_eq!(route.policy.strategy, Strategy::Weighted);
+        assert_eq!(route.schedule.as_ref().map(|s| s.weights().to_vec()), Some(vec![9, 1]));
+        let short = RouteForm { weights: Some(vec![1]), ..RouteForm::default() };
+        assert!(matches!(e.set_route("m", &short), Err(EditError::Weights { weights: 1, chain: 2 })));
+        e.set_route("m", &strategy("least_busy")).unwrap();
+        let config = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap();
+        assert_eq!(
+            (config.routes[0].policy.strategy, config.routes[0].schedule.is_none()),
+            (Strategy::LeastBusy, true),
+            "the weights go with the strategy"
+        );
+        e.set_route("m", &strategy("fastest")).unwrap();
+        let refused = Config::parse(&e.to_string(), Path::new("t.toml")).unwrap_err().to_string();
+        assert!(refused.contains("routes[0].strategy"), "{refused}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use toml::Spanned;
 
 use crate::cache::CachePolicy;
 use crate::policy::queue::QueuePolicy;
+use crate::policy::strategy::Strategy;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 
 /// Every policy knob, each optional so a table sets only what it changes.
@@ -28,6 +29,10 @@ pub(super) struct RawPolicy {
     stream_idle_timeout: Option<Spanned<String>>,
     /// `cache = { ttl = "10m", stale = "1h" }`, `true` (the defaults) or `false` (off).
     cache: Option<Spanned<RawCache>>,
+    /// `"ordered"`, `"latency"`, `"least_busy"`, `"cheapest"` or `"weighted"`.
+    pub(super) strategy: Option<Spanned<String>>,
+    /// `cheapest`'s latency bound.
+    pub(super) max_latency: Option<Spanned<String>>,
     // Provider settings: [policy] and providers.
     breaker_failure_rate: Option<Spanned<f64>>,
     breaker_window: Option<Spanned<String>>,
@@ -135,6 +140,30 @@ fn fraction(v: &Option<Spanned<f64>>, field: &'static str, into: &mut f64) -> Re
     Ok(())
 }
 
+/// `strategy` and `max_latency`, in a `[policy]` table or a route.
+pub(super) fn routing(
+    strategy: &Option<Spanned<String>>,
+    max_latency: &Option<Spanned<String>>,
+    into: &mut RequestPolicy,
+) -> Result<()> {
+    if let Some(s) = strategy {
+        into.strategy = Strategy::parse(s.get_ref()).ok_or_else(|| PolicyError {
+            span: s.span(),
+            field: "strategy",
+            message: format!(
+                "{:?} is not \"ordered\", \"latency\", \"least_busy\", \"cheapest\" or \"weighted\"",
+                s.get_ref()
+            ),
+        })?;
+    }
+    if max_latency.is_some() {
+        let mut bound = Duration::ZERO;
+        duration(max_latency, "max_latency", &mut bound)?;
+        into.max_latency = Some(bound);
+    }
+    Ok(())
+}
+
 impl RawPolicy {
     /// `base` with this table's request settings applied.
     pub fn request(&self, base: &RequestPolicy) -> Result<RequestPolicy> {
@@ -152,6 +181,7 @@ impl RawPolicy {
         duration(&self.max_retry_wait, "max_retry_wait", &mut p.max_retry_wait)?;
         duration(&self.min_fallback_budget, "min_fallback_budget", &mut p.min_fallback_budget)?;
         duration(&self.stream_idle_timeout, "stream_idle_timeout", &mut p.stream_idle_timeout)?;
+        routing(&self.strategy, &self.max_latency, &mut p)?;
         Ok(p)
     }
 
@@ -237,6 +267,8 @@ impl RawPolicy {
             ("max_retry_wait", &self.max_retry_wait),
             ("min_fallback_budget", &self.min_fallback_budget),
             ("stream_idle_timeout", &self.stream_idle_timeout),
+            ("max_latency", &self.max_latency),
+            ("strategy", &self.strategy),
         ];
         durations
             .into_iter()

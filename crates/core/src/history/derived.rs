@@ -416,6 +416,18 @@ pub(crate) mod tests {
                     r.fallback = true;
                     r.attempts.insert(0, attempt(0, "down", Reason::First));
                     r.attempts[1] = attempt(1, provider, Reason::Fallback);
+                    // Routed by a strategy: what it weighed for each.
+                    use crate::policy::strategy::{Routing, Strategy};
+                    let routed = |seq, rank, latency_ms| crate::history::record::AttemptRouting {
+                        seq,
+                        routing: Routing {
+                            rank,
+                            latency_ms,
+                            in_flight: Some(rank),
+                            ..Routing::by(Strategy::LeastBusy)
+                        },
+                    };
+                    r.routing = vec![routed(0, 0, None), routed(1, 1, Some(i as f64 + 0.25))];
                 }
                 // Some answered by the cache, with what they saved; some missed it.
                 if i % 5 == 1 {

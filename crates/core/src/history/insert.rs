@@ -12,7 +12,9 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
 use super::derived::{Derived, Facts};
-use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, EventRecord, Record, RequestRecord};
+use super::record::{
+    AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, EventRecord, Record, RequestRecord,
+};
 
 const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
     user_agent, endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback,
@@ -23,9 +25,10 @@ const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id
 
 const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, provider, key_label, model,
     reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status,
-    outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens, translated, dropped)
+    outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens, translated, dropped,
+    routing)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23,
-    ?24)";
+    ?24, ?25)";
 
 const INSERT_EVENT: &str = "INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?1, ?2, ?3, ?4, ?5)";
 
@@ -91,7 +94,8 @@ impl Inserter {
                         for a in &r.attempts {
                             let translation = r.translations.iter().find(|t| t.seq == a.seq);
                             let dropped = r.dropped.iter().find(|d| d.seq == a.seq);
-                            insert_attempt(&mut attempts, &r.id, a, translation, dropped)?;
+                            let routing = r.routing.iter().find(|x| x.seq == a.seq);
+                            insert_attempt(&mut attempts, &r.id, a, Sides { translation, dropped, routing })?;
                         }
                     }
                     Record::Event(e) => insert_event(&mut events, e)?,
@@ -162,13 +166,20 @@ fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestReco
     Ok(inserted == 1)
 }
 
+/// What the record keeps beside an attempt, by its seq.
+struct Sides<'a> {
+    translation: Option<&'a AttemptTranslation>,
+    dropped: Option<&'a AttemptDropped>,
+    routing: Option<&'a AttemptRouting>,
+}
+
 fn insert_attempt(
     statement: &mut rusqlite::CachedStatement<'_>,
     request_id: &str,
     a: &AttemptRecord,
-    translation: Option<&AttemptTranslation>,
-    dropped: Option<&AttemptDropped>,
+    sides: Sides<'_>,
 ) -> rusqlite::Result<()> {
+    let Sides { translation, dropped, routing } = sides;
     let [input, output, cached] = a.usage.columns();
     statement.execute(params![
         request_id,
@@ -195,6 +206,7 @@ fn insert_attempt(
         cached,
         translation.map(AttemptTranslation::column),
         dropped.and_then(|d| serde_json::to_string(&d.fields).ok()),
+        routing.and_then(AttemptRouting::column),
     ])?;
     Ok(())
 }

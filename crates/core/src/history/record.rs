@@ -196,7 +196,42 @@ pub struct RequestRecord {
     /// gateway alone. Version 5 of the frames added it, last.
     #[serde(default)]
     pub instance: Option<String>,
+    /// Why the route's strategy put each attempt's provider where it did;
+    /// none for attempts in chain order. Version 6 of the frames added it, last.
+    #[serde(default)]
+    pub routing: Vec<AttemptRouting>,
 }
+
+/// Which strategy put an attempt's provider where it was, and the figures
+/// it weighed then. Stored as figures; text is made when it is read
+/// ([`crate::policy::strategy::Routing::describe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct AttemptRouting {
+    pub seq: u32,
+    pub routing: crate::policy::strategy::Routing,
+}
+
+impl AttemptRouting {
+    /// How history stores it: a format byte, then the figures in postcard,
+    /// as the spool writes records. Not JSON: writing numbers as text cost
+    /// the history writer more per request than the decision itself.
+    pub fn column(&self) -> Option<Vec<u8>> {
+        postcard::to_extend(&self.routing, vec![ROUTING_V1]).ok()
+    }
+
+    /// Read back from [`AttemptRouting::column`].
+    pub fn from_column(seq: u32, bytes: &[u8]) -> Option<AttemptRouting> {
+        match bytes.split_first()? {
+            (&ROUTING_V1, rest) => postcard::from_bytes(rest).ok().map(|routing| AttemptRouting { seq, routing }),
+            _ => None,
+        }
+    }
+}
+
+/// The first byte of a stored [`AttemptRouting`]: a field added to
+/// [`crate::policy::strategy::Routing`] needs a new one (see spool.rs).
+const ROUTING_V1: u8 = 1;
 
 /// An attempt translated for its provider: the client's format and the one
 /// the provider was sent.

@@ -179,6 +179,12 @@ macro_rules! sql_common {
             Some(AttemptDropped { seq, fields: serde_json::from_str(&text).ok()? })
         }
 
+        fn routing(r: &$row) -> Option<AttemptRouting> {
+            let bytes: Vec<u8> = r.try_get::<Option<Vec<u8>>, _>("routing").ok()??;
+            let seq = u32::try_from(r.try_get::<i64, _>("seq").ok()?).ok()?;
+            AttemptRouting::from_column(seq, &bytes)
+        }
+
         fn attempt(r: &$row) -> Result<AttemptRecord, StoreError> {
             let small = |column: &str| -> Result<Option<u16>, StoreError> {
                 Ok(r.try_get::<Option<i64>, _>(column)?.and_then(|n| u16::try_from(n).ok()))

@@ -67,16 +67,19 @@ const FRAME_V3: u8 = 3;
 const FRAME_V4: u8 = 4;
 /// Version 5 added [`RequestRecord::instance`], last.
 const FRAME_V5: u8 = 5;
+/// Version 6 added [`RequestRecord::routing`], last.
+const FRAME_V6: u8 = 6;
 /// postcard's encoding of an empty sequence.
 const EMPTY_SEQ: u8 = 0;
 /// postcard's encoding of `None`.
 const NONE: u8 = 0;
 /// What each older version's payload lacks, in postcard: the fields added
 /// since, each empty.
-const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE];
-const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE];
-const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE];
-const UPGRADE_V4: &[u8] = &[NONE];
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ];
+const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ];
+const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ];
+const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ];
+const UPGRADE_V5: &[u8] = &[EMPTY_SEQ];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -422,7 +425,7 @@ fn remove_if_there(path: &Path) -> std::io::Result<()> {
 fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
     let start = frames.len();
     // The format byte, then room for the length and checksum, filled in below.
-    frames.push(FRAME_V5);
+    frames.push(FRAME_V6);
     frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
     if let Err(e) = postcard::to_extend(record, Tail(frames)) {
         warn!("history spool: cannot encode a record: {e}");
@@ -502,7 +505,8 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
         FRAME_V2 => UPGRADE_V2,
         FRAME_V3 => UPGRADE_V3,
         FRAME_V4 => UPGRADE_V4,
-        FRAME_V5 => &[],
+        FRAME_V5 => UPGRADE_V5,
+        FRAME_V6 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -649,11 +653,19 @@ mod tests {
             saved_usd: Some(0.5),
             dropped: vec![crate::history::record::AttemptDropped { seq: 0, fields: vec!["f".into()] }],
             instance: Some("gw".into()),
+            routing: vec![crate::history::record::AttemptRouting {
+                seq: 0,
+                routing: crate::policy::strategy::Routing {
+                    latency_ms: Some(12.5),
+                    weight: Some(9),
+                    ..crate::policy::strategy::Routing::by(crate::policy::strategy::Strategy::Latency)
+                },
+            }],
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
@@ -737,6 +749,20 @@ mod tests {
     const PINNED_V4_TAIL: &str = "0100010166";
     /// What version 5 appended: `instance`.
     const PINNED_V5_TAIL: &str = "01026777";
+    /// What version 6 appended: one attempt's routing (`01`), seq 0,
+    /// latency (`01`), rank 0, not explored, 12.5 ms (`01` and the f64),
+    /// no load, no price, weight 9 (`01 09`).
+    const PINNED_V6_TAIL: &str = concat!("0100", "01", "00", "00", "010000000000002940", "00", "00", "0109");
+
+    #[test]
+    fn a_version_5_frame_reads_with_no_routing() {
+        let payload = format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}");
+        let frame = old_frame(FRAME_V5, &payload);
+        let (record, rest) = read_frame(&frame).unwrap();
+        let record = record.expect("a version 5 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.instance.as_deref(), record.routing.len()), (Some("gw"), 0));
+    }
 
     #[test]
     fn a_version_4_frame_reads_with_no_instance() {

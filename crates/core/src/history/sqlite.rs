@@ -15,7 +15,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::derived::{Facet, DAY_MS};
 use super::insert::{Inserter, SqliteSink};
-use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, Record};
+use super::record::{AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, Record};
 use super::retire;
 use super::store::{
     driving_facet, from_name, page_size, parse_cursor, spend_pieces, Backend, Bucket, Client, CountTable, Page,
@@ -128,7 +128,7 @@ impl Backend for SqliteStore {
         let attempts = sqlx::query(
             "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
                     duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
-                    input_tokens, output_tokens, cached_tokens, translated, dropped
+                    input_tokens, output_tokens, cached_tokens, translated, dropped, routing
              FROM attempts WHERE request_id = ? ORDER BY seq",
         )
         .bind(id)
@@ -141,6 +141,7 @@ impl Backend for SqliteStore {
             attempt_list: attempts.iter().map(attempt).collect::<Result<_, _>>()?,
             translations: attempts.iter().filter_map(translation).collect(),
             dropped: attempts.iter().filter_map(dropped).collect(),
+            routing: attempts.iter().filter_map(routing).collect(),
         }))
     }
 

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::pg::{PgSink, PgStore};
-use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, Record, RequestOutcome};
+use super::record::{AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, Record, RequestOutcome};
 use super::sqlite::SqliteStore;
 use crate::cache::CacheStatus;
 use crate::config::HistoryConfig;
@@ -123,6 +123,9 @@ pub struct RequestDetail {
     pub translations: Vec<AttemptTranslation>,
     /// What each translated attempt left out or could not map.
     pub dropped: Vec<AttemptDropped>,
+    /// Why the route's strategy put each attempt's provider where it did;
+    /// attempts in chain order (`ordered`) have none.
+    pub routing: Vec<AttemptRouting>,
 }
 
 #[derive(Debug, Clone, Serialize)]

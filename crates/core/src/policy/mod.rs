@@ -10,6 +10,7 @@
 //! - [`share`]: the cap on traffic a provider may take as a fallback.
 //! - [`step`]: after an attempt, what the request does next.
 //! - [`budget`]: spend per budget and period, and the candidates a budget blocks.
+//! - [`strategy`]: the order a route's chain is tried in, per request.
 //!
 //! The settings live here too: [`RequestPolicy`] applies to a request (global,
 //! overridable per route) and [`ProviderPolicy`] to a provider (global,
@@ -26,6 +27,7 @@ pub(crate) mod limiter;
 pub(crate) mod queue;
 pub(crate) mod share;
 pub(crate) mod step;
+pub mod strategy;
 
 pub use breaker::BreakerState;
 pub use budget::{Budget, BudgetAction, BudgetPeriod, BudgetRow, BudgetScope, Budgets};
@@ -53,6 +55,11 @@ pub struct RequestPolicy {
     pub min_fallback_budget: Duration,
     /// Longest silence allowed in a stream once content has started.
     pub stream_idle_timeout: Duration,
+    /// The order the chain is tried in, per request.
+    pub strategy: strategy::Strategy,
+    /// `cheapest`: providers recently slower than this go after the
+    /// others, whatever their price.
+    pub max_latency: Option<Duration>,
 }
 
 impl Default for RequestPolicy {
@@ -67,6 +74,8 @@ impl Default for RequestPolicy {
             max_retry_wait: Duration::from_secs(10),
             min_fallback_budget: Duration::from_secs(2),
             stream_idle_timeout: Duration::from_secs(60),
+            strategy: strategy::Strategy::Ordered,
+            max_latency: None,
         }
     }
 }

@@ -284,6 +284,11 @@ impl Capacity {
         &self.counters
     }
 
+    /// Requests holding a slot now: in flight from this gateway.
+    pub fn in_use(&self) -> u64 {
+        self.counters.in_use.load(Ordering::Relaxed)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

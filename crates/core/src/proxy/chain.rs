@@ -38,7 +38,10 @@ impl Run<'_> {
                 continue;
             }
             match self.provider(candidate, None).await {
-                Tried::Answered(response) => return Some(response),
+                Tried::Answered(response) => {
+                    self.route.answered(provider.name());
+                    return Some(response);
+                }
                 Tried::Failed => self.last_failed = Some(provider.name().to_string()),
                 Tried::Passed => {}
                 Tried::Refused(why) => self.refused.push(why),
@@ -62,7 +65,10 @@ impl Run<'_> {
                 continue;
             }
             match self.queued(candidate).await {
-                Tried::Answered(response) => return Some(response),
+                Tried::Answered(response) => {
+                    self.route.answered(provider.name());
+                    return Some(response);
+                }
                 Tried::Failed => self.last_failed = Some(provider.name().to_string()),
                 Tried::Refused(why) => self.refused.push(why),
                 Tried::Passed | Tried::Busy => {}

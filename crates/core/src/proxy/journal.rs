@@ -11,8 +11,11 @@ use tokio::time::Instant;
 
 use crate::cache::{CacheStatus, Entry};
 use crate::history::pricing::Prices;
-use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
+use crate::history::record::{
+    now_ms, AttemptOutcome, AttemptRecord, AttemptRouting, Reason, Record, RequestOutcome, RequestRecord,
+};
 use crate::history::Recorder;
+use crate::policy::strategy::Routing;
 use crate::protocol::error::ApiError;
 use crate::protocol::usage::Usage;
 use crate::telemetry::Telemetry;
@@ -45,6 +48,8 @@ pub struct AttemptStart {
     pub translation: Option<(crate::protocol::Format, crate::protocol::Format)>,
     /// What the translation left out (see [`crate::protocol::translate::Drops::describe`]).
     pub dropped: Vec<String>,
+    /// Why the route's strategy put the provider where it did; none in chain order.
+    pub routing: Option<Routing>,
 }
 
 /// A provider the chain passed over without calling it, put on record as
@@ -59,6 +64,7 @@ pub struct Skip {
     /// What kept it from being called, for whoever reads the row: the
     /// field and why it cannot go there, or the policy and its limit.
     pub why: String,
+    pub routing: Option<Routing>,
 }
 
 /// How an attempt ended.
@@ -116,6 +122,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         saved_usd: None,
         dropped: Vec::new(),
         instance: None,
+        routing: Vec::new(),
     }
 }
 
@@ -187,6 +194,9 @@ impl Journal {
         if !start.dropped.is_empty() {
             record.dropped.push(crate::history::record::AttemptDropped { seq, fields: start.dropped });
         }
+        if let Some(routing) = start.routing {
+            record.routing.push(AttemptRouting { seq, routing });
+        }
         record.attempts.push(AttemptRecord {
             seq,
             provider: start.provider,
@@ -218,8 +228,12 @@ impl Journal {
         let now = Instant::now();
         self.attempt_started.push(now);
         let Some(record) = self.record.as_deref_mut() else { return };
+        let seq = record.attempts.len() as u32 + 1;
+        if let Some(routing) = skip.routing {
+            record.routing.push(AttemptRouting { seq, routing });
+        }
         record.attempts.push(AttemptRecord {
-            seq: record.attempts.len() as u32 + 1,
+            seq,
             provider: skip.provider,
             key_label: None,
             model: skip.model,

@@ -34,6 +34,7 @@ use crate::policy::budget::{Blocked, Covering};
 use crate::policy::classify::{self, Outcome};
 use crate::policy::deadline::Deadline;
 use crate::policy::step::{self, Facts, GiveUp, Keys, Next, Repairs};
+use crate::policy::strategy::{self, Ask, RouteState, Strategy};
 use crate::policy::RequestPolicy;
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::translate::error::{self as translate_error, Untranslatable};
@@ -41,7 +42,7 @@ use crate::protocol::translate::passthrough::Scrub;
 use crate::protocol::usage::Usage;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
-use crate::upstream::provider::{Gate, Pass, Provider, TeamGate, Ticket};
+use crate::upstream::provider::{Gate, Pass, Provider, TeamGate, Ticket, Verdict};
 use crate::upstream::routing::{self, Candidate, RouteError};
 use body::{BodyError, RequestHead};
 use journal::{AttemptEnd, AttemptStart, Journal, Skip};
@@ -129,7 +130,7 @@ async fn serve(
             return Ok(hit);
         }
     }
-    let plan = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).map_err(|e| {
+    let mut plan = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model).map_err(|e| {
         let code = match e {
             RouteError::UnknownModel(_) => ErrorCode::ModelNotFound,
             RouteError::NoneAvailable { .. } => ErrorCode::NoProviderAvailable,
@@ -137,6 +138,9 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     let policy = live.config.request_policy(&head.model);
+    // A rough size for the token bucket and for prices; providers count the real thing.
+    let tokens = (bytes.len() / 4) as u64;
+    let route = route_in_order(gateway, &live, &head, tokens, &mut plan.candidates);
     let mut run = Run {
         gateway,
         inbound,
@@ -144,8 +148,8 @@ async fn serve(
         body: &bytes,
         policy,
         deadline: Deadline::for_request(&inbound.headers, policy.deadline, started),
-        // A rough size for the token bucket; providers count the real thing.
-        tokens: (bytes.len() / 4) as u64,
+        tokens,
+        route,
         attempts: 0,
         notes: String::new(),
         out_of_time: false,
@@ -187,6 +191,40 @@ async fn serve(
         return Ok(fallback.response(error.attempts));
     }
     Err(error)
+}
+
+/// Output tokens a request that sets no limit is priced for, by `cheapest`.
+const ASSUMED_OUTPUT_TOKENS: u64 = 500;
+
+/// Puts `candidates` in the order `model`'s strategy gives them for this
+/// request; returns the state its answer is counted in.
+fn route_in_order<'l>(
+    gateway: &Gateway,
+    live: &'l Live,
+    head: &RequestHead,
+    tokens: u64,
+    candidates: &mut [Candidate<'_>],
+) -> &'l RouteState {
+    let policy = live.config.request_policy(&head.model);
+    let (route, state) = match live.route(&head.model) {
+        Some((route, state)) => (Some(route), state),
+        None => (None, &live.unrouted),
+    };
+    if policy.strategy == Strategy::Ordered {
+        return state;
+    }
+    let ask = Ask {
+        strategy: policy.strategy,
+        streamed: head.stream,
+        input_tokens: tokens,
+        output_tokens: head.max_output.unwrap_or(ASSUMED_OUTPUT_TOKENS),
+        prices: gateway.sink().map(|s| &*s.prices),
+        max_latency: policy.max_latency,
+        turn: state.turns.next(),
+        schedule: route.and_then(|r| r.schedule.as_ref()),
+    };
+    strategy::order(candidates, &ask);
+    state
 }
 
 /// A token count answered here, or why its body cannot be read.
@@ -240,6 +278,8 @@ struct Run<'a> {
     policy: &'a RequestPolicy,
     deadline: Deadline,
     tokens: u64,
+    /// Where the route counts which provider answered.
+    route: &'a RouteState,
     attempts: u32,
     notes: String,
     out_of_time: bool,
@@ -298,6 +338,7 @@ impl Run<'_> {
             reason: if fallback_from.is_some() { Reason::Fallback } else { Reason::First },
             fallback_from,
             why,
+            routing: candidate.routing,
         });
     }
 
@@ -468,6 +509,7 @@ impl Run<'_> {
                 breaker_state: provider.breaker_state().name(),
                 translation: translated.map(|t| (t.client, t.upstream)),
                 dropped: translated.map(|t| t.dropped.clone()).unwrap_or_default(),
+                routing: candidate.routing,
             });
             let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
             let mut attempted = attempt::run(self.gateway.client(), request, endpoint, timeout, &self.scrub).await;
@@ -494,6 +536,7 @@ impl Run<'_> {
                 provider.observe_quota(requests, tokens);
             }
             let verdict = classify::verdict(attempted.outcome, wait);
+            self.observe_speed(provider, &attempted, verdict, timeout);
             let end = AttemptEnd {
                 status: provider_status,
                 ttfb: attempted.ttfb,
@@ -607,6 +650,31 @@ impl Run<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// Feeds what the attempt took to the provider's recent speed (the
+    /// strategies' measure): an answer's time to first token or to its
+    /// head, or the whole timeout for one that timed out (a provider too
+    /// slow to answer is slow). A quick failure says nothing of its speed,
+    /// but puts a provider never measured after the measured ones; the
+    /// client's own errors and rate limits say nothing at all.
+    fn observe_speed(&self, provider: &Provider, attempted: &attempt::Attempted, verdict: Verdict, timeout: Duration) {
+        let took = match attempted.outcome {
+            Outcome::Timeout => Some(timeout),
+            Outcome::Status(s) if s.is_success() => {
+                if self.head.stream {
+                    attempted.ttft.or(attempted.ttfb)
+                } else {
+                    attempted.ttfb
+                }
+            }
+            _ => None,
+        };
+        match (took, verdict) {
+            (Some(took), _) => provider.recent().observe(self.head.stream, took),
+            (None, Verdict::Failed | Verdict::Unreachable) => provider.recent().failed(self.head.stream),
+            (None, Verdict::Healthy | Verdict::RateLimited(_) | Verdict::Neutral) => {}
         }
     }
 

@@ -19,6 +19,7 @@ use crate::policy::deadline::Deadline;
 use crate::policy::limiter::Rates;
 use crate::policy::queue::{Capacity, KeyLease, Permit, Ready};
 use crate::policy::share::{self, WindowCounter};
+use crate::policy::strategy::Recent;
 use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
@@ -60,6 +61,8 @@ pub struct Provider {
     stream_options_refused: AtomicBool,
     /// The team this instance shares verdicts with, in team mode.
     team: Option<Arc<dyn Team>>,
+    /// Its recent speed, as routing strategies weigh it.
+    recent: Recent,
 }
 
 /// Why a provider was passed over for an attempt.
@@ -294,6 +297,7 @@ impl Provider {
             keys,
             stream_options_refused: AtomicBool::new(false),
             team: None,
+            recent: Recent::default(),
         }
     }
 
@@ -454,6 +458,11 @@ impl Provider {
 
     pub fn capacity(&self) -> &Arc<Capacity> {
         &self.capacity
+    }
+
+    /// Its recent time to first token and latency (see [`Recent`]).
+    pub fn recent(&self) -> &Recent {
+        &self.recent
     }
 
     /// Decides whether an attempt may start now, and reserves what it needs.

@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::config::RouteConfig;
+use crate::policy::strategy::Routing;
 use crate::protocol::{Endpoint, Protocol};
 use crate::upstream::provider::Provider;
 
@@ -16,6 +17,11 @@ use crate::upstream::provider::Provider;
 pub struct Candidate<'a> {
     pub provider: &'a Arc<Provider>,
     pub upstream_model: &'a str,
+    /// Its place in the chain as configured (a route's weights go by it).
+    pub position: usize,
+    /// What the route's strategy weighed to put it where it is; none in
+    /// chain order (`ordered`).
+    pub routing: Option<Routing>,
 }
 
 /// A provider left out of a plan, and why.
@@ -106,21 +112,28 @@ fn chain_for<'a>(providers: &'a [Arc<Provider>], routes: &'a [RouteConfig], mode
         return route
             .chain
             .iter()
-            .filter_map(|name| find(name))
-            .map(|provider| Candidate {
+            .enumerate()
+            .filter_map(|(position, name)| find(name).map(|provider| (position, provider)))
+            .map(|(position, provider)| Candidate {
                 provider,
                 upstream_model: provider.config.models.explicit(model).unwrap_or(model),
+                position,
+                routing: None,
             })
             .collect();
     }
-    let explicit = providers.iter().filter_map(|provider| {
-        provider.config.models.explicit(model).map(|upstream_model| Candidate { provider, upstream_model })
-    });
+    let explicit = providers
+        .iter()
+        .filter_map(|provider| provider.config.models.explicit(model).map(|upstream_model| (provider, upstream_model)));
     let wildcard = providers
         .iter()
         .filter(|p| p.config.models.has_wildcard() && p.config.models.explicit(model).is_none())
-        .map(|provider| Candidate { provider, upstream_model: model });
-    explicit.chain(wildcard).collect()
+        .map(|provider| (provider, model));
+    explicit
+        .chain(wildcard)
+        .enumerate()
+        .map(|(position, (provider, upstream_model))| Candidate { provider, upstream_model, position, routing: None })
+        .collect()
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row};
 
 use super::derived::{Facet, DAY_MS};
-use super::record::{AttemptDropped, AttemptRecord, AttemptTranslation, Record};
+use super::record::{AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, Record};
 use super::spend::Tally;
 use super::store::{
     driving_facet, from_name, page_size, parse_cursor, spend_pieces, Backend, Bucket, Client, CountTable, Page,
@@ -363,7 +363,7 @@ impl Backend for PgStore {
         let attempts = sqlx::query(
             "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
                     duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
-                    input_tokens, output_tokens, cached_tokens, translated, dropped
+                    input_tokens, output_tokens, cached_tokens, translated, dropped, routing
              FROM attempts WHERE request_id = $1 AND request_started_at = $2 ORDER BY seq",
         )
         .bind(id)
@@ -377,6 +377,7 @@ impl Backend for PgStore {
             attempt_list: attempts.iter().map(attempt).collect::<Result<_, _>>()?,
             translations: attempts.iter().filter_map(translation).collect(),
             dropped: attempts.iter().filter_map(dropped).collect(),
+            routing: attempts.iter().filter_map(routing).collect(),
         }))
     }
 

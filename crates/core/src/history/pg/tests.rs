@@ -217,6 +217,9 @@ async fn postgres_answers_every_read_as_sqlite_does() {
         let (a, b) = (pg.request(id).await.unwrap(), sqlite.request(id).await.unwrap());
         assert_eq!(serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap(), "{id}");
     }
+    // A routed request's figures come back from each, as written.
+    let routed = pg.request("r0000007").await.unwrap().unwrap().routing;
+    assert_eq!(routed.iter().map(|r| (r.seq, r.routing.latency_ms)).collect::<Vec<_>>(), [(0, None), (1, Some(7.25))]);
     for bucket in [Bucket::Day, Bucket::Hour, Bucket::Minute] {
         for since in [1_700_000_000_000 - 86_400_000, 1_700_000_000_000 + 7_777_777] {
             let (mut a, mut b) = (pg.spend(bucket, since).await.unwrap(), sqlite.spend(bucket, since).await.unwrap());

@@ -30,11 +30,11 @@ const INSERT_REQUESTS: &str = "INSERT INTO requests (id, correlation_id, started
 const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (request_id, seq, request_started_at, provider, key_label,
     model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms,
     status, outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens, translated,
-    dropped)
+    dropped, routing)
     SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::text[],
         $8::text[], $9::int8[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],
         $15::float8[], $16::int8[], $17::text[], $18::float8[], $19::text[], $20::text[], $21::int8[], $22::int8[],
-        $23::int8[], $24::text[], $25::text[])
+        $23::int8[], $24::text[], $25::text[], $26::bytea[])
     ON CONFLICT DO NOTHING";
 
 const UPSERT_ROLLUPS: &str = "INSERT INTO rollups (instance, span, start, provider, model, outcome, requests,
@@ -226,7 +226,8 @@ async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, requests: &[&Reques
                 let translated = r.translations.iter().find(|t| t.seq == a.seq).map(|t| t.column());
                 let dropped =
                     r.dropped.iter().find(|d| d.seq == a.seq).and_then(|d| serde_json::to_string(&d.fields).ok());
-                (*r, a, translated, dropped)
+                let routing = r.routing.iter().find(|x| x.seq == a.seq).and_then(|x| x.column());
+                (*r, a, translated, dropped, routing)
             })
         })
         .collect();
@@ -235,7 +236,7 @@ async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, requests: &[&Reques
     }
     macro_rules! col {
         ($t:ty, |$r:ident, $a:ident| $e:expr) => {
-            attempts.iter().map(|($r, $a, _, _)| $e).collect::<Vec<$t>>()
+            attempts.iter().map(|($r, $a, _, _, _)| $e).collect::<Vec<$t>>()
         };
     }
     sqlx::query(INSERT_ATTEMPTS)
@@ -262,8 +263,9 @@ async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, requests: &[&Reques
         .bind(col!(Option<i64>, |_r, a| a.usage.columns()[0]))
         .bind(col!(Option<i64>, |_r, a| a.usage.columns()[1]))
         .bind(col!(Option<i64>, |_r, a| a.usage.columns()[2]))
-        .bind(attempts.iter().map(|(_, _, t, _)| t.clone()).collect::<Vec<Option<String>>>())
-        .bind(attempts.iter().map(|(_, _, _, d)| d.clone()).collect::<Vec<Option<String>>>())
+        .bind(attempts.iter().map(|(_, _, t, _, _)| t.clone()).collect::<Vec<Option<String>>>())
+        .bind(attempts.iter().map(|(_, _, _, d, _)| d.clone()).collect::<Vec<Option<String>>>())
+        .bind(attempts.iter().map(|(_, _, _, _, x)| x.clone()).collect::<Vec<Option<Vec<u8>>>>())
         .execute(&mut **tx)
         .await?;
     Ok(())
