@@ -52,7 +52,7 @@ pub async fn fan_out(team: Arc<RedisTeam>, gateway: Gateway, stop: CancellationT
         }
         // Only this instance's own: the others' came from the stream.
         batch.retain(|e| e.instance.is_none());
-        let Some(mut con) = team.connection().filter(|_| !batch.is_empty()) else { continue };
+        let Some(mut con) = team.background().filter(|_| !batch.is_empty()) else { continue };
         let mut pipe = redis::pipe();
         for e in &batch {
             let event = serde_json::to_string(&e.event).unwrap_or_default();

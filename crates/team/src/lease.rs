@@ -175,7 +175,17 @@ pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duratio
         };
         calls.push(call);
     }
-    let answers = match tokio::time::timeout(limit, scripts::pipelined(&mut con, &calls)).await {
+    // A connection Redis dropped (it restarted) fails the first call sent
+    // on it while the manager reconnects: asked once more on the new one
+    // rather than decided alone. (Had the first run before its answer was
+    // lost, what it took expires with its TTL.)
+    let ask_once = async {
+        match scripts::pipelined(&mut con, &calls).await {
+            Err(e) if e.is_connection_dropped() || e.is_io_error() => scripts::pipelined(&mut con, &calls).await,
+            answered => answered,
+        }
+    };
+    let answers = match tokio::time::timeout(limit, ask_once).await {
         Ok(Ok(answers)) if answers.len() == calls.len() => answers,
         Ok(Ok(_)) => return Admitted::Unreachable,
         Ok(Err(e)) => {

@@ -89,6 +89,11 @@ pub struct RedisTeam {
     outbox: mpsc::Sender<Change>,
     connected: AtomicBool,
     connection: Mutex<Option<ConnectionManager>>,
+    /// A connection of its own for the runner's work (heartbeats, the
+    /// once-a-second read of the shared state, announcements, events), so
+    /// that a request's admission never queues behind it on the one
+    /// multiplexed connection the request path uses.
+    background: Mutex<Option<ConnectionManager>>,
     scripts: Arc<Scripts>,
     lease_ttl: Duration,
     /// Live instances at the last heartbeat, this one included.
@@ -107,6 +112,14 @@ impl RedisTeam {
 
     fn set_connection(&self, c: Option<ConnectionManager>) {
         *self.connection.lock().unwrap_or_else(|p| p.into_inner()) = c;
+    }
+
+    fn background(&self) -> Option<ConnectionManager> {
+        self.background.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_background(&self, c: Option<ConnectionManager>) {
+        *self.background.lock().unwrap_or_else(|p| p.into_inner()) = c;
     }
 
     /// This instance's unique id (per process start).
@@ -150,7 +163,7 @@ impl Team for RedisTeam {
                 history_status: None,
                 members: Vec::new(),
             };
-            if let Some(mut con) = self.connection() {
+            if let Some(mut con) = self.background() {
                 match sync::members(&mut con, &self.keys).await {
                     Ok(members) => view.members = members,
                     Err(e) => {
@@ -253,6 +266,7 @@ pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, 
         outbox: tx,
         connected: AtomicBool::new(false),
         connection: Mutex::new(None),
+        background: Mutex::new(None),
         scripts: Arc::new(Scripts::new()),
         lease_ttl: config.lease_ttl,
         members: AtomicU32::new(1),
@@ -301,7 +315,7 @@ impl Runner {
     /// Connects when not connected; heartbeats; reads the shared state back.
     async fn sync(&mut self, gateway: &Gateway, due: &mut HashSet<String>) {
         let team = &self.team;
-        let mut con = match team.connection() {
+        let mut con = match team.background() {
             Some(con) => con,
             None => match self.connect().await {
                 Some(con) => con,
@@ -345,10 +359,12 @@ impl Runner {
             .set_connection_timeout(Some(CALL_TIMEOUT))
             .set_response_timeout(Some(CALL_TIMEOUT))
             .set_number_of_retries(1);
-        match self.client.get_connection_manager_with_config(config).await {
-            Ok(con) => {
-                self.team.set_connection(Some(con.clone()));
-                Some(con)
+        let connect = || self.client.get_connection_manager_with_config(config.clone());
+        match futures_util::future::try_join(connect(), connect()).await {
+            Ok((requests, background)) => {
+                self.team.set_connection(Some(requests));
+                self.team.set_background(Some(background.clone()));
+                Some(background)
             }
             Err(e) => {
                 debug!("team: cannot connect to Redis: {e}");
@@ -376,7 +392,7 @@ impl Runner {
     /// Writes a decision to the shared state and announces it; returns a
     /// provider whose breaker now waits for a probe.
     async fn write(&self, change: Change) -> Option<String> {
-        let mut con = self.team.connection()?;
+        let mut con = self.team.background()?;
         let step = sync::write(&mut con, &self.scripts, &self.team, change, SUSPECT_WINDOW);
         match tokio::time::timeout(CALL_TIMEOUT, step).await {
             Ok(Ok(due)) => due,
@@ -393,7 +409,7 @@ impl Runner {
 
     /// Claims due probes: the one instance that wins probes for the team.
     async fn probes(&self, gateway: &Gateway, due: &mut HashSet<String>) {
-        let Some(mut con) = self.team.connection() else { return };
+        let Some(mut con) = self.team.background() else { return };
         for provider in due.clone() {
             let claim = sync::claim_probe(&mut con, &self.scripts, &self.team, &provider, PROBE_TTL);
             match tokio::time::timeout(CALL_TIMEOUT, claim).await {
@@ -417,7 +433,7 @@ impl Runner {
 
     /// Leaves the roll call at once, so the others stop counting this instance.
     async fn leave(&self) {
-        if let Some(mut con) = self.team.connection() {
+        if let Some(mut con) = self.team.background() {
             let _ = tokio::time::timeout(CALL_TIMEOUT, sync::leave(&mut con, &self.team.keys, &self.team.id)).await;
         }
     }
