@@ -235,6 +235,9 @@ impl PgStore {
     }
 }
 
+/// A span of time a list asks for at once: from (inclusive), until (exclusive).
+type Window = (Option<i64>, Option<i64>);
+
 /// The windows a list walks, newest first: the day of the newest request
 /// it can show, then the 3 days before, then 12, 48 and 192, then the rest,
 /// each within the filter's own `since` and `until`. A query bounded in
@@ -242,7 +245,7 @@ impl PgStore {
 /// newest days (nearly every page) never plans or opens the others. A
 /// filter that picks requests out by correlation id or search asks once:
 /// its index finds them wherever they are.
-fn windows(filter: &RequestFilter, now: i64) -> Result<Vec<(Option<i64>, Option<i64>)>, StoreError> {
+fn windows(filter: &RequestFilter, now: i64) -> Result<Vec<Window>, StoreError> {
     if filter.correlation_id.is_some() || filter.search.as_deref().is_some_and(|s| !s.trim().is_empty()) {
         return Ok(vec![(filter.since, filter.until)]);
     }
