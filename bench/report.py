@@ -286,7 +286,12 @@ for backend, h in histories.items():
         (f"every /admin/spend bucket < 20 ms at {rows_label}", f"{spend_worst:.2f} ms (slowest)", spend_worst < 20),
         (f"every /admin/requests filter's first page < 10 ms at {rows_label}", f"{list_worst:.2f} ms (slowest)", list_worst < 10),
         (f"/admin/requests/{{id}} < 2 ms at {rows_label}", f"{h['request_detail_ms']:.2f} ms", h["request_detail_ms"] < 2),
-        (f"history writer on {backend} ≥ 30,000 records/s", f"{h['writer_records_per_s']:,.0f}/s", h["writer_records_per_s"] >= 30000),
+        # Sustained: a day's traffic. The year's fill also makes a new day
+        # (partitions, on PostgreSQL) every few hundred records.
+        (f"history writer on {backend} ≥ 30,000 records/s within a day",
+         f"{h.get('writer_today_records_per_s', h['writer_records_per_s']):,.0f}/s "
+         f"({h['writer_records_per_s']:,.0f}/s filling a year)",
+         h.get("writer_today_records_per_s", h["writer_records_per_s"]) >= 30000),
         (f"no read or commit waits > 10 ms on retention ({backend})", f"{wait_worst:.2f} ms (longest)", wait_worst <= 10),
     ]
     if h.get("first_paint_ms"):
@@ -557,6 +562,7 @@ if histories:
            + cell(lambda h: f"{h['requests_first_page_ms'][k]:.2f}") + " |" for k in history["requests_first_page_ms"]]
     md += ["| `/admin/requests/{id}` | " + cell(lambda h: f"{h['request_detail_ms']:.2f}") + " |"]
     md += ["| writer, records/s over the fill | " + cell(lambda h: f"{h['writer_records_per_s']:,.0f}") + " |"]
+    md += ["| writer, records/s within a day | " + cell(lambda h: f"{h.get('writer_today_records_per_s', 0):,.0f}") + " |"]
     for view in (history.get("first_paint_ms") or {}):
         md += [f"| dashboard first paint: {view} (one fresh load, after a warm-up) | "
                + cell(lambda h: f"{(h.get('first_paint_ms') or {}).get(view, float('nan')):.1f}") + " |"]

@@ -39,7 +39,11 @@ const SPAN_MS: i64 = 365 * 86_400_000;
 
 /// The `i`-th of `n` synthetic requests, spread evenly over the last year.
 fn request(i: u64, n: u64, now: i64) -> RequestRecord {
-    let at = now - SPAN_MS + (i as i64) * (SPAN_MS / n as i64);
+    request_at(i, now - SPAN_MS + (i as i64) * (SPAN_MS / n as i64))
+}
+
+/// The `i`-th synthetic request, started at `at`.
+fn request_at(i: u64, at: i64) -> RequestRecord {
     let provider = PROVIDERS[(i % 4) as usize];
     let model = MODELS[(i % 8) as usize];
     // A UUIDv7 of the request's start, as the gateway's own ids are.
@@ -167,6 +171,27 @@ async fn fill(gw: &TestGateway, n: u64, now: i64) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Records `m` more requests within the last hour, after the `n` of the
+/// year (numbered after them): the writer's pace on a day's traffic, where
+/// the year's fill also makes a day (its partitions, on PostgreSQL) every
+/// few hundred records. Records per second.
+async fn fill_today(gw: &TestGateway, n: u64, m: u64, now: i64) -> f64 {
+    let recorder = gw.gateway.sink().expect("history on").recorder.clone();
+    let hour = 3_600_000;
+    let started = Instant::now();
+    let mut i = 0;
+    while i < m {
+        let end = (i + 512).min(m);
+        let batch = (i..end).map(|j| {
+            recorder.complete(Record::Request(Box::new(request_at(n + j, now - hour + (j as i64) * (hour / m as i64)))))
+        });
+        futures_util::future::join_all(batch).await;
+        i = end;
+    }
+    recorder.flush().await;
+    m as f64 / started.elapsed().as_secs_f64()
+}
+
 /// The median time of 20 calls to `path` (`HISTORY_CALLS` to change it:
 /// code that takes seconds a call is timed with fewer), and the last answer.
 async fn timed(gw: &TestGateway, path: &str) -> (f64, Value) {
@@ -253,6 +278,7 @@ async fn run(n: u64, backend: Backend) -> Value {
     }
     let first_paint = first_paints(&gw).await;
     let retention = retention(&gw, n, now, backend).await;
+    let today = fill_today(&gw, n + 10_000_000, (n / 5).clamp(1_000, 50_000), now).await;
     if std::env::var_os("HISTORY_KEEP_DB").is_some() {
         std::mem::forget(db);
     }
@@ -261,6 +287,7 @@ async fn run(n: u64, backend: Backend) -> Value {
         "first_paint_ms": first_paint,
         "rows": n,
         "writer_records_per_s": per_second.round(),
+        "writer_today_records_per_s": today.round(),
         "spend_ms": spend,
         "requests_first_page_ms": lists,
         "request_detail_ms": detail_ms,
