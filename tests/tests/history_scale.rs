@@ -115,6 +115,7 @@ fn request(i: u64, n: u64, now: i64) -> RequestRecord {
         dropped: Vec::new(),
         instance: None,
         routing: Vec::new(),
+        member: None,
     }
 }
 

@@ -297,7 +297,14 @@ impl Front {
             Some((endpoint, path_model)) => {
                 let (head, body) = request.into_parts();
                 let inbound =
-                    Inbound { endpoint, path_model, ids: correlated.ids.clone(), headers: head.headers, uri: head.uri };
+                    Inbound {
+                    endpoint,
+                    path_model,
+                    ids: correlated.ids.clone(),
+                    headers: head.headers,
+                    uri: head.uri,
+                    peer: Some(self.peer.ip()),
+                };
                 proxy::handle(&self.gateway, inbound, Body::new(body)).await
             }
             None => {

@@ -58,6 +58,8 @@ pub struct Inbound {
     pub ids: RequestIds,
     pub headers: HeaderMap,
     pub uri: Uri,
+    /// The client's address, for the per-address limit on wrong keys.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response<Body> {
@@ -72,7 +74,14 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
         user_agent,
         gateway.instance(),
     );
-    match serve(gateway, &inbound, body, &mut journal).await {
+    let member = match identify(gateway, &inbound).await {
+        Ok(member) => member,
+        Err(refusal) => return refuse(&inbound, journal, &refusal).await,
+    };
+    if let Some(m) = &member {
+        journal.member(&m.name);
+    }
+    match serve(gateway, &inbound, body, member.as_ref(), &mut journal).await {
         Ok(response) => response,
         Err(error) => {
             journal.finish_error(&error).await;
@@ -86,10 +95,33 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
     }
 }
 
+/// The member whose key the request carries (`None`: the owner, or a
+/// gateway without members), or why it is refused.
+async fn identify(
+    gateway: &Gateway,
+    inbound: &Inbound,
+) -> Result<Option<crate::members::Member>, crate::members::gate::Refusal> {
+    let token = crate::http::guard::client_token(&inbound.headers, inbound.uri.query());
+    let members = gateway.members();
+    members.identify(gateway.store(), token.as_deref(), gateway.access_token(), inbound.peer, now_ms()).await
+}
+
+/// A member refusal, on record (with no upstream call) and in the client's protocol.
+async fn refuse(inbound: &Inbound, journal: Journal, refusal: &crate::members::gate::Refusal) -> Response<Body> {
+    let error = refusal.in_protocol(inbound.endpoint.protocol());
+    journal.finish_error(&error).await;
+    let mut response = error.into_response();
+    if let Some(after) = refusal.retry_after() {
+        response.headers_mut().insert(header::RETRY_AFTER, after.as_secs().max(1).into());
+    }
+    response
+}
+
 async fn serve(
     gateway: &Gateway,
     inbound: &Inbound,
     body: Body,
+    member: Option<&crate::members::Member>,
     journal: &mut Journal,
 ) -> Result<Response<Body>, ApiError> {
     let protocol = inbound.endpoint.protocol();
@@ -111,6 +143,11 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
+    if let Some(m) = member {
+        // A rough size, as the token buckets take it; providers count the real thing.
+        let tokens = (bytes.len() / 4) as u64;
+        gateway.members().check(m, &head.model, tokens, now_ms()).map_err(|r| r.in_protocol(protocol))?;
+    }
     if let Some(response) = count_locally(&live, inbound, &bytes, &head) {
         let response = response.map_err(|e| ApiError::new(protocol, ErrorCode::InvalidRequest, e.to_string()))?;
         journal.take().finish_local(response.status()).await;
