@@ -79,7 +79,9 @@ async fn two_members_split_the_requests_and_the_spend_exactly() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["member"].as_str().unwrap().into(), m["requests"].as_i64().unwrap(), m["cost_usd"].as_f64().unwrap()))
+        .map(|m| {
+            (m["member"].as_str().unwrap().into(), m["requests"].as_i64().unwrap(), m["cost_usd"].as_f64().unwrap())
+        })
         .collect();
     assert_eq!(by.iter().map(|(m, n, _)| (m.as_str(), *n)).collect::<Vec<_>>(), [("al", 2), ("bo", 1)], "{spend}");
     let (al_cost, bo_cost) = (by[0].2, by[1].2);
@@ -90,7 +92,8 @@ async fn two_members_split_the_requests_and_the_spend_exactly() {
     assert_eq!(only_bo["by_member"].as_array().unwrap().len(), 1);
 
     let rows = gw.admin("/admin/requests?member=al").await;
-    let members: Vec<&str> = rows["requests"].as_array().unwrap().iter().map(|r| r["member"].as_str().unwrap()).collect();
+    let members: Vec<&str> =
+        rows["requests"].as_array().unwrap().iter().map(|r| r["member"].as_str().unwrap()).collect();
     assert_eq!(members, ["al", "al"]);
     let rows = gw.admin("/admin/requests?member=bo").await;
     assert_eq!(rows["requests"].as_array().unwrap().len(), 1);
@@ -144,23 +147,34 @@ async fn a_member_limited_to_claude_gets_a_403_for_gpt_in_its_own_protocol() {
     assert_eq!(r.status(), 403);
     assert_eq!(header(&r, "x-should-retry"), "false");
     let v: Value = r.json().await.unwrap();
-    assert_eq!((v["error"]["type"].as_str(), v["error"]["code"].as_str()), (Some("permission_error"), Some("model_not_allowed")));
+    assert_eq!(
+        (v["error"]["type"].as_str(), v["error"]["code"].as_str()),
+        (Some("permission_error"), Some("model_not_allowed"))
+    );
     assert!(v["error"]["message"].as_str().unwrap().contains("gpt-4.1"), "{v}");
     assert_eq!(p.calls(), 0, "no upstream call");
 
     // The same refusal in Anthropic's shape, for an Anthropic client.
-    let r = http().post(gw.url("/v1/messages")).header("x-api-key", &al).json(&messages("gpt-4.1")).send().await.unwrap();
+    let r =
+        http().post(gw.url("/v1/messages")).header("x-api-key", &al).json(&messages("gpt-4.1")).send().await.unwrap();
     assert_eq!(r.status(), 403);
     let v: Value = r.json().await.unwrap();
     assert_eq!((v["type"].as_str(), v["error"]["type"].as_str()), (Some("error"), Some("permission_error")));
     // A model it may use is served.
-    let r = http().post(gw.url("/v1/messages")).header("x-api-key", &al).json(&messages("claude-sonnet")).send().await.unwrap();
+    let r = http()
+        .post(gw.url("/v1/messages"))
+        .header("x-api-key", &al)
+        .json(&messages("claude-sonnet"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(p.calls(), 1);
 
     gw.recorded(3).await;
     let rows = gw.admin("/admin/requests?member=al&outcome=rejected").await;
-    let codes: Vec<&str> = rows["requests"].as_array().unwrap().iter().map(|r| r["error_code"].as_str().unwrap()).collect();
+    let codes: Vec<&str> =
+        rows["requests"].as_array().unwrap().iter().map(|r| r["error_code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["model_not_allowed", "model_not_allowed"], "refusals are on record, as the member's");
 }
 
@@ -239,7 +253,8 @@ async fn a_thousand_wrong_keys_from_one_address_are_throttled() {
 #[tokio::test]
 async fn the_members_api_is_behind_the_admin_token() {
     let (_p, gw) = gateway(&["m"]).await;
-    for (method, path) in [("GET", "/admin/members"), ("POST", "/admin/members"), ("POST", "/admin/members/al/revoke")] {
+    for (method, path) in [("GET", "/admin/members"), ("POST", "/admin/members"), ("POST", "/admin/members/al/revoke")]
+    {
         let r = http()
             .request(method.parse().unwrap(), gw.url(path))
             .bearer_auth("sy-test-access-token")

@@ -342,7 +342,8 @@ impl Spool {
     pub fn depth(&self) -> Depth {
         let state = self.lock();
         // A sealed file counts whole: none of its records is known to be in.
-        let records = state.outstanding + state.retired.values().map(|r| r.outstanding.unwrap_or(r.appended)).sum::<u64>();
+        let records =
+            state.outstanding + state.retired.values().map(|r| r.outstanding.unwrap_or(r.appended)).sum::<u64>();
         Depth { records, bytes: state.total(), limit: state.limit }
     }
 

@@ -296,8 +296,7 @@ impl Front {
         let response = match proxy_endpoint(&request) {
             Some((endpoint, path_model)) => {
                 let (head, body) = request.into_parts();
-                let inbound =
-                    Inbound {
+                let inbound = Inbound {
                     endpoint,
                     path_model,
                     ids: correlated.ids.clone(),

@@ -44,11 +44,27 @@ pub enum Refusal {
     Revoked(String),
     Expired(String),
     /// Too many wrong keys from this address this minute.
-    Throttled { retry_after: Duration },
-    ModelNotAllowed { member: String, model: String },
-    OverBudget { member: String, spent_usd: f64, limit_usd: f64, period: BudgetPeriod, resets_at_ms: i64 },
+    Throttled {
+        retry_after: Duration,
+    },
+    ModelNotAllowed {
+        member: String,
+        model: String,
+    },
+    OverBudget {
+        member: String,
+        spent_usd: f64,
+        limit_usd: f64,
+        period: BudgetPeriod,
+        resets_at_ms: i64,
+    },
     /// Past the member's requests (`what` = "requests") or tokens a minute.
-    RateLimited { member: String, what: &'static str, limit: u64, retry_after: Duration },
+    RateLimited {
+        member: String,
+        what: &'static str,
+        limit: u64,
+        retry_after: Duration,
+    },
 }
 
 impl Refusal {
@@ -195,7 +211,8 @@ impl Members {
     async fn spend(&self, store: &Store, members: &[Member], now_ms: i64) -> HashMap<String, f64> {
         let mut spent = HashMap::new();
         for period in BudgetPeriod::ALL {
-            let budgeted: Vec<&Member> = members.iter().filter(|m| m.budget.is_some_and(|b| b.period == period)).collect();
+            let budgeted: Vec<&Member> =
+                members.iter().filter(|m| m.budget.is_some_and(|b| b.period == period)).collect();
             if budgeted.is_empty() {
                 continue;
             }
@@ -228,7 +245,8 @@ impl Members {
         peer: Option<IpAddr>,
         now_ms: i64,
     ) -> Result<Option<Member>, Refusal> {
-        let owner = |t: &str| access_token.is_some_and(|a| constant_time_eq(t.as_bytes(), a.expose_secret().as_bytes()));
+        let owner =
+            |t: &str| access_token.is_some_and(|a| constant_time_eq(t.as_bytes(), a.expose_secret().as_bytes()));
         if token.is_some_and(owner) {
             return Ok(None);
         }

@@ -5,7 +5,7 @@
 use secrecy::SecretString;
 use serde::Serialize;
 
-use super::{new_key, hash_key, Member, MemberError, MemberState, NewMember};
+use super::{hash_key, new_key, Member, MemberError, MemberState, NewMember};
 use crate::history::Store;
 
 /// A member as listed: the stored fields and its state now.

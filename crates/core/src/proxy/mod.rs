@@ -6,9 +6,9 @@ pub(crate) mod attempt;
 pub(crate) mod body;
 pub(crate) mod cached;
 mod chain;
-mod line;
 pub(crate) mod headers;
 pub(crate) mod journal;
+mod line;
 pub(crate) mod relay;
 pub(crate) mod repair;
 pub(crate) mod scrub;
@@ -484,7 +484,10 @@ impl Run<'_> {
                         TeamGate::Waited(waited) => {
                             drop(ticket);
                             let waited = humantime::format_duration(Duration::from_millis(waited.as_millis() as u64));
-                            self.note(provider.name(), &format!("not tried: waited {waited} in its line across the team"));
+                            self.note(
+                                provider.name(),
+                                &format!("not tried: waited {waited} in its line across the team"),
+                            );
                             return if retry == 0 { Tried::Passed } else { Tried::Failed };
                         }
                         TeamGate::Wait(wait) => {
