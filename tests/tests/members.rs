@@ -188,6 +188,9 @@ async fn a_revoked_key_is_refused_at_once() {
     assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (401, "key_revoked"));
     assert_eq!(header(&r, "x-should-retry"), "false");
     assert_eq!(p.calls(), 1);
+    gw.recorded(2).await;
+    let rows = gw.admin("/admin/requests?member=al").await;
+    assert_eq!(rows["requests"][0]["error_code"], "key_revoked", "the refusal is on record as al's: {rows}");
 
     // A rotated key works again; the revoked one stays refused.
     let r = admin_post(&gw, "/admin/members/al/rotate").await;

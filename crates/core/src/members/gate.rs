@@ -105,6 +105,17 @@ impl Refusal {
         }
     }
 
+    /// The member refused, when the key was a member's.
+    pub fn member(&self) -> Option<&str> {
+        match self {
+            Refusal::Revoked(name) | Refusal::Expired(name) => Some(name),
+            Refusal::ModelNotAllowed { member, .. }
+            | Refusal::OverBudget { member, .. }
+            | Refusal::RateLimited { member, .. } => Some(member),
+            Refusal::InvalidKey | Refusal::Throttled { .. } => None,
+        }
+    }
+
     /// How long before the same request may pass, for `retry-after`.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

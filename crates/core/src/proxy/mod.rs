@@ -106,8 +106,12 @@ async fn identify(
     members.identify(gateway.store(), token.as_deref(), gateway.access_token(), inbound.peer, now_ms()).await
 }
 
-/// A member refusal, on record (with no upstream call) and in the client's protocol.
-async fn refuse(inbound: &Inbound, journal: Journal, refusal: &crate::members::gate::Refusal) -> Response<Body> {
+/// A member refusal, on record (with no upstream call, as the member's
+/// when the key was one) and in the client's protocol.
+async fn refuse(inbound: &Inbound, mut journal: Journal, refusal: &crate::members::gate::Refusal) -> Response<Body> {
+    if let Some(name) = refusal.member() {
+        journal.member(name);
+    }
     let error = refusal.in_protocol(inbound.endpoint.protocol());
     journal.finish_error(&error).await;
     let mut response = error.into_response();
