@@ -119,3 +119,135 @@ async fn a_members_key_is_printed_once_served_revoked_and_never_written() {
         assert!(!export.contains(secret), "a key in the export");
     }
 }
+
+/// A private Redis that keeps nothing on disk; killed when dropped.
+struct Redis {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed for team mode's tests");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Redis { child, port }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A PostgreSQL database of its own on the test server, dropped with this.
+struct Db {
+    name: String,
+}
+
+fn psql(db: &str, sql: &str) {
+    let out = std::process::Command::new("psql")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql");
+    assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Db {
+    fn create() -> Db {
+        let name = format!("sy_members_{}_{}", std::process::id(), switchyard_host::paths::random_hex(4));
+        psql("test", &format!("CREATE DATABASE {name}"));
+        Db { name }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "test",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
+            .output();
+    }
+}
+
+/// Two instances of one team (Redis for the counters, PostgreSQL for the
+/// history and the members): a member's requests a minute hold across
+/// both, and a revocation made on one is refused on the other within a
+/// second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_rpm_and_revocation_hold_across_a_team() {
+    let (redis, db) = (Redis::start(), Db::create());
+    let p = SimProvider::start("p", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str| {
+        let text = format!(
+            "[team]\nredis = \"redis://127.0.0.1:{}/0\"\nnamespace = \"t\"\ninstance = \"{name}\"\n\n\
+             [history]\nurl = \"postgres://postgres@127.0.0.1:5432/{}\"\n\n{}",
+            redis.port,
+            db.name,
+            support::provider_toml("p", &p, "[\"m\"]", "auth = \"none\""),
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (config_a, config_b) = (config("gw-a"), config("gw-b"));
+    let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
+    let a = Served::start(&config_a, &data_a, &[]);
+    let b = Served::start(&config_b, &data_b, &[]);
+    let al = stdout(&members(&config_a, &data_a, &["add", "al", "--rpm", "4"])).trim().to_string();
+
+    let mut served = 0;
+    for i in 0..8 {
+        let addr = if i % 2 == 0 { &a.addr } else { &b.addr };
+        let r = chat_as(addr, &al).await;
+        match r.status().as_u16() {
+            200 => served += 1,
+            429 => assert_eq!(r.headers()["x-switchyard-error"], "rate_limited"),
+            other => panic!("{other}: {}", r.text().await.unwrap()),
+        }
+    }
+    assert_eq!(served, 4, "4 a minute across the team, not 4 on each instance");
+    assert_eq!(p.calls(), 4);
+
+    let token = std::fs::read_to_string(data_a.join("admin-token")).unwrap();
+    let r = client()
+        .post(format!("http://{}/admin/members/al/revoke", a.addr))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let revoked = Instant::now();
+    loop {
+        let r = chat_as(&b.addr, &al).await;
+        if r.headers()["x-switchyard-error"] == "key_revoked" {
+            break;
+        }
+        assert!(
+            revoked.elapsed() < Duration::from_millis(1500),
+            "B served al {:?} after A revoked it",
+            revoked.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -26,6 +26,7 @@ use crate::http::guard::constant_time_eq;
 use crate::policy::budget::{bounds, BudgetPeriod};
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::Protocol;
+use crate::team::{AdmitAsk, Admitted, Team, Used};
 
 /// How old the copy of the members may be before a request reads them again.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -354,6 +355,50 @@ impl Members {
         w.requests += 1;
         w.tokens = w.tokens.saturating_add(tokens);
         Ok(())
+    }
+}
+
+/// A member's requests and tokens a minute across a team: one Redis bucket
+/// per member (named `member:NAME` beside the providers' own), taken in
+/// the same atomic step as a provider's. Redis out of reach: this
+/// instance's own count ([`Members::check`]) decides alone.
+pub async fn across_team(team: &dyn Team, member: &Member, tokens: u64) -> Result<(), Refusal> {
+    if member.rpm.is_none() && member.tpm.is_none() {
+        return Ok(());
+    }
+    let ask = AdmitAsk {
+        provider: format!("member:{}", member.name),
+        provider_max: None,
+        key: None,
+        requests_per_minute: member.rpm,
+        tokens_per_minute: member.tpm.map(|t| u32::try_from(t).unwrap_or(u32::MAX)),
+        tokens,
+        budgets: Vec::new(),
+        line: None,
+    };
+    match team.admit(ask).await {
+        Admitted::Granted(held) => {
+            // The estimate is what the bucket keeps: a member's tokens are
+            // not settled with the provider's count (dropped unsettled,
+            // the hold would give them all back).
+            if let Some(mut held) = held {
+                held.settle(Used { tokens: Some(tokens), cost_usd: None });
+            }
+            Ok(())
+        }
+        Admitted::Wait(retry_after) => {
+            let (what, limit) = match (member.rpm, member.tpm) {
+                (Some(rpm), _) => ("requests (or tokens)", u64::from(rpm)),
+                (None, tpm) => ("tokens", tpm.unwrap_or(0)),
+            };
+            Err(Refusal::RateLimited { member: member.name.clone(), what, limit, retry_after })
+        }
+        Admitted::Full
+        | Admitted::Queued { .. }
+        | Admitted::LineFull { .. }
+        | Admitted::OverBudget { .. }
+        | Admitted::Unseeded(_)
+        | Admitted::Unreachable => Ok(()),
     }
 }
 

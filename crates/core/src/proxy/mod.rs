@@ -151,6 +151,9 @@ async fn serve(
         // A rough size, as the token buckets take it; providers count the real thing.
         let tokens = (bytes.len() / 4) as u64;
         gateway.members().check(m, &head.model, tokens, now_ms()).map_err(|r| r.in_protocol(protocol))?;
+        if let Some(team) = gateway.team() {
+            crate::members::gate::across_team(team.as_ref(), m, tokens).await.map_err(|r| r.in_protocol(protocol))?;
+        }
     }
     if let Some(response) = count_locally(&live, inbound, &bytes, &head) {
         let response = response.map_err(|e| ApiError::new(protocol, ErrorCode::InvalidRequest, e.to_string()))?;
