@@ -251,3 +251,34 @@ async fn a_members_rpm_and_revocation_hold_across_a_team() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `connect --member-key` writes the member's key, not the access token,
+/// into the tool's settings; a key that is not a member's is refused.
+#[test]
+fn connect_writes_a_members_key_into_a_tools_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, data) = (dir.path().join("home"), dir.path().join("data"));
+    std::fs::create_dir_all(&home).unwrap();
+    let config = dir.path().join("switchyard.toml");
+    std::fs::write(&config, "[server]\naccess_token = true\n").unwrap();
+    let key = format!("sy-m-{}", "ab".repeat(32));
+    let connect = |key: &str| {
+        switchyard()
+            .args(["connect", "claude", "--member-key", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .env("HOME", &home)
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env("SWITCHYARD_MEMBER_KEY", key)
+            .output()
+            .unwrap()
+    };
+    assert!(!connect("sy-not-a-member").status.success());
+    let out = connect(&key);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let settings = std::fs::read_to_string(home.join(".claude/settings.json")).unwrap();
+    assert!(settings.contains(&key), "{settings}");
+    let access = std::fs::read_to_string(data.join("access-token")).unwrap_or_default();
+    assert!(access.trim().is_empty() || !settings.contains(access.trim()), "the access token is not written");
+}
