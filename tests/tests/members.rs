@@ -179,6 +179,22 @@ async fn a_member_limited_to_claude_gets_a_403_for_gpt_in_its_own_protocol() {
 }
 
 #[tokio::test]
+async fn a_members_requests_a_minute_are_refused_with_a_time_to_retry() {
+    let (p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al", "rpm": 2 })).await;
+    let bo = add(&gw, json!({ "name": "bo" })).await;
+    for _ in 0..2 {
+        assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    }
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (429, "rate_limited"));
+    let wait: u64 = header(&r, "retry-after").parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert_eq!(post_as(&gw, &bo, "/v1/chat/completions", &chat("m")).await.status(), 200, "bo has no limit");
+    assert_eq!(p.calls(), 3);
+}
+
+#[tokio::test]
 async fn a_revoked_key_is_refused_at_once() {
     let (p, gw) = gateway(&["m"]).await;
     let al = add(&gw, json!({ "name": "al" })).await;

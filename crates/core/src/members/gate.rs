@@ -80,10 +80,13 @@ impl Refusal {
             ),
             Refusal::Revoked(name) => error(ErrorCode::KeyRevoked, format!("the key of member {name:?} was revoked")),
             Refusal::Expired(name) => error(ErrorCode::KeyExpired, format!("the key of member {name:?} has expired")),
-            Refusal::Throttled { retry_after } => error(
-                ErrorCode::RateLimited,
-                format!("too many wrong keys from this address: try again in {}s", retry_after.as_secs().max(1)),
-            ),
+            Refusal::Throttled { retry_after } => ApiError {
+                retry_after: Some(*retry_after),
+                ..error(
+                    ErrorCode::RateLimited,
+                    format!("too many wrong keys from this address: try again in {}s", retry_after.as_secs().max(1)),
+                )
+            },
             Refusal::ModelNotAllowed { member, model } => {
                 error(ErrorCode::ModelNotAllowed, format!("member {member:?} may not use the model `{model}`"))
             }
@@ -96,13 +99,16 @@ impl Refusal {
                 ),
             )
             .until(*resets_at_ms),
-            Refusal::RateLimited { member, what, limit, retry_after } => error(
-                ErrorCode::RateLimited,
-                format!(
-                    "member {member:?} is limited to {limit} {what} a minute: try again in {}s",
-                    retry_after.as_secs().max(1)
-                ),
-            ),
+            Refusal::RateLimited { member, what, limit, retry_after } => ApiError {
+                retry_after: Some(*retry_after),
+                ..error(
+                    ErrorCode::RateLimited,
+                    format!(
+                        "member {member:?} is limited to {limit} {what} a minute: try again in {}s",
+                        retry_after.as_secs().max(1)
+                    ),
+                )
+            },
         }
     }
 
@@ -114,14 +120,6 @@ impl Refusal {
             | Refusal::OverBudget { member, .. }
             | Refusal::RateLimited { member, .. } => Some(member),
             Refusal::InvalidKey | Refusal::Throttled { .. } => None,
-        }
-    }
-
-    /// How long before the same request may pass, for `retry-after`.
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Refusal::Throttled { retry_after } | Refusal::RateLimited { retry_after, .. } => Some(*retry_after),
-            _ => None,
         }
     }
 }

@@ -164,11 +164,13 @@ pub struct ApiError {
     /// When a refusal ends (a budget's next period), Unix ms: sent as
     /// `retry-after` seconds and an RFC 3339 `x-switchyard-budget-reset`.
     pub resets_at_ms: Option<i64>,
+    /// A rate refusal's wait, sent as `retry-after` (whole seconds, at least 1).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
     pub fn new(protocol: Protocol, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { protocol, code, message: message.into(), attempts: 0, resets_at_ms: None }
+        ApiError { protocol, code, message: message.into(), attempts: 0, resets_at_ms: None, retry_after: None }
     }
 
     pub fn with_attempts(mut self, attempts: u32) -> ApiError {
@@ -234,6 +236,9 @@ impl IntoResponse for ApiError {
         }
         if let Some(at_ms) = self.resets_at_ms {
             reset_headers(headers, at_ms);
+        }
+        if let Some(wait) = self.retry_after {
+            headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
         }
         response
     }

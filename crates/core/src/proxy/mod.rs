@@ -114,11 +114,7 @@ async fn refuse(inbound: &Inbound, mut journal: Journal, refusal: &crate::member
     }
     let error = refusal.in_protocol(inbound.endpoint.protocol());
     journal.finish_error(&error).await;
-    let mut response = error.into_response();
-    if let Some(after) = refusal.retry_after() {
-        response.headers_mut().insert(header::RETRY_AFTER, after.as_secs().max(1).into());
-    }
-    response
+    error.into_response()
 }
 
 async fn serve(
