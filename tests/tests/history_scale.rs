@@ -119,6 +119,7 @@ fn request_at(i: u64, at: i64) -> RequestRecord {
         dropped: Vec::new(),
         instance: None,
         routing: Vec::new(),
+        member: None,
     }
 }
 

@@ -119,6 +119,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
         dropped: Vec::new(),
         instance: None,
         routing: Vec::new(),
+        member: None,
     }
 }
 

@@ -13,6 +13,11 @@ pub struct ConnectArgs {
     /// The model the tool should ask for (else the tool's own default, which a route must name).
     #[arg(long)]
     model: Option<String>,
+    /// Write a team member's key (`sy-m-…`) instead of the access token:
+    /// read from `SWITCHYARD_MEMBER_KEY`, else from standard input, so it
+    /// stays out of the shell's history.
+    #[arg(long)]
+    member_key: bool,
     #[command(flatten)]
     remote: RemoteArgs,
 }
@@ -57,9 +62,32 @@ fn tool(id: &str) -> Result<&'static tools::Tool> {
     Ok(tools::find(id).ok_or_else(|| tools::ToolError::Unknown(id.to_string()))?)
 }
 
+/// A member's key, from `SWITCHYARD_MEMBER_KEY` or the first line of standard input.
+fn member_key() -> Result<secrecy::SecretString> {
+    let key = match std::env::var("SWITCHYARD_MEMBER_KEY") {
+        Ok(key) if !key.trim().is_empty() => key,
+        _ => {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line)?;
+            line
+        }
+    };
+    let key = key.trim();
+    if !key.starts_with(switchyard_core::members::KEY_PREFIX) {
+        anyhow::bail!(
+            "a member's key starts with {}: `switchyard members add NAME` prints one",
+            switchyard_core::members::KEY_PREFIX
+        );
+    }
+    Ok(secrecy::SecretString::from(key.to_string()))
+}
+
 pub fn connect(args: ConnectArgs) -> Result<()> {
     let tool = tool(&args.tool)?;
-    let (dir, target) = target(&args.remote, args.model)?;
+    let (dir, mut target) = target(&args.remote, args.model)?;
+    if args.member_key {
+        target.token = Some(member_key()?);
+    }
     let changed = tools::connect(tool, &Env::from_process()?, &target, &Backups::new(&dir))?;
     for file in &changed.files {
         println!("{}: {} now uses {}", file.display(), tool.name, target.base);

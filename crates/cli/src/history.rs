@@ -29,6 +29,9 @@ pub struct HistoryArgs {
     provider: Option<String>,
     #[arg(long)]
     model: Option<String>,
+    /// Only requests made with this member's key.
+    #[arg(long)]
+    member: Option<String>,
     /// Since when: a duration ago (`1h`, `2days`), RFC 3339, or Unix milliseconds.
     #[arg(long)]
     since: Option<String>,
@@ -142,6 +145,7 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
     let filter = RequestFilter {
         provider: args.provider,
         model: args.model,
+        member: args.member,
         failed: args.failed,
         fallback: args.fallback,
         since,

@@ -5,6 +5,7 @@ mod connect;
 mod demo;
 mod history;
 mod keys;
+mod members;
 mod open;
 pub mod paths;
 pub mod remote;
@@ -53,6 +54,8 @@ enum Command {
     Providers(status::ProvidersArgs),
     /// Provider keys in the OS keychain: set, list, rm.
     Keys(keys::KeysArgs),
+    /// Team members with keys of their own: add, list, show, rotate, revoke, remove.
+    Members(members::MembersArgs),
     /// Point a coding tool at the gateway by editing its own settings (claude, codex, gemini, aider, opencode).
     Connect(connect::ConnectArgs),
     /// Put a connected tool's settings back as they were before `connect`.
@@ -113,6 +116,7 @@ pub fn run() -> ExitCode {
             Command::History(args) => history::run(args).await,
             Command::Tail(args) => history::tail(args).await,
             Command::Keys(args) => keys::run(args).await,
+            Command::Members(args) => members::run(args).await,
             Command::Status(args) => status::status(args).await,
             Command::Providers(args) => status::providers(args).await,
             Command::Open(args) => open::run(args).await,

@@ -42,7 +42,10 @@ impl Db {
     fn reachable(&self, yes: bool) {
         psql("test", &format!("ALTER DATABASE {} ALLOW_CONNECTIONS {yes}", self.name));
         if !yes {
-            psql("test", &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'", self.name));
+            psql(
+                "test",
+                &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'", self.name),
+            );
         }
     }
 }
@@ -183,7 +186,12 @@ fn assert_on_record_once(db: &Db, answered: &[String]) {
     let on_record: HashSet<String> =
         db.query("SELECT correlation_id FROM requests").lines().map(str::to_owned).collect();
     let missing: Vec<&String> = answered.iter().filter(|id| !on_record.contains(*id)).collect();
-    assert!(missing.is_empty(), "{} answered requests missing, e.g. {:?}", missing.len(), &missing[..missing.len().min(5)]);
+    assert!(
+        missing.is_empty(),
+        "{} answered requests missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
     let rows = db.query("SELECT COUNT(*) FROM requests");
     let minute_sums = db.query("SELECT COALESCE(SUM(requests), 0) FROM rollups WHERE span = 60000");
     assert_eq!(minute_sums, rows, "rollups equal the rows");
@@ -212,7 +220,10 @@ async fn three_gateways_on_one_database_record_every_request_once_across_a_kill_
         })
         .collect();
     let mut instances: Vec<Instance> = starts.into_iter().map(|t| t.join().unwrap()).collect();
-    assert_eq!(db.query("SELECT COUNT(*) FROM _sqlx_migrations"), db.query("SELECT MAX(version) FROM _sqlx_migrations"));
+    assert_eq!(
+        db.query("SELECT COUNT(*) FROM _sqlx_migrations"),
+        db.query("SELECT MAX(version) FROM _sqlx_migrations")
+    );
 
     let addrs = Arc::new(Mutex::new(instances.iter().map(|i| i.served.addr.clone()).collect::<Vec<_>>()));
     let answered: Arc<Mutex<Vec<String>>> = Arc::default();

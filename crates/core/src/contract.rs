@@ -74,10 +74,16 @@ fn declarations(cfg: &Config) -> Vec<String> {
         Bucket::decl(cfg),
         SpendRow::decl(cfg),
         SpendTotals::decl(cfg),
+        crate::members::MemberSpend::decl(cfg),
         Spend::decl(cfg),
         crate::policy::BudgetPeriod::decl(cfg),
         crate::policy::BudgetAction::decl(cfg),
         crate::policy::BudgetRow::decl(cfg),
+        // Team members (people with keys of their own).
+        crate::members::Budget::decl(cfg),
+        crate::members::MemberState::decl(cfg),
+        crate::members::Member::decl(cfg),
+        crate::members::ops::MemberView::decl(cfg),
         // Configuration.
         ModelAlias::decl(cfg),
         ProviderForm::decl(cfg),

@@ -85,6 +85,8 @@ struct Inner {
     access_token: Option<SecretString>,
     client_rates: ClientRates,
     sessions: Sessions,
+    /// Team members: who may use the gateway with a key of their own.
+    members: crate::members::gate::Members,
     /// Config-file edits, one at a time.
     config_edits: std::sync::Mutex<()>,
     secrets: Arc<dyn SecretStore>,
@@ -191,6 +193,7 @@ impl Builder {
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
         let zone = self.time_zone.unwrap_or_else(jiff::tz::TimeZone::system);
+        let members = crate::members::gate::Members::new(zone.clone());
         let budgets = Budgets::new(zone, &self.config.budgets);
         let recorder = self.history.as_ref().map(|(sink, _)| sink.recorder.clone());
         let telemetry = Arc::new(Telemetry::with(recorder, budgets, self.config.alerts.clone()));
@@ -229,6 +232,7 @@ impl Builder {
                 access_token,
                 client_rates: ClientRates::default(),
                 sessions: Sessions::default(),
+                members,
                 config_edits: std::sync::Mutex::new(()),
                 secrets: self.secrets,
                 telemetry,
@@ -315,6 +319,11 @@ impl Gateway {
     /// The required local access token, when `[server] access_token = true`.
     pub fn access_token(&self) -> Option<&SecretString> {
         self.inner.access_token.as_ref()
+    }
+
+    /// The team members in force and their counters.
+    pub fn members(&self) -> &crate::members::gate::Members {
+        &self.inner.members
     }
 
     pub fn client_rates(&self) -> &ClientRates {

@@ -57,6 +57,7 @@ mod contract;
 pub mod gateway;
 pub mod history;
 pub mod http;
+pub mod members;
 pub mod policy;
 pub mod private;
 pub mod protocol;

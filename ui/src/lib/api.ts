@@ -23,6 +23,8 @@ export type {
   Envelope,
   GatewayEvent,
   KeySummary,
+  MemberSpend,
+  MemberView,
   ProbeResult,
   ProviderStateName,
   ProviderView,
@@ -48,6 +50,7 @@ import type {
   ProviderForm,
   Spend,
   Envelope,
+  MemberView,
   Page,
   ProbeResult,
   ProviderView,
@@ -71,6 +74,8 @@ export type FinishedEvent = Extract<Envelope, { type: 'request_finished' }>;
 export interface RequestFilter {
   provider?: string;
   model?: string;
+  /** Only requests made with this member's key. */
+  member?: string;
   outcome?: RequestOutcome;
   fallback?: boolean;
   /** What the response cache did. */
@@ -81,6 +86,22 @@ export interface RequestFilter {
   q?: string;
   cursor?: string;
   limit?: number;
+}
+
+/** What `members add` takes, as text: `50/month`, `claude-*,gpt-4.1`, `90d`. */
+export interface NewMember {
+  name: string;
+  budget?: string;
+  rpm?: number;
+  tpm?: number;
+  models?: string;
+  expires?: string;
+}
+
+/** A member with its new key, shown once. */
+export interface IssuedKey {
+  member: MemberView;
+  key: string;
 }
 
 /** What went wrong, in words a person can act on. */
@@ -210,6 +231,13 @@ export class Api {
   requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
   spend = (bucket: Bucket, since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
   budgets = () => this.get<BudgetRow[]>('/admin/budgets');
+
+  members = () => this.get<MemberView[]>('/admin/members');
+  /** Adds a member; the answer holds its key, the only time it is ever shown. */
+  addMember = (member: NewMember) => this.request<IssuedKey>('POST', '/admin/members', member);
+  rotateMember = (name: string) => this.request<IssuedKey>('POST', `/admin/members/${enc(name)}/rotate`);
+  revokeMember = (name: string) => this.request<MemberView>('POST', `/admin/members/${enc(name)}/revoke`);
+  removeMember = (name: string) => this.request<void>('DELETE', `/admin/members/${enc(name)}`);
 
   config = () => this.get<ConfigView>('/admin/config');
   putProvider = (name: string, form: ProviderForm) =>

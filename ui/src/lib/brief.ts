@@ -34,6 +34,8 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
     // Named on another instance's events; this instance's own carry none
     // until the history row replaces the live one.
     instance: e.instance ?? null,
+    // The live event does not name it; the history row that replaces this one does.
+    member: null,
   };
 }
 
@@ -41,6 +43,7 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
 export function matches(r: RequestSummary, f: RequestFilter): boolean {
   if (f.provider && r.provider !== f.provider) return false;
   if (f.model && r.model !== f.model) return false;
+  if (f.member && r.member !== f.member) return false;
   if (f.outcome && r.outcome !== f.outcome) return false;
   if (f.fallback && !r.fallback) return false;
   if (f.cache && r.cache !== f.cache) return false;

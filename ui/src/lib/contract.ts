@@ -157,7 +157,11 @@ saved_usd: number | null,
 /**
  * The team instance that served it; null for a gateway alone.
  */
-instance: string | null, };
+instance: string | null, 
+/**
+ * The member whose key made it; null for the owner.
+ */
+member: string | null, };
 
 export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, 
 /**
@@ -236,7 +240,11 @@ saved_usd: number | null,
 /**
  * The team instance that served it; null for a gateway alone.
  */
-instance: string | null, };
+instance: string | null, 
+/**
+ * The member whose key made it; null for the owner.
+ */
+member: string | null, };
 
 export type Member = { name: string, 
 /**
@@ -310,7 +318,14 @@ saved_usd: number, };
 
 export type SpendTotals = { today_usd: number, last_7_days_usd: number, last_30_days_usd: number, saved_today_usd: number, saved_last_7_days_usd: number, saved_last_30_days_usd: number, };
 
-export type Spend = { bucket: Bucket, rows: Array<SpendRow>, totals: SpendTotals, };
+export type MemberSpend = { member: string, requests: number, cost_usd: number, input_tokens: number, output_tokens: number, };
+
+export type Spend = { bucket: Bucket, rows: Array<SpendRow>, totals: SpendTotals, 
+/**
+ * Each member's requests and spend since `since` (`member=` keeps one);
+ * the owner's requests are in `rows` and in no member's.
+ */
+by_member: Array<MemberSpend>, };
 
 export type BudgetPeriod = "day" | "week" | "month";
 
@@ -334,6 +349,40 @@ blocking: boolean,
  * in flight included) rather than this instance's own ledger.
  */
 team: boolean, };
+
+export type MemberBudget = { limit_usd: number, period: BudgetPeriod, };
+
+export type MemberState = "active" | "revoked" | "expired";
+
+export type MemberRecord = { name: string, created_at_ms: number, expires_at_ms: number | null, revoked_at_ms: number | null, budget: MemberBudget | null, 
+/**
+ * Requests a minute.
+ */
+rpm: number | null, 
+/**
+ * Tokens a minute (estimated from the request's size, as the
+ * providers' token buckets are).
+ */
+tpm: number | null, 
+/**
+ * Globs of the models the member may ask for (`claude-*`); empty: any.
+ */
+models: Array<string>, };
+
+export type MemberView = { state: MemberState, name: string, created_at_ms: number, expires_at_ms: number | null, revoked_at_ms: number | null, budget: MemberBudget | null, 
+/**
+ * Requests a minute.
+ */
+rpm: number | null, 
+/**
+ * Tokens a minute (estimated from the request's size, as the
+ * providers' token buckets are).
+ */
+tpm: number | null, 
+/**
+ * Globs of the models the member may ask for (`claude-*`); empty: any.
+ */
+models: Array<string>, };
 
 export type ModelAlias = { client: string, upstream: string, };
 

@@ -3,6 +3,7 @@
 
 pub(crate) mod config;
 pub(crate) mod live;
+pub(crate) mod members;
 pub mod routes;
 pub(crate) mod tools;
 pub(crate) mod ui;
@@ -41,6 +42,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .merge(crate::admin::config::routes())
         .merge(crate::admin::routes::routes())
         .merge(crate::admin::tools::routes())
+        .merge(crate::admin::members::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 
@@ -176,6 +178,8 @@ pub fn parse_time(text: &str) -> Option<i64> {
 struct ListQuery {
     provider: Option<String>,
     model: Option<String>,
+    /// Only requests made with this member's key.
+    member: Option<String>,
     outcome: Option<String>,
     #[serde(default)]
     failed: bool,
@@ -230,6 +234,7 @@ async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) ->
         until: time_param("until", q.until.as_deref())?,
         provider: q.provider,
         model: q.model,
+        member: q.member,
         outcome: q.outcome.as_deref().map(outcome_param).transpose()?,
         failed: q.failed,
         fallback: q.fallback,
@@ -256,6 +261,7 @@ struct SpendQuery {
     #[serde(default)]
     bucket: Bucket,
     since: Option<String>,
+    member: Option<String>,
 }
 
 async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result<Response, AdminError> {
@@ -288,7 +294,9 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
         saved_last_7_days_usd: saved(today_start - 6 * day),
         saved_last_30_days_usd: saved(today_start - 29 * day),
     };
-    Ok(Json(Spend { bucket: q.bucket, rows, totals }).into_response())
+    let mut by_member = store.member_spend(since).await?;
+    by_member.retain(|m| q.member.as_ref().is_none_or(|only| *only == m.member));
+    Ok(Json(Spend { bucket: q.bucket, rows, totals, by_member }).into_response())
 }
 
 /// `GET /admin/budgets`: each budget's spend in its current period, in
@@ -304,6 +312,9 @@ pub(crate) struct Spend {
     bucket: Bucket,
     rows: Vec<crate::history::store::SpendRow>,
     totals: SpendTotals,
+    /// Each member's requests and spend since `since` (`member=` keeps one);
+    /// the owner's requests are in `rows` and in no member's.
+    by_member: Vec<crate::members::MemberSpend>,
 }
 
 /// Spend over the last calendar days, today included, and what answers

@@ -92,6 +92,7 @@ impl From<RequestDetail> for RequestRecord {
             saved_usd: r.saved_usd,
             dropped: d.dropped,
             instance: r.instance,
+            member: r.member,
             routing: d.routing,
         }
     }

@@ -19,9 +19,9 @@ use super::record::{
 const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
     user_agent, endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback,
     duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens, cost_usd, error_code, error,
-    request_body, response_body, cache, saved_usd, instance)
+    request_body, response_body, cache, saved_usd, instance, member)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,
-    ?25, ?26, ?27)";
+    ?25, ?26, ?27, ?28)";
 
 const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, provider, key_label, model,
     reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status,
@@ -162,6 +162,7 @@ fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestReco
         r.cache.map(crate::cache::CacheStatus::as_str),
         r.saved_usd,
         r.instance,
+        r.member,
     ])?;
     Ok(inserted == 1)
 }

@@ -18,6 +18,7 @@
 pub mod copy;
 pub(crate) mod derived;
 pub(crate) mod insert;
+mod members;
 pub(crate) mod pg;
 pub(crate) mod pricing;
 pub(crate) mod record;

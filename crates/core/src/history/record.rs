@@ -200,6 +200,11 @@ pub struct RequestRecord {
     /// none for attempts in chain order. Version 6 of the frames added it, last.
     #[serde(default)]
     pub routing: Vec<AttemptRouting>,
+    /// The team member whose key made it; `None` for the owner (the local
+    /// access token) or a gateway without members. Never the key itself.
+    /// Version 7 of the frames added it, last.
+    #[serde(default)]
+    pub member: Option<String>,
 }
 
 /// Which strategy put an attempt's provider where it was, and the figures

@@ -69,17 +69,20 @@ const FRAME_V4: u8 = 4;
 const FRAME_V5: u8 = 5;
 /// Version 6 added [`RequestRecord::routing`], last.
 const FRAME_V6: u8 = 6;
+/// Version 7 added [`RequestRecord::member`], last.
+const FRAME_V7: u8 = 7;
 /// postcard's encoding of an empty sequence.
 const EMPTY_SEQ: u8 = 0;
 /// postcard's encoding of `None`.
 const NONE: u8 = 0;
 /// What each older version's payload lacks, in postcard: the fields added
 /// since, each empty.
-const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ];
-const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ];
-const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ];
-const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ];
-const UPGRADE_V5: &[u8] = &[EMPTY_SEQ];
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE];
+const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE];
+const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE];
+const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE];
+const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE];
+const UPGRADE_V6: &[u8] = &[NONE];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -339,7 +342,8 @@ impl Spool {
     pub fn depth(&self) -> Depth {
         let state = self.lock();
         // A sealed file counts whole: none of its records is known to be in.
-        let records = state.outstanding + state.retired.values().map(|r| r.outstanding.unwrap_or(r.appended)).sum::<u64>();
+        let records =
+            state.outstanding + state.retired.values().map(|r| r.outstanding.unwrap_or(r.appended)).sum::<u64>();
         Depth { records, bytes: state.total(), limit: state.limit }
     }
 
@@ -425,7 +429,7 @@ fn remove_if_there(path: &Path) -> std::io::Result<()> {
 fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
     let start = frames.len();
     // The format byte, then room for the length and checksum, filled in below.
-    frames.push(FRAME_V6);
+    frames.push(FRAME_V7);
     frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
     if let Err(e) = postcard::to_extend(record, Tail(frames)) {
         warn!("history spool: cannot encode a record: {e}");
@@ -506,7 +510,8 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
         FRAME_V3 => UPGRADE_V3,
         FRAME_V4 => UPGRADE_V4,
         FRAME_V5 => UPGRADE_V5,
-        FRAME_V6 => &[],
+        FRAME_V6 => UPGRADE_V6,
+        FRAME_V7 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -661,11 +666,12 @@ mod tests {
                     ..crate::policy::strategy::Routing::by(crate::policy::strategy::Strategy::Latency)
                 },
             }],
+            member: Some("al".into()),
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
@@ -753,6 +759,20 @@ mod tests {
     /// latency (`01`), rank 0, not explored, 12.5 ms (`01` and the f64),
     /// no load, no price, weight 9 (`01 09`).
     const PINNED_V6_TAIL: &str = concat!("0100", "01", "00", "00", "010000000000002940", "00", "00", "0109");
+
+    /// What version 7 appended: `member` (`01`, two bytes, `al`).
+    const PINNED_V7_TAIL: &str = "0102616c";
+
+    #[test]
+    fn a_version_6_frame_reads_with_no_member() {
+        let payload =
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}");
+        let frame = old_frame(FRAME_V6, &payload);
+        let (record, rest) = read_frame(&frame).unwrap();
+        let record = record.expect("a version 6 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.routing.len(), record.member), (1, None));
+    }
 
     #[test]
     fn a_version_5_frame_reads_with_no_routing() {

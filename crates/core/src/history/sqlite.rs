@@ -103,6 +103,22 @@ impl SqliteStore {
 }
 
 impl Backend for SqliteStore {
+    async fn members(&self) -> Result<Vec<crate::members::Member>, StoreError> {
+        list_members(&self.pool).await
+    }
+
+    async fn put_member(&self, member: &crate::members::Member) -> Result<(), StoreError> {
+        put_member(&self.pool, member).await
+    }
+
+    async fn remove_member(&self, name: &str) -> Result<bool, StoreError> {
+        remove_member(&self.pool, name).await
+    }
+
+    async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
+        member_spend(&self.pool, since).await
+    }
+
     async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
         let batch = batch.to_vec();
         self.blocking(move |path| Inserter::open(path)?.write(&batch)).await
@@ -323,3 +339,5 @@ mod tests {
         assert!(!plan.iter().any(|d| d.contains("TEMP B-TREE")), "{plan:?}");
     }
 }
+
+super::members::member_sql!(sqlx::Sqlite);

@@ -54,6 +54,8 @@ pub enum StoreError {
 pub struct RequestFilter {
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// Only requests made with this member's key.
+    pub member: Option<String>,
     pub outcome: Option<RequestOutcome>,
     /// Only requests that did not end `ok`.
     #[serde(default)]
@@ -107,6 +109,8 @@ pub struct RequestSummary {
     pub saved_usd: Option<f64>,
     /// The team instance that served it; null for a gateway alone.
     pub instance: Option<String>,
+    /// The member whose key made it; null for the owner.
+    pub member: Option<String>,
 }
 
 /// A request with its attempts in order.
@@ -252,6 +256,13 @@ pub(crate) trait Backend {
     async fn used_bytes(&self) -> Result<i64, StoreError>;
     async fn integrity_check(&self) -> Result<String, StoreError>;
     async fn close(&self);
+    async fn members(&self) -> Result<Vec<crate::members::Member>, StoreError>;
+    /// Adds a member, or replaces the one of that name.
+    async fn put_member(&self, member: &crate::members::Member) -> Result<(), StoreError>;
+    /// Whether there was a member of that name to remove.
+    async fn remove_member(&self, name: &str) -> Result<bool, StoreError>;
+    /// Each member's requests and spend since `since` (Unix ms).
+    async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError>;
 }
 
 /// A handle on the history, whichever database holds it; cheap to clone.
@@ -420,6 +431,26 @@ impl Store {
 
     pub async fn integrity_check(&self) -> Result<String, StoreError> {
         each!(self, b => b.integrity_check().await)
+    }
+
+    /// Every member, by name; only their keys' hashes.
+    pub async fn members(&self) -> Result<Vec<crate::members::Member>, StoreError> {
+        each!(self, b => b.members().await)
+    }
+
+    /// Adds a member, or replaces the one of that name.
+    pub async fn put_member(&self, member: &crate::members::Member) -> Result<(), StoreError> {
+        each!(self, b => b.put_member(member).await)
+    }
+
+    /// Whether there was a member of that name to remove.
+    pub async fn remove_member(&self, name: &str) -> Result<bool, StoreError> {
+        each!(self, b => b.remove_member(name).await)
+    }
+
+    /// Each member's requests and spend since `since` (Unix ms).
+    pub async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
+        each!(self, b => b.member_spend(since).await)
     }
 
     pub async fn close(&self) {

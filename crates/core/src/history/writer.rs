@@ -38,8 +38,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot, watch};
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
 use super::record::{now_ms, Record, RequestRecord};
@@ -634,7 +634,6 @@ impl Writer {
         spool.replayed(segment).map_err(|e| spool_error(spool, e))?;
         Ok(count)
     }
-
 }
 
 fn spool_error(spool: &Spool, source: std::io::Error) -> StoreError {
@@ -686,8 +685,7 @@ mod tests {
         let spooled = std::fs::read(dir.path().join("h.db.spool")).unwrap();
         std::fs::write(dir.path().join("copy.db.spool"), spooled).unwrap();
         let copy = Spool::open(&dir.path().join("copy.db"), super::super::spool::DEFAULT_LIMIT).unwrap().unwrap();
-        let leftovers: Vec<RequestRecord> =
-            copy.backlog().iter().flat_map(|s| s.read().unwrap().records).collect();
+        let leftovers: Vec<RequestRecord> = copy.backlog().iter().flat_map(|s| s.read().unwrap().records).collect();
         let mut found: Vec<_> = leftovers.iter().map(|r| r.id.as_str()).collect();
         found.sort();
         assert_eq!(found, ids);

@@ -296,8 +296,14 @@ impl Front {
         let response = match proxy_endpoint(&request) {
             Some((endpoint, path_model)) => {
                 let (head, body) = request.into_parts();
-                let inbound =
-                    Inbound { endpoint, path_model, ids: correlated.ids.clone(), headers: head.headers, uri: head.uri };
+                let inbound = Inbound {
+                    endpoint,
+                    path_model,
+                    ids: correlated.ids.clone(),
+                    headers: head.headers,
+                    uri: head.uri,
+                    peer: Some(self.peer.ip()),
+                };
                 proxy::handle(&self.gateway, inbound, Body::new(body)).await
             }
             None => {

@@ -30,6 +30,12 @@ pub enum ErrorCode {
     BodyTimeout,
     /// A `block` budget past its limit covers every provider left to try.
     BudgetExceeded,
+    /// A member's key that was revoked.
+    KeyRevoked,
+    /// A member's key past its expiry.
+    KeyExpired,
+    /// A member asked for a model outside the ones they may use.
+    ModelNotAllowed,
 }
 
 impl ErrorCode {
@@ -53,6 +59,9 @@ impl ErrorCode {
             ErrorCode::BodyTimeout => "body_timeout",
             ErrorCode::UpstreamError => "upstream_error",
             ErrorCode::BudgetExceeded => "budget_exceeded",
+            ErrorCode::KeyRevoked => "key_revoked",
+            ErrorCode::KeyExpired => "key_expired",
+            ErrorCode::ModelNotAllowed => "model_not_allowed",
         }
     }
 
@@ -65,10 +74,11 @@ impl ErrorCode {
             ErrorCode::NoProviderAvailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError => StatusCode::BAD_GATEWAY,
             ErrorCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-            ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed | ErrorCode::CrossSiteRequest => {
-                StatusCode::FORBIDDEN
-            }
-            ErrorCode::InvalidAccessToken => StatusCode::UNAUTHORIZED,
+            ErrorCode::HostNotAllowed
+            | ErrorCode::OriginNotAllowed
+            | ErrorCode::CrossSiteRequest
+            | ErrorCode::ModelNotAllowed => StatusCode::FORBIDDEN,
+            ErrorCode::InvalidAccessToken | ErrorCode::KeyRevoked | ErrorCode::KeyExpired => StatusCode::UNAUTHORIZED,
             ErrorCode::RateLimited | ErrorCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -78,6 +88,19 @@ impl ErrorCode {
     /// The gateway tried everything it could; a client retry only adds load.
     pub fn is_exhausted(self) -> bool {
         matches!(self, ErrorCode::NoProviderAvailable | ErrorCode::AllProvidersFailed | ErrorCode::DeadlineExceeded)
+    }
+
+    /// A refusal that the same request cannot overcome by being sent again:
+    /// SDKs retry some 4xx (and every 429) unless told not to.
+    fn retry_cannot_help(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::BudgetExceeded
+                | ErrorCode::KeyRevoked
+                | ErrorCode::KeyExpired
+                | ErrorCode::ModelNotAllowed
+                | ErrorCode::InvalidAccessToken
+        )
     }
 
     /// OpenAI's `error.type`.
@@ -103,8 +126,11 @@ impl ErrorCode {
             | ErrorCode::MethodNotAllowed
             | ErrorCode::HeadersTooLarge
             | ErrorCode::BodyTimeout => "invalid_request_error",
-            ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed | ErrorCode::CrossSiteRequest => "permission_error",
-            ErrorCode::InvalidAccessToken => "authentication_error",
+            ErrorCode::HostNotAllowed
+            | ErrorCode::OriginNotAllowed
+            | ErrorCode::CrossSiteRequest
+            | ErrorCode::ModelNotAllowed => "permission_error",
+            ErrorCode::InvalidAccessToken | ErrorCode::KeyRevoked | ErrorCode::KeyExpired => "authentication_error",
             ErrorCode::RateLimited | ErrorCode::BudgetExceeded => "rate_limit_error",
             ErrorCode::AllProvidersFailed | ErrorCode::UpstreamError | ErrorCode::DeadlineExceeded => "api_error",
         }
@@ -138,11 +164,13 @@ pub struct ApiError {
     /// When a refusal ends (a budget's next period), Unix ms: sent as
     /// `retry-after` seconds and an RFC 3339 `x-switchyard-budget-reset`.
     pub resets_at_ms: Option<i64>,
+    /// A rate refusal's wait, sent as `retry-after` (whole seconds, at least 1).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
     pub fn new(protocol: Protocol, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { protocol, code, message: message.into(), attempts: 0, resets_at_ms: None }
+        ApiError { protocol, code, message: message.into(), attempts: 0, resets_at_ms: None, retry_after: None }
     }
 
     pub fn with_attempts(mut self, attempts: u32) -> ApiError {
@@ -201,12 +229,16 @@ impl IntoResponse for ApiError {
             // The gateway already tried every option; an SDK retry only multiplies load.
             headers.insert("x-should-retry", HeaderValue::from_static("false"));
         }
-        if self.code == ErrorCode::BudgetExceeded {
-            // A 429 that an SDK would retry at once: only the next period helps.
+        if self.code.retry_cannot_help() {
+            // A budget's 429 only the next period lifts; a key or model
+            // refusal holds whatever the timing.
             headers.insert("x-should-retry", HeaderValue::from_static("false"));
         }
         if let Some(at_ms) = self.resets_at_ms {
             reset_headers(headers, at_ms);
+        }
+        if let Some(wait) = self.retry_after {
+            headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
         }
         response
     }

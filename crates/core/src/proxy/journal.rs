@@ -123,6 +123,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         dropped: Vec::new(),
         instance: None,
         routing: Vec::new(),
+        member: None,
     }
 }
 
@@ -159,6 +160,13 @@ impl Journal {
             record: None,
         };
         std::mem::replace(self, empty)
+    }
+
+    /// Names the member whose key made the request (never the key).
+    pub fn member(&mut self, name: &str) {
+        if let Some(record) = self.record.as_deref_mut() {
+            record.member = Some(name.to_string());
+        }
     }
 
     pub fn request_id(&self) -> &str {

@@ -6,9 +6,9 @@ pub(crate) mod attempt;
 pub(crate) mod body;
 pub(crate) mod cached;
 mod chain;
-mod line;
 pub(crate) mod headers;
 pub(crate) mod journal;
+mod line;
 pub(crate) mod relay;
 pub(crate) mod repair;
 pub(crate) mod scrub;
@@ -58,6 +58,8 @@ pub struct Inbound {
     pub ids: RequestIds,
     pub headers: HeaderMap,
     pub uri: Uri,
+    /// The client's address, for the per-address limit on wrong keys.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response<Body> {
@@ -72,7 +74,14 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
         user_agent,
         gateway.instance(),
     );
-    match serve(gateway, &inbound, body, &mut journal).await {
+    let member = match identify(gateway, &inbound).await {
+        Ok(member) => member,
+        Err(refusal) => return refuse(&inbound, journal, &refusal).await,
+    };
+    if let Some(m) = &member {
+        journal.member(&m.name);
+    }
+    match serve(gateway, &inbound, body, member.as_ref(), &mut journal).await {
         Ok(response) => response,
         Err(error) => {
             journal.finish_error(&error).await;
@@ -86,10 +95,33 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
     }
 }
 
+/// The member whose key the request carries (`None`: the owner, or a
+/// gateway without members), or why it is refused.
+async fn identify(
+    gateway: &Gateway,
+    inbound: &Inbound,
+) -> Result<Option<crate::members::Member>, crate::members::gate::Refusal> {
+    let token = crate::http::guard::client_token(&inbound.headers, inbound.uri.query());
+    let members = gateway.members();
+    members.identify(gateway.store(), token.as_deref(), gateway.access_token(), inbound.peer, now_ms()).await
+}
+
+/// A member refusal, on record (with no upstream call, as the member's
+/// when the key was one) and in the client's protocol.
+async fn refuse(inbound: &Inbound, mut journal: Journal, refusal: &crate::members::gate::Refusal) -> Response<Body> {
+    if let Some(name) = refusal.member() {
+        journal.member(name);
+    }
+    let error = refusal.in_protocol(inbound.endpoint.protocol());
+    journal.finish_error(&error).await;
+    error.into_response()
+}
+
 async fn serve(
     gateway: &Gateway,
     inbound: &Inbound,
     body: Body,
+    member: Option<&crate::members::Member>,
     journal: &mut Journal,
 ) -> Result<Response<Body>, ApiError> {
     let protocol = inbound.endpoint.protocol();
@@ -111,6 +143,14 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
+    if let Some(m) = member {
+        // A rough size, as the token buckets take it; providers count the real thing.
+        let tokens = (bytes.len() / 4) as u64;
+        gateway.members().check(m, &head.model, tokens, now_ms()).map_err(|r| r.in_protocol(protocol))?;
+        if let Some(team) = gateway.team() {
+            crate::members::gate::across_team(team.as_ref(), m, tokens).await.map_err(|r| r.in_protocol(protocol))?;
+        }
+    }
     if let Some(response) = count_locally(&live, inbound, &bytes, &head) {
         let response = response.map_err(|e| ApiError::new(protocol, ErrorCode::InvalidRequest, e.to_string()))?;
         journal.take().finish_local(response.status()).await;
@@ -447,7 +487,10 @@ impl Run<'_> {
                         TeamGate::Waited(waited) => {
                             drop(ticket);
                             let waited = humantime::format_duration(Duration::from_millis(waited.as_millis() as u64));
-                            self.note(provider.name(), &format!("not tried: waited {waited} in its line across the team"));
+                            self.note(
+                                provider.name(),
+                                &format!("not tried: waited {waited} in its line across the team"),
+                            );
                             return if retry == 0 { Tried::Passed } else { Tried::Failed };
                         }
                         TeamGate::Wait(wait) => {

@@ -25,6 +25,21 @@ pub struct RequestLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemberLabels {
+    pub member: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemberLabel {
+    pub member: String,
+}
+
+/// Member names given labels of their own; past them, `member="other"`,
+/// as models are bounded: a label per name must not grow without end.
+pub const MAX_MEMBERS: usize = 64;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AttemptLabels {
     pub provider: String,
     pub model: String,
@@ -148,6 +163,10 @@ pub struct Metrics {
     cache_sync: Mutex<()>,
     /// By provider, then model (bounded).
     series: Mutex<HashMap<String, ByModel<Series>>>,
+    /// Requests and spend by team member (bounded by [`MAX_MEMBERS`]).
+    pub member_requests: Family<MemberLabels, Counter>,
+    pub member_cost: Family<MemberLabel, Counter<f64, AtomicU64>>,
+    members_named: Mutex<foldhash::HashSet<String>>,
 }
 
 impl Default for Metrics {
@@ -182,6 +201,9 @@ impl Metrics {
             queue_wait: Family::default(),
             cache_sync: Mutex::default(),
             series: Mutex::default(),
+            member_requests: Family::default(),
+            member_cost: Family::default(),
+            members_named: Mutex::default(),
             registry: Registry::default(),
         };
         registry.register("requests", "Requests answered, by endpoint and outcome", m.requests.clone());
@@ -224,7 +246,27 @@ impl Metrics {
             "Seconds the requests served from a provider's queue waited in all",
             m.queue_wait.clone(),
         );
+        registry.register("member_requests", "Requests by team member and outcome", m.member_requests.clone());
+        registry.register("member_cost_usd", "Spend in US dollars by team member", m.member_cost.clone());
         Metrics { registry, ..m }
+    }
+
+    /// Counts a member's finished request and its cost.
+    pub fn member_request(&self, member: &str, outcome: &'static str, cost_usd: Option<f64>) {
+        let member = self.member_label(member);
+        self.member_requests.get_or_create(&MemberLabels { member: member.clone(), outcome }).inc();
+        if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c > 0.0) {
+            self.member_cost.get_or_create(&MemberLabel { member }).inc_by(cost);
+        }
+    }
+
+    fn member_label(&self, member: &str) -> String {
+        let mut named = self.members_named.lock().unwrap_or_else(|p| p.into_inner());
+        if named.contains(member) || named.len() < MAX_MEMBERS && named.insert(member.to_string()) {
+            member.to_string()
+        } else {
+            crate::telemetry::stats::OTHER_MODEL.to_string()
+        }
     }
 
     /// Sets a provider's queue figures, at scrape time.
@@ -331,6 +373,20 @@ mod tests {
             s.attempts(&m.attempts, "ok", "first").inc();
             s.tokens[0].inc_by(3);
         });
+    }
+
+    #[test]
+    fn members_past_the_bound_are_other() {
+        let m = Metrics::new();
+        for i in 0..MAX_MEMBERS + 3 {
+            m.member_request(&format!("u{i}"), "ok", Some(0.5));
+        }
+        m.member_request("u0", "rejected", None);
+        let text = m.encode();
+        assert!(text.contains("switchyard_member_requests_total{member=\"u0\",outcome=\"rejected\"} 1"), "{text}");
+        assert!(text.contains("switchyard_member_requests_total{member=\"other\",outcome=\"ok\"} 3"), "{text}");
+        assert!(text.contains("switchyard_member_cost_usd_total{member=\"other\"} 1.5"), "{text}");
+        assert!(!text.contains(&format!("member=\"u{MAX_MEMBERS}\"")));
     }
 
     #[test]

@@ -93,6 +93,9 @@ impl Telemetry {
             .requests
             .get_or_create(&RequestLabels { endpoint: r.endpoint.clone(), outcome: r.outcome.as_str() })
             .inc();
+        if let Some(member) = &r.member {
+            self.metrics.member_request(member, r.outcome.as_str(), r.cost_usd);
+        }
         let minute = minute_of(r.started_at_ms);
         // A skipped attempt made no call: it is counted by outcome, and
         // is neither a sample of the provider nor a hop between providers.

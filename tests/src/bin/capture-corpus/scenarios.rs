@@ -263,8 +263,13 @@ const AIDER: Source = Source::Cli(Client::Aider);
 fn opencode() -> Vec<Scenario> {
     let hello = || Step::new("Say hello in five words.");
     vec![
-        Scenario::new(OPENCODE, "first-turn", "a one-line prompt over Chat (its title request included)", Some("gpt-4.1"))
-            .step(hello()),
+        Scenario::new(
+            OPENCODE,
+            "first-turn",
+            "a one-line prompt over Chat (its title request included)",
+            Some("gpt-4.1"),
+        )
+        .step(hello()),
         Scenario::new(OPENCODE, "read-tool", "the provider calls read; the call, then its result", Some("gpt-4.1"))
             .step(
                 Step::new("Read notes.txt and tell me what it says.")

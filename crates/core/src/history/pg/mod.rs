@@ -333,6 +333,22 @@ impl PgSink {
 }
 
 impl Backend for PgStore {
+    async fn members(&self) -> Result<Vec<crate::members::Member>, StoreError> {
+        list_members(&self.pool).await
+    }
+
+    async fn put_member(&self, member: &crate::members::Member) -> Result<(), StoreError> {
+        put_member(&self.pool, member).await
+    }
+
+    async fn remove_member(&self, name: &str) -> Result<bool, StoreError> {
+        remove_member(&self.pool, name).await
+    }
+
+    async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
+        member_spend(&self.pool, since).await
+    }
+
     async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
         self.write_batch(batch).await
     }
@@ -494,3 +510,5 @@ super::rows::sql_common!(Postgres, PgRow, "JOIN requests r ON r.id = f.id AND r.
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+super::members::member_sql!(sqlx::Postgres);

@@ -482,3 +482,49 @@ async fn bad_servers_are_refused_with_the_setting_named_and_no_password() {
     assert!(matches!(newer, StoreError::Server { .. }), "{newer}");
     assert!(newer.to_string().contains("newer Switchyard"), "{newer}");
 }
+
+/// Members and their spend read the same from both backends: the store's
+/// one seam holds for the members table too.
+#[tokio::test]
+async fn members_and_their_spend_answer_as_sqlite_does() {
+    use crate::members::{new_key, NewMember};
+    let (_db, _dir, pg, sqlite) = both().await;
+    let now = now_ms();
+    let new = NewMember {
+        name: "al".into(),
+        budget: Some("50/month".into()),
+        rpm: Some(60),
+        tpm: Some(9_000),
+        models: Some("claude-*,gpt-4.1".into()),
+        expires: Some("90d".into()),
+    };
+    let al = new.build(&new_key(), now).unwrap();
+    let bo = NewMember { name: "bo".into(), ..NewMember::default() }.build(&new_key(), now).unwrap();
+    let mut rows = Vec::new();
+    for (i, member) in [Some("al"), Some("al"), Some("bo"), None].into_iter().enumerate() {
+        let mut r = crate::history::record::sample_request(&format!("r{i}"));
+        (r.started_at_ms, r.finished_at_ms, r.cost_usd, r.member) = (now, now, Some(0.25), member.map(str::to_string));
+        rows.push(Record::Request(Box::new(r)));
+    }
+    for store in [&pg, &sqlite] {
+        store.put_member(&al).await.unwrap();
+        store.put_member(&bo).await.unwrap();
+        let mut revoked = bo.clone();
+        revoked.revoked_at_ms = Some(now);
+        store.put_member(&revoked).await.unwrap();
+        store.write(&rows).await.unwrap();
+    }
+    let (a, b) = (pg.members().await.unwrap(), sqlite.members().await.unwrap());
+    assert_eq!(a, b);
+    assert_eq!((a[0].clone(), a[1].revoked_at_ms), (al, Some(now)));
+    let (a, b) = (pg.member_spend(now - 1).await.unwrap(), sqlite.member_spend(now - 1).await.unwrap());
+    assert_eq!(a, b);
+    assert_eq!(
+        a.iter().map(|m| (m.member.as_str(), m.requests, m.cost_usd)).collect::<Vec<_>>(),
+        [("al", 2, 0.5), ("bo", 1, 0.25)]
+    );
+    let filter = RequestFilter { member: Some("al".into()), ..RequestFilter::default() };
+    assert_eq!(pg.requests(&filter).await.unwrap().requests.len(), 2);
+    assert_eq!(sqlite.requests(&filter).await.unwrap().requests.len(), 2);
+    assert!(pg.remove_member("al").await.unwrap() && !pg.remove_member("al").await.unwrap());
+}

@@ -1,0 +1,527 @@
+//! The request path's check of members: who is asking (a member's key, the
+//! owner's access token), whether that key still holds, and whether the
+//! member may make this request now (models, budget, requests and tokens a
+//! minute). Every refusal happens before any provider is called.
+//!
+//! The members are read from the store at most once a second, on the
+//! request that finds the copy older than that: a key revoked or expired
+//! on any instance of a team (they share one database) is refused within a
+//! second everywhere, with no message to lose. The same read brings each
+//! member's spend in its budget's period, from the rows every instance
+//! writes, so a budget counts the whole team's spend.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::tz::TimeZone;
+use secrecy::{ExposeSecret, SecretString};
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::{glob_match, hash_text, Member, MemberState, KEY_PREFIX};
+use crate::history::Store;
+use crate::http::guard::constant_time_eq;
+use crate::policy::budget::{bounds, BudgetPeriod};
+use crate::protocol::error::{ApiError, ErrorCode};
+use crate::protocol::Protocol;
+use crate::team::{AdmitAsk, Admitted, Team, Used};
+
+/// How old the copy of the members may be before a request reads them again.
+const REFRESH: Duration = Duration::from_secs(1);
+/// Requests with a wrong key one address may make a minute; past it the
+/// address is refused without a look at its keys until the minute ends.
+pub const WRONG_KEYS_PER_MINUTE: u32 = 20;
+/// Addresses remembered for wrong keys; past it the oldest minute is forgotten.
+const MAX_ADDRESSES: usize = 10_000;
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// Why a request was refused; each has its error code and status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// No key, or one no member has (and not the owner's token).
+    InvalidKey,
+    Revoked(String),
+    Expired(String),
+    /// Too many wrong keys from this address this minute.
+    Throttled {
+        retry_after: Duration,
+    },
+    ModelNotAllowed {
+        member: String,
+        model: String,
+    },
+    OverBudget {
+        member: String,
+        spent_usd: f64,
+        limit_usd: f64,
+        period: BudgetPeriod,
+        resets_at_ms: i64,
+    },
+    /// Past the member's requests (`what` = "requests") or tokens a minute.
+    RateLimited {
+        member: String,
+        what: &'static str,
+        limit: u64,
+        retry_after: Duration,
+    },
+}
+
+impl Refusal {
+    /// The refusal in the client's protocol; the messages name members
+    /// and models, never a key.
+    pub fn in_protocol(&self, protocol: Protocol) -> ApiError {
+        let error = |code, message: String| ApiError::new(protocol, code, message);
+        match self {
+            Refusal::InvalidKey => error(
+                ErrorCode::InvalidAccessToken,
+                "this gateway has members: send a member's key (or the local access token) as the API key".into(),
+            ),
+            Refusal::Revoked(name) => error(ErrorCode::KeyRevoked, format!("the key of member {name:?} was revoked")),
+            Refusal::Expired(name) => error(ErrorCode::KeyExpired, format!("the key of member {name:?} has expired")),
+            Refusal::Throttled { retry_after } => ApiError {
+                retry_after: Some(*retry_after),
+                ..error(
+                    ErrorCode::RateLimited,
+                    format!("too many wrong keys from this address: try again in {}s", retry_after.as_secs().max(1)),
+                )
+            },
+            Refusal::ModelNotAllowed { member, model } => {
+                error(ErrorCode::ModelNotAllowed, format!("member {member:?} may not use the model `{model}`"))
+            }
+            Refusal::OverBudget { member, spent_usd, limit_usd, period, resets_at_ms } => error(
+                ErrorCode::BudgetExceeded,
+                format!(
+                    "budget {:?} has spent ${spent_usd:.2} of ${limit_usd:.2} this {}",
+                    super::Budget::scope(member),
+                    period.as_str()
+                ),
+            )
+            .until(*resets_at_ms),
+            Refusal::RateLimited { member, what, limit, retry_after } => ApiError {
+                retry_after: Some(*retry_after),
+                ..error(
+                    ErrorCode::RateLimited,
+                    format!(
+                        "member {member:?} is limited to {limit} {what} a minute: try again in {}s",
+                        retry_after.as_secs().max(1)
+                    ),
+                )
+            },
+        }
+    }
+
+    /// The member refused, when the key was a member's.
+    pub fn member(&self) -> Option<&str> {
+        match self {
+            Refusal::Revoked(name) | Refusal::Expired(name) => Some(name),
+            Refusal::ModelNotAllowed { member, .. }
+            | Refusal::OverBudget { member, .. }
+            | Refusal::RateLimited { member, .. } => Some(member),
+            Refusal::InvalidKey | Refusal::Throttled { .. } => None,
+        }
+    }
+}
+
+/// The members as last read, and what each has spent in its budget's period.
+#[derive(Debug, Default)]
+struct Snapshot {
+    read_at: Option<Instant>,
+    members: Arc<Vec<Member>>,
+    spent_usd: HashMap<String, f64>,
+}
+
+/// Counts in a fixed minute.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    started: Instant,
+    requests: u64,
+    tokens: u64,
+}
+
+impl Window {
+    fn current(slot: &mut Option<Window>, now: Instant) -> &mut Window {
+        let fresh = slot.is_none_or(|w| now.duration_since(w.started) >= MINUTE);
+        if fresh {
+            *slot = Some(Window { started: now, requests: 0, tokens: 0 });
+        }
+        slot.get_or_insert(Window { started: now, requests: 0, tokens: 0 })
+    }
+
+    fn left(&self, now: Instant) -> Duration {
+        MINUTE.saturating_sub(now.duration_since(self.started))
+    }
+}
+
+/// The members in force and their counters; one per gateway.
+#[derive(Debug)]
+pub struct Members {
+    zone: TimeZone,
+    snapshot: Mutex<Snapshot>,
+    /// One read of the store at a time.
+    reading: tokio::sync::Mutex<()>,
+    per_member: Mutex<HashMap<String, Option<Window>>>,
+    wrong_keys: Mutex<HashMap<IpAddr, Option<Window>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Members {
+    /// Budgets' periods are counted in `zone`, as the gateway's budgets are.
+    pub fn new(zone: TimeZone) -> Members {
+        Members {
+            zone,
+            snapshot: Mutex::new(Snapshot::default()),
+            reading: tokio::sync::Mutex::new(()),
+            per_member: Mutex::new(HashMap::new()),
+            wrong_keys: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Reads the members again now (after a change through this gateway).
+    pub async fn reload(&self, store: &Store, now_ms: i64) {
+        let _one = self.reading.lock().await;
+        self.read(store, now_ms).await;
+    }
+
+    /// Reads the members again if the copy is older than [`REFRESH`].
+    async fn refresh(&self, store: &Store, now_ms: i64) {
+        if !self.stale() {
+            return;
+        }
+        let _one = self.reading.lock().await;
+        if self.stale() {
+            self.read(store, now_ms).await;
+        }
+    }
+
+    fn stale(&self) -> bool {
+        lock(&self.snapshot).read_at.is_none_or(|at| at.elapsed() >= REFRESH)
+    }
+
+    /// A failed read keeps the last copy: members are not dropped (nor
+    /// revoked keys let in) because the database hiccuped once.
+    async fn read(&self, store: &Store, now_ms: i64) {
+        let members = match store.members().await {
+            Ok(m) => m,
+            Err(e) => {
+                warn!("members: cannot read them from the history: {e}");
+                lock(&self.snapshot).read_at = Some(Instant::now());
+                return;
+            }
+        };
+        let spent_usd = self.spend(store, &members, now_ms).await;
+        *lock(&self.snapshot) = Snapshot { read_at: Some(Instant::now()), members: Arc::new(members), spent_usd };
+    }
+
+    /// Each member with a budget: spent in its current period.
+    async fn spend(&self, store: &Store, members: &[Member], now_ms: i64) -> HashMap<String, f64> {
+        let mut spent = HashMap::new();
+        for period in BudgetPeriod::ALL {
+            let budgeted: Vec<&Member> =
+                members.iter().filter(|m| m.budget.is_some_and(|b| b.period == period)).collect();
+            if budgeted.is_empty() {
+                continue;
+            }
+            let since = bounds(period, now_ms, &self.zone).start_ms;
+            match store.member_spend(since).await {
+                Ok(rows) => {
+                    for row in rows.into_iter().filter(|r| budgeted.iter().any(|m| m.name == r.member)) {
+                        spent.insert(row.member, row.cost_usd);
+                    }
+                }
+                Err(e) => warn!("members: cannot read their spend from the history: {e}"),
+            }
+        }
+        spent
+    }
+
+    /// The members as last read.
+    pub fn list(&self) -> Arc<Vec<Member>> {
+        lock(&self.snapshot).members.clone()
+    }
+
+    /// Who is asking: `Ok(None)` for the owner (or anyone, with no members
+    /// defined: the guard has applied the access token already), the member
+    /// whose key `token` is, or why the request is refused.
+    pub async fn identify(
+        &self,
+        store: Option<&Store>,
+        token: Option<&str>,
+        access_token: Option<&SecretString>,
+        peer: Option<IpAddr>,
+        now_ms: i64,
+    ) -> Result<Option<Member>, Refusal> {
+        let owner =
+            |t: &str| access_token.is_some_and(|a| constant_time_eq(t.as_bytes(), a.expose_secret().as_bytes()));
+        if token.is_some_and(owner) {
+            return Ok(None);
+        }
+        let Some(store) = store else {
+            // No database, so no members: a member-shaped key is no key.
+            return if token.is_some_and(|t| t.starts_with(KEY_PREFIX)) { Err(Refusal::InvalidKey) } else { Ok(None) };
+        };
+        self.refresh(store, now_ms).await;
+        let members = self.list();
+        let member_key = token.filter(|t| t.starts_with(KEY_PREFIX));
+        if members.is_empty() && member_key.is_none() {
+            return Ok(None);
+        }
+        if let Some(retry_after) = peer.and_then(|p| self.throttled(p)) {
+            return Err(Refusal::Throttled { retry_after });
+        }
+        let found = member_key.and_then(|key| find(&members, key));
+        let Some(member) = found else {
+            if let Some(p) = peer {
+                self.count_wrong(p);
+            }
+            return Err(Refusal::InvalidKey);
+        };
+        match member.state(now_ms) {
+            MemberState::Active => Ok(Some(member.clone())),
+            MemberState::Revoked => Err(Refusal::Revoked(member.name.clone())),
+            MemberState::Expired => Err(Refusal::Expired(member.name.clone())),
+        }
+    }
+
+    fn throttled(&self, peer: IpAddr) -> Option<Duration> {
+        let now = Instant::now();
+        let mut wrong = lock(&self.wrong_keys);
+        let w = wrong.get(&peer).copied().flatten()?;
+        let current = now.duration_since(w.started) < MINUTE;
+        (current && w.requests >= u64::from(WRONG_KEYS_PER_MINUTE)).then(|| w.left(now)).or_else(|| {
+            if !current {
+                wrong.remove(&peer);
+            }
+            None
+        })
+    }
+
+    fn count_wrong(&self, peer: IpAddr) {
+        let now = Instant::now();
+        let mut wrong = lock(&self.wrong_keys);
+        if wrong.len() >= MAX_ADDRESSES && !wrong.contains_key(&peer) {
+            wrong.retain(|_, w| w.is_some_and(|w| now.duration_since(w.started) < MINUTE));
+        }
+        Window::current(wrong.entry(peer).or_default(), now).requests += 1;
+    }
+
+    /// Whether `member` may ask for `model` now, with about `tokens` tokens;
+    /// counts the request against its per-minute limits when it may.
+    pub fn check(&self, member: &Member, model: &str, tokens: u64, now_ms: i64) -> Result<(), Refusal> {
+        if !member.models.is_empty() && !member.models.iter().any(|p| glob_match(p, model)) {
+            return Err(Refusal::ModelNotAllowed { member: member.name.clone(), model: model.to_string() });
+        }
+        if let Some(b) = member.budget {
+            let spent_usd = lock(&self.snapshot).spent_usd.get(&member.name).copied().unwrap_or(0.0);
+            if spent_usd >= b.limit_usd {
+                let resets_at_ms = bounds(b.period, now_ms, &self.zone).end_ms;
+                return Err(Refusal::OverBudget {
+                    member: member.name.clone(),
+                    spent_usd,
+                    limit_usd: b.limit_usd,
+                    period: b.period,
+                    resets_at_ms,
+                });
+            }
+        }
+        self.per_minute(member, tokens)
+    }
+
+    fn per_minute(&self, member: &Member, tokens: u64) -> Result<(), Refusal> {
+        if member.rpm.is_none() && member.tpm.is_none() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut all = lock(&self.per_member);
+        let w = Window::current(all.entry(member.name.clone()).or_default(), now);
+        let limited = |what, limit: u64| Refusal::RateLimited {
+            member: member.name.clone(),
+            what,
+            limit,
+            retry_after: w.left(now),
+        };
+        if let Some(rpm) = member.rpm.map(u64::from).filter(|rpm| w.requests >= *rpm) {
+            return Err(limited("requests", rpm));
+        }
+        if let Some(tpm) = member.tpm.filter(|tpm| w.tokens > 0 && w.tokens.saturating_add(tokens) > *tpm) {
+            return Err(limited("tokens", tpm));
+        }
+        w.requests += 1;
+        w.tokens = w.tokens.saturating_add(tokens);
+        Ok(())
+    }
+}
+
+/// A member's requests and tokens a minute across a team: one Redis bucket
+/// per member (named `member:NAME` beside the providers' own), taken in
+/// the same atomic step as a provider's. Redis out of reach: this
+/// instance's own count ([`Members::check`]) decides alone.
+pub async fn across_team(team: &dyn Team, member: &Member, tokens: u64) -> Result<(), Refusal> {
+    if member.rpm.is_none() && member.tpm.is_none() {
+        return Ok(());
+    }
+    let ask = AdmitAsk {
+        provider: format!("member:{}", member.name),
+        provider_max: None,
+        key: None,
+        requests_per_minute: member.rpm,
+        tokens_per_minute: member.tpm.map(|t| u32::try_from(t).unwrap_or(u32::MAX)),
+        tokens,
+        budgets: Vec::new(),
+        line: None,
+    };
+    match team.admit(ask).await {
+        Admitted::Granted(held) => {
+            // The estimate is what the bucket keeps: a member's tokens are
+            // not settled with the provider's count (dropped unsettled,
+            // the hold would give them all back).
+            if let Some(mut held) = held {
+                held.settle(Used { tokens: Some(tokens), cost_usd: None });
+            }
+            Ok(())
+        }
+        Admitted::Wait(retry_after) => {
+            let (what, limit) = match (member.rpm, member.tpm) {
+                (Some(rpm), _) => ("requests (or tokens)", u64::from(rpm)),
+                (None, tpm) => ("tokens", tpm.unwrap_or(0)),
+            };
+            Err(Refusal::RateLimited { member: member.name.clone(), what, limit, retry_after })
+        }
+        Admitted::Full
+        | Admitted::Queued { .. }
+        | Admitted::LineFull { .. }
+        | Admitted::OverBudget { .. }
+        | Admitted::Unseeded(_)
+        | Admitted::Unreachable => Ok(()),
+    }
+}
+
+/// The member whose key `key` is: every hash compared, in constant time.
+fn find<'m>(members: &'m [Member], key: &str) -> Option<&'m Member> {
+    let hash = hash_text(key);
+    let mut found = None;
+    for m in members {
+        if constant_time_eq(m.key_hash.as_bytes(), hash.as_bytes()) {
+            found = Some(m);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::members::{new_key, Budget, NewMember};
+
+    fn member(name: &str, key: &SecretString, rpm: Option<u32>) -> Member {
+        NewMember { name: name.into(), rpm, ..NewMember::default() }.build(key, 0).unwrap()
+    }
+
+    async fn store_with(members: &[Member]) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        for m in members {
+            store.put_member(m).await.unwrap();
+        }
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn a_key_names_its_member_and_the_owner_is_nobody() {
+        let (key, owner) = (new_key(), SecretString::from("sy-owner-token".to_string()));
+        let (_dir, store) = store_with(&[member("al", &key, None)]).await;
+        let gate = Members::new(TimeZone::UTC);
+        let who = |t: &'static str| gate.identify(Some(&store), Some(t), Some(&owner), None, 1);
+        assert_eq!(who("sy-owner-token").await, Ok(None));
+        assert_eq!(who("sy-m-nope").await, Err(Refusal::InvalidKey));
+        assert_eq!(who("anything").await, Err(Refusal::InvalidKey));
+        let al = gate.identify(Some(&store), Some(key.expose_secret()), Some(&owner), None, 1).await;
+        assert_eq!(al.unwrap().unwrap().name, "al");
+    }
+
+    #[tokio::test]
+    async fn without_members_only_member_shaped_keys_are_refused() {
+        let (_dir, store) = store_with(&[]).await;
+        let gate = Members::new(TimeZone::UTC);
+        assert_eq!(gate.identify(Some(&store), Some("x"), None, None, 1).await, Ok(None));
+        assert_eq!(gate.identify(Some(&store), None, None, None, 1).await, Ok(None));
+        assert_eq!(gate.identify(Some(&store), Some("sy-m-1"), None, None, 1).await, Err(Refusal::InvalidKey));
+    }
+
+    /// The copy read at `read_at`, made a second older (the store's pool
+    /// does not run on a paused clock).
+    fn age_by_a_second(gate: &Members) {
+        let mut snapshot = lock(&gate.snapshot);
+        snapshot.read_at = snapshot.read_at.and_then(|at| at.checked_sub(REFRESH));
+    }
+
+    #[tokio::test]
+    async fn a_revocation_is_read_within_a_second() {
+        let key = new_key();
+        let mut al = member("al", &key, None);
+        let (_dir, store) = store_with(&[al.clone()]).await;
+        let gate = Members::new(TimeZone::UTC);
+        let who = || gate.identify(Some(&store), Some(key.expose_secret()), None, None, 1);
+        assert!(who().await.is_ok());
+        al.revoked_at_ms = Some(1);
+        store.put_member(&al).await.unwrap();
+        assert!(who().await.is_ok(), "the copy read under a second ago still holds");
+        age_by_a_second(&gate);
+        assert_eq!(who().await, Err(Refusal::Revoked("al".into())));
+    }
+
+    #[tokio::test]
+    async fn wrong_keys_from_one_address_are_throttled() {
+        let key = new_key();
+        let (_dir, store) = store_with(&[member("al", &key, None)]).await;
+        let gate = Members::new(TimeZone::UTC);
+        let (bad, good): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        for _ in 0..WRONG_KEYS_PER_MINUTE {
+            assert_eq!(gate.identify(Some(&store), Some("sy-m-x"), None, Some(bad), 1).await, Err(Refusal::InvalidKey));
+        }
+        let throttled = gate.identify(Some(&store), Some(key.expose_secret()), None, Some(bad), 1).await;
+        assert!(matches!(throttled, Err(Refusal::Throttled { .. })), "{throttled:?}");
+        assert!(gate.identify(Some(&store), Some(key.expose_secret()), None, Some(good), 1).await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_is_throttled_until_its_minute_ends() {
+        let gate = Members::new(TimeZone::UTC);
+        let bad: IpAddr = "10.0.0.1".parse().unwrap();
+        for _ in 0..WRONG_KEYS_PER_MINUTE {
+            assert_eq!(gate.throttled(bad), None);
+            gate.count_wrong(bad);
+        }
+        tokio::time::advance(MINUTE - Duration::from_millis(1)).await;
+        assert_eq!(gate.throttled(bad), Some(Duration::from_millis(1)));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(gate.throttled(bad), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_a_minute_hold_until_the_minute_ends() {
+        let gate = Members::new(TimeZone::UTC);
+        let al = member("al", &new_key(), Some(2));
+        assert!(gate.check(&al, "m", 1, 0).is_ok());
+        assert!(gate.check(&al, "m", 1, 0).is_ok());
+        assert!(matches!(gate.check(&al, "m", 1, 0), Err(Refusal::RateLimited { what: "requests", .. })));
+        tokio::time::advance(MINUTE).await;
+        assert!(gate.check(&al, "m", 1, 0).is_ok());
+    }
+
+    #[test]
+    fn models_and_budgets_refuse_before_any_call() {
+        let gate = Members::new(TimeZone::UTC);
+        let mut al = member("al", &new_key(), None);
+        al.models = vec!["claude-*".into()];
+        assert!(matches!(gate.check(&al, "gpt-4.1", 1, 0), Err(Refusal::ModelNotAllowed { .. })));
+        al.budget = Some(Budget { limit_usd: 1.0, period: BudgetPeriod::Day });
+        lock(&gate.snapshot).spent_usd.insert("al".into(), 1.0);
+        let over = gate.check(&al, "claude-x", 1, 0);
+        assert!(matches!(over, Err(Refusal::OverBudget { resets_at_ms: 86_400_000, .. })), "{over:?}");
+    }
+}

@@ -1,0 +1,327 @@
+//! Team members end to end: each request is its member's, in the rows and
+//! in the spend; a member's limits (budget, models) refuse in the client's
+//! protocol with no upstream call while the other members are served; a
+//! revoked or expired key is refused at once; wrong keys from one address
+//! are throttled; no key is ever written anywhere in the data directory.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchyard_sim::{Script, SimProvider};
+use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ADMIN_TOKEN};
+
+async fn sim(name: &str) -> SimProvider {
+    SimProvider::start(name, Script::ok()).await.unwrap()
+}
+
+fn chat(model: &str) -> Value {
+    json!({ "model": model, "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+fn messages(model: &str) -> Value {
+    json!({ "model": model, "max_tokens": 8, "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
+    r.headers().get(name).map_or("", |v| v.to_str().unwrap())
+}
+
+/// A dollar a token: one request is over any small budget.
+const PRICES: &str = "[[prices]]\nprovider = \"p\"\nmodel = \"*\"\ninput = 1000000\noutput = 1000000\n";
+
+/// One OpenAI-kind provider `p` serving `models`, priced, and a high
+/// per-client rate so that only the members' own limits refuse.
+async fn gateway(models: &[&str]) -> (SimProvider, TestGateway) {
+    let p = sim("p").await;
+    let config = ConfigText::new()
+        .provider(&p, "openai", models)
+        .provider_at("p-an", &p.base_url(), "anthropic", &["claude-sonnet"])
+        .raw(PRICES)
+        .raw("[server]\nrate_limit_per_minute = 100000\n");
+    let gw = TestGateway::start(config.build(), keys_for(&["p", "p-an"])).await;
+    (p, gw)
+}
+
+/// Adds a member through the admin API; returns its key.
+async fn add(gw: &TestGateway, member: Value) -> String {
+    let r = http().post(gw.url("/admin/members")).bearer_auth(ADMIN_TOKEN).json(&member).send().await.unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let v: Value = r.json().await.unwrap();
+    let key = v["key"].as_str().unwrap().to_string();
+    assert!(key.starts_with("sy-m-"), "{key}");
+    key
+}
+
+async fn post_as(gw: &TestGateway, key: &str, path: &str, body: &Value) -> reqwest::Response {
+    http().post(gw.url(path)).bearer_auth(key).json(body).send().await.unwrap()
+}
+
+async fn admin_post(gw: &TestGateway, path: &str) -> reqwest::Response {
+    http().post(gw.url(path)).bearer_auth(ADMIN_TOKEN).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn two_members_split_the_requests_and_the_spend_exactly() {
+    let (p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al" })).await;
+    let bo = add(&gw, json!({ "name": "bo" })).await;
+    for key in [&al, &al, &bo] {
+        let r = post_as(&gw, key, "/v1/chat/completions", &chat("m")).await;
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(gw.recorded(3).await, 3);
+    assert_eq!(p.calls(), 3);
+
+    let spend = gw.admin("/admin/spend").await;
+    let by: Vec<(String, i64, f64)> = spend["by_member"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (m["member"].as_str().unwrap().into(), m["requests"].as_i64().unwrap(), m["cost_usd"].as_f64().unwrap())
+        })
+        .collect();
+    assert_eq!(by.iter().map(|(m, n, _)| (m.as_str(), *n)).collect::<Vec<_>>(), [("al", 2), ("bo", 1)], "{spend}");
+    let (al_cost, bo_cost) = (by[0].2, by[1].2);
+    assert!(bo_cost > 0.0 && (al_cost - 2.0 * bo_cost).abs() < 1e-9, "{spend}");
+    let total: f64 = spend["rows"].as_array().unwrap().iter().filter_map(|r| r["cost_usd"].as_f64()).sum();
+    assert!((total - al_cost - bo_cost).abs() < 1e-9, "the members' spend is all the spend: {spend}");
+    let only_bo = gw.admin("/admin/spend?member=bo").await;
+    assert_eq!(only_bo["by_member"].as_array().unwrap().len(), 1);
+
+    let rows = gw.admin("/admin/requests?member=al").await;
+    let members: Vec<&str> =
+        rows["requests"].as_array().unwrap().iter().map(|r| r["member"].as_str().unwrap()).collect();
+    assert_eq!(members, ["al", "al"]);
+    let rows = gw.admin("/admin/requests?member=bo").await;
+    assert_eq!(rows["requests"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn with_members_a_request_without_a_key_is_refused_and_on_record() {
+    let (p, gw) = gateway(&["m"]).await;
+    add(&gw, json!({ "name": "al" })).await;
+    let r = gw.post("/v1/chat/completions", &chat("m")).await;
+    assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (401, "invalid_access_token"));
+    assert_eq!(p.calls(), 0);
+    gw.recorded(1).await;
+    let rows = gw.admin("/admin/requests").await;
+    assert_eq!(rows["requests"][0]["error_code"], "invalid_access_token", "{rows}");
+}
+
+#[tokio::test]
+async fn a_member_over_its_budget_is_refused_while_the_other_is_served() {
+    let (p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al", "budget": "0.5/day" })).await;
+    let bo = add(&gw, json!({ "name": "bo" })).await;
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    gw.recorded(1).await;
+    // The spend is read with the members, at most a second old.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    let refused = loop {
+        let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+        if r.status() == 429 || tokio::time::Instant::now() >= deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused.status(), 429);
+    assert_eq!(header(&refused, "x-should-retry"), "false");
+    assert_eq!(header(&refused, "x-switchyard-error"), "budget_exceeded");
+    let calls = p.calls();
+    let v: Value = refused.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "budget_exceeded");
+    assert!(v["error"]["message"].as_str().unwrap().contains("member:al"), "{v}");
+
+    assert_eq!(post_as(&gw, &bo, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    assert_eq!(p.calls(), calls + 1, "bo is served; al's refusal called nobody");
+}
+
+#[tokio::test]
+async fn a_member_limited_to_claude_gets_a_403_for_gpt_in_its_own_protocol() {
+    let (p, gw) = gateway(&["gpt-4.1"]).await;
+    let al = add(&gw, json!({ "name": "al", "models": "claude-*" })).await;
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("gpt-4.1")).await;
+    assert_eq!(r.status(), 403);
+    assert_eq!(header(&r, "x-should-retry"), "false");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["error"]["type"].as_str(), v["error"]["code"].as_str()),
+        (Some("permission_error"), Some("model_not_allowed"))
+    );
+    assert!(v["error"]["message"].as_str().unwrap().contains("gpt-4.1"), "{v}");
+    assert_eq!(p.calls(), 0, "no upstream call");
+
+    // The same refusal in Anthropic's shape, for an Anthropic client.
+    let r =
+        http().post(gw.url("/v1/messages")).header("x-api-key", &al).json(&messages("gpt-4.1")).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!((v["type"].as_str(), v["error"]["type"].as_str()), (Some("error"), Some("permission_error")));
+    // A model it may use is served.
+    let r = http()
+        .post(gw.url("/v1/messages"))
+        .header("x-api-key", &al)
+        .json(&messages("claude-sonnet"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(p.calls(), 1);
+
+    gw.recorded(3).await;
+    let rows = gw.admin("/admin/requests?member=al&outcome=rejected").await;
+    let codes: Vec<&str> =
+        rows["requests"].as_array().unwrap().iter().map(|r| r["error_code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["model_not_allowed", "model_not_allowed"], "refusals are on record, as the member's");
+}
+
+#[tokio::test]
+async fn a_members_requests_a_minute_are_refused_with_a_time_to_retry() {
+    let (p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al", "rpm": 2 })).await;
+    let bo = add(&gw, json!({ "name": "bo" })).await;
+    for _ in 0..2 {
+        assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    }
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (429, "rate_limited"));
+    let wait: u64 = header(&r, "retry-after").parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert_eq!(post_as(&gw, &bo, "/v1/chat/completions", &chat("m")).await.status(), 200, "bo has no limit");
+    assert_eq!(p.calls(), 3);
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_refused_at_once() {
+    let (p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al" })).await;
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    assert_eq!(admin_post(&gw, "/admin/members/al/revoke").await.status(), 200);
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (401, "key_revoked"));
+    assert_eq!(header(&r, "x-should-retry"), "false");
+    assert_eq!(p.calls(), 1);
+    gw.recorded(2).await;
+    let rows = gw.admin("/admin/requests?member=al").await;
+    assert_eq!(rows["requests"][0]["error_code"], "key_revoked", "the refusal is on record as al's: {rows}");
+
+    // A rotated key works again; the revoked one stays refused.
+    let r = admin_post(&gw, "/admin/members/al/rotate").await;
+    let fresh = r.json::<Value>().await.unwrap()["key"].as_str().unwrap().to_string();
+    assert_eq!(post_as(&gw, &fresh, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 401);
+}
+
+/// A change made beside the gateway (the CLI, another instance of a team)
+/// is read within a second.
+#[tokio::test]
+async fn a_revocation_written_to_the_store_holds_within_a_second() {
+    let (_p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al" })).await;
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    let revoked_at = tokio::time::Instant::now();
+    switchyard_core::members::ops::revoke(&gw.store, "al", switchyard_core::history::now_ms()).await.unwrap();
+    loop {
+        let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+        if r.status() == 401 {
+            break;
+        }
+        assert!(revoked_at.elapsed() < Duration::from_millis(1500), "still served after {:?}", revoked_at.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_expired_key_is_refused() {
+    let (p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al", "expires": "1ms" })).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (401, "key_expired"));
+    assert_eq!(p.calls(), 0);
+    let listed = gw.admin("/admin/members").await;
+    assert_eq!(listed[0]["state"], "expired", "{listed}");
+}
+
+#[tokio::test]
+async fn a_thousand_wrong_keys_from_one_address_are_throttled() {
+    let (p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al" })).await;
+    let (mut wrong, mut throttled) = (0, 0);
+    for i in 0..1000 {
+        let guess = format!("sy-m-{i:064x}");
+        let r = post_as(&gw, &guess, "/v1/chat/completions", &chat("m")).await;
+        match (r.status().as_u16(), header(&r, "x-switchyard-error")) {
+            (401, "invalid_access_token") => wrong += 1,
+            (429, "rate_limited") => throttled += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    let limit = switchyard_core::members::gate::WRONG_KEYS_PER_MINUTE;
+    assert_eq!((wrong, throttled), (limit, 1000 - limit));
+    // Throttled, the address's keys are not even looked at: a right one too.
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    assert_eq!(r.status(), 429);
+    assert!(header(&r, "retry-after").parse::<u64>().unwrap() >= 1);
+    assert_eq!(p.calls(), 0);
+}
+
+#[tokio::test]
+async fn the_members_api_is_behind_the_admin_token() {
+    let (_p, gw) = gateway(&["m"]).await;
+    for (method, path) in [("GET", "/admin/members"), ("POST", "/admin/members"), ("POST", "/admin/members/al/revoke")]
+    {
+        let r = http()
+            .request(method.parse().unwrap(), gw.url(path))
+            .bearer_auth("sy-test-access-token")
+            .json(&json!({ "name": "al" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{method} {path}");
+    }
+    assert_eq!(gw.admin("/admin/members").await, json!([]), "nothing was added");
+}
+
+/// Every key issued, in full or its random part: nowhere in the data
+/// directory (database, its WAL, the spool, the cache), whatever the
+/// requests did.
+#[tokio::test]
+async fn no_issued_key_is_written_anywhere() {
+    let (_p, gw) = gateway(&["m"]).await;
+    let mut keys = Vec::new();
+    keys.push(add(&gw, json!({ "name": "al", "budget": "100/month", "rpm": 1000 })).await);
+    keys.push(add(&gw, json!({ "name": "bo", "models": "claude-*" })).await);
+    let r = admin_post(&gw, "/admin/members/al/rotate").await;
+    keys.push(r.json::<Value>().await.unwrap()["key"].as_str().unwrap().to_string());
+    for key in &keys {
+        post_as(&gw, key, "/v1/chat/completions", &chat("m")).await;
+        post_as(&gw, key, "/v1/chat/completions", &chat("not-served")).await;
+        post_as(&gw, key, "/v1/messages", &messages("claude-sonnet")).await;
+    }
+    gw.recorded(9).await;
+    gw.store.close().await;
+    let dir = gw.config_file().parent().unwrap().to_path_buf();
+    let mut files = 0;
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            files += 1;
+            let bytes = std::fs::read(&path).unwrap();
+            for key in &keys {
+                let secret = &key["sy-m-".len()..];
+                let found = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+                assert!(!found, "a key in {}", path.display());
+            }
+        }
+    }
+    assert!(files >= 2, "the database and the config were searched");
+}
