@@ -325,3 +325,48 @@ async fn no_issued_key_is_written_anywhere() {
     }
     assert!(files >= 2, "the database and the config were searched");
 }
+
+/// The official OpenAI and Anthropic Python SDKs (the workspace's `.venv`,
+/// as `real_clients.rs` uses) with a member's key as their API key: each
+/// sends it its own way (a bearer token, `x-api-key`), each is answered,
+/// and every request is on record as the member's.
+#[tokio::test]
+async fn the_official_sdks_with_a_member_key_are_answered_and_attributed() {
+    let (p, gw) = gateway(&["m"]).await;
+    let key = add(&gw, json!({ "name": "sdk" })).await;
+    let python = std::env::var_os("SWITCHYARD_TEST_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"));
+    assert!(
+        python.exists(),
+        "the SDKs' Python: python3 -m venv .venv && .venv/bin/pip install -r tests/python/requirements.txt"
+    );
+    let script = r#"
+import sys, anthropic, openai
+base, key = sys.argv[1], sys.argv[2]
+chat = openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0).chat.completions.create(
+    model="m", messages=[{"role": "user", "content": "hi"}])
+print("openai", chat.choices[0].message.content is not None)
+msg = anthropic.Anthropic(base_url=base, api_key=key, max_retries=0).messages.create(
+    model="claude-sonnet", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+print("anthropic", msg.content[0].type)
+try:
+    openai.OpenAI(base_url=base + "/v1", api_key="sy-m-" + "0" * 64, max_retries=0).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}])
+    print("wrong key answered")
+except openai.AuthenticationError as e:
+    print("wrong key refused", e.status_code)
+"#;
+    let out = tokio::process::Command::new(&python)
+        .args(["-c", script, &format!("http://{}", gw.addr), &key])
+        .output()
+        .await
+        .expect("python runs");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(said.lines().collect::<Vec<_>>(), ["openai True", "anthropic text", "wrong key refused 401"], "{said}");
+    assert_eq!(p.calls(), 2, "the wrong key reached no provider");
+    assert_eq!(gw.recorded(3).await, 3);
+    let rows = gw.admin("/admin/requests?member=sdk").await;
+    assert_eq!(rows["requests"].as_array().unwrap().len(), 2, "both SDKs' requests are the member's: {rows}");
+}
