@@ -227,6 +227,21 @@ pub fn request_id(response: &reqwest::Response) -> String {
     response.headers()["x-request-id"].to_str().expect("ascii id").to_string()
 }
 
+/// A one-turn Chat Completions request saying "hi" to `model`.
+pub fn chat_hi(model: &str) -> serde_json::Value {
+    serde_json::json!({ "model": model, "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+/// A one-turn Messages request saying "hi" to `model`, 8 tokens at most.
+pub fn messages_hi(model: &str) -> serde_json::Value {
+    serde_json::json!({ "model": model, "max_tokens": 8, "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+/// A response header's value, empty when absent.
+pub fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
+    r.headers().get(name).map_or("", |v| v.to_str().unwrap())
+}
+
 /// Keys `sk-<name>` for each named provider.
 pub fn keys_for(names: &[&str]) -> MemoryStore {
     names.iter().fold(MemoryStore::new(), |store, name| store.with(name, "main", &format!("sk-{name}")))

@@ -10,22 +10,10 @@ use serde_json::{json, Value};
 use switchyard_core::policy::BreakerState;
 use switchyard_core::telemetry::{AlertKind, GatewayEvent};
 use switchyard_sim::{Fault, Script, SimProvider};
-use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
+use switchyard_tests::{chat_hi, header, http, keys_for, messages_hi, ConfigText, TestGateway};
 
 async fn sim(name: &str, script: Script) -> SimProvider {
     SimProvider::start(name, script).await.unwrap()
-}
-
-fn chat(model: &str) -> Value {
-    json!({ "model": model, "messages": [{ "role": "user", "content": "hi" }] })
-}
-
-fn messages(model: &str) -> Value {
-    json!({ "model": model, "max_tokens": 8, "messages": [{ "role": "user", "content": "hi" }] })
-}
-
-fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
-    r.headers().get(name).map_or("", |v| v.to_str().unwrap())
 }
 
 fn budget(scope: &str, limit: f64, action: &str) -> String {
@@ -60,9 +48,9 @@ async fn a_blocking_budget_refuses_in_each_clients_protocol_without_a_retry() {
         .raw(&prices_for(&["p", "p-an"]))
         .raw(&budget("all", 0.5, "block"));
     let gw = TestGateway::start(config.build(), keys_for(&["p", "p-an"])).await;
-    spend(&gw, "/v1/chat/completions", &chat("m"), 1).await;
+    spend(&gw, "/v1/chat/completions", &chat_hi("m"), 1).await;
 
-    let r = gw.post("/v1/chat/completions", &chat("m")).await;
+    let r = gw.post("/v1/chat/completions", &chat_hi("m")).await;
     assert_eq!(r.status(), 429);
     assert_eq!(header(&r, "x-should-retry"), "false");
     assert_eq!(header(&r, "x-switchyard-error"), "budget_exceeded");
@@ -77,7 +65,7 @@ async fn a_blocking_budget_refuses_in_each_clients_protocol_without_a_retry() {
     );
     assert!(v["error"]["message"].as_str().unwrap().contains("resets at"), "{v}");
 
-    let r = gw.post("/v1/messages", &messages("c")).await;
+    let r = gw.post("/v1/messages", &messages_hi("c")).await;
     assert_eq!((r.status().as_u16(), header(&r, "x-should-retry")), (429, "false"));
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["type"], "error");
@@ -140,7 +128,7 @@ async fn chain_past(at_a: &str, at_b: &str, scope: &str) -> (SimProvider, SimPro
         .raw(&prices_for(&["a", "b"]))
         .raw(&budget(scope, 0.5, "block"));
     let gw = TestGateway::start(config.build(), keys_for(&["a", "b"])).await;
-    spend(&gw, "/v1/chat/completions", &chat("m"), 1).await;
+    spend(&gw, "/v1/chat/completions", &chat_hi("m"), 1).await;
     (a, b, gw)
 }
 
@@ -148,7 +136,7 @@ async fn chain_past(at_a: &str, at_b: &str, scope: &str) -> (SimProvider, SimPro
 async fn a_chain_moves_on_to_providers_outside_the_blocked_scope() {
     let (a, b, gw) = chain_past("m", "m", "provider:a").await;
     for _ in 0..2 {
-        let r = gw.post("/v1/chat/completions", &chat("m")).await;
+        let r = gw.post("/v1/chat/completions", &chat_hi("m")).await;
         assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-provider")), (200, "b"));
         r.bytes().await.unwrap();
     }
@@ -168,7 +156,7 @@ async fn a_chain_moves_on_to_providers_outside_the_blocked_scope() {
 async fn a_model_budget_skips_only_attempts_on_that_upstream_model() {
     // The same client model is "big" at a and "small" at b.
     let (a, b, gw) = chain_past("big", "small", "model:big").await;
-    let r = gw.post("/v1/chat/completions", &chat("m")).await;
+    let r = gw.post("/v1/chat/completions", &chat_hi("m")).await;
     assert_eq!(header(&r, "x-switchyard-provider"), "b");
     r.bytes().await.unwrap();
     assert_eq!((a.calls(), b.calls()), (1, 1));
@@ -194,7 +182,7 @@ async fn spend_survives_a_restart_on_the_same_data() {
     let after = gw.admin("/admin/budgets").await;
     assert!((after[1]["spent_usd"].as_f64().unwrap() - spent).abs() < 1e-9, "{before} then {after}");
     assert_eq!(after[0]["blocking"], true);
-    let r = gw.post("/v1/chat/completions", &chat("m")).await;
+    let r = gw.post("/v1/chat/completions", &chat_hi("m")).await;
     assert_eq!(r.status(), 429, "still over budget after the restart");
     assert_eq!(p.calls(), 1);
 }
@@ -210,7 +198,7 @@ async fn a_long_outage_sends_a_handful_of_alerts_not_one_per_event() {
     let config = ConfigText::new().raw(policy).provider(&p, "openai", &["m"]).provider(&b, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["primary", "backup"])).await;
     for _ in 0..40 {
-        let r = gw.post("/v1/chat/completions", &chat("m")).await;
+        let r = gw.post("/v1/chat/completions", &chat_hi("m")).await;
         assert_eq!(r.status(), 200);
         r.bytes().await.unwrap();
         // Past the cool-down: the next request probes, fails, and opens the breaker again.

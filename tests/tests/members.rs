@@ -10,22 +10,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchyard_sim::{Script, SimProvider};
-use switchyard_tests::{http, keys_for, ConfigText, TestGateway, ADMIN_TOKEN};
+use switchyard_tests::{chat_hi, header, http, keys_for, messages_hi, ConfigText, TestGateway, ADMIN_TOKEN};
 
 async fn sim(name: &str) -> SimProvider {
     SimProvider::start(name, Script::ok()).await.unwrap()
-}
-
-fn chat(model: &str) -> Value {
-    json!({ "model": model, "messages": [{ "role": "user", "content": "hi" }] })
-}
-
-fn messages(model: &str) -> Value {
-    json!({ "model": model, "max_tokens": 8, "messages": [{ "role": "user", "content": "hi" }] })
-}
-
-fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
-    r.headers().get(name).map_or("", |v| v.to_str().unwrap())
 }
 
 /// A dollar a token: one request is over any small budget.
@@ -68,7 +56,7 @@ async fn two_members_split_the_requests_and_the_spend_exactly() {
     let al = add(&gw, json!({ "name": "al" })).await;
     let bo = add(&gw, json!({ "name": "bo" })).await;
     for key in [&al, &al, &bo] {
-        let r = post_as(&gw, key, "/v1/chat/completions", &chat("m")).await;
+        let r = post_as(&gw, key, "/v1/chat/completions", &chat_hi("m")).await;
         assert_eq!(r.status(), 200);
     }
     assert_eq!(gw.recorded(3).await, 3);
@@ -103,7 +91,7 @@ async fn two_members_split_the_requests_and_the_spend_exactly() {
 async fn with_members_a_request_without_a_key_is_refused_and_on_record() {
     let (p, gw) = gateway(&["m"]).await;
     add(&gw, json!({ "name": "al" })).await;
-    let r = gw.post("/v1/chat/completions", &chat("m")).await;
+    let r = gw.post("/v1/chat/completions", &chat_hi("m")).await;
     assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (401, "invalid_access_token"));
     assert_eq!(p.calls(), 0);
     gw.recorded(1).await;
@@ -116,12 +104,12 @@ async fn a_member_over_its_budget_is_refused_while_the_other_is_served() {
     let (p, gw) = gateway(&["m"]).await;
     let al = add(&gw, json!({ "name": "al", "budget": "0.5/day" })).await;
     let bo = add(&gw, json!({ "name": "bo" })).await;
-    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
     gw.recorded(1).await;
     // The spend is read with the members, at most a second old.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
     let refused = loop {
-        let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+        let r = post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await;
         if r.status() == 429 || tokio::time::Instant::now() >= deadline {
             break r;
         }
@@ -135,7 +123,7 @@ async fn a_member_over_its_budget_is_refused_while_the_other_is_served() {
     assert_eq!(v["error"]["code"], "budget_exceeded");
     assert!(v["error"]["message"].as_str().unwrap().contains("member:al"), "{v}");
 
-    assert_eq!(post_as(&gw, &bo, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    assert_eq!(post_as(&gw, &bo, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
     assert_eq!(p.calls(), calls + 1, "bo is served; al's refusal called nobody");
 }
 
@@ -143,7 +131,7 @@ async fn a_member_over_its_budget_is_refused_while_the_other_is_served() {
 async fn a_member_limited_to_claude_gets_a_403_for_gpt_in_its_own_protocol() {
     let (p, gw) = gateway(&["gpt-4.1"]).await;
     let al = add(&gw, json!({ "name": "al", "models": "claude-*" })).await;
-    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("gpt-4.1")).await;
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat_hi("gpt-4.1")).await;
     assert_eq!(r.status(), 403);
     assert_eq!(header(&r, "x-should-retry"), "false");
     let v: Value = r.json().await.unwrap();
@@ -155,8 +143,13 @@ async fn a_member_limited_to_claude_gets_a_403_for_gpt_in_its_own_protocol() {
     assert_eq!(p.calls(), 0, "no upstream call");
 
     // The same refusal in Anthropic's shape, for an Anthropic client.
-    let r =
-        http().post(gw.url("/v1/messages")).header("x-api-key", &al).json(&messages("gpt-4.1")).send().await.unwrap();
+    let r = http()
+        .post(gw.url("/v1/messages"))
+        .header("x-api-key", &al)
+        .json(&messages_hi("gpt-4.1"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
     let v: Value = r.json().await.unwrap();
     assert_eq!((v["type"].as_str(), v["error"]["type"].as_str()), (Some("error"), Some("permission_error")));
@@ -164,7 +157,7 @@ async fn a_member_limited_to_claude_gets_a_403_for_gpt_in_its_own_protocol() {
     let r = http()
         .post(gw.url("/v1/messages"))
         .header("x-api-key", &al)
-        .json(&messages("claude-sonnet"))
+        .json(&messages_hi("claude-sonnet"))
         .send()
         .await
         .unwrap();
@@ -184,13 +177,13 @@ async fn a_members_requests_a_minute_are_refused_with_a_time_to_retry() {
     let al = add(&gw, json!({ "name": "al", "rpm": 2 })).await;
     let bo = add(&gw, json!({ "name": "bo" })).await;
     for _ in 0..2 {
-        assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+        assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
     }
-    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await;
     assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (429, "rate_limited"));
     let wait: u64 = header(&r, "retry-after").parse().unwrap();
     assert!((1..=60).contains(&wait), "{wait}");
-    assert_eq!(post_as(&gw, &bo, "/v1/chat/completions", &chat("m")).await.status(), 200, "bo has no limit");
+    assert_eq!(post_as(&gw, &bo, "/v1/chat/completions", &chat_hi("m")).await.status(), 200, "bo has no limit");
     assert_eq!(p.calls(), 3);
 }
 
@@ -198,9 +191,9 @@ async fn a_members_requests_a_minute_are_refused_with_a_time_to_retry() {
 async fn a_revoked_key_is_refused_at_once() {
     let (p, gw) = gateway(&["m"]).await;
     let al = add(&gw, json!({ "name": "al" })).await;
-    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
     assert_eq!(admin_post(&gw, "/admin/members/al/revoke").await.status(), 200);
-    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await;
     assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (401, "key_revoked"));
     assert_eq!(header(&r, "x-should-retry"), "false");
     assert_eq!(p.calls(), 1);
@@ -211,8 +204,8 @@ async fn a_revoked_key_is_refused_at_once() {
     // A rotated key works again; the revoked one stays refused.
     let r = admin_post(&gw, "/admin/members/al/rotate").await;
     let fresh = r.json::<Value>().await.unwrap()["key"].as_str().unwrap().to_string();
-    assert_eq!(post_as(&gw, &fresh, "/v1/chat/completions", &chat("m")).await.status(), 200);
-    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 401);
+    assert_eq!(post_as(&gw, &fresh, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await.status(), 401);
 }
 
 /// A change made beside the gateway (the CLI, another instance of a team)
@@ -221,11 +214,11 @@ async fn a_revoked_key_is_refused_at_once() {
 async fn a_revocation_written_to_the_store_holds_within_a_second() {
     let (_p, gw) = gateway(&["m"]).await;
     let al = add(&gw, json!({ "name": "al" })).await;
-    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await.status(), 200);
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
     let revoked_at = tokio::time::Instant::now();
     switchyard_core::members::ops::revoke(&gw.store, "al", switchyard_core::history::now_ms()).await.unwrap();
     loop {
-        let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+        let r = post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await;
         if r.status() == 401 {
             break;
         }
@@ -239,7 +232,7 @@ async fn an_expired_key_is_refused() {
     let (p, gw) = gateway(&["m"]).await;
     let al = add(&gw, json!({ "name": "al", "expires": "1ms" })).await;
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await;
     assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (401, "key_expired"));
     assert_eq!(p.calls(), 0);
     let listed = gw.admin("/admin/members").await;
@@ -253,7 +246,7 @@ async fn a_thousand_wrong_keys_from_one_address_are_throttled() {
     let (mut wrong, mut throttled) = (0, 0);
     for i in 0..1000 {
         let guess = format!("sy-m-{i:064x}");
-        let r = post_as(&gw, &guess, "/v1/chat/completions", &chat("m")).await;
+        let r = post_as(&gw, &guess, "/v1/chat/completions", &chat_hi("m")).await;
         match (r.status().as_u16(), header(&r, "x-switchyard-error")) {
             (401, "invalid_access_token") => wrong += 1,
             (429, "rate_limited") => throttled += 1,
@@ -263,7 +256,7 @@ async fn a_thousand_wrong_keys_from_one_address_are_throttled() {
     let limit = switchyard_core::members::gate::WRONG_KEYS_PER_MINUTE;
     assert_eq!((wrong, throttled), (limit, 1000 - limit));
     // Throttled, the address's keys are not even looked at: a right one too.
-    let r = post_as(&gw, &al, "/v1/chat/completions", &chat("m")).await;
+    let r = post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await;
     assert_eq!(r.status(), 429);
     assert!(header(&r, "retry-after").parse::<u64>().unwrap() >= 1);
     assert_eq!(p.calls(), 0);
@@ -298,9 +291,9 @@ async fn no_issued_key_is_written_anywhere() {
     let r = admin_post(&gw, "/admin/members/al/rotate").await;
     keys.push(r.json::<Value>().await.unwrap()["key"].as_str().unwrap().to_string());
     for key in &keys {
-        post_as(&gw, key, "/v1/chat/completions", &chat("m")).await;
-        post_as(&gw, key, "/v1/chat/completions", &chat("not-served")).await;
-        post_as(&gw, key, "/v1/messages", &messages("claude-sonnet")).await;
+        post_as(&gw, key, "/v1/chat/completions", &chat_hi("m")).await;
+        post_as(&gw, key, "/v1/chat/completions", &chat_hi("not-served")).await;
+        post_as(&gw, key, "/v1/messages", &messages_hi("claude-sonnet")).await;
     }
     gw.recorded(9).await;
     gw.store.close().await;

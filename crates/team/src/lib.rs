@@ -96,7 +96,8 @@ pub struct RedisTeam {
     background: Mutex<Option<ConnectionManager>>,
     scripts: Arc<Scripts>,
     lease_ttl: Duration,
-    /// Live instances at the last heartbeat, this one included.
+    /// Live instances at the last heartbeat, this one included: the share
+    /// each takes of the caps while Redis is out of reach.
     members: AtomicU32,
     /// Numbers this process's fill locks (unique with its id).
     locks: std::sync::atomic::AtomicU64,
@@ -243,9 +244,6 @@ pub struct Runner {
     client: redis::Client,
     outbox: mpsc::Receiver<Change>,
     scripts: Arc<Scripts>,
-    /// Live instances at the last heartbeat: the share each takes of the
-    /// caps while Redis is out of reach.
-    members: u32,
 }
 
 /// Joins the team `config` describes, as the instance listening on
@@ -273,7 +271,7 @@ pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, 
         locks: std::sync::atomic::AtomicU64::new(0),
         lost: tokio::sync::Notify::new(),
     });
-    let runner = Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone(), members: 1 };
+    let runner = Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone() };
     Ok((team, runner))
 }
 
@@ -324,10 +322,7 @@ impl Runner {
         };
         let beat = sync::heartbeat(&mut con, &self.scripts, team, gateway.served(), MEMBER_TTL);
         match tokio::time::timeout(CALL_TIMEOUT, beat).await {
-            Ok(Ok(members)) => {
-                self.members = members.max(1);
-                team.members.store(self.members, Ordering::Relaxed);
-            }
+            Ok(Ok(members)) => team.members.store(members.max(1), Ordering::Relaxed),
             Ok(Err(e)) => {
                 warn!("team: Redis did not take the heartbeat: {e}");
                 return self.reachable(gateway, false);
@@ -385,7 +380,7 @@ impl Runner {
             gateway.team_reachable(now);
             // Out of reach, each instance takes its share of the caps,
             // never the whole caps N times over.
-            gateway.team_share(if now { 1 } else { self.members });
+            gateway.team_share(if now { 1 } else { self.team.instances() });
         }
     }
 

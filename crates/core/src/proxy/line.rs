@@ -11,6 +11,7 @@
 //! is left at once; one its instance can no longer give up lapses by
 //! itself within seconds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -19,7 +20,6 @@ use super::Run;
 use crate::policy::budget::Covering;
 use crate::team::{Line, Team};
 use crate::upstream::provider::{Provider, TeamGate, Ticket};
-use std::sync::Arc;
 
 /// How often a request in line asks for its turn (and keeps its place).
 /// Each ask is one round trip to the shared state; the head learns a
@@ -48,8 +48,9 @@ impl Run<'_> {
     /// the provider has a queue; the ticket is new for each wait, the
     /// arrival (and so the turn) is the request's.
     pub(super) fn line(&self, provider: &Provider) -> Option<Line> {
-        let queue = provider.capacity().policy();
-        if queue.max_queue == 0 {
+        let (capacity, queue) = (provider.capacity(), provider.capacity().policy());
+        // Only a cap fills up: a provider without one has nobody in line.
+        if queue.max_queue == 0 || (capacity.limit().is_none() && capacity.key_limit().is_none()) {
             return None;
         }
         let arrived = self.deadline.at.checked_sub(self.deadline.budget)?;
