@@ -143,9 +143,9 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
+    // A rough size for the token buckets and for prices; providers count the real thing.
+    let tokens = (bytes.len() / 4) as u64;
     if let Some(m) = member {
-        // A rough size, as the token buckets take it; providers count the real thing.
-        let tokens = (bytes.len() / 4) as u64;
         gateway.members().check(m, &head.model, tokens, now_ms()).map_err(|r| r.in_protocol(protocol))?;
         if let Some(team) = gateway.team() {
             crate::members::gate::across_team(team.as_ref(), m, tokens).await.map_err(|r| r.in_protocol(protocol))?;
@@ -178,9 +178,7 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     let policy = live.config.request_policy(&head.model);
-    // A rough size for the token bucket and for prices; providers count the real thing.
-    let tokens = (bytes.len() / 4) as u64;
-    let route = route_in_order(gateway, &live, &head, tokens, &mut plan.candidates);
+    let route = route_in_order(gateway, &live, &head, policy, tokens, &mut plan.candidates);
     let mut run = Run {
         gateway,
         inbound,
@@ -242,10 +240,10 @@ fn route_in_order<'l>(
     gateway: &Gateway,
     live: &'l Live,
     head: &RequestHead,
+    policy: &RequestPolicy,
     tokens: u64,
     candidates: &mut [Candidate<'_>],
 ) -> &'l RouteState {
-    let policy = live.config.request_policy(&head.model);
     let (route, state) = match live.route(&head.model) {
         Some((route, state)) => (Some(route), state),
         None => (None, &live.unrouted),
