@@ -63,6 +63,7 @@ pub mod private;
 pub mod protocol;
 pub mod proxy;
 pub mod secrets;
+pub mod session;
 pub mod team;
 pub mod telemetry;
 pub mod upstream;

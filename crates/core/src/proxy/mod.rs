@@ -143,6 +143,7 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
+    let session = crate::session::identify(&inbound.headers, &bytes);
     // A rough size for the token buckets and for prices; providers count the real thing.
     let tokens = (bytes.len() / 4) as u64;
     if let Some(m) = member {
@@ -198,6 +199,7 @@ async fn serve(
         scrub: OnDemand::new(gateway, &live.providers, &inbound.headers, inbound.uri.query()),
         cached: cached.as_ref(),
         budget: None,
+        session: session.as_ref(),
     };
     for candidate in &plan.candidates {
         candidate.provider.note_planned();
@@ -335,6 +337,9 @@ struct Run<'a> {
     /// Candidates a budget kept from being tried, and the budget that
     /// allows them again last.
     budget: Option<(usize, Blocked)>,
+    /// The conversation this request is part of ([`crate::session`]).
+    #[allow(dead_code)]
+    session: Option<&'a crate::session::Session>,
 }
 
 fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {

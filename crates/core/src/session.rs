@@ -1,0 +1,306 @@
+//! Which session a request belongs to: a coding agent's conversation, made
+//! of many requests that each resend a long shared prefix. Taken from what
+//! the client says when it says it (Claude Code, Codex, or any client's
+//! `x-switchyard-session-id`), else derived from the conversation itself: a
+//! digest of its system prompt and first user turn, which every later
+//! request of the same conversation resends unchanged.
+
+use std::fmt;
+
+use http::HeaderMap;
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+/// The header any client may send to name its session. Distinct from the
+/// dashboard's sign-in header.
+pub const HEADER: &str = "x-switchyard-session-id";
+const CLAUDE_CODE: &str = "x-claude-code-session-id";
+const CODEX: &str = "session-id";
+const CODEX_TURN: &str = "x-codex-turn-metadata";
+
+/// The longest session id kept; a longer one is cut (ids are opaque names,
+/// not data, and a row must stay small).
+pub const MAX_LEN: usize = 128;
+
+/// A request's session, and where its id came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub source: Source,
+}
+
+/// Where a session id came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `x-switchyard-session-id`.
+    Named,
+    /// Claude Code's `x-claude-code-session-id`.
+    ClaudeCode,
+    /// Codex's `session-id` header or its turn metadata.
+    Codex,
+    /// The body's `prompt_cache_key` (Codex, OpenAI SDK users).
+    PromptCacheKey,
+    /// A digest of the system prompt and the first user turn.
+    Conversation,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Named => "named",
+            Source::ClaudeCode => "claude_code",
+            Source::Codex => "codex",
+            Source::PromptCacheKey => "prompt_cache_key",
+            Source::Conversation => "conversation",
+        }
+    }
+}
+
+impl Session {
+    /// The session's point for choosing among a provider's keys
+    /// ([`crate::upstream::keys`]): the same on every instance and release.
+    pub fn affinity(&self) -> u64 {
+        let digest = ring::digest::digest(&ring::digest::SHA256, self.id.as_bytes());
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&digest.as_ref()[..8]);
+        u64::from_le_bytes(bytes)
+    }
+}
+
+impl fmt::Display for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.id)
+    }
+}
+
+/// The session of a request with these headers and this (valid JSON)
+/// body; `None` for a body that carries no conversation at all.
+pub fn identify(headers: &HeaderMap, body: &[u8]) -> Option<Session> {
+    let named = |name: &str, source: Source| header_id(headers, name).map(|id| Session { id, source });
+    named(HEADER, Source::Named)
+        .or_else(|| named(CLAUDE_CODE, Source::ClaudeCode))
+        .or_else(|| named(CODEX, Source::Codex))
+        .or_else(|| codex_turn(headers).map(|id| Session { id, source: Source::Codex }))
+        .or_else(|| from_body(body))
+}
+
+/// A header's value as an id: printable ASCII, trimmed, cut to [`MAX_LEN`].
+fn header_id(headers: &HeaderMap, name: &str) -> Option<String> {
+    clean(headers.get(name)?.to_str().ok()?)
+}
+
+fn clean(raw: &str) -> Option<String> {
+    let id: String = raw.trim().chars().filter(|c| c.is_ascii_graphic()).take(MAX_LEN).collect();
+    (!id.is_empty()).then_some(id)
+}
+
+/// The `session_id` in Codex's `x-codex-turn-metadata` JSON.
+fn codex_turn(headers: &HeaderMap) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Turn<'a> {
+        #[serde(borrow)]
+        session_id: Option<std::borrow::Cow<'a, str>>,
+    }
+    let raw = headers.get(CODEX_TURN)?.to_str().ok()?;
+    clean(&serde_json::from_str::<Turn<'_>>(raw).ok()?.session_id?)
+}
+
+/// What the body says of its conversation: each format's system prompt,
+/// turns and cache key, borrowed.
+#[derive(Deserialize)]
+struct Conversation<'a> {
+    #[serde(borrow)]
+    prompt_cache_key: Option<std::borrow::Cow<'a, str>>,
+    /// Messages' `system`.
+    #[serde(borrow)]
+    system: Option<&'a RawValue>,
+    /// Responses' `instructions`.
+    #[serde(borrow)]
+    instructions: Option<&'a RawValue>,
+    /// Gemini's, in either spelling.
+    #[serde(borrow, alias = "system_instruction", rename = "systemInstruction")]
+    system_instruction: Option<&'a RawValue>,
+    /// Messages' and Chat's `messages`, Gemini's `contents`.
+    #[serde(borrow, alias = "contents")]
+    messages: Option<Opening<'a>>,
+    /// Responses' `input`: a string, or items.
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+}
+
+/// The first turn of a list whose role is `user` (items without a role,
+/// as Responses' plain strings, count as the user's), and the first whose
+/// role is `system` or `developer` (Chat and Responses keep the system
+/// prompt among the turns).
+#[derive(Default)]
+struct Opening<'a> {
+    system: Option<&'a RawValue>,
+    user: Option<&'a RawValue>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Opening<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Opening<'a>, D::Error> {
+        struct Seek;
+        impl<'de> Visitor<'de> for Seek {
+            type Value = Opening<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of turns")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Opening<'de>, A::Error> {
+                let mut found = Opening::default();
+                while let Some(turn) = seq.next_element::<&'de RawValue>()? {
+                    match role(turn) {
+                        Role::User => {
+                            found.user = Some(turn);
+                            break;
+                        }
+                        Role::System if found.system.is_none() => found.system = Some(turn),
+                        Role::System | Role::Other => {}
+                    }
+                }
+                // The rest must still be read for the parse to end cleanly.
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(found)
+            }
+        }
+        d.deserialize_seq(Seek)
+    }
+}
+
+enum Role {
+    User,
+    System,
+    Other,
+}
+
+fn role(turn: &RawValue) -> Role {
+    #[derive(Deserialize)]
+    struct Turn<'a> {
+        #[serde(borrow)]
+        role: Option<std::borrow::Cow<'a, str>>,
+    }
+    match serde_json::from_str::<Turn<'_>>(turn.get()) {
+        Ok(t) => match t.role.as_deref() {
+            None | Some("user") => Role::User,
+            Some("system" | "developer") => Role::System,
+            Some(_) => Role::Other,
+        },
+        // A plain string turn is the user's.
+        Err(_) if turn.get().starts_with('"') => Role::User,
+        Err(_) => Role::Other,
+    }
+}
+
+/// The session a body names (`prompt_cache_key`) or implies.
+fn from_body(body: &[u8]) -> Option<Session> {
+    let c: Conversation<'_> = serde_json::from_slice(body).ok()?;
+    if let Some(id) = c.prompt_cache_key.as_deref().and_then(clean) {
+        return Some(Session { id, source: Source::PromptCacheKey });
+    }
+    let opening = match (c.messages, c.input) {
+        (Some(turns), _) => turns,
+        (None, Some(input)) => opening_of_input(input),
+        (None, None) => Opening::default(),
+    };
+    let first = opening.user;
+    let system = c.system.or(c.instructions).or(c.system_instruction).or(opening.system);
+    if first.is_none() && system.is_none() {
+        return None;
+    }
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [system, first] {
+        // A separator per part, so that moving text between them changes the digest.
+        digest.update(part.map_or(b"-" as &[u8], |raw| raw.get().as_bytes()));
+        digest.update(b"\x00");
+    }
+    let hex: String = digest.finish().as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Some(Session { id: format!("conv-{hex}"), source: Source::Conversation })
+}
+
+/// Responses' `input`: the string itself, or its opening items.
+fn opening_of_input(input: &RawValue) -> Opening<'_> {
+    if input.get().starts_with('"') {
+        return Opening { system: None, user: Some(input) };
+    }
+    serde_json::from_str::<Opening<'_>>(input.get()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        pairs.iter().map(|(k, v)| (http::HeaderName::from_static(k), v.parse().unwrap())).collect()
+    }
+
+    fn id(h: &HeaderMap, body: &str) -> Option<(String, Source)> {
+        identify(h, body.as_bytes()).map(|s| (s.id, s.source))
+    }
+
+    #[test]
+    fn a_client_s_own_id_comes_first() {
+        let body = r#"{"model":"m","prompt_cache_key":"pck","messages":[{"role":"user","content":"hi"}]}"#;
+        let all = headers(&[
+            (HEADER, "mine"),
+            (CLAUDE_CODE, "cc"),
+            (CODEX, "cx"),
+            (CODEX_TURN, r#"{"session_id":"turn"}"#),
+        ]);
+        assert_eq!(id(&all, body), Some(("mine".into(), Source::Named)));
+        assert_eq!(id(&headers(&[(CLAUDE_CODE, " cc-1 ")]), body), Some(("cc-1".into(), Source::ClaudeCode)));
+        assert_eq!(id(&headers(&[(CODEX, "cx")]), body), Some(("cx".into(), Source::Codex)));
+        let turn = headers(&[(CODEX_TURN, r#"{"turn_id":"t","session_id":"s-9"}"#)]);
+        assert_eq!(id(&turn, body), Some(("s-9".into(), Source::Codex)));
+        assert_eq!(id(&HeaderMap::new(), body), Some(("pck".into(), Source::PromptCacheKey)));
+    }
+
+    #[test]
+    fn ids_are_printable_and_bounded() {
+        let long = "x".repeat(500);
+        let got = id(&headers(&[(HEADER, &long)]), "{}").unwrap().0;
+        assert_eq!(got.len(), MAX_LEN);
+        // Blank or unreadable: the next source is used.
+        assert_eq!(id(&headers(&[(HEADER, "  ")]), "{}"), None);
+        assert_eq!(id(&headers(&[(CODEX_TURN, "not json")]), "{}"), None);
+    }
+
+    #[test]
+    fn a_conversation_keeps_its_id_as_it_grows() {
+        let first = r#"{"model":"m","system":"be brief","messages":[{"role":"user","content":"fix the bug"}]}"#;
+        let later = r#"{"model":"m","system":"be brief","max_tokens":9,"messages":[
+            {"role":"user","content":"fix the bug"},{"role":"assistant","content":"done"},
+            {"role":"user","content":"thanks"}]}"#;
+        let other = r#"{"model":"m","system":"be brief","messages":[{"role":"user","content":"new task"}]}"#;
+        let none = HeaderMap::new();
+        let (a, source) = id(&none, first).unwrap();
+        assert_eq!(source, Source::Conversation);
+        assert!(a.starts_with("conv-"), "{a}");
+        assert_eq!(id(&none, later).unwrap().0, a);
+        assert_ne!(id(&none, other).unwrap().0, a);
+    }
+
+    #[test]
+    fn each_format_s_system_and_first_turn_count() {
+        let none = HeaderMap::new();
+        // Chat: the system message is passed over for the first user one.
+        let chat = |sys: &str| {
+            format!(r#"{{"model":"m","messages":[{{"role":"system","content":"{sys}"}},{{"role":"user","content":"q"}}]}}"#)
+        };
+        assert_eq!(id(&none, &chat("a")), id(&none, &chat("a")));
+        assert_ne!(id(&none, &chat("a")).unwrap().0, id(&none, &chat("b")).unwrap().0);
+        // Gemini: contents and systemInstruction, either spelling.
+        let g1 = r#"{"systemInstruction":{"parts":[{"text":"s"}]},"contents":[{"role":"user","parts":[{"text":"q"}]}]}"#;
+        let g2 = r#"{"contents":[{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[{"text":"a"}]}],"system_instruction":{"parts":[{"text":"s"}]}}"#;
+        assert_eq!(id(&none, g1).unwrap().0, id(&none, g2).unwrap().0);
+        // Responses: instructions and a string or item input.
+        let r1 = r#"{"model":"m","instructions":"i","input":"q"}"#;
+        let r2 = r#"{"model":"m","instructions":"i","input":[{"role":"user","content":"q"}]}"#;
+        assert!(id(&none, r1).is_some());
+        assert!(id(&none, r2).is_some());
+        assert_ne!(id(&none, r1), id(&none, r2));
+        // Nothing conversational: no session.
+        assert_eq!(id(&none, r#"{"model":"m","input":[]}"#), None);
+        assert_eq!(id(&none, r#"{"model":"m"}"#), None);
+    }
+}
