@@ -7,7 +7,8 @@
 //! first shows, on the Anthropic provider's record of what Claude Code
 //! sent, that the run is the case that matters, then that the fallback
 //! provider got the instruction in its own format and the tool's result
-//! came back. Also the model Claude Code picks when none is set.
+//! came back, and that the session stayed there once it had fallen back.
+//! Also the model Claude Code picks when none is set.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -69,11 +70,17 @@ async fn falls_back(model: Option<&str>, upstream: Upstream) {
     assert!(seen.iter().any(|r| r.json().to_string().contains(SECRET)), "{case}: the Read result went back");
     let listed = gw.admin("/admin/requests?limit=100").await;
     let requests = listed["requests"].as_array().unwrap();
-    let answered = requests.iter().filter(|r| r["endpoint"] == "/v1/messages");
-    for r in answered {
+    let answered: Vec<&Value> = requests.iter().filter(|r| r["endpoint"] == "/v1/messages").collect();
+    for r in &answered {
         assert_eq!(r["outcome"], "ok", "{case}: {r}");
         assert_eq!(r["provider"], "up", "{case}: {r}");
-        assert_eq!(r["fallback"], true, "{case}: {r}");
+    }
+    // The session falls back once, then stays on the provider that
+    // served it (policy.session_stick): no request of it goes to the
+    // Anthropic provider first again.
+    assert!(answered.iter().any(|r| r["fallback"] == true), "{case}: {answered:?}");
+    for r in answered.iter().filter(|r| r["fallback"] == false) {
+        assert_eq!(r["attempt_count"], 1, "{case}: after the fallback, straight to the provider that served it: {r}");
     }
 }
 

@@ -85,6 +85,8 @@ struct Inner {
     access_token: Option<SecretString>,
     client_rates: ClientRates,
     sessions: Sessions,
+    /// Each conversation's last provider ([`crate::policy::stick`]).
+    conversations: crate::policy::stick::Sessions,
     /// Team members: who may use the gateway with a key of their own.
     members: crate::members::gate::Members,
     /// Config-file edits, one at a time.
@@ -232,6 +234,7 @@ impl Builder {
                 access_token,
                 client_rates: ClientRates::default(),
                 sessions: Sessions::default(),
+                conversations: crate::policy::stick::Sessions::default(),
                 members,
                 config_edits: std::sync::Mutex::new(()),
                 secrets: self.secrets,
@@ -322,6 +325,11 @@ impl Gateway {
     }
 
     /// The team members in force and their counters.
+    /// Each conversation's last provider ([`crate::policy::stick`]).
+    pub fn conversations(&self) -> &crate::policy::stick::Sessions {
+        &self.inner.conversations
+    }
+
     pub fn members(&self) -> &crate::members::gate::Members {
         &self.inner.members
     }

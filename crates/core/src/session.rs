@@ -28,6 +28,9 @@ pub const MAX_LEN: usize = 128;
 pub struct Session {
     pub id: String,
     pub source: Source,
+    /// The request carries more than the conversation's opening (a turn
+    /// after the first user one). Always true for an id the client named.
+    pub continuing: bool,
 }
 
 /// Where a session id came from.
@@ -58,6 +61,15 @@ impl Source {
 }
 
 impl Session {
+    /// Whether the session steers routing: keeps its key and provider, and
+    /// its reasoning is checked for its owner. An id the client named
+    /// does; a digest does once the conversation has gone on. A script
+    /// that sends the same lone prompt again and again is not a
+    /// conversation, and its requests spread and fall back as any others.
+    pub fn steers(&self) -> bool {
+        self.source != Source::Conversation || self.continuing
+    }
+
     /// The session's point for choosing among a provider's keys
     /// ([`crate::upstream::keys`]): the same on every instance and release.
     pub fn affinity(&self) -> u64 {
@@ -77,11 +89,12 @@ impl fmt::Display for Session {
 /// The session of a request with these headers and this (valid JSON)
 /// body; `None` for a body that carries no conversation at all.
 pub fn identify(headers: &HeaderMap, body: &[u8]) -> Option<Session> {
-    let named = |name: &str, source: Source| header_id(headers, name).map(|id| Session { id, source });
+    let named =
+        |name: &str, source: Source| header_id(headers, name).map(|id| Session { id, source, continuing: true });
     named(HEADER, Source::Named)
         .or_else(|| named(CLAUDE_CODE, Source::ClaudeCode))
         .or_else(|| named(CODEX, Source::Codex))
-        .or_else(|| codex_turn(headers).map(|id| Session { id, source: Source::Codex }))
+        .or_else(|| codex_turn(headers).map(|id| Session { id, source: Source::Codex, continuing: true }))
         .or_else(|| from_body(body))
 }
 
@@ -137,6 +150,8 @@ struct Conversation<'a> {
 struct Opening<'a> {
     system: Option<&'a RawValue>,
     user: Option<&'a RawValue>,
+    /// A turn follows the first user one.
+    more: bool,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Opening<'a> {
@@ -160,7 +175,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Opening<'a> {
                     }
                 }
                 // The rest must still be read for the parse to end cleanly.
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    found.more = found.user.is_some();
+                }
                 Ok(found)
             }
         }
@@ -196,7 +213,7 @@ fn role(turn: &RawValue) -> Role {
 fn from_body(body: &[u8]) -> Option<Session> {
     let c: Conversation<'_> = serde_json::from_slice(body).ok()?;
     if let Some(id) = c.prompt_cache_key.as_deref().and_then(clean) {
-        return Some(Session { id, source: Source::PromptCacheKey });
+        return Some(Session { id, source: Source::PromptCacheKey, continuing: true });
     }
     let opening = match (c.messages, c.input) {
         (Some(turns), _) => turns,
@@ -215,13 +232,13 @@ fn from_body(body: &[u8]) -> Option<Session> {
         digest.update(b"\x00");
     }
     let hex: String = digest.finish().as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
-    Some(Session { id: format!("conv-{hex}"), source: Source::Conversation })
+    Some(Session { id: format!("conv-{hex}"), source: Source::Conversation, continuing: opening.more })
 }
 
 /// Responses' `input`: the string itself, or its opening items.
 fn opening_of_input(input: &RawValue) -> Opening<'_> {
     if input.get().starts_with('"') {
-        return Opening { system: None, user: Some(input) };
+        return Opening { system: None, user: Some(input), more: false };
     }
     serde_json::from_str::<Opening<'_>>(input.get()).unwrap_or_default()
 }
@@ -241,12 +258,8 @@ mod tests {
     #[test]
     fn a_client_s_own_id_comes_first() {
         let body = r#"{"model":"m","prompt_cache_key":"pck","messages":[{"role":"user","content":"hi"}]}"#;
-        let all = headers(&[
-            (HEADER, "mine"),
-            (CLAUDE_CODE, "cc"),
-            (CODEX, "cx"),
-            (CODEX_TURN, r#"{"session_id":"turn"}"#),
-        ]);
+        let all =
+            headers(&[(HEADER, "mine"), (CLAUDE_CODE, "cc"), (CODEX, "cx"), (CODEX_TURN, r#"{"session_id":"turn"}"#)]);
         assert_eq!(id(&all, body), Some(("mine".into(), Source::Named)));
         assert_eq!(id(&headers(&[(CLAUDE_CODE, " cc-1 ")]), body), Some(("cc-1".into(), Source::ClaudeCode)));
         assert_eq!(id(&headers(&[(CODEX, "cx")]), body), Some(("cx".into(), Source::Codex)));
@@ -275,6 +288,9 @@ mod tests {
         let none = HeaderMap::new();
         let (a, source) = id(&none, first).unwrap();
         assert_eq!(source, Source::Conversation);
+        assert!(!identify(&none, first.as_bytes()).unwrap().steers(), "a lone opening is no conversation yet");
+        assert!(identify(&none, later.as_bytes()).unwrap().steers());
+        assert!(identify(&headers(&[(HEADER, "s")]), first.as_bytes()).unwrap().steers());
         assert!(a.starts_with("conv-"), "{a}");
         assert_eq!(id(&none, later).unwrap().0, a);
         assert_ne!(id(&none, other).unwrap().0, a);
@@ -285,12 +301,15 @@ mod tests {
         let none = HeaderMap::new();
         // Chat: the system message is passed over for the first user one.
         let chat = |sys: &str| {
-            format!(r#"{{"model":"m","messages":[{{"role":"system","content":"{sys}"}},{{"role":"user","content":"q"}}]}}"#)
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"system","content":"{sys}"}},{{"role":"user","content":"q"}}]}}"#
+            )
         };
         assert_eq!(id(&none, &chat("a")), id(&none, &chat("a")));
         assert_ne!(id(&none, &chat("a")).unwrap().0, id(&none, &chat("b")).unwrap().0);
         // Gemini: contents and systemInstruction, either spelling.
-        let g1 = r#"{"systemInstruction":{"parts":[{"text":"s"}]},"contents":[{"role":"user","parts":[{"text":"q"}]}]}"#;
+        let g1 =
+            r#"{"systemInstruction":{"parts":[{"text":"s"}]},"contents":[{"role":"user","parts":[{"text":"q"}]}]}"#;
         let g2 = r#"{"contents":[{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[{"text":"a"}]}],"system_instruction":{"parts":[{"text":"s"}]}}"#;
         assert_eq!(id(&none, g1).unwrap().0, id(&none, g2).unwrap().0);
         // Responses: instructions and a string or item input.

@@ -27,6 +27,8 @@ pub(super) struct RawPolicy {
     max_retry_wait: Option<Spanned<String>>,
     min_fallback_budget: Option<Spanned<String>>,
     stream_idle_timeout: Option<Spanned<String>>,
+    /// How long a session stays on the provider that last served it.
+    session_stick: Option<Spanned<String>>,
     /// `cache = { ttl = "10m", stale = "1h" }`, `true` (the defaults) or `false` (off).
     cache: Option<Spanned<RawCache>>,
     /// `"ordered"`, `"latency"`, `"least_busy"`, `"cheapest"` or `"weighted"`.
@@ -50,6 +52,8 @@ pub(super) struct RawPolicy {
     tokens_per_minute: Option<Spanned<i64>>,
     max_queue: Option<Spanned<i64>>,
     max_queue_wait: Option<Spanned<String>>,
+    /// `false`: a session's requests go round-robin over the keys too.
+    session_affinity: Option<Spanned<bool>>,
 }
 
 /// A `cache` value: a switch, or a table of settings.
@@ -181,6 +185,15 @@ impl RawPolicy {
         duration(&self.max_retry_wait, "max_retry_wait", &mut p.max_retry_wait)?;
         duration(&self.min_fallback_budget, "min_fallback_budget", &mut p.min_fallback_budget)?;
         duration(&self.stream_idle_timeout, "stream_idle_timeout", &mut p.stream_idle_timeout)?;
+        if self
+            .session_stick
+            .as_ref()
+            .is_some_and(|v| humantime::parse_duration(v.get_ref()).is_ok_and(|d| d.is_zero()))
+        {
+            p.session_stick = Duration::ZERO;
+        } else {
+            duration(&self.session_stick, "session_stick", &mut p.session_stick)?;
+        }
         routing(&self.strategy, &self.max_latency, &mut p)?;
         Ok(p)
     }
@@ -218,6 +231,9 @@ impl RawPolicy {
         }
         if let Some(n) = count(&self.tokens_per_minute, "tokens_per_minute", 1)? {
             p.tokens_per_minute = Some(n);
+        }
+        if let Some(on) = &self.session_affinity {
+            p.session_affinity = *on.get_ref();
         }
         Ok(p)
     }
@@ -267,6 +283,7 @@ impl RawPolicy {
             ("max_retry_wait", &self.max_retry_wait),
             ("min_fallback_budget", &self.min_fallback_budget),
             ("stream_idle_timeout", &self.stream_idle_timeout),
+            ("session_stick", &self.session_stick),
             ("max_latency", &self.max_latency),
             ("strategy", &self.strategy),
         ];

@@ -27,6 +27,7 @@ pub(crate) mod limiter;
 pub(crate) mod queue;
 pub(crate) mod share;
 pub(crate) mod step;
+pub mod stick;
 pub mod strategy;
 
 pub use breaker::BreakerState;
@@ -60,6 +61,10 @@ pub struct RequestPolicy {
     /// `cheapest`: providers recently slower than this go after the
     /// others, whatever their price.
     pub max_latency: Option<Duration>,
+    /// After a fallback, a session stays on the provider that served it
+    /// while it keeps asking within this long of its last request
+    /// ([`stick`]); zero turns it off.
+    pub session_stick: Duration,
 }
 
 impl Default for RequestPolicy {
@@ -76,6 +81,7 @@ impl Default for RequestPolicy {
             stream_idle_timeout: Duration::from_secs(60),
             strategy: strategy::Strategy::Ordered,
             max_latency: None,
+            session_stick: Duration::from_secs(120),
         }
     }
 }
@@ -93,6 +99,8 @@ pub struct ProviderPolicy {
     pub fallback_window: Duration,
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u32>,
+    /// A session keeps using one of the keys ([`crate::upstream::keys`]).
+    pub session_affinity: bool,
 }
 
 impl Default for ProviderPolicy {
@@ -105,6 +113,7 @@ impl Default for ProviderPolicy {
             fallback_window: Duration::from_secs(60),
             requests_per_minute: None,
             tokens_per_minute: None,
+            session_affinity: true,
         }
     }
 }

@@ -39,10 +39,10 @@ impl Run<'_> {
             }
             match self.provider(candidate, None).await {
                 Tried::Answered(response) => {
-                    self.route.answered(provider.name());
+                    self.answered(provider, &response);
                     return Some(response);
                 }
-                Tried::Failed => self.last_failed = Some(provider.name().to_string()),
+                Tried::Failed => self.failed(provider),
                 Tried::Passed => {}
                 Tried::Refused(why) => self.refused.push(why),
                 Tried::Busy => busy.push(candidate),
@@ -66,10 +66,10 @@ impl Run<'_> {
             }
             match self.queued(candidate).await {
                 Tried::Answered(response) => {
-                    self.route.answered(provider.name());
+                    self.answered(provider, &response);
                     return Some(response);
                 }
-                Tried::Failed => self.last_failed = Some(provider.name().to_string()),
+                Tried::Failed => self.failed(provider),
                 Tried::Refused(why) => self.refused.push(why),
                 Tried::Passed | Tried::Busy => {}
             }
@@ -81,14 +81,33 @@ impl Run<'_> {
         None
     }
 
+    /// `provider` answered: the route counts it and, when the answer is a
+    /// success, the session is its for a while ([`crate::policy::stick`]).
+    fn answered(&mut self, provider: &Provider, response: &Response<Body>) {
+        self.route.answered(provider.name());
+        if let Some(session) = self.session.filter(|_| response.status().is_success()) {
+            let signer = super::thinking::signer(provider);
+            self.gateway.conversations().served(&session.id, provider.name(), &signer, Instant::now());
+        }
+    }
+
+    /// `provider` failed this request: the next is a fallback, and the
+    /// session no longer sticks to it.
+    fn failed(&mut self, provider: &Provider) {
+        self.last_failed = Some(provider.name().to_string());
+        if let Some(session) = self.session {
+            self.gateway.conversations().failed(&session.id, provider.name());
+        }
+    }
+
     /// Waits in `candidate`'s queue within the deadline (less what a
     /// fallback needs), then tries it with the slot the wait won. A client
     /// that leaves drops this future and its place in line.
     async fn queued(&mut self, candidate: &Candidate<'_>) -> Tried {
         let provider = candidate.provider;
         let until = self.deadline.at.checked_sub(self.policy.min_fallback_budget).unwrap_or(self.deadline.at);
-        let (tokens, deadline, min) = (self.tokens, self.deadline, self.policy.min_fallback_budget);
-        match provider.capacity().wait(until, || provider.ready(tokens, &deadline, min)).await {
+        let (need, deadline, min) = (self.need(), self.deadline, self.policy.min_fallback_budget);
+        match provider.capacity().wait(until, || provider.ready(need, &deadline, min)).await {
             Ok((permit, mut ticket)) => {
                 ticket.hold(permit);
                 self.provider(candidate, Some(ticket)).await

@@ -12,6 +12,7 @@ mod line;
 pub(crate) mod relay;
 pub(crate) mod repair;
 pub(crate) mod scrub;
+mod thinking;
 pub(crate) mod wire;
 
 use std::fmt::Write as _;
@@ -42,7 +43,7 @@ use crate::protocol::translate::passthrough::Scrub;
 use crate::protocol::usage::Usage;
 use crate::protocol::{Endpoint, Protocol};
 use crate::secrets::ProviderKey;
-use crate::upstream::provider::{Gate, Pass, Provider, TeamGate, Ticket, Verdict};
+use crate::upstream::provider::{Gate, Need, Pass, Provider, TeamGate, Ticket, Verdict};
 use crate::upstream::routing::{self, Candidate, RouteError};
 use body::{BodyError, RequestHead};
 use journal::{AttemptEnd, AttemptStart, Journal, Skip};
@@ -180,6 +181,9 @@ async fn serve(
     })?;
     let policy = live.config.request_policy(&head.model);
     let route = route_in_order(gateway, &live, &head, policy, tokens, &mut plan.candidates);
+    // Only a session that steers is kept on its key and provider.
+    let steering = session.as_ref().filter(|s| s.steers());
+    let stuck = steering.and_then(|s| stick_first(gateway, s, policy, &mut plan.candidates));
     let mut run = Run {
         gateway,
         inbound,
@@ -199,8 +203,11 @@ async fn serve(
         scrub: OnDemand::new(gateway, &live.providers, &inbound.headers, inbound.uri.query()),
         cached: cached.as_ref(),
         budget: None,
-        session: session.as_ref(),
+        session: steering,
     };
+    if let Some(provider) = stuck {
+        run.note(&provider, "tried first: it served this session last, after a fallback");
+    }
     for candidate in &plan.candidates {
         candidate.provider.note_planned();
     }
@@ -231,6 +238,20 @@ async fn serve(
         return Ok(fallback.response(error.attempts));
     }
     Err(error)
+}
+
+/// Puts the provider `session` sticks to ([`crate::policy::stick`]) first,
+/// when the chain has it and it is not first already; returns its name.
+fn stick_first(
+    gateway: &Gateway,
+    session: &crate::session::Session,
+    policy: &RequestPolicy,
+    candidates: &mut [Candidate<'_>],
+) -> Option<String> {
+    let provider = gateway.conversations().stuck_to(&session.id, policy.session_stick, Instant::now())?;
+    let at = candidates.iter().position(|c| c.provider.name() == provider).filter(|&i| i > 0)?;
+    candidates[..=at].rotate_right(1);
+    Some(provider)
 }
 
 /// Output tokens a request that sets no limit is priced for, by `cheapest`.
@@ -337,8 +358,8 @@ struct Run<'a> {
     /// Candidates a budget kept from being tried, and the budget that
     /// allows them again last.
     budget: Option<(usize, Blocked)>,
-    /// The conversation this request is part of ([`crate::session`]).
-    #[allow(dead_code)]
+    /// The conversation this request is part of ([`crate::session`]),
+    /// when it steers routing.
     session: Option<&'a crate::session::Session>,
 }
 
@@ -429,6 +450,11 @@ impl Run<'_> {
         (gate, covering)
     }
 
+    /// What each attempt asks of a provider's gate.
+    fn need(&self) -> Need {
+        Need { tokens: self.tokens, affinity: self.session.map(crate::session::Session::affinity) }
+    }
+
     async fn pause(&mut self, wait: Duration) {
         tokio::time::sleep(wait).await;
         self.backoff += wait;
@@ -457,7 +483,7 @@ impl Run<'_> {
             let gate = match queued.take() {
                 Some(ticket) => Gate::Go(ticket),
                 None => provider.gate(
-                    self.tokens,
+                    self.need(),
                     &self.deadline,
                     self.policy.max_retry_wait,
                     self.policy.min_fallback_budget,
@@ -554,7 +580,7 @@ impl Run<'_> {
                 backoff: std::mem::take(&mut self.backoff),
                 breaker_state: provider.breaker_state().name(),
                 translation: translated.map(|t| (t.client, t.upstream)),
-                dropped: translated.map(|t| t.dropped.clone()).unwrap_or_default(),
+                dropped: translated.map_or_else(|| out.removed.clone(), |t| t.dropped.clone()),
                 routing: candidate.routing,
             });
             let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
@@ -739,13 +765,31 @@ impl Run<'_> {
             if !provider.config.profile.tools && body::carries_tools(self.body) {
                 return Err(Untranslatable::new("tools", translate_error::NO_TOOLS));
             }
-            let native = wire::scrubbed(endpoint, self.inbound.path_model.as_deref(), self.body, Scrub::Envelopes);
-            return Ok(repair::Outgoing { translated: None, native });
+            let owners = thinking::Owners::of(self.gateway, self.session, provider);
+            let made_here = |raw: &str| owners.made_here(raw);
+            let scrub = if owners.mixed() { Scrub::Foreign(&made_here) } else { Scrub::Envelopes };
+            let native = wire::scrubbed(endpoint, self.inbound.path_model.as_deref(), self.body, scrub);
+            // Said only when raw blocks went, not envelopes alone: the body
+            // is scrubbed again as usual to tell (rare: the session moved).
+            let removed = match (&native, scrub) {
+                (Some((sent, _)), Scrub::Foreign(_)) => {
+                    let usual =
+                        wire::scrubbed(endpoint, self.inbound.path_model.as_deref(), self.body, Scrub::Envelopes);
+                    let same = usual.as_ref().map_or(&self.body[..], |(b, _)| &b[..]) == &sent[..];
+                    if same {
+                        Vec::new()
+                    } else {
+                        vec![thinking::REMOVED.to_string()]
+                    }
+                }
+                _ => Vec::new(),
+            };
+            return Ok(repair::Outgoing { translated: None, native, removed });
         }
         let profile = provider.profile();
         let translated =
             wire::translate(endpoint, self.head, self.body, &provider.config, &profile, candidate.upstream_model)?;
-        Ok(repair::Outgoing { translated, native: None })
+        Ok(repair::Outgoing { translated, ..repair::Outgoing::default() })
     }
 
     /// What [`step::next`] weighs after a failed attempt on `provider`.

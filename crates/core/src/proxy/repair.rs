@@ -25,6 +25,9 @@ const ERROR_BODY_MAX: usize = 64 * 1024;
 pub(crate) struct Outgoing {
     pub translated: Option<Translated>,
     pub native: Option<(Bytes, RequestHead)>,
+    /// What the gateway took out of a native body before sending, as the
+    /// attempt's dropped fields say it (`field: reason`).
+    pub removed: Vec<String>,
 }
 
 /// The repairs a request may make on `provider`.
@@ -67,15 +70,15 @@ pub(crate) fn mend(
             let body = translated_body(t, Format::Messages, |b| {
                 crate::protocol::translate::passthrough::scrub(Format::Messages, b, Scrub::AllReasoning)
             })?;
-            Some(Outgoing { translated: Some(Translated { body, ..t.clone() }), native: None })
+            Some(Outgoing { translated: Some(Translated { body, ..t.clone() }), ..Outgoing::default() })
         }
         (Repair::StripThinking, None) => {
             let native = wire::scrubbed(endpoint, path_model, body, Scrub::AllReasoning)?;
-            Some(Outgoing { translated: None, native: Some(native) })
+            Some(Outgoing { native: Some(native), ..Outgoing::default() })
         }
         (Repair::WithoutStreamOptions, Some(t)) => {
             let body = translated_body(t, Format::Chat, without_stream_options)?;
-            Some(Outgoing { translated: Some(Translated { body, ..t.clone() }), native: None })
+            Some(Outgoing { translated: Some(Translated { body, ..t.clone() }), ..Outgoing::default() })
         }
         // Only a Chat request carries it for usage.
         (Repair::WithoutStreamOptions, None) if endpoint != Endpoint::ChatCompletions => None,
@@ -85,7 +88,7 @@ pub(crate) fn mend(
         (Repair::WithoutStreamOptions, None) if head.has_stream_options => {
             let clean = without_stream_options(body)?;
             let head = crate::proxy::body::inspect(&clean).ok()?;
-            Some(Outgoing { translated: None, native: Some((Bytes::from(clean), head)) })
+            Some(Outgoing { native: Some((Bytes::from(clean), head)), ..Outgoing::default() })
         }
         (Repair::WithoutStreamOptions, None) => None,
     }

@@ -110,7 +110,7 @@ pub fn scrubbed(
     endpoint: Endpoint,
     path_model: Option<&str>,
     body: &[u8],
-    what: Scrub,
+    what: Scrub<'_>,
 ) -> Option<(Bytes, RequestHead)> {
     let format = endpoint.format()?;
     let clean = translate::passthrough::scrub(format, body, what)?;

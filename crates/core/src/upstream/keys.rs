@@ -1,6 +1,14 @@
 //! A provider's key pool: several keys, used round-robin. A key the
 //! provider refuses (401/403) is revoked and the next one is used; a key
 //! that hit a rate limit (429) cools down until its reset time.
+//!
+//! A request of a session ([`crate::session`]) uses the same key every
+//! time instead, while that key is usable: providers cache a prompt's
+//! prefix per key (per account), so a conversation that hops keys pays for
+//! its whole prefix again at each hop. The key is chosen by rendezvous
+//! hashing, so sessions still spread over the keys, a key that goes out of
+//! use moves only its own sessions, and every instance of a team picks the
+//! same key for a session (the score is made from the key's fingerprint).
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -20,11 +28,39 @@ pub fn fingerprint(secret: &str) -> String {
     tag.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A hash of a key's secret, the same on every instance: a point for
+/// rendezvous hashing ([`KeyPool::pick_where`]).
+fn key_point(secret: &str) -> u64 {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"switchyard key affinity v1");
+    let tag = ring::hmac::sign(&key, secret.as_bytes());
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&tag.as_ref()[..8]);
+    u64::from_le_bytes(bytes)
+}
+
+/// The rendezvous score of a key for a session: the highest usable wins.
+/// SplitMix64's finaliser, so that nearby inputs score independently.
+fn score(session: u64, point: u64) -> u64 {
+    let mut z = session ^ point;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[derive(Debug)]
 struct Slot {
     key: ProviderKey,
+    /// [`key_point`] of the secret, made once.
+    point: u64,
     revoked: Option<String>,
     cooling_until: Option<Instant>,
+}
+
+impl Slot {
+    fn new(key: ProviderKey) -> Slot {
+        let point = key_point(key.secret.expose_secret());
+        Slot { key, point, revoked: None, cooling_until: None }
+    }
 }
 
 impl Slot {
@@ -114,9 +150,7 @@ impl KeyPool {
             Auth::None => Source::NotNeeded,
             Auth::Key => match store.keys(&self.provider) {
                 Ok(keys) if keys.is_empty() => Source::Missing,
-                Ok(keys) => Source::Loaded(
-                    keys.into_iter().map(|key| Slot { key, revoked: None, cooling_until: None }).collect(),
-                ),
+                Ok(keys) => Source::Loaded(keys.into_iter().map(Slot::new).collect()),
                 Err(e) => Source::Unavailable(e.to_string()),
             },
         };
@@ -167,13 +201,16 @@ impl KeyPool {
 
     /// The next usable key, round-robin; `Ok(None)` when none is needed.
     pub fn pick(&self, now: Instant) -> Result<Option<ProviderKey>, NoKey> {
-        self.pick_where(now, |_| true)
+        self.pick_where(now, None, |_| true)
     }
 
-    /// The next usable key that `accept` takes (a lease on it), round-robin.
+    /// A usable key that `accept` takes (a lease on it): for a request of a
+    /// session (`affinity`, [`crate::session::Session::affinity`]) the one
+    /// with the highest rendezvous score, else the next round-robin.
     pub fn pick_where(
         &self,
         now: Instant,
+        affinity: Option<u64>,
         mut accept: impl FnMut(&ProviderKey) -> bool,
     ) -> Result<Option<ProviderKey>, NoKey> {
         let mut state = self.state();
@@ -184,15 +221,25 @@ impl KeyPool {
             Source::Missing | Source::Unavailable(_) => return Err(NoKey::Unusable(self.problem_unlocked())),
         };
         let n = slots.len();
-        let mut busy = false;
-        for i in 0..n {
-            let slot = &mut slots[(start + i) % n];
+        for slot in slots.iter_mut() {
             if slot.cooling_until.is_some_and(|t| t <= now) {
                 slot.cooling_until = None;
             }
-            if slot.revoked.is_none() && slot.cooling_until.is_none() {
-                busy = true;
-                if accept(&slot.key) {
+        }
+        let usable = |s: &Slot| s.revoked.is_none() && s.cooling_until.is_none();
+        let busy = slots.iter().any(usable);
+        if let Some(session) = affinity {
+            // Highest score first; a pool holds a handful of keys, so
+            // sorting their indices costs less than a hash would.
+            let mut order: Vec<usize> = (0..n).filter(|&i| usable(&slots[i])).collect();
+            order.sort_unstable_by_key(|&i| std::cmp::Reverse(score(session, slots[i].point)));
+            if let Some(i) = order.into_iter().find(|&i| accept(&slots[i].key)) {
+                return Ok(Some(slots[i].key.clone()));
+            }
+        } else {
+            for i in 0..n {
+                let slot = &slots[(start + i) % n];
+                if usable(slot) && accept(&slot.key) {
                     let key = slot.key.clone();
                     state.next = (start + i + 1) % n;
                     return Ok(Some(key));
@@ -379,6 +426,34 @@ mod tests {
         tokio::time::advance(Duration::from_secs(5)).await;
         let later = Instant::now();
         assert_eq!([label(p.pick(later)), label(p.pick(later))], ["c", "a"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_keeps_its_key_while_it_is_usable_and_sessions_spread() {
+        let p = pool(&[("a", "sk-aaaa1111"), ("b", "sk-bbbb2222"), ("c", "sk-cccc3333")]);
+        let now = Instant::now();
+        let pick = |session: u64, at: Instant| label(p.pick_where(at, Some(session), |_| true));
+        let first = pick(7, now);
+        assert!((0..20).all(|_| pick(7, now) == first), "a session hops keys");
+        // Many sessions use every key, none much more than a third.
+        let mut counts = std::collections::HashMap::new();
+        for session in 0..3_000u64 {
+            *counts.entry(pick(session.wrapping_mul(0x9e37_79b9_7f4a_7c15), now)).or_insert(0) += 1;
+        }
+        assert_eq!(counts.len(), 3);
+        assert!(counts.values().all(|&c| (800..1_200).contains(&c)), "{counts:?}");
+        // Its key cooling, the session moves to one other key, and back
+        // once the key is usable again; round-robin is not moved by it.
+        p.cool(&first, now + Duration::from_secs(5));
+        let second = pick(7, now);
+        assert_ne!(second, first);
+        assert!((0..5).all(|_| pick(7, now) == second));
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(pick(7, Instant::now()), first);
+        assert_eq!(label(p.pick(Instant::now())), "a");
+        // A key another request holds (the accept test refuses it) is passed over.
+        let other = label(p.pick_where(Instant::now(), Some(7), |k| k.label != first));
+        assert_ne!(other, first);
     }
 
     #[tokio::test(start_paused = true)]

@@ -140,6 +140,16 @@ pub struct Ticket {
     team_hold: Option<Box<dyn Held>>,
 }
 
+/// What an attempt asks of a provider's gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// The request's rough token count, for the rate buckets.
+    pub tokens: u64,
+    /// Its session's point for choosing a key
+    /// ([`crate::session::Session::affinity`]); `None`: round-robin.
+    pub affinity: Option<u64>,
+}
+
 impl Ticket {
     pub fn admission(&self) -> Option<Admission> {
         self.admission
@@ -466,16 +476,16 @@ impl Provider {
     }
 
     /// Decides whether an attempt may start now, and reserves what it needs.
-    pub fn gate(self: &Arc<Self>, tokens: u64, deadline: &Deadline, max_wait: Duration, min_budget: Duration) -> Gate {
-        self.admit(tokens, deadline, max_wait, min_budget, true)
+    pub fn gate(self: &Arc<Self>, need: Need, deadline: &Deadline, max_wait: Duration, min_budget: Duration) -> Gate {
+        self.admit(need, deadline, max_wait, min_budget, true)
     }
 
     /// What the head of this provider's queue is told, holding a slot
     /// already: go (with a ticket that still needs the slot, [`Ticket::hold`]),
     /// or when to look again.
-    pub fn ready(self: &Arc<Self>, tokens: u64, deadline: &Deadline, min_budget: Duration) -> Ready<Ticket> {
+    pub fn ready(self: &Arc<Self>, need: Need, deadline: &Deadline, min_budget: Duration) -> Ready<Ticket> {
         // No throttle wait here: the queue itself waits for the bucket.
-        match self.admit(tokens, deadline, Duration::ZERO, min_budget, false) {
+        match self.admit(need, deadline, Duration::ZERO, min_budget, false) {
             Gate::Go(ticket) => Ready::Now(ticket),
             Gate::Wait(wait) => Ready::At(Instant::now() + wait),
             Gate::Pass(Pass::CoolingDown { until } | Pass::KeysCooling { until }) => Ready::At(until),
@@ -493,7 +503,7 @@ impl Provider {
 
     fn admit(
         self: &Arc<Self>,
-        tokens: u64,
+        Need { tokens, affinity }: Need,
         deadline: &Deadline,
         max_wait: Duration,
         min_budget: Duration,
@@ -514,7 +524,8 @@ impl Provider {
             };
         }
         let mut lease = None;
-        let key = match self.keys.pick_where(now, |k| {
+        let affinity = affinity.filter(|_| self.config.policy.session_affinity);
+        let key = match self.keys.pick_where(now, affinity, |k| {
             lease = self.capacity.try_lease(&k.label);
             lease.is_some()
         }) {

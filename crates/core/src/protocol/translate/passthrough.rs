@@ -17,14 +17,28 @@ use super::ir::{Family, Format};
 use super::message::family;
 
 /// What to remove.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scrub {
+#[derive(Clone, Copy)]
+pub enum Scrub<'a> {
     /// Envelopes from other families; envelopes of the provider's own family
     /// are opened back into their raw state.
     Envelopes,
     /// Every reasoning block, signed or not (the retry after the provider
     /// rejected a signature).
     AllReasoning,
+    /// Envelopes as [`Scrub::Envelopes`] does, and each raw signed value
+    /// the test says the provider did not make (it is of the provider's
+    /// family, but another provider of it served that turn).
+    Foreign(&'a (dyn Fn(&str) -> bool + Sync)),
+}
+
+impl std::fmt::Debug for Scrub<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Scrub::Envelopes => "Envelopes",
+            Scrub::AllReasoning => "AllReasoning",
+            Scrub::Foreign(_) => "Foreign",
+        })
+    }
 }
 
 /// Stands in for an assistant turn that held nothing but removed reasoning,
@@ -33,13 +47,13 @@ const OMITTED: &str = "(reasoning omitted)";
 
 /// The body with reasoning state fixed for a provider of `format`, or `None`
 /// when nothing needed to change.
-pub fn scrub(format: Format, body: &[u8], what: Scrub) -> Option<Vec<u8>> {
+pub fn scrub(format: Format, body: &[u8], what: Scrub<'_>) -> Option<Vec<u8>> {
     // Chat has no opaque slots, so nothing to fix, and no scan: this runs
     // for every native Chat request.
     if format == Format::Chat {
         return None;
     }
-    if what == Scrub::Envelopes && memchr::memmem::find(body, b"sy1.").is_none() {
+    if matches!(what, Scrub::Envelopes) && memchr::memmem::find(body, b"sy1.").is_none() {
         return None;
     }
     let mut v: Value = serde_json::from_slice(body).ok()?;
@@ -65,23 +79,24 @@ enum Verdict {
     Remove,
 }
 
-fn judge(value: Option<&str>, own: Family, what: Scrub) -> Verdict {
-    if what == Scrub::AllReasoning {
+fn judge(value: Option<&str>, own: Family, what: Scrub<'_>) -> Verdict {
+    if matches!(what, Scrub::AllReasoning) {
         return Verdict::Remove;
     }
     let Some(value) = value else {
         return Verdict::Keep;
     };
-    match envelope::open(value) {
-        None => Verdict::Keep,
-        Some((origin, sealed)) => match sealed.value {
+    match (envelope::open(value), what) {
+        (None, Scrub::Foreign(made_here)) if !made_here(value) => Verdict::Remove,
+        (None, _) => Verdict::Keep,
+        (Some((origin, sealed)), _) => match sealed.value {
             Some(raw) if origin == own => Verdict::Restore { value: raw, text: sealed.text, id: sealed.id },
             _ => Verdict::Remove,
         },
     }
 }
 
-fn messages(v: &mut Value, own: Family, what: Scrub) -> bool {
+fn messages(v: &mut Value, own: Family, what: Scrub<'_>) -> bool {
     let mut changed = false;
     let Some(list) = v.get_mut("messages").and_then(Value::as_array_mut) else {
         return false;
@@ -117,7 +132,7 @@ fn messages(v: &mut Value, own: Family, what: Scrub) -> bool {
             }
         }
     }
-    if changed && thinking_on(v) && (what == Scrub::AllReasoning || !tool_loop_starts_with_thinking(v)) {
+    if changed && thinking_on(v) && (matches!(what, Scrub::AllReasoning) || !tool_loop_starts_with_thinking(v)) {
         v["thinking"] = json!({"type": "disabled"});
         if let Some(m) = v.as_object_mut() {
             remove_effort(m);
@@ -174,7 +189,7 @@ fn strip_all_thinking(v: &mut Value) {
     }
 }
 
-fn responses(v: &mut Value, own: Family, what: Scrub) -> bool {
+fn responses(v: &mut Value, own: Family, what: Scrub<'_>) -> bool {
     let Some(items) = v.get_mut("input").and_then(Value::as_array_mut) else {
         return false;
     };
@@ -205,7 +220,7 @@ fn responses(v: &mut Value, own: Family, what: Scrub) -> bool {
 /// Google's documented value for a call whose signature is unknown.
 const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 
-fn gemini(v: &mut Value, own: Family, what: Scrub) -> bool {
+fn gemini(v: &mut Value, own: Family, what: Scrub<'_>) -> bool {
     let mut changed = false;
     for content in v.get_mut("contents").and_then(Value::as_array_mut).into_iter().flatten() {
         let Some(parts) = content.get_mut("parts").and_then(Value::as_array_mut) else {
@@ -218,6 +233,7 @@ fn gemini(v: &mut Value, own: Family, what: Scrub) -> bool {
             let verdict = match (what, sig, thought) {
                 (Scrub::AllReasoning, _, true) => Verdict::Remove,
                 (Scrub::AllReasoning, None, false) => Verdict::Keep,
+                (Scrub::Foreign(_), ..) => judge(sig, own, what),
                 _ => judge(sig, own, Scrub::Envelopes),
             };
             match verdict {
