@@ -1,0 +1,293 @@
+//! Sessions steering routing: a session keeps its key while it is usable
+//! (so a provider's prompt cache stays warm), stays on the provider that
+//! served it after a fallback, and never sends a provider reasoning it did
+//! not sign.
+//!
+//! The provider here is a scripted Anthropic-style server that learns a
+//! prompt cache per key, as providers do: a prefix seen on that key within
+//! the cache's life is billed as cache reads, anything else as input. It
+//! signs its thinking blocks and refuses, with Anthropic's 400, a block
+//! another provider signed. The cache life is shortened to a fraction of a
+//! second, and requests are paced the way a person paces them: each after
+//! more than half the cache life and less than all of it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use serde_json::{json, Value};
+use switchyard_core::secrets::MemoryStore;
+use switchyard_tests::{http, TestGateway};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// How long the provider keeps a prefix cached on a key.
+const LIFE: Duration = Duration::from_millis(240);
+/// The gap between a session's requests: more than half the life, less than all.
+const PACE: Duration = Duration::from_millis(150);
+
+#[derive(Default)]
+struct State {
+    /// (key, hash of a prefix) → until when it is cached.
+    cache: HashMap<(String, String), Instant>,
+    calls: u32,
+    /// Every `fail_every`-th call answers 500.
+    fail_every: Option<u32>,
+    refused_signatures: u32,
+    cache_read: u64,
+    input: u64,
+    keys: HashMap<String, u32>,
+}
+
+/// A scripted Anthropic-style provider with a prompt cache per key and signed thinking.
+struct Cached {
+    name: String,
+    url: String,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Cached {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Cached {
+    async fn start(name: &str, fail_every: Option<u32>) -> Cached {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(State { fail_every, ..State::default() }));
+        let (shared, me) = (state.clone(), name.to_string());
+        let task = tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let (state, me) = (shared.clone(), me.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| answer(req, state.clone(), me.clone()));
+                    let io = hyper_util::rt::TokioIo::new(socket);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+                });
+            }
+        });
+        Cached { name: name.to_string(), url, state, task }
+    }
+
+    fn stats(&self) -> (u64, u64, u32, HashMap<String, u32>) {
+        let s = self.state.lock().unwrap();
+        (s.cache_read, s.input, s.refused_signatures, s.keys.clone())
+    }
+}
+
+fn reply(status: u16, body: Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+async fn answer(
+    req: Request<Incoming>,
+    state: Arc<Mutex<State>>,
+    me: String,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.method() != hyper::Method::POST {
+        // The gateway's health probe: not part of any session.
+        return Ok(reply(200, json!({"data": []})));
+    }
+    let key = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let bytes = req.into_body().collect().await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let mut s = state.lock().unwrap();
+    s.calls += 1;
+    let call = s.calls;
+    if s.fail_every.is_some_and(|n| call % n == 0) {
+        return Ok(reply(500, json!({"type": "error", "error": {"type": "api_error", "message": "overloaded"}})));
+    }
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    for (i, m) in messages.iter().enumerate() {
+        for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
+            let signed_here = b["signature"].as_str().is_some_and(|sig| sig.starts_with(&format!("sig-{me}-")));
+            if b["type"] == "thinking" && !signed_here {
+                s.refused_signatures += 1;
+                let message = format!("messages.{i}.content.{j}: Invalid `signature` in `thinking` block");
+                let error = json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
+                return Ok(reply(400, error));
+            }
+        }
+    }
+    *s.keys.entry(key.clone()).or_default() += 1;
+    // Prefixes at each turn boundary: the longest still cached on this key is read from the cache.
+    let now = Instant::now();
+    let prefix = |n: usize| format!("{}|{}", body["system"], Value::Array(messages[..n].to_vec()));
+    let tokens = |n: usize| (prefix(n).len() / 4) as u64;
+    let read = (1..=messages.len())
+        .rev()
+        .find(|&n| s.cache.get(&(key.clone(), prefix(n))).is_some_and(|until| *until > now))
+        .map_or(0, tokens);
+    let total = tokens(messages.len());
+    for n in 1..=messages.len() {
+        s.cache.insert((key.clone(), prefix(n)), now + LIFE);
+    }
+    s.cache_read += read;
+    s.input += total - read;
+    Ok(reply(
+        200,
+        json!({
+            "id": format!("msg_{me}_{call}"), "type": "message", "role": "assistant", "model": body["model"],
+            "content": [
+                {"type": "thinking", "thinking": "considering", "signature": format!("sig-{me}-{call}")},
+                {"type": "text", "text": format!("answer {call} from {me}")}
+            ],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": total - read, "output_tokens": 4,
+                      "cache_read_input_tokens": read, "cache_creation_input_tokens": total - read}
+        }),
+    ))
+}
+
+fn provider(p: &Cached, extra: &str) -> String {
+    format!(
+        "\n[[providers]]\nname = {:?}\nkind = \"anthropic\"\nbase_url = {:?}\nmodels = {{ \"claude\" = \"claude\" }}\n{extra}\n",
+        p.name, p.url
+    )
+}
+
+fn keys(entries: &[(&str, &str, &str)]) -> MemoryStore {
+    entries.iter().fold(MemoryStore::new(), |s, (provider, label, secret)| s.with(provider, label, secret))
+}
+
+/// A Claude Code-like session: each turn resends the conversation so far,
+/// with the assistant's answers (thinking included) and a new question.
+struct Session {
+    id: String,
+    messages: Vec<Value>,
+    providers: Vec<String>,
+}
+
+impl Session {
+    fn new(id: &str) -> Session {
+        Session { id: id.to_string(), messages: Vec::new(), providers: Vec::new() }
+    }
+
+    async fn turn(&mut self, gw: &TestGateway, n: usize) {
+        let question = format!("step {n}: {}", "look at the code and say what to change next. ".repeat(40));
+        self.messages.push(json!({"role": "user", "content": question}));
+        let body = json!({
+            "model": "claude", "max_tokens": 64,
+            "system": "You are a careful coding agent. ".repeat(200),
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "messages": self.messages,
+        });
+        let r = http()
+            .post(gw.url("/v1/messages"))
+            .header("x-claude-code-session-id", &self.id)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let provider = r.headers()["x-switchyard-provider"].to_str().unwrap().to_string();
+        assert_eq!(r.status(), 200, "turn {n} of {}", self.id);
+        let answer: Value = r.json().await.unwrap();
+        self.messages.push(json!({"role": "assistant", "content": answer["content"]}));
+        self.providers.push(provider);
+    }
+
+    /// Runs `turns` turns paced as a person paces them.
+    async fn paced(&mut self, gw: &TestGateway, turns: usize) {
+        let start = Instant::now();
+        for n in 0..turns {
+            tokio::time::sleep_until(start + PACE * n as u32).await;
+            self.turn(gw, n).await;
+        }
+    }
+
+    fn switches(&self) -> usize {
+        self.providers.windows(2).filter(|w| w[0] != w[1]).count()
+    }
+}
+
+const TURNS: usize = 10;
+
+/// Cache-read tokens one session gets through a provider with these keys.
+async fn cache_read_with(key_entries: &[(&str, &str, &str)], extra: &str) -> (u64, HashMap<String, u32>) {
+    let p = Cached::start("anth", None).await;
+    let gw = TestGateway::start(&provider(&p, extra), keys(key_entries)).await;
+    let mut session = Session::new("paced-session");
+    session.paced(&gw, TURNS).await;
+    let (read, _, refused, keys) = p.stats();
+    assert_eq!(refused, 0);
+    (read, keys)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_its_key_and_its_cache_while_sessions_spread_over_the_keys() {
+    let two = [("anth", "one", "sk-ant-one-1111"), ("anth", "two", "sk-ant-two-2222")];
+    let (alone, _) = cache_read_with(&two[..1], "").await;
+    let (kept, used) = cache_read_with(&two, "").await;
+    let (round_robin, _) = cache_read_with(&two, "[providers.policy]\nsession_affinity = false").await;
+    assert!(alone > 0);
+    assert_eq!(used.len(), 1, "one session, one key: {used:?}");
+    assert!(
+        kept * 100 >= alone * 95,
+        "with two keys the session kept {kept} of the {alone} cache-read tokens one key gets"
+    );
+    assert!(
+        round_robin * 100 <= alone * 20,
+        "round-robin kept {round_robin} of {alone}: the comparison measures nothing"
+    );
+
+    // Three sessions at once still spread over both keys.
+    let p = Cached::start("anth", None).await;
+    let gw = TestGateway::start(&provider(&p, ""), keys(&two)).await;
+    let mut sessions: Vec<Session> = ["alpha", "beta", "gamma", "delta"].iter().map(|id| Session::new(id)).collect();
+    for s in &mut sessions {
+        s.turn(&gw, 0).await;
+        s.turn(&gw, 1).await;
+    }
+    let (_, _, _, keys) = p.stats();
+    assert_eq!(keys.len(), 2, "sessions spread over the keys: {keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_fallback_a_session_stays_and_no_call_is_refused_for_a_signature() {
+    // The primary fails every third call; both sign their own thinking.
+    let primary = Cached::start("primary", Some(3)).await;
+    let backup = Cached::start("backup", None).await;
+    let config = format!(
+        "[policy]\nmax_retries = 0\nbackoff_base = \"1ms\"\n{}{}\n[[routes]]\nmodel = \"claude\"\nchain = [\"primary\", \"backup\"]\n",
+        provider(&primary, ""),
+        provider(&backup, "")
+    );
+    let gw = TestGateway::start(&config, keys(&[("primary", "k", "sk-p-1111"), ("backup", "k", "sk-b-2222")])).await;
+    let mut session = Session::new("sticky-session");
+    for n in 0..12 {
+        session.turn(&gw, n).await;
+    }
+    assert!(session.switches() <= 2, "provider switches: {:?}", session.providers);
+    let (_, _, refused_p, _) = primary.stats();
+    let (_, _, refused_b, _) = backup.stats();
+    assert_eq!((refused_p, refused_b), (0, 0), "calls refused for a signature: {:?}", session.providers);
+    // The attempt that lost another provider's thinking says so.
+    let listed = gw.admin("/admin/requests?limit=100").await;
+    let fell_back = listed["requests"].as_array().unwrap().iter().find(|r| r["fallback"] == true).unwrap();
+    let detail = gw.admin(&format!("/admin/requests/{}", fell_back["id"].as_str().unwrap())).await;
+    let said = detail.to_string();
+    assert!(said.contains("signed by another provider"), "{said}");
+
+    // A session that never met another provider sends its thinking untouched.
+    let mut other = Session::new("steady");
+    let fresh = Cached::start("solo", None).await;
+    let gw = TestGateway::start(&provider(&fresh, ""), keys(&[("solo", "k", "sk-s-3333")])).await;
+    for n in 0..4 {
+        other.turn(&gw, n).await;
+    }
+    assert_eq!(fresh.stats().2, 0);
+}
