@@ -108,7 +108,7 @@ async fn answer(
     let mut s = state.lock().unwrap();
     s.calls += 1;
     let call = s.calls;
-    if s.fail_every.is_some_and(|n| call % n == 0) {
+    if s.fail_every.is_some_and(|n| call.is_multiple_of(n)) {
         return Ok(reply(500, json!({"type": "error", "error": {"type": "api_error", "message": "overloaded"}})));
     }
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
