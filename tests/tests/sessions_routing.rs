@@ -291,3 +291,33 @@ async fn after_a_fallback_a_session_stays_and_no_call_is_refused_for_a_signature
     }
     assert_eq!(fresh.stats().2, 0);
 }
+
+#[tokio::test]
+async fn an_openai_provider_is_given_the_session_as_its_cache_key() {
+    use switchyard_sim::{Recorded, Script, SimProvider};
+    use switchyard_tests::{keys_for, ConfigText};
+    let oa = SimProvider::start("oa", Script::ok()).await.unwrap();
+    let config = ConfigText::new().chat_only(&oa, &["gpt-5"]).raw("profile = { prompt_cache_key = true }");
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let turns = json!([{"role": "user", "content": "fix it"}, {"role": "assistant", "content": "how?"},
+                       {"role": "user", "content": "well"}]);
+    let r = http()
+        .post(gw.url("/v1/messages"))
+        .header("x-switchyard-session-id", "task-42")
+        .json(&json!({"model": "gpt-5", "max_tokens": 16, "messages": turns}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // A client's own key wins over the session's.
+    let r = http()
+        .post(gw.url("/v1/responses"))
+        .header("x-switchyard-session-id", "task-42")
+        .json(&json!({"model": "gpt-5", "input": "hi", "prompt_cache_key": "mine"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let keys: Vec<Value> = oa.requests().iter().map(Recorded::json).map(|b| b["prompt_cache_key"].clone()).collect();
+    assert_eq!(keys, [json!("task-42"), json!("mine")]);
+}

@@ -787,8 +787,15 @@ impl Run<'_> {
             return Ok(repair::Outgoing { translated: None, native, removed });
         }
         let profile = provider.profile();
-        let translated =
-            wire::translate(endpoint, self.head, self.body, &provider.config, &profile, candidate.upstream_model)?;
+        let session = self.session.map(|s| s.id.as_str());
+        let translated = wire::translate(
+            endpoint,
+            (self.head, self.body),
+            &provider.config,
+            &profile,
+            candidate.upstream_model,
+            session,
+        )?;
         Ok(repair::Outgoing { translated, ..repair::Outgoing::default() })
     }
 

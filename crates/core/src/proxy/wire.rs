@@ -64,14 +64,16 @@ impl Translated {
 }
 
 /// The request for `provider` in the format it speaks, or `None` when it
-/// speaks the client's own.
+/// speaks the client's own. `session` names the conversation
+/// ([`crate::session`]): an OpenAI-format provider caches by
+/// `prompt_cache_key`, so a request that names none is given the session's.
 pub fn translate(
     endpoint: Endpoint,
-    head: &RequestHead,
-    body: &[u8],
+    (head, body): (&RequestHead, &[u8]),
     provider: &ProviderConfig,
     profile: &Profile,
     upstream_model: &str,
+    session: Option<&str>,
 ) -> Result<Option<Translated>, Untranslatable> {
     if provider.speaks(endpoint) {
         return Ok(None);
@@ -85,6 +87,10 @@ pub fn translate(
         // Gemini names its model and whether it streams in the path.
         request.model.clone_from(&head.model);
         request.stream = head.stream;
+    }
+    let keyed_by_caller = request.prompt_cache_key.is_some() || request.user.is_some();
+    if matches!(to, Format::Chat | Format::Responses) && !keyed_by_caller {
+        request.prompt_cache_key = session.map(str::to_owned);
     }
     let mut ctx = Context { client_model: head.model.clone(), ..Context::default() };
     let encoded = translate::encode_request_report(to, &request, profile, upstream_model, &mut ctx)?;
