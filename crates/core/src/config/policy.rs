@@ -27,6 +27,7 @@ pub(super) struct RawPolicy {
     max_retry_wait: Option<Spanned<String>>,
     min_fallback_budget: Option<Spanned<String>>,
     stream_idle_timeout: Option<Spanned<String>>,
+    stream_keepalive: Option<Spanned<String>>,
     /// How long a session stays on the provider that last served it.
     session_stick: Option<Spanned<String>>,
     /// `cache = { ttl = "10m", stale = "1h" }`, `true` (the defaults) or `false` (off).
@@ -185,6 +186,7 @@ impl RawPolicy {
         duration(&self.max_retry_wait, "max_retry_wait", &mut p.max_retry_wait)?;
         duration(&self.min_fallback_budget, "min_fallback_budget", &mut p.min_fallback_budget)?;
         duration(&self.stream_idle_timeout, "stream_idle_timeout", &mut p.stream_idle_timeout)?;
+        duration(&self.stream_keepalive, "stream_keepalive", &mut p.stream_keepalive)?;
         if self
             .session_stick
             .as_ref()
@@ -283,6 +285,7 @@ impl RawPolicy {
             ("max_retry_wait", &self.max_retry_wait),
             ("min_fallback_budget", &self.min_fallback_budget),
             ("stream_idle_timeout", &self.stream_idle_timeout),
+            ("stream_keepalive", &self.stream_keepalive),
             ("session_stick", &self.session_stick),
             ("max_latency", &self.max_latency),
             ("strategy", &self.strategy),

@@ -56,6 +56,9 @@ pub struct RequestPolicy {
     pub min_fallback_budget: Duration,
     /// Longest silence allowed in a stream once content has started.
     pub stream_idle_timeout: Duration,
+    /// The longest a client of a committed stream waits for a byte: past
+    /// it, an SSE comment keeps its connection and read timers alive.
+    pub stream_keepalive: Duration,
     /// The order the chain is tried in, per request.
     pub strategy: strategy::Strategy,
     /// `cheapest`: providers recently slower than this go after the
@@ -78,7 +81,10 @@ impl Default for RequestPolicy {
             backoff_cap: Duration::from_secs(5),
             max_retry_wait: Duration::from_secs(10),
             min_fallback_budget: Duration::from_secs(2),
-            stream_idle_timeout: Duration::from_secs(60),
+            // Reasoning models go quiet for minutes between events; the
+            // client is kept alive meanwhile (`stream_keepalive`).
+            stream_idle_timeout: Duration::from_secs(300),
+            stream_keepalive: Duration::from_secs(15),
             strategy: strategy::Strategy::Ordered,
             max_latency: None,
             session_stick: Duration::from_secs(120),

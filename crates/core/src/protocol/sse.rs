@@ -177,9 +177,15 @@ pub fn error_event(endpoint: Endpoint, message: &str) -> Bytes {
             "event: error\ndata: {}\n\n",
             serde_json::json!({ "type": "error", "error": { "type": "api_error", "message": message } })
         ),
+        // The error event, then the terminal event Responses clients wait
+        // for: Codex reports "stream closed before response.completed"
+        // for a stream that ends without one.
         Endpoint::Responses => format!(
-            "event: error\ndata: {}\n\n",
-            serde_json::json!({ "type": "error", "code": code, "message": message, "param": null })
+            "event: error\ndata: {}\n\nevent: response.failed\ndata: {}\n\n",
+            serde_json::json!({ "type": "error", "code": code, "message": message, "param": null }),
+            serde_json::json!({ "type": "response.failed", "response": {
+                "id": "resp_failed", "object": "response", "status": "failed", "output": [],
+                "error": { "code": "server_error", "message": message } } })
         ),
         Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => format!(
             "data: {}\n\n",
@@ -270,8 +276,14 @@ mod tests {
     #[test]
     fn error_events_parse_as_errors_in_their_protocol() {
         for endpoint in [Endpoint::ChatCompletions, Endpoint::Responses, Endpoint::Messages] {
-            let event = error_event(endpoint, "upstream went away");
-            assert_eq!(classify(endpoint, &event), Kind::Error("upstream went away".into()), "{endpoint}");
+            let events = Splitter::default().push(&error_event(endpoint, "upstream went away"));
+            for event in &events {
+                assert_eq!(classify(endpoint, event), Kind::Error("upstream went away".into()), "{endpoint}");
+            }
+            // A Responses stream ends with its terminal event.
+            let terminal = (endpoint == Endpoint::Responses).then_some("response.failed");
+            let last = String::from_utf8_lossy(events.last().unwrap()).to_string();
+            assert_eq!(terminal.is_some(), last.contains("event: response.failed"), "{endpoint}: {last}");
         }
     }
 }

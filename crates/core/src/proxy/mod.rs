@@ -653,6 +653,7 @@ impl Run<'_> {
                         upstream_endpoint: if translator.is_some() { endpoint } else { self.inbound.endpoint },
                         translator,
                         idle: self.policy.stream_idle_timeout,
+                        keepalive: self.policy.stream_keepalive,
                         strip_usage,
                         journal: self.journal.take(),
                         keep: self.cached.and_then(|c| c.keeper(provider.name())),

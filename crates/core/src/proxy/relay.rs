@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use axum::body::Body;
 use axum::http::{header, HeaderValue, Response};
 use bytes::Bytes;
@@ -50,6 +52,9 @@ pub struct Delivery<'a> {
     /// For a translated stream: the provider's events in the client's format.
     pub translator: Option<Box<StreamTranslator>>,
     pub idle: Duration,
+    /// The longest a client of a committed event stream waits for a byte:
+    /// past it, a comment line keeps its connection and timers alive.
+    pub keepalive: Duration,
     /// The gateway asked for usage chunks the client did not ask for.
     pub strip_usage: bool,
     pub journal: Journal,
@@ -96,6 +101,9 @@ pub fn respond(
         sse: upstream.sse,
         endpoint: delivery.endpoint,
         idle: delivery.idle,
+        keepalive: delivery.keepalive,
+        quiet_since: None,
+        at_boundary: true,
         tap,
         translator: delivery.translator,
         scrub: upstream.scrub.map(|s| Box::new(scrub::Stream::new(s))),
@@ -129,6 +137,12 @@ struct Relay {
     sse: bool,
     endpoint: Endpoint,
     idle: Duration,
+    keepalive: Duration,
+    /// Since when the provider has sent nothing, while it is silent.
+    quiet_since: Option<Instant>,
+    /// What the client has been sent ends with a whole event: only there
+    /// may a keep-alive go.
+    at_boundary: bool,
     tap: Tap,
     /// Rewrites a translated stream for the client, after the tap.
     translator: Option<Box<StreamTranslator>>,
@@ -194,7 +208,8 @@ impl Relay {
                 None => match self.upstream_next().await {
                     Ok(Some(chunk)) => chunk,
                     Ok(None) => return last(self.end(Bytes::new()).await),
-                    Err(failure) => return Some(self.fail(failure).await),
+                    Err(Quiet::KeepAlive) => return Some(Ok(Bytes::from_static(KEEPALIVE_COMMENT))),
+                    Err(Quiet::Dead(failure)) => return Some(self.fail(failure).await),
                 },
             };
             let chunk = self.scrubbed(chunk);
@@ -207,9 +222,16 @@ impl Relay {
                 return last(self.end(out).await);
             }
             if !out.is_empty() {
+                self.at_boundary = ends_an_event(&out);
                 return Some(Ok(out));
             }
         }
+    }
+
+    /// Whether a silence may be filled with a keep-alive: a successful
+    /// event stream, between two events.
+    fn keeps_alive(&self) -> bool {
+        self.sse && self.ok && self.at_boundary
     }
 
     /// `chunk` without secrets, when the answer is an error text; what
@@ -246,18 +268,29 @@ impl Relay {
         out
     }
 
-    /// The provider's next chunk, or why there is none.
-    async fn upstream_next(&mut self) -> Result<Option<Bytes>, String> {
+    /// The provider's next chunk, or why there is none yet: a silence the
+    /// client is kept alive through, or one too long to wait out.
+    async fn upstream_next(&mut self) -> Result<Option<Bytes>, Quiet> {
         let next = match self.peeked.take() {
             Some(peeked) => Some(peeked),
-            None => match tokio::time::timeout(self.idle, self.rest.data()).await {
-                Ok(next) => next,
-                Err(_) => {
-                    return Err(format!("the provider sent nothing for {}", humantime::format_duration(self.idle)))
+            None => {
+                let now = Instant::now();
+                let dead_at = *self.quiet_since.get_or_insert(now) + self.idle;
+                let wake = if self.keeps_alive() { dead_at.min(now + self.keepalive) } else { dead_at };
+                // Giving up the wait loses nothing: the body is read by
+                // polling, and the next wait polls it again.
+                match tokio::time::timeout_at(wake, self.rest.data()).await {
+                    Ok(next) => next,
+                    Err(_) if Instant::now() >= dead_at => {
+                        let idle = humantime::format_duration(self.idle);
+                        return Err(Quiet::Dead(format!("the provider sent nothing for {idle}")));
+                    }
+                    Err(_) => return Err(Quiet::KeepAlive),
                 }
-            },
+            }
         };
-        next.transpose().map_err(|e| format!("the provider's stream broke: {}", error_chain(&e)))
+        self.quiet_since = None;
+        next.transpose().map_err(|e| Quiet::Dead(format!("the provider's stream broke: {}", error_chain(&e))))
     }
 
     /// Whether the provider's body has ended already, found without
@@ -346,6 +379,23 @@ impl Relay {
             Box::pin(journal.finish_delivery(self.tap.usage(), failure, self.tap.kept())).await;
         }
     }
+}
+
+/// Why the provider's next chunk is not here.
+enum Quiet {
+    /// Silent for a keep-alive's interval: the client is sent one.
+    KeepAlive,
+    /// Silent too long, or broken: the stream fails.
+    Dead(String),
+}
+
+/// An SSE comment: every client's parser skips it, and unlike a protocol's
+/// own `ping` event it claims nothing about the provider.
+const KEEPALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
+
+/// Whether `out` ends with a whole SSE event.
+fn ends_an_event(out: &[u8]) -> bool {
+    out.ends_with(b"\n\n") || out.ends_with(b"\r\n\r\n") || out.ends_with(b"\r\r")
 }
 
 /// The stream's last item: nothing if the last bytes are none.

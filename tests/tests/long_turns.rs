@@ -1,0 +1,95 @@
+//! Long turns: a committed stream never leaves its client waiting longer
+//! than `stream_keepalive` for a byte, in any format, and a Responses
+//! client always gets a terminal event.
+//!
+//! The provider pauses between chunks far longer than the keep-alive
+//! interval (both shortened: the interval to 150 ms, the pauses to 700 ms).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::json;
+use switchyard_sim::{Fault, Script, SimProvider};
+use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
+use tokio::time::Instant;
+
+const KEEPALIVE: &str = ": keep-alive\n\n";
+
+/// The stream's text, and the longest gap between two of its chunks.
+async fn read(r: reqwest::Response) -> (String, Duration) {
+    let mut body = r.bytes_stream();
+    let (mut text, mut gap, mut last) = (String::new(), Duration::ZERO, Instant::now());
+    while let Some(chunk) = body.next().await {
+        gap = gap.max(last.elapsed());
+        last = Instant::now();
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    (text, gap)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_provider_s_stream_is_kept_alive_with_comments_between_events() {
+    let slow = Script::ok().stream(3, Duration::from_millis(700));
+    let an = SimProvider::start("an", slow.clone()).await.unwrap();
+    let oa = SimProvider::start("oa", slow).await.unwrap();
+    let config = ConfigText::new()
+        .raw("[policy]\nstream_keepalive = \"150ms\"")
+        .provider(&an, "anthropic", &["claude"])
+        .provider(&oa, "openai", &["gpt"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an", "oa"])).await;
+    let cases = [
+        // Passthrough, in each format.
+        (
+            "/v1/messages",
+            json!({"model": "claude", "max_tokens": 9, "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+            "message_stop",
+        ),
+        ("/v1/responses", json!({"model": "gpt", "stream": true, "input": "hi"}), "response.completed"),
+        (
+            "/v1/chat/completions",
+            json!({"model": "gpt", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+            "[DONE]",
+        ),
+        // Translated: a Chat client of an Anthropic provider.
+        (
+            "/v1/chat/completions",
+            json!({"model": "claude", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+            "[DONE]",
+        ),
+    ];
+    for (path, body, end) in cases {
+        let r = http().post(gw.url(path)).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        let (text, gap) = read(r).await;
+        assert!(text.contains(end), "{path} {body}: the stream reached its end:\n{text}");
+        assert!(text.matches(KEEPALIVE).count() >= 4, "{path} {body}: keep-alives:\n{text}");
+        // Only between whole events, never inside one.
+        for (at, _) in text.match_indices(KEEPALIVE) {
+            assert!(at == 0 || text[..at].ends_with("\n\n"), "{path}: a keep-alive inside an event:\n{text}");
+        }
+        assert!(gap < Duration::from_millis(500), "{path} {body}: the client waited {gap:?} for a byte");
+    }
+}
+
+#[tokio::test]
+async fn a_responses_stream_that_breaks_ends_with_response_failed() {
+    let oa = SimProvider::start("oa", Script::always(Fault::DropAfter(2))).await.unwrap();
+    let config = ConfigText::new().provider(&oa, "openai", &["gpt"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["oa"])).await;
+    let r = http()
+        .post(gw.url("/v1/responses"))
+        .json(&json!({"model": "gpt", "stream": true, "input": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (text, _) = read(r).await;
+    assert!(text.contains("response.output_text.delta"), "content came first:\n{text}");
+    let last = text.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(last.starts_with("event: response.failed\ndata: {"), "{text}");
+    let failed: serde_json::Value = serde_json::from_str(last.split_once("data: ").unwrap().1).unwrap();
+    assert_eq!(failed["response"]["status"], "failed");
+    assert!(failed["response"]["error"]["message"].as_str().unwrap().contains("broke"), "{failed}");
+}
