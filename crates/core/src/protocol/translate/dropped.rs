@@ -180,6 +180,9 @@ pub struct Drops {
     pub unlisted: Vec<(Stage, Format, String)>,
     /// What the client sent that the translator does not know.
     pub unmapped: Vec<Unmapped>,
+    /// Values the translator changed to what the target takes, as
+    /// `(field, what became of it)`.
+    pub changed: Vec<(String, String)>,
 }
 
 impl Drops {
@@ -226,7 +229,12 @@ impl Drops {
 
     /// Whether nothing was dropped or left unmapped.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.unlisted.is_empty() && self.unmapped.is_empty()
+        self.rows.is_empty() && self.unlisted.is_empty() && self.unmapped.is_empty() && self.changed.is_empty()
+    }
+
+    /// Records that `field`'s value was changed, and to what.
+    pub fn note_changed(&mut self, field: &str, what: String) {
+        self.changed.push((field.to_owned(), what));
     }
 
     /// The dropped fields with their reasons, then what was unmapped, for a
@@ -234,7 +242,8 @@ impl Drops {
     pub fn describe(&self) -> Vec<String> {
         let rows = self.rows.iter().map(|r| format!("{}: {}", r.field, r.reason));
         let unmapped = self.unmapped.iter().map(|u| format!("{}: unmapped: {}", u.path, u.what));
-        rows.chain(unmapped).collect()
+        let changed = self.changed.iter().map(|(field, what)| format!("{field}: {what}"));
+        rows.chain(unmapped).chain(changed).collect()
     }
 }
 

@@ -126,7 +126,8 @@ pub fn encode_request_report(
     let mut req = req.clone();
     // What the model itself rejects corrects what the provider takes.
     let profile = profile.for_model(upstream_model);
-    let mut enc = shape::Enc { target, profile: &profile, drops: &mut drops };
+    let output_limit = profile.max_output_tokens.or_else(|| quirks::output_limit(upstream_model));
+    let mut enc = shape::Enc { target, profile: &profile, drops: &mut drops, output_limit };
     shape::prepare(&mut req, &mut enc, ctx)?;
     let body = match target {
         Format::Chat => chat::encode_request(&req, upstream_model, &mut enc),

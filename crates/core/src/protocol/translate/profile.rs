@@ -78,6 +78,10 @@ pub struct Profile {
     /// Messages: add prompt-cache breakpoints (system, last tool, last two
     /// user turns) to a request that came from a format without them.
     pub cache_breakpoints: bool,
+    /// The most output tokens the model may be asked for: a larger limit
+    /// from the client is lowered to it. Unset, the built-in table's
+    /// ([`quirks::OUTPUT_LIMITS`]); set per model in `models` rules.
+    pub max_output_tokens: Option<u32>,
     /// Chat/Responses: forward `prompt_cache_key` (derived from Claude
     /// Code's `metadata.user_id` when the client sent none).
     pub prompt_cache_key: bool,
@@ -115,6 +119,7 @@ impl Default for Profile {
             default_max_tokens: 8192,
             cache_breakpoints: true,
             prompt_cache_key: false,
+            max_output_tokens: None,
             thought_signature_sentinel: true,
             models: Vec::new(),
         }

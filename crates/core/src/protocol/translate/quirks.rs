@@ -36,6 +36,8 @@ pub struct ModelRule {
     pub max_tokens_field: Option<MaxTokensField>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
 }
 
 /// A built-in rule: a pattern and what it sets.
@@ -90,6 +92,35 @@ pub const BUILTIN: &[Builtin] = &[
     ),
 ];
 
+/// The most output tokens each model takes, as its maker documents it: a
+/// client written for one model (Claude Code asks Opus for 32,000) falls
+/// back to another that refuses such a limit outright. Later matches win.
+pub const OUTPUT_LIMITS: &[(&str, u32)] = &[
+    ("gpt-4o*", 16_384),
+    ("gpt-4o-mini*", 16_384),
+    ("gpt-4.1*", 32_768),
+    ("gpt-5*", 128_000),
+    ("gpt-5*-chat*", 16_384),
+    ("o1*", 100_000),
+    ("o3*", 100_000),
+    ("o4-mini*", 100_000),
+    ("gpt-3.5-turbo*", 4_096),
+    ("claude-3-5-haiku*", 8_192),
+    ("claude-3-7-sonnet*", 64_000),
+    ("claude-sonnet-4*", 64_000),
+    ("claude-opus-4*", 32_000),
+    ("claude-haiku-4-5*", 64_000),
+    ("gemini-2.0-flash*", 8_192),
+    ("gemini-2.5-*", 65_536),
+    ("deepseek-chat*", 8_192),
+    ("deepseek-reasoner*", 65_536),
+];
+
+/// The built-in output limit of `model`, if the table knows it.
+pub fn output_limit(model: &str) -> Option<u32> {
+    OUTPUT_LIMITS.iter().rev().find(|(pattern, _)| matches(pattern, model)).map(|(_, n)| *n)
+}
+
 /// Sets a field when a rule names a value other than the one in place,
 /// copying the profile only then.
 macro_rules! set {
@@ -114,6 +145,7 @@ pub(crate) fn apply<'a>(profile: &'a Profile, model: &str) -> Cow<'a, Profile> {
         set!(out, rule.thinking_style, thinking_style);
         set!(out, rule.max_tokens_field, max_tokens_field);
         set!(out, rule.reasoning_effort, reasoning_effort);
+        set!(out, rule.max_output_tokens.map(Some), max_output_tokens);
     }
     out
 }

@@ -37,6 +37,8 @@ pub(crate) struct Enc<'a> {
     pub target: Format,
     pub profile: &'a Profile,
     pub drops: &'a mut Drops,
+    /// The most output the upstream model takes, if known.
+    pub output_limit: Option<u32>,
 }
 
 impl Enc<'_> {
@@ -76,6 +78,7 @@ impl Enc<'_> {
 /// Runs every pass for `target`.
 pub(crate) fn prepare(req: &mut Request, enc: &mut Enc<'_>, ctx: &mut Context) -> Result<(), Untranslatable> {
     refuse(req, enc)?;
+    clamp_output(req, enc);
     if enc.target != Format::Messages {
         strip_billing(&mut req.system);
     }
@@ -227,6 +230,19 @@ fn place_system(req: &mut Request, enc: &Enc<'_>) {
 
 /// Hosted tools run only on their own provider; drop them elsewhere, with a
 /// `tool_choice` that names one.
+/// A limit on output above what the model takes is lowered to it: the
+/// provider would refuse the request, and the client asked for at most
+/// that many, not for exactly that many.
+fn clamp_output(req: &mut Request, enc: &mut Enc<'_>) {
+    if let (Some(asked), Some(limit)) = (req.max_output, enc.output_limit) {
+        if asked > limit {
+            req.max_output = Some(limit);
+            let what = format!("clamped from {asked} to {limit}, the model's output limit");
+            enc.drops.note_changed("max_tokens", what);
+        }
+    }
+}
+
 fn drop_hosted(req: &mut Request, enc: &mut Enc<'_>) {
     let before = req.tools.len();
     req.tools.retain(|t| !matches!(&t.kind, ToolKind::Hosted { origin, .. } if *origin != enc.target));
@@ -486,7 +502,7 @@ mod tests {
         ];
         let profile = Profile::default();
         let mut drops = Drops::default();
-        let mut enc = Enc { target: Format::Messages, profile: &profile, drops: &mut drops };
+        let mut enc = Enc { target: Format::Messages, profile: &profile, drops: &mut drops, output_limit: None };
         pair_results(&mut turns, &mut enc);
         assert_eq!(turns.len(), 3);
         assert_eq!(ids(&turns[0]), ["text:hi"]);

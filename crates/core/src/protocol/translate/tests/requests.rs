@@ -564,3 +564,35 @@ fn model_rules_correct_the_profile() {
     assert_eq!(out["output_config"]["effort"], "medium", "a 10000-token budget is a medium effort");
     assert!(dropped(&drops, "reasoning.budget"));
 }
+
+/// Claude Code asks Opus for 32,000 tokens; GPT-4o takes at most 16,384
+/// and refuses more outright. The limit is lowered, and the attempt says so.
+#[test]
+fn an_output_limit_above_the_model_s_is_clamped_with_a_note() {
+    let body =
+        json!({"model": "claude-opus-4-8", "max_tokens": 32000, "messages": [{"role": "user", "content": "hi"}]});
+    let bytes = body.to_string();
+    let (encoded, _) = translate_request_report(Messages, Chat, bytes.as_bytes(), &openai(), "gpt-4o").unwrap();
+    let sent: Value = serde_json::from_slice(&encoded.body).unwrap();
+    assert_eq!(sent["max_completion_tokens"], 16384);
+    assert!(
+        encoded
+            .drops
+            .describe()
+            .iter()
+            .any(|d| d == "max_tokens: clamped from 32000 to 16384, the model's output limit"),
+        "{:?}",
+        encoded.drops.describe()
+    );
+    // Within the limit, or for a model the table does not know: unchanged.
+    let (encoded, _) = translate_request_report(Messages, Chat, bytes.as_bytes(), &openai(), "gpt-5").unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&encoded.body).unwrap()["max_completion_tokens"], 32000);
+    assert!(encoded.drops.describe().iter().all(|d| !d.contains("clamped")));
+    let (encoded, _) = translate_request_report(Messages, Chat, bytes.as_bytes(), &openai(), "my-local").unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&encoded.body).unwrap()["max_completion_tokens"], 32000);
+    // A profile's own limit wins, for every target.
+    let small = Profile { max_output_tokens: Some(1000), ..Profile::default() };
+    let (encoded, _) = translate_request_report(Messages, Gemini, bytes.as_bytes(), &small, "gemini-2.5-pro").unwrap();
+    let sent: Value = serde_json::from_slice(&encoded.body).unwrap();
+    assert_eq!(sent["generationConfig"]["maxOutputTokens"], 1000);
+}
