@@ -93,3 +93,40 @@ async fn a_responses_stream_that_breaks_ends_with_response_failed() {
     assert_eq!(failed["response"]["status"], "failed");
     assert!(failed["response"]["error"]["message"].as_str().unwrap().contains("broke"), "{failed}");
 }
+
+/// A reasoning model answers at once with its preamble, then thinks longer
+/// than `attempt_timeout` before its first content: the attempt waits for
+/// it (up to `stream_idle_timeout` of silence) instead of cutting it off
+/// and moving the request. One silent past that limit is still left.
+#[tokio::test]
+async fn a_provider_thinking_after_its_preamble_is_waited_for_not_cut_off() {
+    let thinker =
+        SimProvider::start("thinker", Script::always(Fault::Thinking(Duration::from_millis(600)))).await.unwrap();
+    let backup = SimProvider::start("backup", Script::ok()).await.unwrap();
+    let config = ConfigText::new()
+        .raw("[policy]\nattempt_timeout = \"200ms\"\nstream_idle_timeout = \"2s\"\nmin_fallback_budget = \"10ms\"")
+        .provider(&thinker, "openai", &["gpt"])
+        .provider(&backup, "openai", &["gpt"])
+        .route("gpt", &["thinker", "backup"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["thinker", "backup"])).await;
+    let ask = json!({"model": "gpt", "stream": true, "input": "think hard"});
+    let r = http().post(gw.url("/v1/responses")).json(&ask).send().await.unwrap();
+    assert_eq!(r.headers()["x-switchyard-provider"], "thinker");
+    let (text, _) = read(r).await;
+    assert!(text.contains("response.completed"), "{text}");
+    assert_eq!(backup.calls(), 0);
+
+    // Silent after its preamble for longer than stream_idle_timeout: timed out, and the backup answers.
+    let config = ConfigText::new()
+        .raw("[policy]\nattempt_timeout = \"200ms\"\nstream_idle_timeout = \"300ms\"\nmin_fallback_budget = \"10ms\"")
+        .provider(&thinker, "openai", &["gpt"])
+        .provider(&backup, "openai", &["gpt"])
+        .route("gpt", &["thinker", "backup"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["thinker", "backup"])).await;
+    let r = http().post(gw.url("/v1/responses")).json(&ask).send().await.unwrap();
+    assert_eq!(r.headers()["x-switchyard-provider"], "backup");
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    read(r).await;
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    assert!(detail.to_string().contains("silent for 300ms after its preamble"), "{detail}");
+}

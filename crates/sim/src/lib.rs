@@ -400,6 +400,9 @@ async fn produce(
     if matches!(fault, Fault::ErrorEvent) {
         return send(Ok(events.error)).await;
     }
+    if let Fault::Thinking(delay) = fault {
+        tokio::time::sleep(delay).await;
+    }
     for (i, event) in events.content.into_iter().enumerate() {
         match fault {
             Fault::DropAfter(n) if i == n => {

@@ -22,6 +22,9 @@ pub enum Fault {
     Hang,
     /// Streams: send the response head at once, the first event after this delay.
     SlowFirstByte(Duration),
+    /// Streams: send the head and the preamble at once, the first content
+    /// after this delay (a reasoning model thinking before it writes).
+    Thinking(Duration),
     /// Streams: send this many content events, then nothing, holding the connection.
     StallAfter(usize),
     /// Streams: send this many content events, then reset the connection.

@@ -123,20 +123,37 @@ impl Attempted {
     }
 }
 
-/// Sends the request and waits, within `timeout`, for a head (or for a
-/// stream's first content). A failure comes back scrubbed with `scrub`.
+/// How long an attempt waits for its answer to start.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    /// For the head, and for a stream's first event (`attempt_timeout`,
+    /// within the request's deadline).
+    pub timeout: Duration,
+    /// Once a stream has begun (its preamble came) and the provider is
+    /// thinking: the longest silence between events (`stream_idle_timeout`).
+    /// A reasoning model can think for minutes before its first content;
+    /// cutting it off at `timeout` wasted the work and moved the request.
+    pub thinking: Duration,
+    /// The request's deadline, which no wait passes.
+    pub deadline: Instant,
+}
+
+/// Sends the request and waits, as `patience` allows, for a head (or for
+/// a stream's first content). A failure comes back scrubbed with `scrub`.
 pub async fn run(
     client: &Client,
     request: Request<Full<Bytes>>,
     endpoint: Endpoint,
-    timeout: Duration,
+    patience: Patience,
     scrub: &OnDemand<'_>,
 ) -> Attempted {
     let started = Instant::now();
+    let until = started + patience.timeout;
     let work = async {
-        let response = match client.send(request).await {
-            Ok(r) => r,
-            Err(e) => return Attempted::failed(classify::of_error(&e), error_chain(&e)),
+        let response = match tokio::time::timeout_at(until, client.send(request)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Attempted::failed(classify::of_error(&e), error_chain(&e)),
+            Err(_) => return no_answer(patience.timeout),
         };
         let (head, rest) = response.into_parts();
         let (status, headers) = (head.status, head.headers);
@@ -147,7 +164,7 @@ pub async fn run(
         let upstream = Upstream { status, headers, held: Bytes::new(), rest, sse, scrub: None };
         let ttfb = started.elapsed();
         if sse && status.is_success() {
-            let mut attempted = until_content(upstream, endpoint, started).await;
+            let mut attempted = until_content(upstream, endpoint, started, patience).await;
             attempted.ttfb = Some(ttfb);
             attempted
         } else {
@@ -155,15 +172,14 @@ pub async fn run(
         }
     };
     // Boxed: the exchange's future (hyper's send, the wait for content) is
-    // about 2 KB, and inline it would be moved into the timeout and carried
-    // by every future that awaits this one; boxed, it is moved once.
-    let attempted = match tokio::time::timeout(timeout, Box::pin(work)).await {
-        Ok(attempted) => attempted,
-        Err(_) => {
-            Attempted::failed(Outcome::Timeout, format!("no answer within {}", humantime::format_duration(timeout)))
-        }
-    };
+    // about 2 KB, and inline it would be carried by every future that
+    // awaits this one; boxed, it is moved once.
+    let attempted = Box::pin(work).await;
     scrubbed(attempted, scrub)
+}
+
+fn no_answer(timeout: Duration) -> Attempted {
+    Attempted::failed(Outcome::Timeout, format!("no answer within {}", humantime::format_duration(timeout)))
 }
 
 /// A failed attempt's words, and an unsuccessful answer's head, without
@@ -182,24 +198,41 @@ fn scrubbed(mut attempted: Attempted, scrub: &OnDemand<'_>) -> Attempted {
     attempted
 }
 
-async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Instant) -> Attempted {
+async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Instant, patience: Patience) -> Attempted {
     let mut splitter = Splitter::default();
     let mut held = BytesMut::new();
+    let mut begun = false;
     loop {
-        let chunk = match upstream.rest.data().await {
-            None => return Attempted::failed(Outcome::StreamDropped, "stream ended before any content"),
-            Some(Err(e)) => {
+        // Before the preamble, the attempt's timeout; after it, the provider
+        // is thinking, and only a silence as long as a stream's idle limit
+        // ends the wait. Neither passes the request's deadline.
+        let until = if begun {
+            (Instant::now() + patience.thinking).min(patience.deadline)
+        } else {
+            (started + patience.timeout).min(patience.deadline)
+        };
+        let chunk = match tokio::time::timeout_at(until, upstream.rest.data()).await {
+            Err(_) if begun => {
+                let quiet = humantime::format_duration(patience.thinking);
+                return Attempted::failed(
+                    Outcome::Timeout,
+                    format!("no content, and silent for {quiet} after its preamble"),
+                );
+            }
+            Err(_) => return no_answer(patience.timeout),
+            Ok(None) => return Attempted::failed(Outcome::StreamDropped, "stream ended before any content"),
+            Ok(Some(Err(e))) => {
                 return Attempted::failed(
                     Outcome::StreamDropped,
                     format!("stream broke before any content: {}", error_chain(&e)),
                 )
             }
-            Some(Ok(chunk)) => chunk,
+            Ok(Some(Ok(chunk))) => chunk,
         };
         held.extend_from_slice(&chunk);
         for event in splitter.push(&chunk) {
             match sse::classify(endpoint, &event) {
-                sse::Kind::Preamble => {}
+                sse::Kind::Preamble => begun = true,
                 sse::Kind::Error(message) => {
                     return Attempted::failed(Outcome::StreamError, format!("error event before content: {message}"))
                 }
