@@ -349,3 +349,22 @@ def test_a_blocking_budget_is_budget_exceeded_and_neither_sdk_retries(oa, an):
     with pytest.raises(anthropic.RateLimitError) as refused:
         an.messages.create(model="over-budget", max_tokens=8, messages=MESSAGES)
     assert refused.value.body["error"]["code"] == "budget_exceeded"
+
+
+def test_prompt_too_long_from_an_openai_provider_is_the_anthropic_sdk_s_own_error(an):
+    # Claude Code compacts on exactly this error; the provider said it in OpenAI's words.
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        an.messages.create(model="too-long", max_tokens=8, messages=MESSAGES)
+    assert raised.value.status_code == 400
+    error = raised.value.body["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"] == "prompt is too long: 130532 tokens > 128000 maximum"
+
+
+def test_prompt_too_long_from_an_anthropic_provider_is_context_length_exceeded_for_openai(oa):
+    # Codex and the OpenAI SDK act on the code; the provider said it in Anthropic's words.
+    with pytest.raises(openai.BadRequestError) as raised:
+        oa.chat.completions.create(model="too-long-an", messages=MESSAGES)
+    assert raised.value.status_code == 400
+    assert raised.value.code == "context_length_exceeded"
+    assert "maximum context length is 200000 tokens" in raised.value.message

@@ -37,6 +37,12 @@ async fn official_python_sdks_work_through_the_gateway() {
     let chat_agent = SimProvider::start("chat-agent", weather()).await.unwrap();
     let claude_agent = SimProvider::start("claude-agent", weather()).await.unwrap();
     let gemini_agent = SimProvider::start("gemini-agent", weather()).await.unwrap();
+    // Providers whose context the prompt overflows, each saying so in its own words.
+    let openai_words = "This model's maximum context length is 128000 tokens. However, your messages resulted in \
+                        130532 tokens. Please reduce the length of the messages.";
+    let long_oa = SimProvider::start("long-oa", Script::always(Fault::saying(400, openai_words))).await.unwrap();
+    let anthropic_words = "prompt is too long: 210000 tokens > 200000 maximum";
+    let long_an = SimProvider::start("long-an", Script::always(Fault::saying(400, anthropic_words))).await.unwrap();
     let config = ConfigText::new()
         .provider(&oa, "openai", &["gpt-test", "embed-test", "over-budget"])
         .provider(&an, "anthropic", &["claude-test"])
@@ -44,10 +50,12 @@ async fn official_python_sdks_work_through_the_gateway() {
         .chat_only(&chat_agent, &["claude-agent=gpt-4.1"])
         .provider(&claude_agent, "anthropic", &["gpt-agent=claude-sonnet-4-5"])
         .provider(&gemini_agent, "anthropic", &["gemini-agent=claude-haiku-4-5"])
+        .chat_only(&long_oa, &["too-long=gpt-4.1"])
+        .provider(&long_an, "anthropic", &["too-long-an=claude-sonnet-4-5"])
         // A dollar a token and a budget of fifty cents: spent by the request below.
         .raw("[[prices]]\nprovider = \"oa\"\nmodel = \"over-budget\"\ninput = 1000000\noutput = 1000000")
         .raw("[[budgets]]\nscope = \"model:over-budget\"\nperiod = \"day\"\nlimit_usd = 0.5\naction = \"block\"");
-    let names = ["oa", "an", "bad", "chat-agent", "claude-agent", "gemini-agent"];
+    let names = ["oa", "an", "bad", "chat-agent", "claude-agent", "gemini-agent", "long-oa", "long-an"];
     let gw = TestGateway::start(config.build(), keys_for(&names)).await;
 
     let spent = gw
