@@ -130,3 +130,51 @@ async fn a_provider_thinking_after_its_preamble_is_waited_for_not_cut_off() {
     let detail = gw.admin(&format!("/admin/requests/{id}")).await;
     assert!(detail.to_string().contains("silent for 300ms after its preamble"), "{detail}");
 }
+
+/// Thinking past `stream_keepalive` after its preamble, the provider is
+/// committed to: the client has the preamble and keep-alives while it
+/// thinks, then the whole answer, in every format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_think_before_content_keeps_the_client_alive_from_the_preamble_on() {
+    let think = || Script::always(Fault::Thinking(Duration::from_millis(700)));
+    let an = SimProvider::start("an", think()).await.unwrap();
+    let oa = SimProvider::start("oa", think()).await.unwrap();
+    let config = ConfigText::new()
+        .raw("[policy]\nstream_keepalive = \"150ms\"\nattempt_timeout = \"5s\"")
+        .provider(&an, "anthropic", &["claude"])
+        .provider(&oa, "openai", &["gpt"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an", "oa"])).await;
+    let cases = [
+        (
+            "/v1/messages",
+            json!({"model": "claude", "max_tokens": 9, "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+            "event: message_start",
+            "message_stop",
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "gpt", "stream": true, "input": "hi"}),
+            "event: response.created",
+            "response.completed",
+        ),
+        // Translated: a Responses client (Codex) of an Anthropic provider.
+        (
+            "/v1/responses",
+            json!({"model": "claude", "stream": true, "input": "hi"}),
+            "event: response.created",
+            "response.completed",
+        ),
+    ];
+    for (path, body, preamble, end) in cases {
+        let started = Instant::now();
+        let r = http().post(gw.url(path)).json(&body).send().await.unwrap();
+        assert!(started.elapsed() < Duration::from_millis(600), "{path}: the head came only with the content");
+        let (text, gap) = read(r).await;
+        assert!(text.starts_with(preamble), "{path} {body}:\n{text}");
+        let first_alive = text.find(KEEPALIVE).unwrap_or_else(|| panic!("{path} {body}: no keep-alive:\n{text}"));
+        let first_content = text.find("delta").unwrap();
+        assert!(first_alive < first_content, "{path} {body}: keep-alives came while it thought:\n{text}");
+        assert!(text.contains(end), "{path} {body}:\n{text}");
+        assert!(gap < Duration::from_millis(500), "{path} {body}: the client waited {gap:?} for a byte");
+    }
+}

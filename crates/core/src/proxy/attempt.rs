@@ -136,6 +136,10 @@ pub struct Patience {
     pub thinking: Duration,
     /// The request's deadline, which no wait passes.
     pub deadline: Instant,
+    /// A provider thinking this long after its preamble is committed to:
+    /// its stream goes to the client, kept alive from then on
+    /// (`stream_keepalive`), so the client is never left without a byte.
+    pub keepalive: Duration,
 }
 
 /// Sends the request and waits, as `patience` allows, for a head (or for
@@ -207,11 +211,17 @@ async fn until_content(mut upstream: Upstream, endpoint: Endpoint, started: Inst
         // is thinking, and only a silence as long as a stream's idle limit
         // ends the wait. Neither passes the request's deadline.
         let until = if begun {
-            (Instant::now() + patience.thinking).min(patience.deadline)
+            (Instant::now() + patience.thinking.min(patience.keepalive)).min(patience.deadline)
         } else {
             (started + patience.timeout).min(patience.deadline)
         };
         let chunk = match tokio::time::timeout_at(until, upstream.rest.data()).await {
+            // Thinking, and quiet for as long as a client may wait for a
+            // byte: committed, its stream is relayed and kept alive.
+            Err(_) if begun && patience.keepalive < patience.thinking && until < patience.deadline => {
+                upstream.held = held.freeze();
+                return Attempted::answered(upstream, started.elapsed(), None);
+            }
             Err(_) if begun => {
                 let quiet = humantime::format_duration(patience.thinking);
                 return Attempted::failed(

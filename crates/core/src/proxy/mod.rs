@@ -584,8 +584,12 @@ impl Run<'_> {
                 routing: candidate.routing,
             });
             let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
-            let patience =
-                attempt::Patience { timeout, thinking: self.policy.stream_idle_timeout, deadline: self.deadline.at };
+            let patience = attempt::Patience {
+                timeout,
+                thinking: self.policy.stream_idle_timeout,
+                deadline: self.deadline.at,
+                keepalive: self.policy.stream_keepalive,
+            };
             let mut attempted = attempt::run(self.gateway.client(), request, endpoint, patience, &self.scrub).await;
             // What the provider said, before a translated answer is rewritten for the client.
             let provider_status = attempted.upstream.as_ref().map(|u| u.status);
