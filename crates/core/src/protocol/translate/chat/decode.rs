@@ -184,6 +184,20 @@ pub(crate) fn content(v: Option<&Value>, path: &str, req: &mut Request) -> Resul
 }
 
 fn content_part(p: &Obj, path: &str, req: &mut Request) -> Result<Option<Part>, Untranslatable> {
+    let mut part = content_part_alone(p, path, req)?;
+    // Clients that reach Anthropic models through Chat (OpenRouter's
+    // convention) mark cache breakpoints on parts: a Messages target keeps them.
+    if let (Some(c), Some(slot)) =
+        (get(p, "cache_control").and_then(Value::as_object), part.as_mut().and_then(Part::cache_mut))
+    {
+        *slot = Some(crate::protocol::translate::message::CacheMark {
+            ttl: c.get("ttl").and_then(Value::as_str).map(str::to_owned),
+        });
+    }
+    Ok(part)
+}
+
+fn content_part_alone(p: &Obj, path: &str, req: &mut Request) -> Result<Option<Part>, Untranslatable> {
     let kind = opt_str(p, "type", path)?.unwrap_or("text");
     Ok(Some(match kind {
         "text" => Part::text(opt_str(p, "text", path)?.unwrap_or_default()),

@@ -596,3 +596,20 @@ fn an_output_limit_above_the_model_s_is_clamped_with_a_note() {
     let sent: Value = serde_json::from_slice(&encoded.body).unwrap();
     assert_eq!(sent["generationConfig"]["maxOutputTokens"], 1000);
 }
+
+/// A Chat client's cache breakpoints on its parts (OpenRouter's convention
+/// for Anthropic models) reach a Messages provider as `cache_control`.
+#[test]
+fn chat_cache_breakpoints_reach_a_messages_provider() {
+    let body = json!({"model": "claude", "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "long rules", "cache_control": {"type": "ephemeral"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "big file", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                                     {"type": "text", "text": "question"}]}]});
+    let (sent, _) =
+        translate_request(Chat, Messages, body.to_string().as_bytes(), &anthropic(), "claude-sonnet-4-5").unwrap();
+    let sent: Value = serde_json::from_slice(&sent).unwrap();
+    assert_eq!(sent["system"][0]["cache_control"], json!({"type": "ephemeral"}), "{sent}");
+    let user = &sent["messages"][0]["content"];
+    assert_eq!(user[0]["cache_control"], json!({"type": "ephemeral", "ttl": "1h"}), "{sent}");
+    assert!(user[1].get("cache_control").is_none(), "{sent}");
+}
