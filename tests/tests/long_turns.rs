@@ -178,3 +178,31 @@ async fn a_long_think_before_content_keeps_the_client_alive_from_the_preamble_on
         assert!(gap < Duration::from_millis(500), "{path} {body}: the client waited {gap:?} for a byte");
     }
 }
+
+/// Claude Code and Codex, each on its own provider kind, finish a tool turn
+/// with a provider that thinks after its preamble before every answer
+/// (longer than the keep-alive interval: each answer is committed to while
+/// the provider thinks, and kept alive).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_and_codex_finish_a_tool_turn_with_a_provider_that_thinks_before_each_answer() {
+    use switchyard_tests::clis::{Client, Sandbox, SECRET};
+    for client in [Client::ClaudeCode, Client::Codex] {
+        let sandbox = Sandbox::new();
+        let plan = client.read_plan(&sandbox, &["notes.txt"]);
+        let thinking = Script::always(Fault::Thinking(Duration::from_millis(700))).tool_plan(plan);
+        let sim = SimProvider::start("thinker", thinking).await.unwrap();
+        let config = ConfigText::new().raw("[policy]\nstream_keepalive = \"150ms\"\nattempt_timeout = \"300ms\"");
+        let config = client.native().serve(config, &sim, &["*"]);
+        let gw = TestGateway::start(config.build(), keys_for(&["thinker"])).await;
+        let said = client.run(&sandbox, &gw, "What does notes.txt say?").await;
+        assert!(said.contains(SECRET), "{client:?} quotes the file it read:\n{said}");
+        let listed = gw.admin("/admin/requests?limit=50").await;
+        let streamed: Vec<&serde_json::Value> =
+            listed["requests"].as_array().unwrap().iter().filter(|r| r["streamed"] == true).collect();
+        assert!(streamed.len() >= 2, "{client:?}: {listed}");
+        for r in streamed {
+            assert_eq!(r["outcome"], "ok", "{client:?}: {r}");
+            assert_eq!(r["attempt_count"], 1, "{client:?}: no thinking answer was cut off: {r}");
+        }
+    }
+}
