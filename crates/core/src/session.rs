@@ -6,6 +6,7 @@
 //! request of the same conversation resends unchanged.
 
 use std::fmt;
+use std::ops::Range;
 
 use http::HeaderMap;
 use serde::de::{IgnoredAny, SeqAccess, Visitor};
@@ -86,16 +87,17 @@ impl fmt::Display for Session {
     }
 }
 
-/// The session of a request with these headers and this (valid JSON)
-/// body; `None` for a body that carries no conversation at all.
-pub fn identify(headers: &HeaderMap, body: &[u8]) -> Option<Session> {
+/// The session of a request with these headers and a body whose head
+/// says `conversation` of it; `None` for a body that carries no
+/// conversation at all.
+pub fn identify(headers: &HeaderMap, conversation: &Conversation, body: &[u8]) -> Option<Session> {
     let named =
         |name: &str, source: Source| header_id(headers, name).map(|id| Session { id, source, continuing: true });
     named(HEADER, Source::Named)
         .or_else(|| named(CLAUDE_CODE, Source::ClaudeCode))
         .or_else(|| named(CODEX, Source::Codex))
         .or_else(|| codex_turn(headers).map(|id| Session { id, source: Source::Codex, continuing: true }))
-        .or_else(|| from_body(body))
+        .or_else(|| conversation.session(body))
 }
 
 /// A header's value as an id: printable ASCII, trimmed, cut to [`MAX_LEN`].
@@ -119,27 +121,72 @@ fn codex_turn(headers: &HeaderMap) -> Option<String> {
     clean(&serde_json::from_str::<Turn<'_>>(raw).ok()?.session_id?)
 }
 
-/// What the body says of its conversation: each format's system prompt,
-/// turns and cache key, borrowed.
-#[derive(Deserialize)]
-struct Conversation<'a> {
-    #[serde(borrow)]
-    prompt_cache_key: Option<std::borrow::Cow<'a, str>>,
-    /// Messages' `system`.
-    #[serde(borrow)]
-    system: Option<&'a RawValue>,
-    /// Responses' `instructions`.
-    #[serde(borrow)]
-    instructions: Option<&'a RawValue>,
-    /// Gemini's, in either spelling.
-    #[serde(borrow, alias = "system_instruction", rename = "systemInstruction")]
-    system_instruction: Option<&'a RawValue>,
+/// What a body says of its conversation, read in the same pass as the
+/// rest of its head ([`crate::proxy::body`]): where its system prompt and
+/// first user turn are, and its cache key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Conversation {
+    cache_key: Option<String>,
+    system: Option<Range<usize>>,
+    first_user: Option<Range<usize>>,
+    /// A turn follows the first user one.
+    continuing: bool,
+}
+
+/// Each format's fields that say which conversation a body is, borrowed
+/// from it. Deserialised by the body's head ([`crate::proxy::body`]).
+#[derive(Default)]
+pub(crate) struct Said<'a> {
+    pub prompt_cache_key: Option<std::borrow::Cow<'a, str>>,
+    /// Messages' `system`, Responses' `instructions`, Gemini's `systemInstruction`.
+    pub system: Option<&'a RawValue>,
     /// Messages' and Chat's `messages`, Gemini's `contents`.
-    #[serde(borrow, alias = "contents")]
-    messages: Option<Opening<'a>>,
+    pub messages: Option<Opening<'a>>,
     /// Responses' `input`: a string, or items.
-    #[serde(borrow)]
-    input: Option<&'a RawValue>,
+    pub input: Option<&'a RawValue>,
+}
+
+impl Said<'_> {
+    /// Where what was said sits in `text`, the body it was read from.
+    pub(crate) fn locate(self, text: &str) -> Conversation {
+        let opening = match (self.messages, self.input) {
+            (Some(turns), _) => turns,
+            (None, Some(input)) => opening_of_input(input),
+            (None, None) => Opening::default(),
+        };
+        // A borrowed RawValue is a slice of `text`, so its offset is its position.
+        let span = |raw: &RawValue| {
+            let start = raw.get().as_ptr() as usize - text.as_ptr() as usize;
+            start..start + raw.get().len()
+        };
+        Conversation {
+            cache_key: self.prompt_cache_key.as_deref().and_then(clean),
+            system: self.system.or(opening.system).map(span),
+            first_user: opening.user.map(span),
+            continuing: opening.more,
+        }
+    }
+}
+
+impl Conversation {
+    /// The session the body names (`prompt_cache_key`) or implies: a
+    /// digest of its opening, made only when asked for.
+    fn session(&self, body: &[u8]) -> Option<Session> {
+        if let Some(id) = &self.cache_key {
+            return Some(Session { id: id.clone(), source: Source::PromptCacheKey, continuing: true });
+        }
+        if self.first_user.is_none() && self.system.is_none() {
+            return None;
+        }
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        for part in [&self.system, &self.first_user] {
+            // A separator per part, so that moving text between them changes the digest.
+            digest.update(part.as_ref().and_then(|r| body.get(r.clone())).unwrap_or(b"-"));
+            digest.update(b"\x00");
+        }
+        let hex: String = digest.finish().as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+        Some(Session { id: format!("conv-{hex}"), source: Source::Conversation, continuing: self.continuing })
+    }
 }
 
 /// The first turn of a list whose role is `user` (items without a role,
@@ -147,7 +194,7 @@ struct Conversation<'a> {
 /// role is `system` or `developer` (Chat and Responses keep the system
 /// prompt among the turns).
 #[derive(Default)]
-struct Opening<'a> {
+pub(crate) struct Opening<'a> {
     system: Option<&'a RawValue>,
     user: Option<&'a RawValue>,
     /// A turn follows the first user one.
@@ -180,8 +227,32 @@ impl<'de: 'a, 'a> Deserialize<'de> for Opening<'a> {
                 }
                 Ok(found)
             }
+            // Anything but a list (a client's mistake, which the
+            // translator names later) holds no turns.
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Opening<'de>, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Opening::default())
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Opening<'de>, E> {
+                Ok(Opening::default())
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Opening<'de>, E> {
+                Ok(Opening::default())
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Opening<'de>, E> {
+                Ok(Opening::default())
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Opening<'de>, E> {
+                Ok(Opening::default())
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Opening<'de>, E> {
+                Ok(Opening::default())
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Opening<'de>, E> {
+                Ok(Opening::default())
+            }
         }
-        d.deserialize_seq(Seek)
+        d.deserialize_any(Seek)
     }
 }
 
@@ -209,32 +280,6 @@ fn role(turn: &RawValue) -> Role {
     }
 }
 
-/// The session a body names (`prompt_cache_key`) or implies.
-fn from_body(body: &[u8]) -> Option<Session> {
-    let c: Conversation<'_> = serde_json::from_slice(body).ok()?;
-    if let Some(id) = c.prompt_cache_key.as_deref().and_then(clean) {
-        return Some(Session { id, source: Source::PromptCacheKey, continuing: true });
-    }
-    let opening = match (c.messages, c.input) {
-        (Some(turns), _) => turns,
-        (None, Some(input)) => opening_of_input(input),
-        (None, None) => Opening::default(),
-    };
-    let first = opening.user;
-    let system = c.system.or(c.instructions).or(c.system_instruction).or(opening.system);
-    if first.is_none() && system.is_none() {
-        return None;
-    }
-    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
-    for part in [system, first] {
-        // A separator per part, so that moving text between them changes the digest.
-        digest.update(part.map_or(b"-" as &[u8], |raw| raw.get().as_bytes()));
-        digest.update(b"\x00");
-    }
-    let hex: String = digest.finish().as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
-    Some(Session { id: format!("conv-{hex}"), source: Source::Conversation, continuing: opening.more })
-}
-
 /// Responses' `input`: the string itself, or its opening items.
 fn opening_of_input(input: &RawValue) -> Opening<'_> {
     if input.get().starts_with('"') {
@@ -251,8 +296,16 @@ mod tests {
         pairs.iter().map(|(k, v)| (http::HeaderName::from_static(k), v.parse().unwrap())).collect()
     }
 
+    fn session(h: &HeaderMap, body: &str) -> Option<Session> {
+        let bytes = body.as_bytes();
+        let head = crate::proxy::body::inspect(bytes)
+            .or_else(|_| crate::proxy::body::inspect_with_model(bytes, "m", false))
+            .unwrap();
+        identify(h, &head.conversation, body.as_bytes())
+    }
+
     fn id(h: &HeaderMap, body: &str) -> Option<(String, Source)> {
-        identify(h, body.as_bytes()).map(|s| (s.id, s.source))
+        session(h, body).map(|s| (s.id, s.source))
     }
 
     #[test]
@@ -288,9 +341,9 @@ mod tests {
         let none = HeaderMap::new();
         let (a, source) = id(&none, first).unwrap();
         assert_eq!(source, Source::Conversation);
-        assert!(!identify(&none, first.as_bytes()).unwrap().steers(), "a lone opening is no conversation yet");
-        assert!(identify(&none, later.as_bytes()).unwrap().steers());
-        assert!(identify(&headers(&[(HEADER, "s")]), first.as_bytes()).unwrap().steers());
+        assert!(!session(&none, first).unwrap().steers(), "a lone opening is no conversation yet");
+        assert!(session(&none, later).unwrap().steers());
+        assert!(session(&headers(&[(HEADER, "s")]), first).unwrap().steers());
         assert!(a.starts_with("conv-"), "{a}");
         assert_eq!(id(&none, later).unwrap().0, a);
         assert_ne!(id(&none, other).unwrap().0, a);

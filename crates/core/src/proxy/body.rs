@@ -10,6 +10,8 @@ use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::session::{Conversation, Opening, Said};
+
 /// What the gateway reads from a JSON request body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
@@ -28,6 +30,8 @@ pub struct RequestHead {
     /// The most output the client allows (`max_tokens`,
     /// `max_completion_tokens` or `max_output_tokens`), for estimates.
     pub max_output: Option<u64>,
+    /// What the body says of its conversation ([`crate::session`]).
+    pub conversation: Conversation,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -52,6 +56,59 @@ struct Head<'a> {
     max_completion_tokens: Option<&'a RawValue>,
     #[serde(borrow)]
     max_output_tokens: Option<&'a RawValue>,
+    // Which conversation it is ([`crate::session`]): serde cannot borrow
+    // through a flattened struct, so each head lists the fields.
+    #[serde(borrow)]
+    prompt_cache_key: Option<Cow<'a, str>>,
+    /// Messages' system prompt.
+    #[serde(borrow)]
+    system: Option<&'a RawValue>,
+    /// Responses' system prompt.
+    #[serde(borrow)]
+    instructions: Option<&'a RawValue>,
+    /// Gemini's system prompt, in either spelling.
+    #[serde(borrow, alias = "system_instruction", rename = "systemInstruction")]
+    system_instruction: Option<&'a RawValue>,
+    /// The turns: Messages' and Chat's `messages`, Gemini's `contents`.
+    #[serde(borrow, alias = "contents")]
+    messages: Option<Opening<'a>>,
+    /// Responses' turns.
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+}
+
+/// A Gemini body's head: its model and streaming are in the path.
+#[derive(Deserialize)]
+struct GeminiHead<'a> {
+    #[serde(borrow)]
+    prompt_cache_key: Option<Cow<'a, str>>,
+    /// Messages' system prompt.
+    #[serde(borrow)]
+    system: Option<&'a RawValue>,
+    /// Responses' system prompt.
+    #[serde(borrow)]
+    instructions: Option<&'a RawValue>,
+    /// Gemini's system prompt, in either spelling.
+    #[serde(borrow, alias = "system_instruction", rename = "systemInstruction")]
+    system_instruction: Option<&'a RawValue>,
+    /// The turns: Messages' and Chat's `messages`, Gemini's `contents`.
+    #[serde(borrow, alias = "contents")]
+    messages: Option<Opening<'a>>,
+    /// Responses' turns.
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+}
+
+/// The conversation fields of a head, as [`crate::session`] takes them.
+macro_rules! said {
+    ($head:expr) => {
+        Said {
+            prompt_cache_key: $head.prompt_cache_key,
+            system: $head.system.or($head.instructions).or($head.system_instruction),
+            messages: $head.messages,
+            input: $head.input,
+        }
+    };
 }
 
 /// A member's raw value, `null` included: `Option` would read a `null`
@@ -97,6 +154,7 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
         // A parsed object ends with its brace, then JSON whitespace only.
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
         max_output,
+        conversation: said!(head).locate(text),
     })
 }
 
@@ -107,7 +165,7 @@ pub fn inspect_with_model(body: &[u8], model: &str, stream: bool) -> Result<Requ
     if !text.trim_start().starts_with('{') {
         return Err(BodyError::Malformed("expected a JSON object".into()));
     }
-    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| BodyError::Malformed(e.to_string()))?;
+    let head: GeminiHead<'_> = serde_json::from_str(text).map_err(|e| BodyError::Malformed(e.to_string()))?;
     if model.is_empty() {
         return Err(BodyError::MissingModel);
     }
@@ -119,6 +177,7 @@ pub fn inspect_with_model(body: &[u8], model: &str, stream: bool) -> Result<Requ
         null_stream_options: None,
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
         max_output: None,
+        conversation: said!(head).locate(text),
     })
 }
 
@@ -182,6 +241,18 @@ mod tests {
         assert!(head.stream);
         assert!(!inspect(br#"{"model":"m","stream":false}"#).unwrap().stream);
         assert!(!inspect(br#"{"model":"m"}"#).unwrap().stream);
+    }
+
+    #[test]
+    fn turns_that_are_not_a_list_are_the_translator_s_to_name_not_a_parse_error() {
+        for body in [
+            &br#"{"model":"m","messages":"x"}"#[..],
+            br#"{"model":"m","messages":{"a":[1]}}"#,
+            br#"{"model":"m","contents":7}"#,
+        ] {
+            assert!(inspect(body).is_ok(), "{}", String::from_utf8_lossy(body));
+        }
+        assert!(inspect(br#"{"model":"m","messages":[1,}"#).is_err());
     }
 
     #[test]

@@ -144,7 +144,7 @@ async fn serve(
         ApiError::new(protocol, code, e.to_string())
     })?;
     journal.request(&head.model, head.stream, &bytes);
-    let session = crate::session::identify(&inbound.headers, &bytes);
+    let session = crate::session::identify(&inbound.headers, &head.conversation, &bytes);
     // A rough size for the token buckets and for prices; providers count the real thing.
     let tokens = (bytes.len() / 4) as u64;
     if let Some(m) = member {
