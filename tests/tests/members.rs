@@ -125,6 +125,14 @@ async fn a_member_over_its_budget_is_refused_while_the_other_is_served() {
 
     assert_eq!(post_as(&gw, &bo, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
     assert_eq!(p.calls(), calls + 1, "bo is served; al's refusal called nobody");
+
+    // The member's budget is among the budgets, spent and blocking; bo has none.
+    let budgets = gw.admin("/admin/budgets").await;
+    let rows = budgets.as_array().unwrap();
+    let row = rows.iter().find(|b| b["scope"] == "member:al").unwrap_or_else(|| panic!("{budgets}"));
+    assert_eq!((row["period"].as_str(), row["limit_usd"].as_f64()), (Some("day"), Some(0.5)), "{row}");
+    assert!(row["spent_usd"].as_f64().unwrap() >= 0.5 && row["blocking"] == true, "{row}");
+    assert!(rows.iter().all(|b| b["scope"] != "member:bo"), "{budgets}");
 }
 
 #[tokio::test]

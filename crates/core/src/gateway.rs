@@ -445,6 +445,18 @@ impl Gateway {
     /// requests in flight); else, or for a counter Redis does not have yet,
     /// this instance's own ledger.
     pub async fn budget_rows(&self, now_ms: i64) -> Vec<crate::policy::BudgetRow> {
+        let mut rows = self.configured_budget_rows(now_ms).await;
+        // Members' budgets, last: counted from the history's rows, which a
+        // team on one PostgreSQL history shares.
+        let shared = self.team().is_some() && self.store().is_some_and(|s| s.backend() != "sqlite");
+        if let Some(store) = self.store() {
+            self.members().refresh(store, now_ms).await;
+        }
+        rows.extend(self.members().budget_rows(now_ms, shared));
+        rows
+    }
+
+    async fn configured_budget_rows(&self, now_ms: i64) -> Vec<crate::policy::BudgetRow> {
         let rows = self.budgets().rows(now_ms);
         let Some(team) = self.team().filter(|t| t.connected()) else { return rows };
         let counters = self.budgets().every_counter(now_ms).into_iter().map(|c| c.ask.counter).collect();

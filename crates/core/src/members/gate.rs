@@ -181,6 +181,36 @@ impl Members {
         }
     }
 
+    /// Each member's budget as the budgets' rows are shown
+    /// (`/admin/budgets`, the dashboard), spent as last read from the
+    /// history: the whole team's spend where the team shares one.
+    pub fn budget_rows(&self, now_ms: i64, shared: bool) -> Vec<crate::policy::BudgetRow> {
+        let snapshot = lock(&self.snapshot);
+        snapshot
+            .members
+            .iter()
+            .filter(|m| m.state(now_ms) == MemberState::Active)
+            .filter_map(|m| {
+                let b = m.budget?;
+                let within = bounds(b.period, now_ms, &self.zone);
+                let spent_usd = snapshot.spent_usd.get(&m.name).copied().unwrap_or(0.0);
+                Some(crate::policy::BudgetRow {
+                    name: super::Budget::scope(&m.name),
+                    scope: super::Budget::scope(&m.name),
+                    period: b.period,
+                    action: crate::policy::BudgetAction::Block,
+                    limit_usd: b.limit_usd,
+                    spent_usd,
+                    fraction: spent_usd / b.limit_usd,
+                    period_start_ms: within.start_ms,
+                    resets_at_ms: within.end_ms,
+                    blocking: spent_usd >= b.limit_usd,
+                    team: shared,
+                })
+            })
+            .collect()
+    }
+
     /// Reads the members again now (after a change through this gateway).
     pub async fn reload(&self, store: &Store, now_ms: i64) {
         let _one = self.reading.lock().await;
@@ -188,7 +218,7 @@ impl Members {
     }
 
     /// Reads the members again if the copy is older than [`REFRESH`].
-    async fn refresh(&self, store: &Store, now_ms: i64) {
+    pub(crate) async fn refresh(&self, store: &Store, now_ms: i64) {
         if !self.stale() {
             return;
         }
