@@ -120,6 +120,7 @@ fn request_at(i: u64, at: i64) -> RequestRecord {
         instance: None,
         routing: Vec::new(),
         member: None,
+        session: None,
     }
 }
 

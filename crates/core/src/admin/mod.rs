@@ -180,6 +180,8 @@ struct ListQuery {
     model: Option<String>,
     /// Only requests made with this member's key.
     member: Option<String>,
+    /// Only requests of this session.
+    session: Option<String>,
     outcome: Option<String>,
     #[serde(default)]
     failed: bool,
@@ -235,6 +237,7 @@ async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) ->
         provider: q.provider,
         model: q.model,
         member: q.member,
+        session: q.session,
         outcome: q.outcome.as_deref().map(outcome_param).transpose()?,
         failed: q.failed,
         fallback: q.fallback,

@@ -124,6 +124,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         instance: None,
         routing: Vec::new(),
         member: None,
+        session: None,
     }
 }
 
@@ -166,6 +167,13 @@ impl Journal {
     pub fn member(&mut self, name: &str) {
         if let Some(record) = self.record.as_deref_mut() {
             record.member = Some(name.to_string());
+        }
+    }
+
+    /// Names the conversation the request is part of.
+    pub fn session(&mut self, id: &str) {
+        if let Some(record) = self.record.as_deref_mut() {
+            record.session = Some(id.to_string());
         }
     }
 
