@@ -115,6 +115,28 @@ impl Backend for SqliteStore {
         remove_member(&self.pool, name).await
     }
 
+    async fn sessions(
+        &self,
+        filter: &super::sessions::SessionFilter,
+        now: i64,
+    ) -> Result<super::sessions::SessionPage, StoreError> {
+        list_sessions(&self.pool, filter, now).await
+    }
+
+    async fn session(
+        &self,
+        id: &str,
+        window: super::store::Window,
+        timeline: u32,
+        prices: Option<&super::pricing::Prices>,
+    ) -> Result<Option<super::sessions::SessionDetail>, StoreError> {
+        one_session(&self.pool, id, window, timeline, prices).await
+    }
+
+    async fn agent_spend(&self, since: i64) -> Result<Vec<super::store::AgentSpend>, StoreError> {
+        agent_spend(&self.pool, since).await
+    }
+
     async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
         member_spend(&self.pool, since).await
     }
@@ -341,3 +363,4 @@ mod tests {
 }
 
 super::members::member_sql!(sqlx::Sqlite);
+super::sessions::session_sql!(sqlx::Sqlite);
