@@ -15,7 +15,7 @@ pub const DEFAULT_WINDOW_MS: i64 = 7 * 86_400_000;
 /// How far back one session is looked for when no `since` is given.
 pub const DETAIL_WINDOW_MS: i64 = 30 * 86_400_000;
 pub(super) const DEFAULT_PAGE: u32 = 50;
-pub(super) const MAX_PAGE: u32 = 500;
+pub const MAX_PAGE: u32 = 500;
 /// The most requests a session's timeline carries; its figures count them all.
 pub const MAX_TIMELINE: u32 = 2000;
 
