@@ -95,6 +95,10 @@ async fn two_sessions_split_exactly_and_the_status_line_shows_one() {
     let ids: Vec<&str> = sessions.iter().map(|s| s["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["s-a", "s-b"], "newest last request first");
     let token = std::fs::read_to_string(data.join("admin-token")).unwrap();
+    for path in ["/admin/sessions", "/admin/sessions/s-a", "/admin/spend?by=session"] {
+        let anonymous = client().get(format!("http://{addr}{path}")).send().await.unwrap();
+        assert_eq!(anonymous.status(), 401, "{path}: behind the admin token like every admin route");
+    }
     for s in sessions {
         assert_eq!(s["client"], "claude-code");
         assert_eq!(s["client_version"], "2.1.197");
