@@ -86,9 +86,19 @@ async fn two_sessions_split_exactly_and_the_status_line_shows_one() {
     let served = Served::start(&config, &data, &[("SWITCHYARD_KEY_P", "sk-p")]);
     let addr = served.addr.clone();
 
+    // Refused once its body was read (no route for the model): still the session's.
+    let refused = client()
+        .post(format!("http://{addr}/v1/chat/completions"))
+        .header("x-switchyard-session-id", "s-b")
+        .json(&json!({ "model": "no-such-model", "messages": [{ "role": "user", "content": "x" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
     for (session, text) in [("s-a", "one"), ("s-b", "a longer question"), ("s-a", "two"), ("s-a", "three, longer")] {
         ask(&addr, session, text).await;
     }
+
 
     let page: Value = serde_json::from_str(&cli(&config, &data, &addr, &["sessions", "--json"])).unwrap();
     let sessions = page["sessions"].as_array().unwrap();
@@ -115,13 +125,34 @@ async fn two_sessions_split_exactly_and_the_status_line_shows_one() {
         let rows = rows["requests"].as_array().unwrap();
         let sum = |f: &dyn Fn(&Value) -> i64| rows.iter().map(f).sum::<i64>();
         assert_eq!(s["requests"].as_i64().unwrap(), rows.len() as i64);
-        assert_eq!(s["input_tokens"].as_i64().unwrap(), sum(&|r| r["usage"]["input_tokens"].as_i64().unwrap()));
-        assert_eq!(s["output_tokens"].as_i64().unwrap(), sum(&|r| r["usage"]["output_tokens"].as_i64().unwrap()));
-        let cost: f64 = rows.iter().map(|r| r["cost_usd"].as_f64().unwrap()).sum();
+        assert_eq!(s["input_tokens"].as_i64().unwrap(), sum(&|r| r["usage"]["input_tokens"].as_i64().unwrap_or(0)));
+        assert_eq!(s["output_tokens"].as_i64().unwrap(), sum(&|r| r["usage"]["output_tokens"].as_i64().unwrap_or(0)));
+        let cost: f64 = rows.iter().filter_map(|r| r["cost_usd"].as_f64()).sum();
         assert!((s["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9, "{s} vs {cost}");
         assert!(rows.iter().all(|r| r["session"] == id));
     }
-    assert_eq!((sessions[0]["requests"].as_i64(), sessions[1]["requests"].as_i64()), (Some(3), Some(1)));
+    assert_eq!((sessions[0]["requests"].as_i64(), sessions[1]["requests"].as_i64()), (Some(3), Some(2)));
+    assert_eq!((sessions[0]["errors"].as_i64(), sessions[1]["errors"].as_i64()), (Some(0), Some(1)));
+    let admin = |path: String| {
+        let (token, url) = (token.trim().to_string(), format!("http://{addr}{path}"));
+        async move { client().get(url).bearer_auth(token).send().await.unwrap() }
+    };
+    let spend: Value = admin("/admin/spend?by=session&since=1h".into()).await.json().await.unwrap();
+    let by_session: Vec<(&str, i64)> = spend["by_session"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["requests"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(by_session, [("s-a", 3), ("s-b", 2)], "the costliest first");
+    let spend: Value = admin("/admin/spend?by=client&since=1h".into()).await.json().await.unwrap();
+    let clients = spend["by_client"].as_array().unwrap();
+    assert_eq!(
+        (clients[0]["client"].as_str(), clients[0]["requests"].as_i64()),
+        (Some("claude-code"), Some(4)),
+        "{clients:?}"
+    );
+    assert_eq!(admin("/admin/spend?by=nothing".into()).await.status(), 400);
     let only_codex = cli(&config, &data, &addr, &["sessions", "--client", "codex", "--json"]);
     assert_eq!(serde_json::from_str::<Value>(&only_codex).unwrap()["sessions"], json!([]));
     let table = cli(&config, &data, &addr, &["sessions", "--since", "1d"]);

@@ -272,6 +272,9 @@ struct SpendQuery {
 }
 
 async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result<Response, AdminError> {
+    if let Some(other) = q.by.as_deref().filter(|b| !["session", "client", "member"].contains(b)) {
+        return Err(AdminError::bad_request("bad_by", format!("by={other:?} is not one of session, client, member")));
+    }
     let store = store(&gw).await?;
     let now = now_ms();
     let day = i64::try_from(Duration::from_secs(86_400).as_millis()).unwrap_or(86_400_000);
@@ -311,9 +314,6 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
         Some("client") => crate::admin::sessions::by_client(store, since).await?,
         _ => Vec::new(),
     };
-    if let Some(other) = q.by.as_deref().filter(|b| !["session", "client", "member"].contains(b)) {
-        return Err(AdminError::bad_request("bad_by", format!("by={other:?} is not one of session, client, member")));
-    }
     Ok(Json(Spend { bucket: q.bucket, rows, totals, by_member, by_session, by_client }).into_response())
 }
 

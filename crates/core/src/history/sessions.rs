@@ -370,7 +370,10 @@ mod tests {
             named("GeminiCLI/0.61.0/gemini-2.5 (linux; x64)"),
             (Some("gemini-cli".into()), Some("0.61.0".into()))
         );
-        assert_eq!(named("GeminiCLI-tui/0.61.0/gemini-2.5-pro (linux; x64; terminal)").0.as_deref(), Some("gemini-cli"));
+        assert_eq!(
+            named("GeminiCLI-tui/0.61.0/gemini-2.5-pro (linux; x64; terminal)").0.as_deref(),
+            Some("gemini-cli")
+        );
         assert_eq!(named("aider/0.86"), (Some("aider".into()), Some("0.86".into())));
         assert_eq!(named(""), (None, None));
         assert_eq!(client_prefixes("codex").len(), 3);

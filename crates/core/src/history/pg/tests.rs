@@ -608,7 +608,8 @@ async fn sessions_answer_as_sqlite_does() {
         assert_eq!(&d.summary, cc);
         assert_eq!(d.timeline.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r0", "r1", "r3"]);
         assert_eq!((d.provider.as_deref(), d.model.as_deref()), (Some("backup"), Some("m")));
-        let served: Vec<_> = d.providers.iter().map(|p| (p.provider.as_str(), p.requests, p.cache_read_tokens)).collect();
+        let served: Vec<_> =
+            d.providers.iter().map(|p| (p.provider.as_str(), p.requests, p.cache_read_tokens)).collect();
         assert_eq!(served, [("anthropic", 2, 900), ("backup", 1, 1000)]);
         // 900 cache reads at $3 rather than $0.30 a million; backup has no price.
         let saved = d.cache_saved_usd.unwrap();
