@@ -153,10 +153,11 @@ pub(super) fn page_size(filter: &SessionFilter) -> u32 {
     filter.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE)
 }
 
-/// Expands, for a database `$db`, the session queries over `requests r`.
+/// Expands, for a database `$db` and its way `$by_time` to make a scan
+/// walk the time index, the session queries over `requests r`.
 /// Uses `SUMMARY_COLUMNS` and `summary` of `sql_common!`, expanded beside it.
 macro_rules! session_sql {
-    ($db:ty) => {
+    ($db:ty, $by_time:literal) => {
         const SESSION_COLUMNS: &str = "r.session AS session, MIN(r.started_at) AS first_at,
             MAX(r.started_at) AS last_at, COUNT(*) AS requests, MAX(r.user_agent) AS user_agent,
             CAST(COALESCE(SUM(r.input_tokens), 0) AS BIGINT) AS input_tokens,
@@ -201,17 +202,18 @@ macro_rules! session_sql {
             }
         }
 
-        /// Sessions with a request in the window, newest last request first.
-        pub(crate) async fn list_sessions(
-            pool: &sqlx::Pool<$db>,
+        /// The list's query: the window's rows, walked by the time index
+        /// (`$by_time`: a session index would walk every session on record),
+        /// grouped by session, newest last request first.
+        fn sessions_query(
+            select: &str,
             filter: &super::sessions::SessionFilter,
             now: i64,
-        ) -> Result<super::sessions::SessionPage, StoreError> {
+        ) -> Result<QueryBuilder<$db>, StoreError> {
             let limit = super::sessions::page_size(filter);
             let since = filter.since.unwrap_or(now - super::sessions::DEFAULT_WINDOW_MS);
-            let mut q = QueryBuilder::<$db>::new(format!(
-                "SELECT {SESSION_COLUMNS} FROM requests r WHERE r.session IS NOT NULL"
-            ));
+            let mut q =
+                QueryBuilder::<$db>::new(format!("{select} FROM requests r {} WHERE r.session IS NOT NULL", $by_time));
             session_bound(&mut q, since, filter.until);
             if let Some(m) = &filter.member {
                 q.push(" AND r.member = ").push_bind(m.clone());
@@ -238,6 +240,17 @@ macro_rules! session_sql {
                 q.push(" OR MAX(r.started_at) = ").push_bind(at).push(" AND r.session < ").push_bind(id).push(")");
             }
             q.push(" ORDER BY last_at DESC, session DESC LIMIT ").push_bind(i64::from(limit) + 1);
+            Ok(q)
+        }
+
+        /// Sessions with a request in the window, newest last request first.
+        pub(crate) async fn list_sessions(
+            pool: &sqlx::Pool<$db>,
+            filter: &super::sessions::SessionFilter,
+            now: i64,
+        ) -> Result<super::sessions::SessionPage, StoreError> {
+            let limit = super::sessions::page_size(filter);
+            let mut q = sessions_query(&format!("SELECT {SESSION_COLUMNS}"), filter, now)?;
             let rows = q.build().fetch_all(pool).await?;
             let mut sessions: Vec<super::sessions::SessionSummary> =
                 rows.iter().map(session_row).collect::<Result<_, _>>()?;
