@@ -170,10 +170,10 @@ impl Journal {
         }
     }
 
-    /// Names the conversation the request is part of.
-    pub fn session(&mut self, id: &str) {
-        if let Some(record) = self.record.as_deref_mut() {
-            record.session = Some(id.to_string());
+    /// Names the conversation the request is part of, if it has one.
+    pub fn session(&mut self, session: Option<&crate::session::Session>) {
+        if let (Some(record), Some(s)) = (self.record.as_deref_mut(), session) {
+            record.session = Some(s.id.clone());
         }
     }
 
