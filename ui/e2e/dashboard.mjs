@@ -278,6 +278,8 @@ try {
   await page.locator('[data-total="today"]').waitFor({ timeout: WAIT });
   const saved = (await page.locator('[data-total="saved"]').innerText()).trim();
   check(saved.startsWith('$') && saved !== '$0', `the Spend view shows what the cache saved (${saved})`);
+  await page.locator('tr[data-session-spend="e2e-session"]').waitFor({ timeout: WAIT });
+  check((await page.locator('tr[data-client="claude-code"]').count()) === 1, 'the Spend view breaks spend down by client and by session');
   await shot(page, 'spend');
   await page.goto(`${base}/ui/#/settings`);
   await page.locator('h2', { hasText: 'Circuit breaker and fallback' }).waitFor({ timeout: WAIT });

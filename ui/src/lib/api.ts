@@ -246,6 +246,8 @@ export class Api {
     this.get<Page>(`/admin/requests${query(filter)}`);
   requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
   spend = (bucket: Bucket, since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
+  /** The spend with its breakdown by client or by session since `since`. */
+  spendBy = (by: 'client' | 'session', since: string) => this.get<Spend>(`/admin/spend${query({ bucket: 'day', since, by })}`);
   budgets = () => this.get<BudgetRow[]>('/admin/budgets');
   sessions = (filter: SessionFilter) => this.get<SessionPage>(`/admin/sessions${query(filter)}`);
   sessionDetail = (id: string) => this.get<SessionDetail>(`/admin/sessions/${enc(id)}`);
