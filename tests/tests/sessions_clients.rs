@@ -15,9 +15,9 @@ use switchyard_tests::{keys_for, ConfigText, TestGateway};
 async fn gateway_for(client: Client) -> (SimProvider, TestGateway) {
     let sim = SimProvider::start("up", Script::agent()).await.unwrap();
     let models: Vec<String> = match client {
-        Client::GeminiCli => ["gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"]
-            .map(|m| format!("{m}=up-model"))
-            .to_vec(),
+        Client::GeminiCli => {
+            ["gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"].map(|m| format!("{m}=up-model")).to_vec()
+        }
         _ => vec![format!("{}=up-model", client.model())],
     };
     let models: Vec<&str> = models.iter().map(String::as_str).collect();
@@ -43,7 +43,9 @@ async fn requests(gw: &TestGateway) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_cli_run_is_one_session_of_its_client() {
-    for (client, name) in [(Client::ClaudeCode, "claude-code"), (Client::Codex, "codex"), (Client::GeminiCli, "gemini-cli")] {
+    for (client, name) in
+        [(Client::ClaudeCode, "claude-code"), (Client::Codex, "codex"), (Client::GeminiCli, "gemini-cli")]
+    {
         let sandbox = Sandbox::new();
         let (_sim, gw) = gateway_for(client).await;
         client.run(&sandbox, &gw, "Say hello.").await;

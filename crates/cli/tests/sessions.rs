@@ -99,7 +99,6 @@ async fn two_sessions_split_exactly_and_the_status_line_shows_one() {
         ask(&addr, session, text).await;
     }
 
-
     let page: Value = serde_json::from_str(&cli(&config, &data, &addr, &["sessions", "--json"])).unwrap();
     let sessions = page["sessions"].as_array().unwrap();
     let ids: Vec<&str> = sessions.iter().map(|s| s["id"].as_str().unwrap()).collect();
