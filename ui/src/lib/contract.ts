@@ -327,7 +327,8 @@ provider: string | null, model: string | null,
  */
 timeline: Array<RequestSummary>, id: string, 
 /**
- * The coding tool, from the user agent of its latest request.
+ * The coding tool, from its requests' user agent (in a list, the
+ * greatest of them if they differ; in a session's detail, its latest).
  */
 client: string | null, client_version: string | null, user_agent: string | null, first_at: number, last_at: number, requests: number, 
 /**
@@ -378,7 +379,8 @@ export type MemberSpend = { member: string, requests: number, cost_usd: number, 
 
 export type SessionSummary = { id: string, 
 /**
- * The coding tool, from the user agent of its latest request.
+ * The coding tool, from its requests' user agent (in a list, the
+ * greatest of them if they differ; in a session's detail, its latest).
  */
 client: string | null, client_version: string | null, user_agent: string | null, first_at: number, last_at: number, requests: number, 
 /**

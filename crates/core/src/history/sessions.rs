@@ -51,7 +51,8 @@ pub struct SessionFilter {
 #[cfg_attr(test, derive(ts_rs::TS))]
 pub struct SessionSummary {
     pub id: String,
-    /// The coding tool, from the user agent of its latest request.
+    /// The coding tool, from its requests' user agent (in a list, the
+    /// greatest of them if they differ; in a session's detail, its latest).
     pub client: Option<String>,
     pub client_version: Option<String>,
     pub user_agent: Option<String>,
