@@ -241,8 +241,12 @@ mod tests {
     #[test]
     fn a_client_s_own_id_comes_first() {
         let body = r#"{"model":"m","prompt_cache_key":"pck","messages":[{"role":"user","content":"hi"}]}"#;
-        let all =
-            headers(&[(HEADER, "mine"), (CLAUDE_CODE, "cc"), (CODEX, "cx"), (CODEX_TURN, r#"{"session_id":"turn"}"#)]);
+        let all = headers(&[
+            (HEADER, "mine"),
+            (CLAUDE_CODE, "cc"),
+            (CODEX, "cx"),
+            (CODEX_TURN, r#"{"session_id":"turn"}"#),
+        ]);
         assert_eq!(id(&all, body), Some(("mine".into(), Source::Named)));
         assert_eq!(id(&headers(&[(CLAUDE_CODE, " cc-1 ")]), body), Some(("cc-1".into(), Source::ClaudeCode)));
         assert_eq!(id(&headers(&[(CODEX, "cx")]), body), Some(("cx".into(), Source::Codex)));
@@ -281,15 +285,12 @@ mod tests {
         let none = HeaderMap::new();
         // Chat: the system message is passed over for the first user one.
         let chat = |sys: &str| {
-            format!(
-                r#"{{"model":"m","messages":[{{"role":"system","content":"{sys}"}},{{"role":"user","content":"q"}}]}}"#
-            )
+            format!(r#"{{"model":"m","messages":[{{"role":"system","content":"{sys}"}},{{"role":"user","content":"q"}}]}}"#)
         };
         assert_eq!(id(&none, &chat("a")), id(&none, &chat("a")));
         assert_ne!(id(&none, &chat("a")).unwrap().0, id(&none, &chat("b")).unwrap().0);
         // Gemini: contents and systemInstruction, either spelling.
-        let g1 =
-            r#"{"systemInstruction":{"parts":[{"text":"s"}]},"contents":[{"role":"user","parts":[{"text":"q"}]}]}"#;
+        let g1 = r#"{"systemInstruction":{"parts":[{"text":"s"}]},"contents":[{"role":"user","parts":[{"text":"q"}]}]}"#;
         let g2 = r#"{"contents":[{"role":"user","parts":[{"text":"q"}]},{"role":"model","parts":[{"text":"a"}]}],"system_instruction":{"parts":[{"text":"s"}]}}"#;
         assert_eq!(id(&none, g1).unwrap().0, id(&none, g2).unwrap().0);
         // Responses: instructions and a string or item input.
