@@ -237,7 +237,7 @@ impl Host {
     pub fn tools_target(&self) -> Option<(tools::Backups, tools::Target)> {
         let backups = tools::Backups::new(self.data_dir.as_deref()?);
         let base = format!("http://{}", reachable(self.address().unwrap_or(self.listen)));
-        Some((backups, tools::Target { base, token: self.access_token.clone(), model: None }))
+        Some((backups, tools::Target { base, token: self.access_token.clone(), model: None, status_line: None }))
     }
 
     /// The address clients use, whenever one is known (paused included).

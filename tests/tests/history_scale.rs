@@ -34,6 +34,8 @@ const CANCELED: u64 = 101;
 const FALLBACK: u64 = 53;
 /// One in this many carried a caller's correlation id, shared by ten.
 const CORRELATED: u64 = 997;
+/// Requests per session, one after another.
+const SESSION_REQUESTS: u64 = 40;
 /// The history spans this long, newest now.
 const SPAN_MS: i64 = 365 * 86_400_000;
 
@@ -120,6 +122,8 @@ fn request_at(i: u64, at: i64) -> RequestRecord {
         instance: None,
         routing: Vec::new(),
         member: None,
+        // A session is forty requests in a row, as an agent's turn makes them.
+        session: Some(format!("s-{}", i / SESSION_REQUESTS)),
     }
 }
 
@@ -273,6 +277,8 @@ async fn run(n: u64, backend: Backend) -> Value {
     assert_eq!(detail["id"], id);
     assert_eq!(detail["attempts"].as_array().unwrap().len(), 1);
 
+    let (sessions_ms, session_ms) = sessions(&gw, n, now).await;
+
     if let Some(db) = db.as_ref().filter(|_| std::env::var_os("HISTORY_KEEP_DB").is_some()) {
         // For a look at the plans: the database outlives the run.
         eprintln!("HISTORY_KEEP_DB: {}", db.url());
@@ -292,8 +298,29 @@ async fn run(n: u64, backend: Backend) -> Value {
         "spend_ms": spend,
         "requests_first_page_ms": lists,
         "request_detail_ms": detail_ms,
+        "sessions_first_page_ms": sessions_ms,
+        "session_detail_ms": session_ms,
         "retention": retention,
     })
+}
+
+/// The Sessions view's first query (the sessions of the last week, newest
+/// first) and its newest session's detail, timed and checked.
+async fn sessions(gw: &TestGateway, n: u64, now: i64) -> (f64, f64) {
+    let (list_ms, body) = timed(gw, "/admin/sessions").await;
+    let listed = body["sessions"].as_array().unwrap();
+    let week = now - 7 * 86_400_000;
+    let in_week = expected(n, now, usize::MAX, |r| r.started_at_ms >= week + 60_000) as u64;
+    let at_least = in_week.div_ceil(SESSION_REQUESTS).min(50) as usize;
+    assert!(listed.len() >= at_least && listed.len() <= 50, "{} sessions, {at_least} at least", listed.len());
+    let newest_first = listed.windows(2).all(|w| w[0]["last_at"].as_i64() >= w[1]["last_at"].as_i64());
+    assert!(newest_first);
+    let newest = &listed[0];
+    assert_eq!(newest["id"], format!("s-{}", (n - 1) / SESSION_REQUESTS));
+    let (detail_ms, detail) = timed(gw, &format!("/admin/sessions/{}", newest["id"].as_str().unwrap())).await;
+    assert_eq!(detail["requests"], newest["requests"]);
+    assert_eq!(detail["timeline"].as_array().unwrap().len() as i64, newest["requests"].as_i64().unwrap());
+    (list_ms, detail_ms)
 }
 
 /// The dashboard's first paint of each view on this history, measured in

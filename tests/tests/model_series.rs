@@ -120,6 +120,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
         instance: None,
         routing: Vec::new(),
         member: None,
+        session: None,
     }
 }
 

@@ -247,11 +247,39 @@ try {
   check(split.includes('dash-cached') || split.startsWith('no requests'), `the route shows its recent split (${split})`);
   await shot(page, 'providers');
 
+  // Sessions: two requests of one agent's session are one row, its detail
+  // lists them, and each links to its request, which links back.
+  for (const text of ['first turn', 'second turn']) {
+    const r = await fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-switchyard-session-id': 'e2e-session', 'user-agent': 'claude-cli/2.1.197 (external, cli)' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: text }] }),
+    });
+    await r.text();
+    check(r.status === 200, `a request of session e2e-session is served (${text})`);
+  }
+  await page.goto(`${base}/ui/#/sessions`);
+  const sessionRow = page.locator('tr[data-session-row="e2e-session"]');
+  await sessionRow.waitFor({ timeout: WAIT });
+  check((await sessionRow.innerText()).includes('claude-code 2.1.197'), 'the Sessions view names the session’s client and version');
+  await sessionRow.getByRole('link', { name: 'e2e-session' }).click();
+  await page.locator('section[data-session="e2e-session"] dd[data-requests]').waitFor({ timeout: WAIT });
+  check((await page.locator('dd[data-requests]').innerText()).trim() === '2', 'its detail counts its two requests');
+  const timelineRows = page.locator('table[aria-label="Session timeline"] tr[data-request]');
+  check((await timelineRows.count()) === 2, 'its timeline lists both');
+  check((await page.locator('svg[aria-label="Cost so far"] polyline').getAttribute('points')).split(' ').length === 2, 'its cost curve has a point per request');
+  await shot(page, 'sessions');
+  await timelineRows.first().getByRole('link').click();
+  await page.locator('a[data-session-link="e2e-session"]').waitFor({ timeout: WAIT });
+  check(true, 'a request of the session links back to it');
+
   // The remaining views, and the small window in dark mode.
   await page.goto(`${base}/ui/#/spend`);
   await page.locator('[data-total="today"]').waitFor({ timeout: WAIT });
   const saved = (await page.locator('[data-total="saved"]').innerText()).trim();
   check(saved.startsWith('$') && saved !== '$0', `the Spend view shows what the cache saved (${saved})`);
+  await page.locator('tr[data-session-spend="e2e-session"]').waitFor({ timeout: WAIT });
+  check((await page.locator('tr[data-client="claude-code"]').count()) === 1, 'the Spend view breaks spend down by client and by session');
   await shot(page, 'spend');
   await page.goto(`${base}/ui/#/settings`);
   await page.locator('h2', { hasText: 'Circuit breaker and fallback' }).waitFor({ timeout: WAIT });

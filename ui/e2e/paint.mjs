@@ -11,7 +11,7 @@
 import { chromium } from 'playwright-core';
 import { pathToFileURL } from 'node:url';
 
-export const VIEWS = ['overview', 'live', 'requests', 'spend', 'providers', 'tools', 'settings'];
+export const VIEWS = ['overview', 'live', 'requests', 'sessions', 'spend', 'providers', 'tools', 'settings'];
 const WAIT = 10_000;
 
 /** Milliseconds to each view's first paint (and a request's, given its id), loading each afresh. */

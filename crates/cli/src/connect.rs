@@ -18,6 +18,10 @@ pub struct ConnectArgs {
     /// stays out of the shell's history.
     #[arg(long)]
     member_key: bool,
+    /// Claude Code only: also draw its status line with `switchyard statusline`
+    /// (the provider and model serving the session, its cost and cache hit rate).
+    #[arg(long)]
+    statusline: bool,
     #[command(flatten)]
     remote: RemoteArgs,
 }
@@ -55,7 +59,7 @@ pub fn target(remote: &RemoteArgs, model: Option<String>) -> Result<(std::path::
     let (dir, config) = remote.resolve()?;
     let token = config.server.access_token.then(|| paths::access_token(&dir)).transpose()?;
     let base = format!("http://{}", reachable(config.server.listen));
-    Ok((dir, Target { base, token, model }))
+    Ok((dir, Target { base, token, model, status_line: None }))
 }
 
 fn tool(id: &str) -> Result<&'static tools::Tool> {
@@ -88,6 +92,12 @@ pub fn connect(args: ConnectArgs) -> Result<()> {
     if args.member_key {
         target.token = Some(member_key()?);
     }
+    if args.statusline {
+        if tool.id != "claude" {
+            anyhow::bail!("--statusline is for Claude Code (`switchyard connect claude --statusline`)");
+        }
+        target.status_line = Some(statusline_command()?);
+    }
     let changed = tools::connect(tool, &Env::from_process()?, &target, &Backups::new(&dir))?;
     for file in &changed.files {
         println!("{}: {} now uses {}", file.display(), tool.name, target.base);
@@ -97,6 +107,18 @@ pub fn connect(args: ConnectArgs) -> Result<()> {
     }
     println!("`switchyard disconnect {}` puts the files back as they were", tool.id);
     Ok(())
+}
+
+/// This program, run as Claude Code's status-line command.
+fn statusline_command() -> Result<String> {
+    let exe = std::env::current_exe()?;
+    let exe = exe.to_string_lossy();
+    // Claude Code runs the command through a shell: a path with spaces is quoted.
+    if exe.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+        Ok(format!("'{}' statusline", exe.replace('\'', "'\\''")))
+    } else {
+        Ok(format!("{exe} statusline"))
+    }
 }
 
 pub fn disconnect(args: DisconnectArgs) -> Result<()> {
@@ -165,6 +187,7 @@ mod tests {
             base: "http://127.0.0.1:4141".into(),
             token: Some(secrecy::SecretString::from("sy-a'b".to_string())),
             model: None,
+            status_line: None,
         };
         let text = exports(&target);
         assert!(text.contains("export OPENAI_BASE_URL='http://127.0.0.1:4141/v1'\n"), "{text}");

@@ -233,7 +233,7 @@ impl Checkpoint {
     }
 }
 
-fn clock(ms: i64) -> String {
+pub(crate) fn clock(ms: i64) -> String {
     let at = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
     let text = humantime::format_rfc3339_seconds(at).to_string();
     text.replace('T', " ").trim_end_matches('Z').to_string()

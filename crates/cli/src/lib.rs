@@ -10,6 +10,7 @@ mod open;
 pub mod paths;
 pub mod remote;
 pub mod serve;
+mod sessions;
 mod status;
 
 use std::net::SocketAddr;
@@ -44,6 +45,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Recorded requests: a table, one request's attempt timeline (`history show ID`), `history rebuild`, or `history purge`.
     History(history::HistoryArgs),
+    /// Coding agents' sessions on the running gateway: a table, or one session (`sessions show ID`).
+    Sessions(sessions::SessionsArgs),
+    /// Claude Code's status line for the session it names on stdin; prints nothing when the gateway is down.
+    Statusline(sessions::StatuslineArgs),
     /// Follow requests as they are recorded, one line each with its attempts.
     Tail(history::TailArgs),
     /// The running gateway's providers: state, success rate, latency, spend today.
@@ -115,6 +120,8 @@ pub fn run() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::History(args) => history::run(args).await,
             Command::Tail(args) => history::tail(args).await,
+            Command::Sessions(args) => sessions::run(args).await,
+            Command::Statusline(args) => sessions::statusline(args).await,
             Command::Keys(args) => keys::run(args).await,
             Command::Members(args) => members::run(args).await,
             Command::Status(args) => status::status(args).await,

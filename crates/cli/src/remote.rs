@@ -57,10 +57,14 @@ pub struct Remote {
 impl Remote {
     /// Finds the gateway and checks it is this user's before any secret is sent.
     pub async fn connect(args: &RemoteArgs) -> Result<Remote> {
+        Remote::connect_with(args, client()?).await
+    }
+
+    /// [`Remote::connect`] with a client of the caller's (its own timeouts).
+    pub async fn connect_with(args: &RemoteArgs, http: reqwest::Client) -> Result<Remote> {
         let (dir, config) = args.resolve()?;
         let addr = reachable(config.server.listen);
         let token = paths::admin_token(&dir)?;
-        let http = client()?;
         let remote = Remote { base: format!("http://{addr}"), token, http };
         verify_gateway(&remote.http, addr, &remote.token).await.map_err(|e| match e {
             VerifyError::Unreachable(_) => anyhow::Error::new(e).context(remote.unreachable()),
@@ -76,6 +80,12 @@ impl Remote {
     /// `GET path`, read as `T` (one of the core's admin API types).
     pub async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         let r = self.get(path).send().await.with_context(|| self.unreachable())?;
+        answer(r).await
+    }
+
+    /// `GET path?query`, read as `T`; the query's values are escaped.
+    pub async fn get_query<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T> {
+        let r = self.get(path).query(query).send().await.with_context(|| self.unreachable())?;
         answer(r).await
     }
 

@@ -256,6 +256,12 @@ async fn three_gateways_on_one_database_record_every_request_once_across_a_kill_
         let spend = admin(i, "/admin/spend?bucket=day&since=1d").await;
         let requests: u64 = spend["rows"].as_array().unwrap().iter().map(|r| r["requests"].as_u64().unwrap()).sum();
         assert_eq!(requests, rows, "{}'s spend counts the team's requests", i.served.addr);
+        // Every request opened the same conversation: one session, whichever
+        // instance served each of its requests.
+        let sessions = admin(i, "/admin/sessions").await;
+        let sessions = sessions["sessions"].as_array().unwrap();
+        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        assert_eq!(sessions[0]["requests"].as_u64(), Some(rows), "{}", sessions[0]);
     }
     let deadlocks = db.query(&format!("SELECT deadlocks FROM pg_stat_database WHERE datname = '{}'", db.name));
     assert_eq!(deadlocks, "0");

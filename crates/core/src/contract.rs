@@ -70,11 +70,17 @@ fn declarations(cfg: &Config) -> Vec<String> {
         crate::team::Member::decl(cfg),
         crate::team::TeamView::decl(cfg),
         Page::decl(cfg),
+        // Sessions.
+        crate::history::SessionPage::decl(cfg),
+        crate::history::SessionProvider::decl(cfg),
+        crate::history::SessionDetail::decl(cfg),
         // Spend.
         Bucket::decl(cfg),
         SpendRow::decl(cfg),
         SpendTotals::decl(cfg),
         crate::members::MemberSpend::decl(cfg),
+        crate::history::SessionSummary::decl(cfg),
+        crate::admin::sessions::ClientSpend::decl(cfg),
         Spend::decl(cfg),
         crate::policy::BudgetPeriod::decl(cfg),
         crate::policy::BudgetAction::decl(cfg),

@@ -33,6 +33,9 @@ export type {
   RequestOutcome,
   RequestSummary,
   RoutesView,
+  SessionDetail,
+  SessionPage,
+  SessionSummary,
   Share,
   Strategy,
   Snapshot,
@@ -57,6 +60,8 @@ import type {
   RequestDetail,
   RequestOutcome,
   RoutesView,
+  SessionDetail,
+  SessionPage,
   Strategy,
   StreamMessage,
   TeamView,
@@ -76,6 +81,8 @@ export interface RequestFilter {
   model?: string;
   /** Only requests made with this member's key. */
   member?: string;
+  /** Only requests of this session. */
+  session?: string;
   outcome?: RequestOutcome;
   fallback?: boolean;
   /** What the response cache did. */
@@ -84,6 +91,15 @@ export interface RequestFilter {
   correlation_id?: string;
   /** A request id, a prefix of one, or a correlation id. */
   q?: string;
+  cursor?: string;
+  limit?: number;
+}
+
+export interface SessionFilter {
+  client?: string;
+  model?: string;
+  provider?: string;
+  since?: string;
   cursor?: string;
   limit?: number;
 }
@@ -230,7 +246,11 @@ export class Api {
     this.get<Page>(`/admin/requests${query(filter)}`);
   requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
   spend = (bucket: Bucket, since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
+  /** The spend with its breakdown by client or by session since `since`. */
+  spendBy = (by: 'client' | 'session', since: string) => this.get<Spend>(`/admin/spend${query({ bucket: 'day', since, by })}`);
   budgets = () => this.get<BudgetRow[]>('/admin/budgets');
+  sessions = (filter: SessionFilter) => this.get<SessionPage>(`/admin/sessions${query(filter)}`);
+  sessionDetail = (id: string) => this.get<SessionDetail>(`/admin/sessions/${enc(id)}`);
 
   members = () => this.get<MemberView[]>('/admin/members');
   /** Adds a member; the answer holds its key, the only time it is ever shown. */

@@ -36,6 +36,7 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
     instance: e.instance ?? null,
     // The live event does not name it; the history row that replaces this one does.
     member: null,
+    session: null,
   };
 }
 

@@ -161,7 +161,11 @@ instance: string | null,
 /**
  * The member whose key made it; null for the owner.
  */
-member: string | null, };
+member: string | null, 
+/**
+ * The conversation it is part of; null when refused before its body.
+ */
+session: string | null, };
 
 export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, 
 /**
@@ -244,7 +248,11 @@ instance: string | null,
 /**
  * The member whose key made it; null for the owner.
  */
-member: string | null, };
+member: string | null, 
+/**
+ * The conversation it is part of; null when refused before its body.
+ */
+session: string | null, };
 
 export type Member = { name: string, 
 /**
@@ -300,6 +308,55 @@ members: Array<Member>, };
 
 export type Page = { requests: Array<RequestSummary>, next_cursor: string | null, };
 
+export type SessionPage = { sessions: Array<SessionSummary>, next_cursor: string | null, };
+
+export type SessionProvider = { provider: string, model: string, requests: number, cache_read_tokens: number, };
+
+export type SessionDetail = { 
+/**
+ * What the provider's prompt cache saved: the cache-read tokens at the
+ * input price, less what they cost. Null without a known price.
+ */
+cache_saved_usd: number | null, providers: Array<SessionProvider>, 
+/**
+ * The provider and model of its latest request: what serves it now.
+ */
+provider: string | null, model: string | null, 
+/**
+ * Its latest requests (at most the `limit` asked, oldest first).
+ */
+timeline: Array<RequestSummary>, id: string, 
+/**
+ * The coding tool, from its requests' user agent (in a list, the
+ * greatest of them if they differ; in a session's detail, its latest).
+ */
+client: string | null, client_version: string | null, user_agent: string | null, first_at: number, last_at: number, requests: number, 
+/**
+ * Requests, each counted as a turn: rows do not say whether a request
+ * ended the agent's turn or asked for a tool.
+ */
+turns: number, 
+/**
+ * All input tokens, cache reads included.
+ */
+input_tokens: number, output_tokens: number, 
+/**
+ * Input tokens read from the provider's prompt cache.
+ */
+cache_read_tokens: number, 
+/**
+ * `cache_read_tokens / input_tokens`; null without input.
+ */
+cache_hit_rate: number | null, 
+/**
+ * Null when no request had a known price.
+ */
+cost_usd: number | null, fallbacks: number, 
+/**
+ * Requests that did not end ok.
+ */
+errors: number, };
+
 export type Bucket = "day" | "hour" | "minute";
 
 export type SpendRow = { bucket: string, provider: string, model: string, requests: number, 
@@ -320,12 +377,60 @@ export type SpendTotals = { today_usd: number, last_7_days_usd: number, last_30_
 
 export type MemberSpend = { member: string, requests: number, cost_usd: number, input_tokens: number, output_tokens: number, };
 
+export type SessionSummary = { id: string, 
+/**
+ * The coding tool, from its requests' user agent (in a list, the
+ * greatest of them if they differ; in a session's detail, its latest).
+ */
+client: string | null, client_version: string | null, user_agent: string | null, first_at: number, last_at: number, requests: number, 
+/**
+ * Requests, each counted as a turn: rows do not say whether a request
+ * ended the agent's turn or asked for a tool.
+ */
+turns: number, 
+/**
+ * All input tokens, cache reads included.
+ */
+input_tokens: number, output_tokens: number, 
+/**
+ * Input tokens read from the provider's prompt cache.
+ */
+cache_read_tokens: number, 
+/**
+ * `cache_read_tokens / input_tokens`; null without input.
+ */
+cache_hit_rate: number | null, 
+/**
+ * Null when no request had a known price.
+ */
+cost_usd: number | null, fallbacks: number, 
+/**
+ * Requests that did not end ok.
+ */
+errors: number, };
+
+export type ClientSpend = { 
+/**
+ * The client's name ([`client_of`]); null for requests without a user agent.
+ */
+client: string | null, requests: number, input_tokens: number, output_tokens: number, cost_usd: number, };
+
 export type Spend = { bucket: Bucket, rows: Array<SpendRow>, totals: SpendTotals, 
 /**
  * Each member's requests and spend since `since` (`member=` keeps one);
  * the owner's requests are in `rows` and in no member's.
  */
-by_member: Array<MemberSpend>, };
+by_member: Array<MemberSpend>, 
+/**
+ * With `by=session`: the sessions with a request since `since`, the
+ * costliest first; otherwise empty.
+ */
+by_session: Array<SessionSummary>, 
+/**
+ * With `by=client`: each client's requests and spend since `since`;
+ * otherwise empty.
+ */
+by_client: Array<ClientSpend>, };
 
 export type BudgetPeriod = "day" | "week" | "month";
 

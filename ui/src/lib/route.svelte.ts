@@ -3,7 +3,7 @@
 
 import { opened } from './paint.svelte';
 
-export const VIEWS = ['overview', 'live', 'requests', 'spend', 'members', 'providers', 'tools', 'settings'] as const;
+export const VIEWS = ['overview', 'live', 'requests', 'sessions', 'spend', 'members', 'providers', 'tools', 'settings'] as const;
 export type View = (typeof VIEWS)[number] | 'login';
 
 export interface Route {

@@ -5,6 +5,7 @@ pub(crate) mod config;
 pub(crate) mod live;
 pub(crate) mod members;
 pub mod routes;
+pub(crate) mod sessions;
 pub(crate) mod tools;
 pub(crate) mod ui;
 
@@ -43,6 +44,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .merge(crate::admin::routes::routes())
         .merge(crate::admin::tools::routes())
         .merge(crate::admin::members::routes())
+        .merge(crate::admin::sessions::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 
@@ -180,6 +182,8 @@ struct ListQuery {
     model: Option<String>,
     /// Only requests made with this member's key.
     member: Option<String>,
+    /// Only requests of this session.
+    session: Option<String>,
     outcome: Option<String>,
     #[serde(default)]
     failed: bool,
@@ -196,7 +200,7 @@ struct ListQuery {
     limit: Option<u32>,
 }
 
-fn time_param(name: &str, value: Option<&str>) -> Result<Option<i64>, AdminError> {
+pub(crate) fn time_param(name: &str, value: Option<&str>) -> Result<Option<i64>, AdminError> {
     value
         .map(|v| {
             parse_time(v).ok_or_else(|| {
@@ -235,6 +239,7 @@ async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) ->
         provider: q.provider,
         model: q.model,
         member: q.member,
+        session: q.session,
         outcome: q.outcome.as_deref().map(outcome_param).transpose()?,
         failed: q.failed,
         fallback: q.fallback,
@@ -262,9 +267,14 @@ struct SpendQuery {
     bucket: Bucket,
     since: Option<String>,
     member: Option<String>,
+    /// `session` or `client`: adds that breakdown since `since`.
+    by: Option<String>,
 }
 
 async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result<Response, AdminError> {
+    if let Some(other) = q.by.as_deref().filter(|b| !["session", "client", "member"].contains(b)) {
+        return Err(AdminError::bad_request("bad_by", format!("by={other:?} is not one of session, client, member")));
+    }
     let store = store(&gw).await?;
     let now = now_ms();
     let day = i64::try_from(Duration::from_secs(86_400).as_millis()).unwrap_or(86_400_000);
@@ -296,7 +306,15 @@ async fn spend(State(gw): State<Gateway>, Query(q): Query<SpendQuery>) -> Result
     };
     let mut by_member = store.member_spend(since).await?;
     by_member.retain(|m| q.member.as_ref().is_none_or(|only| *only == m.member));
-    Ok(Json(Spend { bucket: q.bucket, rows, totals, by_member }).into_response())
+    let by_session = match q.by.as_deref() {
+        Some("session") => crate::admin::sessions::by_session(store, since).await?,
+        _ => Vec::new(),
+    };
+    let by_client = match q.by.as_deref() {
+        Some("client") => crate::admin::sessions::by_client(store, since).await?,
+        _ => Vec::new(),
+    };
+    Ok(Json(Spend { bucket: q.bucket, rows, totals, by_member, by_session, by_client }).into_response())
 }
 
 /// `GET /admin/budgets`: each budget's spend in its current period, in
@@ -315,6 +333,12 @@ pub(crate) struct Spend {
     /// Each member's requests and spend since `since` (`member=` keeps one);
     /// the owner's requests are in `rows` and in no member's.
     by_member: Vec<crate::members::MemberSpend>,
+    /// With `by=session`: the sessions with a request since `since`, the
+    /// costliest first; otherwise empty.
+    by_session: Vec<crate::history::SessionSummary>,
+    /// With `by=client`: each client's requests and spend since `since`;
+    /// otherwise empty.
+    by_client: Vec<crate::admin::sessions::ClientSpend>,
 }
 
 /// Spend over the last calendar days, today included, and what answers

@@ -93,6 +93,7 @@ impl From<RequestDetail> for RequestRecord {
             dropped: d.dropped,
             instance: r.instance,
             member: r.member,
+            session: r.session,
             routing: d.routing,
         }
     }

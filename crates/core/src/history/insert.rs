@@ -19,9 +19,9 @@ use super::record::{
 const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
     user_agent, endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback,
     duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens, cost_usd, error_code, error,
-    request_body, response_body, cache, saved_usd, instance, member)
+    request_body, response_body, cache, saved_usd, instance, member, session)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,
-    ?25, ?26, ?27, ?28)";
+    ?25, ?26, ?27, ?28, ?29)";
 
 const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, provider, key_label, model,
     reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status,
@@ -163,6 +163,7 @@ fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestReco
         r.saved_usd,
         r.instance,
         r.member,
+        r.session,
     ])?;
     Ok(inserted == 1)
 }

@@ -24,6 +24,7 @@ pub(crate) mod pricing;
 pub(crate) mod record;
 pub(crate) mod retire;
 mod rows;
+pub mod sessions;
 pub(crate) mod spend;
 pub(crate) mod spool;
 pub(crate) mod sqlite;
@@ -37,6 +38,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 pub use record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
+pub use sessions::{SessionDetail, SessionFilter, SessionPage, SessionProvider, SessionSummary};
 pub use store::{Client, CountTable, RequestDetail, RequestFilter, RequestSummary, Store, StoreError};
 pub use writer::{HistoryStatus, Recorder};
 

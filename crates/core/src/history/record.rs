@@ -205,6 +205,11 @@ pub struct RequestRecord {
     /// Version 7 of the frames added it, last.
     #[serde(default)]
     pub member: Option<String>,
+    /// The conversation it is part of ([`crate::session`]); `None` for a
+    /// request refused before its body was read. Version 8 of the frames
+    /// added it, last.
+    #[serde(default)]
+    pub session: Option<String>,
 }
 
 /// Which strategy put an attempt's provider where it was, and the figures

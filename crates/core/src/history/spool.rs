@@ -71,18 +71,21 @@ const FRAME_V5: u8 = 5;
 const FRAME_V6: u8 = 6;
 /// Version 7 added [`RequestRecord::member`], last.
 const FRAME_V7: u8 = 7;
+/// Version 8 added [`RequestRecord::session`], last.
+const FRAME_V8: u8 = 8;
 /// postcard's encoding of an empty sequence.
 const EMPTY_SEQ: u8 = 0;
 /// postcard's encoding of `None`.
 const NONE: u8 = 0;
 /// What each older version's payload lacks, in postcard: the fields added
 /// since, each empty.
-const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE];
-const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE];
-const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE];
-const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE];
-const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE];
-const UPGRADE_V6: &[u8] = &[NONE];
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
+const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
+const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
+const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE];
+const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE];
+const UPGRADE_V6: &[u8] = &[NONE, NONE];
+const UPGRADE_V7: &[u8] = &[NONE];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -429,7 +432,7 @@ fn remove_if_there(path: &Path) -> std::io::Result<()> {
 fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
     let start = frames.len();
     // The format byte, then room for the length and checksum, filled in below.
-    frames.push(FRAME_V7);
+    frames.push(FRAME_V8);
     frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
     if let Err(e) = postcard::to_extend(record, Tail(frames)) {
         warn!("history spool: cannot encode a record: {e}");
@@ -511,7 +514,8 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
         FRAME_V4 => UPGRADE_V4,
         FRAME_V5 => UPGRADE_V5,
         FRAME_V6 => UPGRADE_V6,
-        FRAME_V7 => &[],
+        FRAME_V7 => UPGRADE_V7,
+        FRAME_V8 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -667,11 +671,12 @@ mod tests {
                 },
             }],
             member: Some("al".into()),
+            session: Some("s".into()),
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
@@ -762,6 +767,21 @@ mod tests {
 
     /// What version 7 appended: `member` (`01`, two bytes, `al`).
     const PINNED_V7_TAIL: &str = "0102616c";
+
+    /// What version 8 appended: `session` (`01`, one byte, `s`).
+    const PINNED_V8_TAIL: &str = "010173";
+
+    #[test]
+    fn a_version_7_frame_reads_with_no_session() {
+        let payload = format!(
+            "{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}"
+        );
+        let frame = old_frame(FRAME_V7, &payload);
+        let (record, rest) = read_frame(&frame).unwrap();
+        let record = record.expect("a version 7 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.member.as_deref(), record.session), (Some("al"), None));
+    }
 
     #[test]
     fn a_version_6_frame_reads_with_no_member() {

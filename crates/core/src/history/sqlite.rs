@@ -115,6 +115,28 @@ impl Backend for SqliteStore {
         remove_member(&self.pool, name).await
     }
 
+    async fn sessions(
+        &self,
+        filter: &super::sessions::SessionFilter,
+        now: i64,
+    ) -> Result<super::sessions::SessionPage, StoreError> {
+        list_sessions(&self.pool, filter, now).await
+    }
+
+    async fn session(
+        &self,
+        id: &str,
+        window: super::store::Window,
+        timeline: u32,
+        prices: Option<&super::pricing::Prices>,
+    ) -> Result<Option<super::sessions::SessionDetail>, StoreError> {
+        one_session(&self.pool, id, window, timeline, prices).await
+    }
+
+    async fn agent_spend(&self, since: i64) -> Result<Vec<super::store::AgentSpend>, StoreError> {
+        agent_spend(&self.pool, since).await
+    }
+
     async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
         member_spend(&self.pool, since).await
     }
@@ -330,6 +352,21 @@ mod tests {
         assert_eq!(spend_pieces(Bucket::Hour, h1), [(MINUTE_MS, h1, h1), (HOUR_MS, h1, i64::MAX)]);
     }
 
+    /// The sessions list reads the window's rows by the time index and
+    /// sorts its groups, rather than walking every session on record.
+    #[tokio::test]
+    async fn the_sessions_list_walks_the_time_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("h.db")).await.unwrap();
+        let filter = crate::history::sessions::SessionFilter::default();
+        let mut q =
+            sessions_query("EXPLAIN QUERY PLAN SELECT r.session, MAX(r.started_at) AS last_at", &filter, 1).unwrap();
+        let plan: Vec<String> =
+            q.build().fetch_all(&store.pool).await.unwrap().iter().map(|r| r.get::<String, _>("detail")).collect();
+        assert!(plan[0].starts_with("SEARCH r USING INDEX requests_by_time (started_at>?"), "{plan:?}");
+        assert!(!plan.iter().any(|d| d.contains("requests_session")), "{plan:?}");
+    }
+
     #[tokio::test]
     async fn newest_first_walks_the_time_index() {
         let dir = tempfile::tempdir().unwrap();
@@ -341,3 +378,5 @@ mod tests {
 }
 
 super::members::member_sql!(sqlx::Sqlite);
+// SQLite would otherwise walk the session index for the GROUP BY's order.
+super::sessions::session_sql!(sqlx::Sqlite, "INDEXED BY requests_by_time");

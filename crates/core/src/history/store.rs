@@ -13,7 +13,9 @@ use serde::Serialize;
 
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::pg::{PgSink, PgStore};
+use super::pricing::Prices;
 use super::record::{AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, Record, RequestOutcome};
+use super::sessions::{SessionDetail, SessionFilter, SessionPage};
 use super::sqlite::SqliteStore;
 use crate::cache::CacheStatus;
 use crate::config::HistoryConfig;
@@ -56,6 +58,8 @@ pub struct RequestFilter {
     pub model: Option<String>,
     /// Only requests made with this member's key.
     pub member: Option<String>,
+    /// Only requests of this session.
+    pub session: Option<String>,
     pub outcome: Option<RequestOutcome>,
     /// Only requests that did not end `ok`.
     #[serde(default)]
@@ -111,6 +115,8 @@ pub struct RequestSummary {
     pub instance: Option<String>,
     /// The member whose key made it; null for the owner.
     pub member: Option<String>,
+    /// The conversation it is part of; null when refused before its body.
+    pub session: Option<String>,
 }
 
 /// A request with its attempts in order.
@@ -263,7 +269,21 @@ pub(crate) trait Backend {
     async fn remove_member(&self, name: &str) -> Result<bool, StoreError>;
     /// Each member's requests and spend since `since` (Unix ms).
     async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError>;
+    async fn sessions(&self, filter: &SessionFilter, now: i64) -> Result<SessionPage, StoreError>;
+    async fn session(
+        &self,
+        id: &str,
+        window: Window,
+        timeline: u32,
+        prices: Option<&Prices>,
+    ) -> Result<Option<SessionDetail>, StoreError>;
+    async fn agent_spend(&self, since: i64) -> Result<Vec<AgentSpend>, StoreError>;
 }
+
+/// A time window: since (inclusive), until (exclusive), Unix ms.
+pub type Window = (i64, Option<i64>);
+/// Per user agent: requests, input and output tokens, cost.
+pub type AgentSpend = (Option<String>, i64, i64, i64, Option<f64>);
 
 /// A handle on the history, whichever database holds it; cheap to clone.
 #[derive(Debug, Clone)]
@@ -451,6 +471,29 @@ impl Store {
     /// Each member's requests and spend since `since` (Unix ms).
     pub async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
         each!(self, b => b.member_spend(since).await)
+    }
+
+    /// Sessions with a request in the filter's window (the last week by
+    /// default), newest last request first, one page at a time.
+    pub async fn sessions(&self, filter: &SessionFilter) -> Result<SessionPage, StoreError> {
+        each!(self, b => b.sessions(filter, super::record::now_ms()).await)
+    }
+
+    /// One session's figures within `window`, with its latest `timeline`
+    /// requests; `prices` values what its provider cache saved.
+    pub async fn session(
+        &self,
+        id: &str,
+        window: Window,
+        timeline: u32,
+        prices: Option<&Prices>,
+    ) -> Result<Option<SessionDetail>, StoreError> {
+        each!(self, b => b.session(id, window, timeline, prices).await)
+    }
+
+    /// Requests, tokens and cost per user agent since `since` (Unix ms).
+    pub async fn agent_spend(&self, since: i64) -> Result<Vec<AgentSpend>, StoreError> {
+        each!(self, b => b.agent_spend(since).await)
     }
 
     pub async fn close(&self) {

@@ -124,6 +124,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         instance: None,
         routing: Vec::new(),
         member: None,
+        session: None,
     }
 }
 
@@ -166,6 +167,13 @@ impl Journal {
     pub fn member(&mut self, name: &str) {
         if let Some(record) = self.record.as_deref_mut() {
             record.member = Some(name.to_string());
+        }
+    }
+
+    /// Names the conversation the request is part of, if it has one.
+    pub fn session(&mut self, session: Option<&crate::session::Session>) {
+        if let (Some(record), Some(s)) = (self.record.as_deref_mut(), session) {
+            record.session = Some(s.id.clone());
         }
     }
 

@@ -145,6 +145,7 @@ async fn serve(
     })?;
     journal.request(&head.model, head.stream, &bytes);
     let session = crate::session::identify(&inbound.headers, &head.conversation, &bytes);
+    journal.session(session.as_ref());
     // A rough size for the token buckets and for prices; providers count the real thing.
     let tokens = (bytes.len() / 4) as u64;
     if let Some(m) = member {

@@ -111,6 +111,9 @@ pub struct Target {
     pub token: Option<SecretString>,
     /// The model to ask for, when the tool should not use its own default.
     pub model: Option<String>,
+    /// The command that draws the tool's status line, for tools that have
+    /// one (Claude Code's `statusLine`): `switchyard statusline`.
+    pub status_line: Option<String>,
 }
 
 impl Target {

@@ -167,6 +167,10 @@ fn claude(t: &Target) -> Vec<Edit> {
             edits.push(edit(var, model.clone()));
         }
     }
+    // The user's own status line is in the backup; `disconnect` restores it.
+    if let Some(command) = &t.status_line {
+        edits.push(edit(&["statusLine"], json!({ "type": "command", "command": command })));
+    }
     edits
 }
 

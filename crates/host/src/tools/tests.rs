@@ -35,6 +35,7 @@ fn target(token: Option<&str>) -> Target {
         base: "http://127.0.0.1:4141".into(),
         token: token.map(|t| SecretString::from(t.to_string())),
         model: Some("sim-model".into()),
+        status_line: None,
     }
 }
 

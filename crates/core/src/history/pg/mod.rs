@@ -345,6 +345,28 @@ impl Backend for PgStore {
         remove_member(&self.pool, name).await
     }
 
+    async fn sessions(
+        &self,
+        filter: &super::sessions::SessionFilter,
+        now: i64,
+    ) -> Result<super::sessions::SessionPage, StoreError> {
+        list_sessions(&self.pool, filter, now).await
+    }
+
+    async fn session(
+        &self,
+        id: &str,
+        window: super::store::Window,
+        timeline: u32,
+        prices: Option<&super::pricing::Prices>,
+    ) -> Result<Option<super::sessions::SessionDetail>, StoreError> {
+        one_session(&self.pool, id, window, timeline, prices).await
+    }
+
+    async fn agent_spend(&self, since: i64) -> Result<Vec<super::store::AgentSpend>, StoreError> {
+        agent_spend(&self.pool, since).await
+    }
+
     async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
         member_spend(&self.pool, since).await
     }
@@ -512,3 +534,4 @@ super::rows::sql_common!(Postgres, PgRow, "JOIN requests r ON r.id = f.id AND r.
 pub(crate) mod tests;
 
 super::members::member_sql!(sqlx::Postgres);
+super::sessions::session_sql!(sqlx::Postgres, "");

@@ -528,3 +528,98 @@ async fn members_and_their_spend_answer_as_sqlite_does() {
     assert_eq!(sqlite.requests(&filter).await.unwrap().requests.len(), 2);
     assert!(pg.remove_member("al").await.unwrap() && !pg.remove_member("al").await.unwrap());
 }
+
+/// Sessions read the same from both backends, with figures summed exactly
+/// from their rows: the list (filters, pages), one session, and the
+/// request list by session.
+#[tokio::test]
+async fn sessions_answer_as_sqlite_does() {
+    use crate::history::sessions::{SessionFilter, MAX_TIMELINE};
+    use crate::protocol::usage::Usage;
+    let (_db, _dir, pg, sqlite) = both().await;
+    let now = now_ms();
+    // (session, user agent, provider, input, cached, output, cost, fallback, ok), oldest first.
+    let rows = [
+        ("cc", "claude-cli/2.1.197 (external, cli)", "anthropic", 1000, 0, 10, 0.5, false, true),
+        ("cc", "claude-cli/2.1.197 (external, cli)", "anthropic", 1200, 900, 20, 0.25, false, true),
+        ("cx", "codex_exec/0.171.0", "openai", 500, 0, 5, 0.125, false, true),
+        ("cc", "claude-cli/2.1.197 (external, cli)", "backup", 1300, 1000, 30, 0.25, true, false),
+        ("gm", "GeminiCLI/0.61.0 (linux; x64)", "google", 100, 50, 1, 0.0, false, true),
+    ];
+    let records: Vec<Record> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (session, ua, provider, input, cached, output, cost, fallback, ok))| {
+            let mut r = crate::history::record::sample_request(&format!("r{i}"));
+            r.started_at_ms = now - 10_000 + i as i64 * 1000;
+            r.finished_at_ms = r.started_at_ms + 5;
+            r.session = Some(session.to_string());
+            r.user_agent = Some(ua.to_string());
+            r.provider = Some(provider.to_string());
+            r.usage = Usage { input_tokens: Some(*input), output_tokens: Some(*output), cached_tokens: Some(*cached) };
+            (r.cost_usd, r.fallback) = (Some(*cost), *fallback);
+            if !ok {
+                r.outcome = RequestOutcome::Error;
+            }
+            Record::Request(Box::new(r))
+        })
+        .collect();
+    for store in [&pg, &sqlite] {
+        store.write(&records).await.unwrap();
+    }
+    let list = |filter: SessionFilter| {
+        let (pg, sqlite) = (pg.clone(), sqlite.clone());
+        async move {
+            let (a, b) = (pg.sessions(&filter).await.unwrap(), sqlite.sessions(&filter).await.unwrap());
+            assert_eq!(a.sessions, b.sessions, "{filter:?}");
+            assert_eq!(a.next_cursor, b.next_cursor);
+            a
+        }
+    };
+    let all = list(SessionFilter::default()).await;
+    let ids: Vec<&str> = all.sessions.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["gm", "cc", "cx"], "newest last request first");
+    let cc = &all.sessions[1];
+    assert_eq!((cc.client.as_deref(), cc.client_version.as_deref()), (Some("claude-code"), Some("2.1.197")));
+    assert_eq!((cc.requests, cc.input_tokens, cc.output_tokens, cc.cache_read_tokens), (3, 3500, 60, 1900));
+    assert_eq!((cc.cost_usd, cc.fallbacks, cc.errors), (Some(1.0), 1, 1));
+    assert_eq!(cc.cache_hit_rate, Some(1900.0 / 3500.0));
+    assert_eq!((cc.first_at, cc.last_at), (now - 10_000, now - 7_000));
+
+    let only = |f: SessionFilter| async { list(f).await.sessions.into_iter().map(|s| s.id).collect::<Vec<_>>() };
+    assert_eq!(only(SessionFilter { client: Some("codex".into()), ..Default::default() }).await, ["cx"]);
+    assert_eq!(only(SessionFilter { provider: Some("backup".into()), ..Default::default() }).await, ["cc"]);
+    assert_eq!(only(SessionFilter { since: Some(now - 6_500), ..Default::default() }).await, ["gm"]);
+    assert!(only(SessionFilter { model: Some("other".into()), ..Default::default() }).await.is_empty());
+    let first = list(SessionFilter { limit: Some(2), ..Default::default() }).await;
+    let cursor = first.next_cursor.clone().expect("a second page");
+    let second = list(SessionFilter { limit: Some(2), cursor: Some(cursor), ..Default::default() }).await;
+    assert_eq!((second.sessions.len(), second.sessions[0].id.as_str(), second.next_cursor), (1, "cx", None));
+
+    let prices = crate::history::pricing::Prices::with_overrides(vec![crate::config::Price {
+        provider: Some("anthropic".into()),
+        model: "m".into(),
+        input: 3.0,
+        output: 15.0,
+        cached: Some(0.3),
+    }]);
+    for store in [&pg, &sqlite] {
+        let d = store.session("cc", (now - 60_000, None), MAX_TIMELINE, Some(&prices)).await.unwrap().unwrap();
+        assert_eq!(&d.summary, cc);
+        assert_eq!(d.timeline.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r0", "r1", "r3"]);
+        assert_eq!((d.provider.as_deref(), d.model.as_deref()), (Some("backup"), Some("m")));
+        let served: Vec<_> =
+            d.providers.iter().map(|p| (p.provider.as_str(), p.requests, p.cache_read_tokens)).collect();
+        assert_eq!(served, [("anthropic", 2, 900), ("backup", 1, 1000)]);
+        // 900 cache reads at $3 rather than $0.30 a million; backup has no price.
+        let saved = d.cache_saved_usd.unwrap();
+        assert!((saved - 900.0 * 2.7 / 1e6).abs() < 1e-12, "{saved}");
+        let latest = store.session("cc", (now - 60_000, None), 1, None).await.unwrap().unwrap();
+        assert_eq!((latest.timeline.len(), latest.summary.requests), (1, 3));
+        assert!(store.session("cc", (now - 1000, None), 1, None).await.unwrap().is_none(), "outside the window");
+        let filter = RequestFilter { session: Some("cx".into()), ..RequestFilter::default() };
+        assert_eq!(store.requests(&filter).await.unwrap().requests[0].session.as_deref(), Some("cx"));
+        let agents = store.agent_spend(now - 60_000).await.unwrap();
+        assert_eq!(agents.len(), 3);
+    }
+}

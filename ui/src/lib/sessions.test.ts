@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import type { RequestSummary } from './api';
+import { cacheCurve, clientText, costCurve, polyline } from './sessions';
+
+const row = (at: number, cost: number | null, input: number, cached: number): RequestSummary =>
+  ({ started_at: at, cost_usd: cost, usage: { input_tokens: input, output_tokens: 1, cached_tokens: cached } }) as RequestSummary;
+
+describe('a session’s curves', () => {
+  const timeline = [row(0, 0.5, 100, 0), row(10, null, 100, 50), row(20, 0.25, 200, 150)];
+
+  it('adds up cost, an unpriced request adding nothing', () => {
+    expect(costCurve(timeline).map((p) => p.value)).toEqual([0.5, 0.5, 0.75]);
+  });
+
+  it('is the cache hit rate so far after each request', () => {
+    expect(cacheCurve(timeline).map((p) => p.value)).toEqual([0, 0.25, 0.5]);
+  });
+
+  it('draws time across and values up from the bottom', () => {
+    expect(polyline([{ at: 0, value: 0 }, { at: 10, value: 2 }], 100, 50)).toBe('0.0,50.0 100.0,0.0');
+    expect(polyline([{ at: 5, value: 0.5 }], 100, 50, 1)).toBe('100.0,25.0');
+    expect(polyline([], 100, 50)).toBe('');
+  });
+
+  it('names the client with its version', () => {
+    expect(clientText({ client: 'codex', client_version: '0.171.0' })).toBe('codex 0.171.0');
+    expect(clientText({ client: null, client_version: null })).toBe('—');
+  });
+});

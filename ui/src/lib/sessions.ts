@@ -1,0 +1,45 @@
+// What the Sessions view draws of a session: its cost so far and its cache
+// hit rate so far after each request, as SVG polyline points. Kept out of
+// the component so that it is tested without a browser.
+
+import type { RequestSummary, SessionSummary } from './api';
+
+/** One point of a curve: when, and the value then. */
+export interface Point {
+  at: number;
+  value: number;
+}
+
+/** Cost so far after each request, oldest first (an unpriced request adds nothing). */
+export function costCurve(timeline: RequestSummary[]): Point[] {
+  let total = 0;
+  return timeline.map((r) => ({ at: r.started_at, value: (total += r.cost_usd ?? 0) }));
+}
+
+/** Cache reads over input so far after each request, oldest first (0 before any input). */
+export function cacheCurve(timeline: RequestSummary[]): Point[] {
+  let input = 0;
+  let read = 0;
+  return timeline.map((r) => {
+    input += r.usage.input_tokens ?? 0;
+    read += r.usage.cached_tokens ?? 0;
+    return { at: r.started_at, value: input > 0 ? read / input : 0 };
+  });
+}
+
+/** `x,y` pairs in a `width` × `height` box, time across, 0 at the bottom up to `top` (the curve's own max by default). */
+export function polyline(points: Point[], width: number, height: number, top?: number): string {
+  if (points.length === 0) return '';
+  const first = points[0].at;
+  const span = Math.max(1, points[points.length - 1].at - first);
+  const max = top ?? Math.max(...points.map((p) => p.value));
+  const y = (v: number) => (max > 0 ? height - (v / max) * height : height);
+  const x = (at: number) => (points.length === 1 ? width : ((at - first) / span) * width);
+  return points.map((p) => `${x(p.at).toFixed(1)},${y(p.value).toFixed(1)}`).join(' ');
+}
+
+/** `claude-code 2.1.197`, or the raw user agent's absence. */
+export function clientText(s: Pick<SessionSummary, 'client' | 'client_version'>): string {
+  if (!s.client) return '—';
+  return s.client_version ? `${s.client} ${s.client_version}` : s.client;
+}
