@@ -95,7 +95,8 @@ pub const TOOLS: &[Tool] = &[
         id: "gemini",
         name: "Gemini CLI",
         program: "gemini",
-        user_agents: &["GeminiCLI/"],
+        // Gemini CLI names itself `GeminiCLI-tui/…` in its interactive mode.
+        user_agents: &["GeminiCLI/", "GeminiCLI-"],
         // The base URL and key are variables, which the CLI also reads from
         // `~/.gemini/.env`; with a base URL alone it picks an auth type it then
         // refuses, so settings.json names the API-key one.
