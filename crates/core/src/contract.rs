@@ -51,6 +51,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         ModelView::decl(cfg),
         ProviderState::decl(cfg),
         crate::telemetry::health::QueueView::decl(cfg),
+        crate::telemetry::health::LastProbe::decl(cfg),
         ProviderView::decl(cfg),
         ProbeResult::decl(cfg),
         ProviderStats::decl(cfg),
