@@ -54,6 +54,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         crate::telemetry::health::LastProbe::decl(cfg),
         ProviderView::decl(cfg),
         ProbeResult::decl(cfg),
+        crate::admin::try_it::TryResult::decl(cfg),
         ProviderStats::decl(cfg),
         crate::history::HistoryStatus::decl(cfg),
         StatsView::decl(cfg),

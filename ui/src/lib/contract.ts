@@ -113,6 +113,20 @@ until_ms: number | null, detail: string | null, };
 
 export type ProbeResult = { provider: string, ok: boolean, status: number | null, duration_ms: number, error: string | null, breaker: BreakerState, };
 
+export type TryResult = { 
+/**
+ * Its id in the history (`GET /admin/requests/{id}` shows its attempts).
+ */
+request_id: string, model: string, status: number, 
+/**
+ * The model's answer, when it gave one.
+ */
+answer: string | null, 
+/**
+ * Why there is no answer.
+ */
+error: string | null, };
+
 export type ProviderStats = { name: string, state: ProviderStateName, stats: Windows, models: Array<ModelView>, today: Today, queue: QueueView, };
 
 export type HistoryStatus = { 

@@ -205,7 +205,7 @@ fn state(p: &Provider, m5: &Window, passive_healthy: bool, reach: &Reach) -> Pro
         return s(Degraded, None, Some("slow: p95 latency over 30 s".into()));
     }
     if reach.unknown {
-        return s(Unknown, None, Some("not probed or used yet".into()));
+        return s(Unknown, None, None);
     }
     s(Healthy, None, None)
 }
