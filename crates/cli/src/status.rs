@@ -69,11 +69,8 @@ pub fn table(providers: &[ProviderView]) -> Vec<String> {
         let keys: Vec<String> = p.keys.iter().map(|k| format!("{}…{} {}", k.label, k.last4, word(k.status))).collect();
         // A dead server's probe error says more than its keys.
         let unreachable = p.state.state == switchyard_core::telemetry::ProviderStateName::Unreachable;
-        let keys = if keys.is_empty() || unreachable {
-            p.state.detail.clone().unwrap_or_default()
-        } else {
-            keys.join(", ")
-        };
+        let keys =
+            if keys.is_empty() || unreachable { p.state.detail.clone().unwrap_or_default() } else { keys.join(", ") };
         let numbers = [
             m5.success_rate.map_or("-".into(), |r| format!("{:.0}%", r * 100.0)),
             ms(m5.latency_p50_ms),

@@ -55,8 +55,9 @@ async fn try_it(State(gw): State<Gateway>, ask: Option<Json<TryAsk>>) -> Result<
     let ask = ask.map(|Json(a)| a).unwrap_or_default();
     let model = match ask.model.filter(|m| !m.trim().is_empty()) {
         Some(m) => m,
-        None => first_model(&gw)
-            .ok_or_else(|| AdminError::unprocessable("no_model", "no provider lists a model to ask"))?,
+        None => {
+            first_model(&gw).ok_or_else(|| AdminError::unprocessable("no_model", "no provider lists a model to ask"))?
+        }
     };
     let body = serde_json::json!({
         "model": model,

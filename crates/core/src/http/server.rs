@@ -83,8 +83,10 @@ pub async fn serve(
         warn!("budgets count from zero: the spend on record could not be read: {e}");
     }
     // Active probes for the providers that want them; ended with the server.
-    let _probes =
-        AbortOnDropHandle::new(tokio::spawn(crate::telemetry::health::probe_forever(gateway.clone(), limits.probe_every)));
+    let _probes = AbortOnDropHandle::new(tokio::spawn(crate::telemetry::health::probe_forever(
+        gateway.clone(),
+        limits.probe_every,
+    )));
     let app = routes(gateway.clone());
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();

@@ -649,8 +649,9 @@ impl Provider {
     pub fn record_probe(&self, ok: bool, probed: Probed) {
         let now = Instant::now();
         let mut h = self.health();
+        // A change either way: it was unreachable and answers, or the reverse.
         let was_unreachable = h.reach.unreachable().is_some();
-        if was_unreachable != !probed.answered {
+        if was_unreachable == probed.answered {
             let what = if probed.answered { "reachable again" } else { "unreachable" };
             warn!(provider = %self.config.name, "{what}: {}", probed.error.as_deref().unwrap_or("the probe succeeded"));
         }
