@@ -1,5 +1,7 @@
 //! Switchyard on the desktop: the gateway in-process, a tray menu that
-//! reflects it, and the dashboard in a window that hides to the tray.
+//! reflects it, and the dashboard in a window. A closed window is gone, not
+//! hidden: its webview and WebKit's processes (some 350 MB) exit, and the
+//! tray opens a new one on the view the old one was on.
 
 // No console window on Windows release builds.
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
@@ -13,13 +15,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod attach;
 mod host;
+mod light;
 mod menu;
 mod tools;
 mod tray;
 mod update;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tauri::{AppHandle, Manager, RunEvent, WindowEvent};
 use tauri_plugin_autostart::{MacosLauncher, ManagerExt as _};
@@ -69,12 +72,62 @@ pub fn redraw(app: &AppHandle) {
     }
 }
 
+/// The window's label in `tauri.conf.json`, whose settings every new window takes.
+const WINDOW: &str = "main";
+/// The longest dashboard route (`#/requests/<id>?…`) kept for the next window.
+const MAX_VIEW_LEN: usize = 512;
+
+/// The dashboard route (`#/…`) the last window was on when it closed.
+#[derive(Default)]
+struct LastView(Mutex<Option<String>>);
+
+impl LastView {
+    fn set(&self, view: Option<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = view;
+    }
+
+    fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Shows the window, opening a new one when it was closed.
 fn show_window(app: &AppHandle) {
-    if let Some(window) = app.get_webview_window("main") {
+    if let Some(window) = app.get_webview_window(WINDOW) {
         let _ = window.show();
         let _ = window.unminimize();
         let _ = window.set_focus();
+        return;
     }
+    if let Err(e) = open_window(app) {
+        tracing::warn!("cannot open the window: {e}");
+    }
+}
+
+/// A new window on the route the last one was on. It signs in by itself
+/// (its `connect` command), so only the route needs carrying over.
+fn open_window(app: &AppHandle) -> tauri::Result<()> {
+    let Some(config) = app.config().app.windows.iter().find(|w| w.label == WINDOW).cloned() else {
+        return Ok(());
+    };
+    let mut builder = tauri::WebviewWindowBuilder::from_config(app, &config)?;
+    if let Some(view) = app.try_state::<LastView>().and_then(|v| v.get()) {
+        // Runs before the page's scripts, so the router starts on it.
+        builder = builder.initialization_script(format!(
+            "if (!location.hash) location.hash = {};",
+            serde_json::to_string(&view).map_err(tauri::Error::Json)?
+        ));
+    }
+    let window = builder.build()?;
+    window.show()?;
+    window.set_focus()
+}
+
+/// The dashboard route a window shows, if it is one worth opening on again.
+fn route_of(window: &tauri::Window) -> Option<String> {
+    let url = window.app_handle().get_webview_window(window.label())?.url().ok()?;
+    let route = url.fragment().filter(|f| f.starts_with('/') && f.len() < MAX_VIEW_LEN)?;
+    (!route.starts_with("/login")).then(|| format!("#{route}"))
 }
 
 fn copy(app: &AppHandle, host: &Host, path: &str) {
@@ -203,6 +256,7 @@ fn main() {
             app.manage(tray);
             app.manage(Arc::clone(&host));
             app.manage(Arc::clone(&prefs));
+            app.manage(LastView::default());
             tauri::async_runtime::spawn(tray::follow(handle.clone(), host, prefs));
             if let Some(updates) = check {
                 tauri::async_runtime::spawn(update::check_and_tell(handle.clone(), updates, true));
@@ -213,10 +267,16 @@ fn main() {
             Ok(())
         })
         .on_window_event(|window, event| {
-            // Closing the window hides it: the gateway and the tray stay.
-            if let WindowEvent::CloseRequested { api, .. } = event {
-                api.prevent_close();
-                let _ = window.hide();
+            // Closing the window destroys it (the gateway and the tray stay);
+            // the next one opens where this one was.
+            match event {
+                WindowEvent::CloseRequested { .. } => {
+                    if let Some(last) = window.app_handle().try_state::<LastView>() {
+                        last.set(route_of(window));
+                    }
+                }
+                WindowEvent::Destroyed => light::after_last_window(window.app_handle()),
+                _ => {}
             }
         })
         .build(context);

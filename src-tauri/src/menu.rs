@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 
 use switchyard_core::telemetry::GatewayEvent;
-use switchyard_core::telemetry::ProviderStateName::{self, Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
+use switchyard_core::telemetry::ProviderStateName::{
+    self, Degraded, Disabled, Healthy, NoKey, Open, RateLimited, Unknown, Unreachable,
+};
 
 use crate::update::Phase;
 
@@ -98,6 +100,8 @@ pub struct ProviderLine {
     pub latency_p50_ms: Option<u64>,
     /// When a rate limit or an open breaker ends (Unix ms).
     pub until_ms: Option<i64>,
+    /// The last failed probe's error and when it was sent (Unix ms).
+    pub probe_failed: Option<(String, i64)>,
 }
 
 /// One coding tool as the "Connect tools" submenu shows it.
@@ -183,6 +187,8 @@ fn glyph(state: ProviderStateName) -> &'static str {
         Open => "✕",
         NoKey => "⚠",
         Disabled => "○",
+        Unknown => "◌",
+        Unreachable => "✕",
     }
 }
 
@@ -196,7 +202,8 @@ fn left(until_ms: i64, now_ms: i64) -> String {
     }
 }
 
-/// "openai — healthy · 320 ms", "groq — breaker open · 42 s".
+/// "openai — healthy · 320 ms", "groq — breaker open · 42 s",
+/// "ollama — unreachable · connection refused, 12 s ago".
 pub fn provider_label(p: &ProviderLine, now_ms: i64) -> String {
     let words = match p.state {
         Healthy => "healthy",
@@ -205,9 +212,15 @@ pub fn provider_label(p: &ProviderLine, now_ms: i64) -> String {
         Open => "breaker open",
         NoKey => "no key",
         Disabled => "disabled",
+        Unknown => "not checked yet",
+        Unreachable => "unreachable",
     };
     let detail = match (p.state, p.until_ms, p.latency_p50_ms) {
         (RateLimited | Open, Some(until), _) => format!(" · {}", left(until, now_ms)),
+        (Unreachable, _, _) => match &p.probe_failed {
+            Some((error, at_ms)) => format!(" · {error}, {} ago", left(now_ms, *at_ms)),
+            None => String::new(),
+        },
         (Healthy | Degraded, _, Some(ms)) => format!(" · {ms} ms"),
         _ => String::new(),
     };
@@ -224,7 +237,7 @@ pub fn overall(state: &TrayState) -> Overall {
     let serving = enabled.iter().filter(|p| p.state.serving()).count();
     if serving == 0 && !matches!(state.status, Status::Starting | Status::Attached(_)) {
         Overall::Down
-    } else if enabled.iter().any(|p| p.state != Healthy) || !state.blocking.is_empty() {
+    } else if enabled.iter().any(|p| !matches!(p.state, Healthy | Unknown)) || !state.blocking.is_empty() {
         Overall::Degraded
     } else {
         Overall::Healthy
@@ -392,6 +405,7 @@ mod tests {
             state: serde_json::from_value(serde_json::Value::from(state)).unwrap(),
             latency_p50_ms: Some(320),
             until_ms: None,
+            probe_failed: None,
         }
     }
 
@@ -451,6 +465,8 @@ mod tests {
         open.until_ms = Some(NOW + 42_000);
         let mut limited = line("anthropic", "rate_limited");
         limited.until_ms = Some(NOW + 600_000);
+        let mut down = line("ollama", "unreachable");
+        down.probe_failed = Some(("connection refused".into(), NOW - 12_000));
         let cases = [
             (line("a", "healthy"), "● a — healthy · 320 ms"),
             (line("b", "degraded"), "◐ b — degraded · 320 ms"),
@@ -458,6 +474,8 @@ mod tests {
             (open, "✕ groq — breaker open · 42 s"),
             (line("c", "no_key"), "⚠ c — no key"),
             (line("d", "disabled"), "○ d — disabled"),
+            (down, "✕ ollama — unreachable · connection refused, 12 s ago"),
+            (line("f", "unknown"), "◌ f — not checked yet"),
         ];
         for (p, want) in cases {
             assert_eq!(provider_label(&p, NOW), want);
@@ -497,6 +515,10 @@ mod tests {
         assert_eq!(listening(vec![line("a", "degraded")]), Overall::Degraded);
         assert_eq!(listening(vec![line("a", "open"), line("b", "no_key")]), Overall::Down);
         assert_eq!(listening(vec![line("a", "disabled")]), Overall::Down);
+        // Nothing known yet is no trouble; a dead server is.
+        assert_eq!(listening(vec![line("a", "healthy"), line("b", "unknown")]), Overall::Healthy);
+        assert_eq!(listening(vec![line("a", "healthy"), line("b", "unreachable")]), Overall::Degraded);
+        assert_eq!(listening(vec![line("a", "unreachable")]), Overall::Down);
         assert_eq!(listening(vec![]), Overall::Down);
         assert_eq!(overall(&tray(Status::Paused(addr()), vec![line("a", "healthy")])), Overall::Paused);
         assert_eq!(overall(&tray(Status::Failed("x".into()), vec![])), Overall::Down);

@@ -57,6 +57,7 @@ pub fn state(app: &AppHandle, host: &Host, prefs: &Prefs) -> TrayState {
             state: v.state.state,
             latency_p50_ms: v.stats.m5.latency_p50_ms,
             until_ms: v.state.until_ms,
+            probe_failed: v.last_probe.filter(|l| !l.ok).map(|l| (l.error.unwrap_or_default(), l.at_ms)),
         })
         .collect();
     let tools = crate::tools::statuses(host)

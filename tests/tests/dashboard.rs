@@ -153,3 +153,22 @@ async fn spend_has_minute_buckets_for_sparklines() {
     assert_eq!(bucket.len(), "2026-01-01T00:00Z".len(), "{bucket}");
     assert_eq!(spend["rows"][0]["requests"], 1);
 }
+
+#[tokio::test]
+async fn a_test_request_from_the_dashboard_goes_through_the_gateway_and_needs_the_admin_token() {
+    let (sim, gw) = gateway().await;
+    let refused = http().post(gw.url("/admin/try")).json(&json!({})).send().await.unwrap();
+    assert_eq!(refused.status(), 401, "no token, no session: refused");
+    assert_eq!(sim.calls(), 0, "a refused test request reaches no provider");
+
+    let (status, tried) = admin_send(&gw, reqwest::Method::POST, "/admin/try", json!({})).await;
+    assert_eq!(status, 200, "{tried}");
+    assert_eq!((tried["model"].as_str(), tried["status"].as_u64()), (Some("m"), Some(200)), "{tried}");
+    assert!(tried["answer"].as_str().is_some_and(|a| !a.is_empty()), "{tried}");
+    // On record like any request: its attempts are the timeline the dashboard shows.
+    let id = tried["request_id"].as_str().unwrap();
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let attempts = detail["attempts"].as_array().unwrap();
+    assert_eq!((attempts.len(), attempts[0]["provider"].as_str()), (1, Some("alpha")), "{detail}");
+    assert_eq!(sim.calls(), 1);
+}

@@ -292,3 +292,80 @@ async fn stats_have_percentiles_per_provider_and_model() {
     assert_eq!(models, [("m", 2), ("n", 1)]);
     assert!(p["today"]["output_tokens"].as_u64().unwrap() > 0);
 }
+
+/// The provider named `name` in `/admin/providers`.
+async fn provider_view(gw: &TestGateway, name: &str) -> Value {
+    let providers = gw.admin("/admin/providers").await;
+    providers.as_array().unwrap().iter().find(|p| p["name"] == name).cloned().unwrap()
+}
+
+/// Polls `/admin/providers` until `name` is in `state`; how long that took.
+async fn until_state(gw: &TestGateway, name: &str, state: &str, within: Duration) -> Duration {
+    let started = tokio::time::Instant::now();
+    loop {
+        let view = provider_view(gw, name).await;
+        if view["state"] == state {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < within, "{name} not {state} within {within:?}: {view}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Slack for a loaded machine on top of a probe period.
+const SLACK: Duration = Duration::from_millis(400);
+
+#[tokio::test]
+async fn a_dead_local_server_is_unreachable_skipped_with_the_reason_and_healthy_once_it_answers() {
+    const PERIOD: Duration = Duration::from_millis(300);
+    // A port nothing listens on, then the fake that starts there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let backup = SimProvider::start("backup", Script::ok()).await.unwrap();
+    let config = ConfigText::new()
+        .raw("[server]\nprobe_every = \"300ms\"")
+        .provider_at("local", &format!("http://127.0.0.1:{port}/v1"), "openai", &["m"])
+        .raw("auth = \"none\"")
+        .provider(&backup, "openai", &["m"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["backup"])).await;
+
+    until_state(&gw, "local", "unreachable", PERIOD + SLACK).await;
+    let local = provider_view(&gw, "local").await;
+    let detail = local["detail"].as_str().unwrap();
+    assert!(detail.contains("no answer") && detail.contains("refused"), "{local}");
+    assert!(local["last_probe"]["at_ms"].as_i64().unwrap() <= switchyard_core::history::now_ms(), "{local}");
+    assert_eq!(local["last_probe"]["ok"], false, "{local}");
+
+    // A request routed through it goes to the backup without trying it.
+    let r = send(&gw).await;
+    assert_eq!(r.headers()["x-switchyard-provider"], "backup");
+    r.bytes().await.unwrap();
+    gw.recorded(1).await;
+    let listed = gw.admin("/admin/requests").await;
+    let id = listed["requests"][0]["id"].as_str().unwrap();
+    let request = gw.admin(&format!("/admin/requests/{id}")).await;
+    let attempts = request["attempts"].as_array().unwrap();
+    let first = (attempts[0]["provider"].as_str(), attempts[0]["outcome"].as_str());
+    assert_eq!(first, (Some("local"), Some("skipped")), "{request}");
+    let why = attempts[0]["error"].as_str().unwrap();
+    assert!(why.contains("unreachable") && why.contains("refused"), "{request}");
+
+    // The fake comes up: healthy by the next probe, however far it backed off.
+    let next_ms = provider_view(&gw, "local").await["last_probe"]["next_ms"].as_i64().unwrap();
+    let period = Duration::from_millis((next_ms - switchyard_core::history::now_ms()).max(0) as u64);
+    assert!(period <= PERIOD * 2, "backed off to {period:?} after a moment down");
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+    let _fake = SimProvider::serve(listener, "local", Script::ok()).unwrap();
+    until_state(&gw, "local", "healthy", period + SLACK).await;
+    let r = send(&gw).await;
+    assert_eq!(r.headers()["x-switchyard-provider"], "local");
+}
+
+#[tokio::test]
+async fn a_provider_never_probed_and_never_used_is_unknown_not_healthy() {
+    let p = SimProvider::start("remote", Script::ok()).await.unwrap();
+    let config = ConfigText::new().raw(FAST).provider(&p, "openai", &["m"]).raw("probe = false");
+    let gw = TestGateway::start(config.build(), keys_for(&["remote"])).await;
+    assert_eq!(provider_view(&gw, "remote").await["state"], "unknown");
+    send(&gw).await.bytes().await.unwrap();
+    assert_eq!(provider_view(&gw, "remote").await["state"], "healthy");
+}

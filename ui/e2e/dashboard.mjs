@@ -106,9 +106,17 @@ try {
 
   // Overview: every provider's state, in words and colour.
   await card(page, 'dash-primary').waitFor({ timeout: WAIT });
-  check((await stateOf(page, 'dash-primary')) === 'healthy', 'dash-primary shows healthy');
+  // Probes are off and nothing was sent yet: nothing is known, and it says so.
+  check((await stateOf(page, 'dash-primary')) === 'unknown', 'dash-primary, never probed or used, shows unknown, not healthy');
   check((await stateOf(page, 'dash-nokey')) === 'no_key', 'dash-nokey shows no key');
   check((await card(page, 'dash-nokey').innerText()).includes('No key'), 'the no-key state is in words');
+  // No traffic yet: the walk-through leads to the first key, a tool and a test request.
+  const start = page.locator('section[aria-label="Get started"]');
+  await start.waitFor({ timeout: WAIT });
+  check(await start.locator('[data-first-key="dash-nokey"]').isVisible(), 'the first run offers a key for dash-nokey');
+  check(await start.getByRole('link', { name: 'Tools' }).isVisible(), 'and leads to the Tools view to connect a tool');
+  check(await start.getByRole('button', { name: 'Say hi' }).isVisible(), 'and offers a test request');
+  await shot(page, 'overview-first-run');
   const broken = await chat('b');
   check(broken.status >= 500, `a request to the broken provider fails (${broken.status})`);
   await card(page, 'dash-broken').locator('[data-state="open"]').waitFor({ timeout: WAIT });
@@ -224,9 +232,11 @@ try {
   check(later.stats.m5.requests === before.stats.m5.requests, 'dash-primary took no attempts while disabled');
   await shot(page, 'overview-disabled');
 
-  // A key typed in the form goes to the keychain and never shows in the page.
-  await page.goto(`${base}/ui/#/providers`);
-  await page.getByRole('button', { name: 'Edit dash-nokey' }).click();
+  // "Add key" on a card opens the keychain form for that provider; a key
+  // typed there goes to the keychain and never shows in the page.
+  await card(page, 'dash-nokey').locator('[data-add-key="dash-nokey"]').click();
+  await page.locator('h2', { hasText: 'Edit dash-nokey' }).waitFor({ timeout: WAIT });
+  check(await page.getByLabel('API key', { exact: true }).evaluate((e) => e === document.activeElement), 'the key field is ready to paste into');
   await page.getByLabel('Key label', { exact: true }).fill('e2e');
   await page.getByLabel('API key', { exact: true }).fill(secret);
   await page.getByRole('button', { name: 'Save key' }).click();
@@ -237,6 +247,25 @@ try {
   check(!html.includes(secret), 'the full key appears nowhere in the page');
   const keys = (await admin('/admin/keys')).find((k) => k.provider === 'dash-nokey');
   check(keys.keys.some((k) => k.label === 'e2e'), 'the admin API lists the new key by label');
+
+  // Back on the Overview, a test request through the provider just keyed:
+  // its answer, and its one attempt in the timeline.
+  await page.locator('[data-back-overview]').click();
+  await card(page, 'dash-nokey').locator('[data-state]:not([data-state="no_key"])').waitFor({ timeout: WAIT });
+  await page.getByRole('button', { name: 'Test request' }).click();
+  await page.getByLabel('Model for the test request', { exact: true }).fill('n');
+  await page.getByRole('button', { name: 'Say hi' }).click();
+  const answer = page.locator('[data-try-answer]');
+  await answer.waitFor({ timeout: WAIT });
+  check((await answer.innerText()).trim().length > 0, `the test request shows the answer (${await answer.innerText()})`);
+  const tried = page.locator('[aria-label="Attempts of the test request"] [data-attempt]');
+  await tried.first().waitFor({ timeout: WAIT });
+  check((await tried.count()) === 1 && (await tried.first().innerText()).includes('dash-nokey'), 'and its attempt on dash-nokey');
+  await card(page, 'dash-nokey').locator('[data-state="healthy"]').waitFor({ timeout: WAIT });
+  check(true, 'dash-nokey, used once, is healthy now');
+  await shot(page, 'overview-test-request');
+  await page.goto(`${base}/ui/#/providers`);
+  await page.getByLabel('Strategy for gpt-4o-mini', { exact: true }).waitFor({ timeout: WAIT });
 
   // A route's strategy changes from its select; the route shows its recent split.
   await page.getByLabel('Strategy for gpt-4o-mini', { exact: true }).selectOption('latency');

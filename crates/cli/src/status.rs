@@ -67,7 +67,10 @@ pub fn table(providers: &[ProviderView]) -> Vec<String> {
     for (p, state) in providers.iter().zip(&states) {
         let m5 = &p.stats.m5;
         let keys: Vec<String> = p.keys.iter().map(|k| format!("{}…{} {}", k.label, k.last4, word(k.status))).collect();
-        let keys = if keys.is_empty() { p.state.detail.clone().unwrap_or_default() } else { keys.join(", ") };
+        // A dead server's probe error says more than its keys.
+        let unreachable = p.state.state == switchyard_core::telemetry::ProviderStateName::Unreachable;
+        let keys =
+            if keys.is_empty() || unreachable { p.state.detail.clone().unwrap_or_default() } else { keys.join(", ") };
         let numbers = [
             m5.success_rate.map_or("-".into(), |r| format!("{:.0}%", r * 100.0)),
             ms(m5.latency_p50_ms),
@@ -325,5 +328,18 @@ mod tests {
         assert!(lines.iter().all(|l| column(l) == column(&lines[0])), "{lines:#?}");
         let tokens = |line: &str| line.find(" 3 ").unwrap();
         assert_eq!(tokens(&lines[1]), tokens(&lines[2]), "{lines:#?}");
+    }
+
+    #[test]
+    fn an_unreachable_provider_shows_its_probe_error_instead_of_its_keys() {
+        let mut p = provider("ollama");
+        p.state.state = switchyard_core::telemetry::ProviderStateName::Unreachable;
+        p.state.detail = Some("the probe got no answer: connection refused".into());
+        p.keys = serde_json::from_value(serde_json::json!([
+            { "label": "main", "last4": "abcd", "status": "ok", "detail": null }
+        ]))
+        .unwrap();
+        let lines = table(&[p]);
+        assert!(lines[1].contains("unreachable") && lines[1].ends_with("connection refused"), "{lines:#?}");
     }
 }

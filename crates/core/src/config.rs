@@ -117,6 +117,9 @@ pub struct ServerConfig {
     pub header_timeout: std::time::Duration,
     /// Time allowed to send the request body.
     pub body_timeout: std::time::Duration,
+    /// How often providers with `probe = true` are probed (a provider that
+    /// stays unreachable backs off to ten times this).
+    pub probe_every: std::time::Duration,
 }
 
 /// How the gateway authenticates to a provider.
@@ -416,6 +419,7 @@ struct RawServer {
     rate_limit_per_minute: Option<Spanned<i64>>,
     header_timeout: Option<Spanned<String>>,
     body_timeout: Option<Spanned<String>>,
+    probe_every: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -691,6 +695,7 @@ impl Validator<'_> {
             })?,
             header_timeout: duration(&raw.header_timeout, "server.header_timeout", 10)?,
             body_timeout: duration(&raw.body_timeout, "server.body_timeout", 30)?,
+            probe_every: duration(&raw.probe_every, "server.probe_every", 30)?,
         })
     }
 

@@ -41,6 +41,7 @@ export type {
   Snapshot,
   StreamMessage,
   TeamView,
+  TryResult,
   Usage,
   Window as WindowStats,
 } from './contract';
@@ -57,6 +58,7 @@ import type {
   Page,
   ProbeResult,
   ProviderView,
+  TryResult,
   RequestDetail,
   RequestOutcome,
   RoutesView,
@@ -241,6 +243,8 @@ export class Api {
     this.request<ProviderView>('POST', `/admin/providers/${enc(name)}/${on ? 'enable' : 'disable'}`);
   resetBreaker = (name: string) => this.request<ProviderView>('POST', `/admin/providers/${enc(name)}/breaker/reset`);
   probe = (name: string) => this.request<ProbeResult>('POST', `/admin/providers/${enc(name)}/probe`);
+  /** A one-line "say hi" through the gateway (the first model a provider lists unless `model` is given). */
+  tryIt = (model?: string) => this.request<TryResult>('POST', '/admin/try', model ? { model } : {});
 
   requests = (filter: RequestFilter) =>
     this.get<Page>(`/admin/requests${query(filter)}`);

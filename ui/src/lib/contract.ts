@@ -11,7 +11,7 @@ export type Reason = "first" | "retry" | "fallback" | "probe";
 
 export type BreakerState = "closed" | "open" | "half_open";
 
-export type ProviderStateName = "healthy" | "degraded" | "rate_limited" | "open" | "disabled" | "no_key";
+export type ProviderStateName = "healthy" | "unknown" | "degraded" | "rate_limited" | "open" | "disabled" | "no_key" | "unreachable";
 
 export type PassiveHealth = "healthy" | "unhealthy";
 
@@ -78,7 +78,30 @@ recent_wait_ms: number | null,
  */
 served: number, refused: number, };
 
+export type LastProbe = { 
+/**
+ * When it was sent (Unix ms).
+ */
+at_ms: number, 
+/**
+ * Whether it succeeded.
+ */
+ok: boolean, 
+/**
+ * Why it failed: no answer (then the provider is unreachable), or the
+ * status it got.
+ */
+error: string | null, 
+/**
+ * When the next one is due (Unix ms); later while the provider stays down.
+ */
+next_ms: number | null, };
+
 export type ProviderView = { name: string, kind: string, base_url: string, enabled: boolean, breaker: BreakerState, passive_healthy: boolean, stats: Windows, models: Array<ModelView>, today: Today, keys: Array<KeySummary>, probe: boolean, 
+/**
+ * The last active probe, if any (absent from a gateway older than it).
+ */
+last_probe: LastProbe | null, 
 /**
  * Absent from a gateway older than the queue: read as empty.
  */
@@ -89,6 +112,20 @@ queue: QueueView, state: ProviderStateName,
 until_ms: number | null, detail: string | null, };
 
 export type ProbeResult = { provider: string, ok: boolean, status: number | null, duration_ms: number, error: string | null, breaker: BreakerState, };
+
+export type TryResult = { 
+/**
+ * Its id in the history (`GET /admin/requests/{id}` shows its attempts).
+ */
+request_id: string, model: string, status: number, 
+/**
+ * The model's answer, when it gave one.
+ */
+answer: string | null, 
+/**
+ * Why there is no answer.
+ */
+error: string | null, };
 
 export type ProviderStats = { name: string, state: ProviderStateName, stats: Windows, models: Array<ModelView>, today: Today, queue: QueueView, };
 

@@ -35,6 +35,8 @@ describe('format', () => {
     expect(stateLine({ state: 'healthy', until_ms: null }, now)).toBe('Healthy');
     expect(stateLine({ state: 'open', until_ms: now + 42_000 }, now)).toMatch(/^Breaker open until .+ \(42 s\)$/);
     expect(stateLine({ state: 'no_key', until_ms: null }, now)).toBe('No key');
+    expect(stateLine({ state: 'unreachable', until_ms: now + 30_000 }, now)).toBe('Unreachable · next probe in 30 s');
+    expect(stateLine({ state: 'unknown', until_ms: null }, now)).toBe('Not checked yet');
   });
 });
 

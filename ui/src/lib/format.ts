@@ -62,6 +62,8 @@ export const STATE_WORDS: Record<ProviderStateName, string> = {
   open: 'Breaker open',
   disabled: 'Disabled',
   no_key: 'No key',
+  unknown: 'Not checked yet',
+  unreachable: 'Unreachable',
 };
 
 /** A provider's state as a person would say it, with its end time when it has one. */
@@ -70,6 +72,8 @@ export function stateLine(p: Pick<ProviderView, 'state' | 'until_ms'>, now: numb
   if ((p.state === 'rate_limited' || p.state === 'open') && p.until_ms) {
     return `${words} until ${clock(p.until_ms)} (${until(p.until_ms, now)})`;
   }
+  // For a dead server, `until_ms` is when it is probed again.
+  if (p.state === 'unreachable' && p.until_ms) return `${words} · next probe in ${until(p.until_ms, now)}`;
   return words;
 }
 

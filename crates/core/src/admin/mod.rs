@@ -7,6 +7,7 @@ pub(crate) mod members;
 pub mod routes;
 pub(crate) mod sessions;
 pub(crate) mod tools;
+pub mod try_it;
 pub(crate) mod ui;
 
 pub use live::StreamMessage;
@@ -43,6 +44,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .merge(crate::admin::config::routes())
         .merge(crate::admin::routes::routes())
         .merge(crate::admin::tools::routes())
+        .merge(crate::admin::try_it::routes())
         .merge(crate::admin::members::routes())
         .merge(crate::admin::sessions::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))

@@ -34,9 +34,6 @@ use crate::proxy::headers::name;
 use crate::proxy::{self, Inbound};
 use crate::upstream::routing;
 
-/// How often providers with probing on are probed.
-const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// Every route but the proxy endpoints' `POST`, which [`Front`] hands to the
 /// proxy itself. It has no guard or correlation of its own: [`Front`] applies
 /// both before a request reaches it, so there is one pipeline, not two.
@@ -86,8 +83,10 @@ pub async fn serve(
         warn!("budgets count from zero: the spend on record could not be read: {e}");
     }
     // Active probes for the providers that want them; ended with the server.
-    let _probes =
-        AbortOnDropHandle::new(tokio::spawn(crate::telemetry::health::probe_forever(gateway.clone(), PROBE_EVERY)));
+    let _probes = AbortOnDropHandle::new(tokio::spawn(crate::telemetry::health::probe_forever(
+        gateway.clone(),
+        limits.probe_every,
+    )));
     let app = routes(gateway.clone());
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();

@@ -7,6 +7,7 @@
 //! - [`breaker`]: a circuit breaker per provider.
 //! - [`limiter`]: per-provider concurrency cap and request/token buckets.
 //! - [`queue`]: waiting in line for a provider's capacity, and key leases.
+//! - [`reach`]: whether a provider's server answers its probes, and their backoff.
 //! - [`share`]: the cap on traffic a provider may take as a fallback.
 //! - [`step`]: after an attempt, what the request does next.
 //! - [`budget`]: spend per budget and period, and the candidates a budget blocks.
@@ -25,6 +26,7 @@ pub mod budget;
 pub(crate) mod deadline;
 pub(crate) mod limiter;
 pub(crate) mod queue;
+pub mod reach;
 pub(crate) mod share;
 pub(crate) mod step;
 pub mod stick;

@@ -542,6 +542,11 @@ impl Run<'_> {
                     self.pause(wait).await;
                     continue;
                 }
+                // A dead server is on record, so the user sees why it was not tried.
+                Gate::Pass(pass @ Pass::Unreachable { .. }) => {
+                    self.skip(candidate, pass.to_string());
+                    return Tried::Passed;
+                }
                 Gate::Pass(pass) => {
                     self.note(provider.name(), &format!("not tried: {pass}"));
                     return match retry {

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::gateway::Gateway;
 use crate::history::record::now_ms;
 use crate::policy::breaker::{BreakerState, State};
+use crate::policy::reach::Probed;
 use crate::proxy::headers;
 use crate::telemetry::stats::{Today, Window};
 use crate::upstream::keys::KeySummary;
@@ -42,6 +43,8 @@ pub struct ProviderState {
 #[serde(rename_all = "snake_case")]
 pub enum ProviderStateName {
     Healthy,
+    /// Never probed and never used: nothing is known yet.
+    Unknown,
     /// Serving, but recent attempts failed or were slow.
     Degraded,
     /// The provider (or every key) is cooling down after a 429.
@@ -51,12 +54,15 @@ pub enum ProviderStateName {
     Disabled,
     /// No key is stored, or every key was refused.
     NoKey,
+    /// The last active probe got no answer (the detail says why): requests
+    /// pass over it until a probe gets one.
+    Unreachable,
 }
 
 impl ProviderStateName {
     /// Whether traffic may go to the provider in this state.
     pub fn serving(self) -> bool {
-        matches!(self, ProviderStateName::Healthy | ProviderStateName::Degraded)
+        matches!(self, ProviderStateName::Healthy | ProviderStateName::Degraded | ProviderStateName::Unknown)
     }
 }
 
@@ -84,9 +90,27 @@ pub struct ProviderView {
     pub today: Today,
     pub keys: Vec<KeySummary>,
     pub probe: bool,
+    /// The last active probe, if any (absent from a gateway older than it).
+    #[serde(default)]
+    pub last_probe: Option<LastProbe>,
     /// Absent from a gateway older than the queue: read as empty.
     #[serde(default)]
     pub queue: QueueView,
+}
+
+/// The last active probe of a provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct LastProbe {
+    /// When it was sent (Unix ms).
+    pub at_ms: i64,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// Why it failed: no answer (then the provider is unreachable), or the
+    /// status it got.
+    pub error: Option<String>,
+    /// When the next one is due (Unix ms); later while the provider stays down.
+    pub next_ms: Option<i64>,
 }
 
 /// A provider's capacity now: its queue, its requests in flight, its key leases.
@@ -144,14 +168,18 @@ fn minute_now() -> i64 {
     now_ms().div_euclid(60_000)
 }
 
-fn state(p: &Provider, m5: &Window, passive_healthy: bool) -> ProviderState {
-    use ProviderStateName::{Degraded, Disabled, Healthy, NoKey, Open, RateLimited};
+fn state(p: &Provider, m5: &Window, passive_healthy: bool, reach: &Reach) -> ProviderState {
+    use ProviderStateName::{Degraded, Disabled, Healthy, NoKey, Open, RateLimited, Unknown, Unreachable};
     let s = |state, until_ms, detail: Option<String>| ProviderState { state, until_ms, detail };
     if !p.is_enabled() {
         return s(Disabled, None, None);
     }
     if let Some(problem) = p.keys.problem() {
         return s(NoKey, None, Some(problem));
+    }
+    if let Some(last) = reach.last.as_ref().filter(|l| !l.answered) {
+        let error = last.error.as_deref().unwrap_or("no answer");
+        return s(Unreachable, Some(reach.next_ms), Some(format!("the probe got no answer: {error}")));
     }
     match p.breaker_state() {
         State::Open { until } => return s(Open, until.map(unix_ms), Some("circuit breaker open".into())),
@@ -176,7 +204,33 @@ fn state(p: &Provider, m5: &Window, passive_healthy: bool) -> ProviderState {
     if m5.latency_p95_ms.is_some_and(|p95| p95 > DEGRADED_P95_MS) {
         return s(Degraded, None, Some("slow: p95 latency over 30 s".into()));
     }
+    if reach.unknown {
+        return s(Unknown, None, None);
+    }
     s(Healthy, None, None)
+}
+
+/// What the probes found, as [`state`] and the view read it.
+struct Reach {
+    last: Option<Probed>,
+    /// When the next probe is due (Unix ms).
+    next_ms: i64,
+    unknown: bool,
+}
+
+fn reach(gw: &Gateway, p: &Provider) -> Reach {
+    let period = gw.live().config.server.probe_every;
+    let (last, next, unknown) = p.reach(period);
+    Reach { last, next_ms: unix_ms(next), unknown }
+}
+
+fn last_probe(p: &Provider, reach: &Reach) -> Option<LastProbe> {
+    reach.last.as_ref().map(|l| LastProbe {
+        at_ms: l.at_ms,
+        ok: l.error.is_none(),
+        error: l.error.clone(),
+        next_ms: (p.config.probe && p.is_enabled()).then_some(reach.next_ms),
+    })
 }
 
 /// The view of one provider.
@@ -194,12 +248,13 @@ pub fn view(gw: &Gateway, p: &Arc<Provider>) -> ProviderView {
         models.sort_by(|a, b| a.model.cmp(&b.model));
         (windows(&s.all), models, s.today.current(day), s.passive.healthy)
     });
+    let reach = reach(gw, p);
     ProviderView {
         name: p.name().to_string(),
         kind: p.config.kind.to_string(),
         base_url: p.config.base_url.to_string(),
         enabled: p.is_enabled(),
-        state: state(p, &stats.m5, passive),
+        state: state(p, &stats.m5, passive, &reach),
         breaker: p.breaker_state().kind(),
         passive_healthy: passive,
         stats,
@@ -207,6 +262,7 @@ pub fn view(gw: &Gateway, p: &Arc<Provider>) -> ProviderView {
         today,
         keys: p.keys.summary(Instant::now()),
         probe: p.config.probe,
+        last_probe: last_probe(p, &reach),
         queue: queue(p),
     }
 }
@@ -258,7 +314,10 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
         Ok(Err(e)) => (false, None, Some(crate::proxy::attempt::error_chain(&e))),
         Err(message) => (false, None, Some(message)),
     };
-    p.record_probe(ok);
+    // Any HTTP answer means the server is up: a 404 for `/models` or a
+    // refused key is the breaker's and the keys' business, not reach's.
+    let at_ms = now_ms() - i64::try_from(started.elapsed().as_millis()).unwrap_or(0);
+    p.record_probe(ok, Probed { at_ms, error: error.clone(), answered: status.is_some() });
     ProbeResult {
         provider: p.name().to_string(),
         ok,
@@ -269,14 +328,15 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
     }
 }
 
-/// Probes every provider that has probing on, every `interval`, until the task is dropped.
+/// Probes every provider that has probing on, every `interval` (less often
+/// while one stays unreachable), until the task is dropped.
 pub async fn probe_forever(gw: Gateway, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let live = gw.live();
-        for p in live.providers.iter().filter(|p| p.config.probe && p.is_enabled()) {
+        for p in live.providers.iter().filter(|p| p.config.probe && p.is_enabled() && p.probe_due()) {
             let result = probe(&gw, p).await;
             if !result.ok {
                 tracing::debug!(provider = p.name(), "probe failed: {}", result.error.unwrap_or_default());

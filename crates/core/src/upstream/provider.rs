@@ -18,6 +18,7 @@ use crate::policy::breaker::{Admission, Breaker, State};
 use crate::policy::deadline::Deadline;
 use crate::policy::limiter::Rates;
 use crate::policy::queue::{Capacity, KeyLease, Permit, Ready};
+use crate::policy::reach::{Probed, Reach};
 use crate::policy::share::{self, WindowCounter};
 use crate::policy::strategy::Recent;
 use crate::protocol::translate::profile::{Profile, StreamOptions};
@@ -42,6 +43,8 @@ struct Health {
     /// connecting to it): a trip without one in the breaker's window is
     /// this instance's own trouble, which the team is told as such.
     upstream_failed_at: Option<Instant>,
+    /// Whether its server answers, as the active probes found.
+    reach: Reach,
 }
 
 #[derive(Debug)]
@@ -88,6 +91,12 @@ pub enum Pass {
         wait: Duration,
     },
     FallbackShare,
+    /// The last active probe got no answer, so no request waits on a dead
+    /// socket until a probe gets one again.
+    Unreachable {
+        error: String,
+        probed_at_ms: i64,
+    },
 }
 
 impl fmt::Display for Pass {
@@ -107,6 +116,10 @@ impl fmt::Display for Pass {
             Pass::KeysBusy => f.write_str("every key is serving as many requests as it may"),
             Pass::Throttled { wait } => write!(f, "throttled (next slot in {})", humantime::format_duration(*wait)),
             Pass::FallbackShare => f.write_str("took its share of fallback traffic"),
+            Pass::Unreachable { error, probed_at_ms } => {
+                let ago = Duration::from_secs(u64::try_from((now_ms() - probed_at_ms) / 1000).unwrap_or(0));
+                write!(f, "unreachable: the probe {} ago got no answer ({error})", humantime::format_duration(ago))
+            }
         }
     }
 }
@@ -289,6 +302,7 @@ impl Provider {
             seen: WindowCounter::new(p.fallback_window, now),
             fallbacks: WindowCounter::new(p.fallback_window, now),
             upstream_failed_at: None,
+            reach: Reach::default(),
         };
         let urls = Endpoint::FIXED
             .iter()
@@ -512,6 +526,10 @@ impl Provider {
         let now = Instant::now();
         let mut h = self.health();
         drop_expired_cooldown(&mut h, now);
+        if let Some(p) = h.reach.unreachable() {
+            let error = p.error.clone().unwrap_or_default();
+            return Gate::Pass(Pass::Unreachable { error, probed_at_ms: p.at_ms });
+        }
         if let Some(until) = h.cooling_until.filter(|t| *t > now) {
             return Gate::Pass(Pass::CoolingDown { until });
         }
@@ -564,6 +582,9 @@ impl Provider {
     fn record(&self, admission: Admission, key: Option<&str>, verdict: Verdict, cause: Option<&str>) {
         let now = Instant::now();
         let mut h = self.health();
+        if verdict != Verdict::Neutral {
+            h.reach.note_used();
+        }
         match verdict {
             Verdict::Healthy => h.breaker.record(admission, false, now),
             Verdict::Failed => {
@@ -633,16 +654,37 @@ impl Provider {
     }
 
     /// Feeds an active probe's outcome to the breaker: only when the breaker
-    /// is waiting for probes, so a probe never trips a closed breaker.
-    pub fn record_probe(&self, ok: bool) {
+    /// is waiting for probes, so a probe never trips a closed breaker. A
+    /// probe that got no answer makes the provider unreachable, one that got
+    /// any answer reachable again (see [`Reach`]).
+    pub fn record_probe(&self, ok: bool, probed: Probed) {
         let now = Instant::now();
         let mut h = self.health();
+        // A change either way: it was unreachable and answers, or the reverse.
+        let was_unreachable = h.reach.unreachable().is_some();
+        if was_unreachable == probed.answered {
+            let what = if probed.answered { "reachable again" } else { "unreachable" };
+            warn!(provider = %self.config.name, "{what}: {}", probed.error.as_deref().unwrap_or("the probe succeeded"));
+        }
+        h.reach.probed(probed);
         if matches!(h.breaker.state(now), State::HalfOpen) {
             if let Ok(admission) = h.breaker.admit(now) {
                 h.breaker.record(admission, !ok, now);
             }
         }
         self.log_transitions(&mut h, None);
+    }
+
+    /// One probe period passed: whether this provider is probed now, or
+    /// backs off because it stays unreachable.
+    pub fn probe_due(&self) -> bool {
+        self.health().reach.tick()
+    }
+
+    /// The last probe, and when the next one is due for a probe period of `period`.
+    pub fn reach(&self, period: Duration) -> (Option<Probed>, Instant, bool) {
+        let h = self.health();
+        (h.reach.last().cloned(), h.reach.next_probe(period, Instant::now()), h.reach.unknown())
     }
 
     /// Opens the breaker by hand (until reset), for the whole team.
