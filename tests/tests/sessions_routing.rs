@@ -321,3 +321,36 @@ async fn an_openai_provider_is_given_the_session_as_its_cache_key() {
     let keys: Vec<Value> = oa.requests().iter().map(Recorded::json).map(|b| b["prompt_cache_key"].clone()).collect();
     assert_eq!(keys, [json!("task-42"), json!("mine")]);
 }
+
+/// Claude Code asks for 32,000 output tokens whatever the model; a route
+/// that maps its model to one that takes fewer (Claude 3.5 Haiku: 8,192)
+/// would be refused outright. The limit is lowered, in the client's own
+/// body, and the attempt says so.
+#[tokio::test]
+async fn an_output_limit_above_the_model_s_is_lowered_in_the_client_s_own_body() {
+    use switchyard_sim::{Recorded, Script, SimProvider};
+    use switchyard_tests::{keys_for, ConfigText};
+    let an = SimProvider::start("an", Script::ok()).await.unwrap();
+    let config = ConfigText::new().provider(&an, "anthropic", &["claude-opus-4-8=claude-3-5-haiku-20241022"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an"])).await;
+    let ask = json!({"model": "claude-opus-4-8", "max_tokens": 32000, "messages": [{"role": "user", "content": "hi"}]});
+    let r = gw.post("/v1/messages", &ask).await;
+    assert_eq!(r.status(), 200);
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    r.bytes().await.unwrap();
+    let sent: Vec<Value> = an.requests().iter().map(Recorded::json).collect();
+    assert_eq!(sent[0]["max_tokens"], 8192, "{:?}", sent[0]);
+    assert_eq!(sent[0]["model"], "claude-3-5-haiku-20241022");
+    gw.recorded(1).await;
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    assert!(detail.to_string().contains("max_tokens: clamped from 32000 to 8192"), "{detail}");
+    // Within the limit: the body goes as it came.
+    let r = gw
+        .post(
+            "/v1/messages",
+            &json!({"model": "claude-opus-4-8", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(an.requests()[1].json()["max_tokens"], 100);
+}

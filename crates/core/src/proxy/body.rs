@@ -30,6 +30,8 @@ pub struct RequestHead {
     /// The most output the client allows (`max_tokens`,
     /// `max_completion_tokens` or `max_output_tokens`), for estimates.
     pub max_output: Option<u64>,
+    /// Byte range of that limit's value, to lower it ([`RequestHead::with_output_limit`]).
+    max_output_span: Option<Range<usize>>,
     /// What the body says of its conversation ([`crate::session`]).
     pub conversation: Conversation,
 }
@@ -141,10 +143,11 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
     };
     let stream = head.stream.is_some_and(|s| s.get() == "true");
     let stream_options = head.stream_options.0;
-    let max_output = [head.max_completion_tokens, head.max_tokens, head.max_output_tokens]
+    let limit = [head.max_completion_tokens, head.max_tokens, head.max_output_tokens]
         .into_iter()
         .flatten()
-        .find_map(|raw| raw.get().parse::<u64>().ok());
+        .find_map(|raw| raw.get().parse::<u64>().ok().map(|n| (n, span(raw))));
+    let (max_output, max_output_span) = limit.map_or((None, None), |(n, at)| (Some(n), Some(at)));
     Ok(RequestHead {
         model,
         model_span: Some(span(raw_model)),
@@ -154,6 +157,7 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
         // A parsed object ends with its brace, then JSON whitespace only.
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
         max_output,
+        max_output_span,
         conversation: said!(head).locate(text),
     })
 }
@@ -177,6 +181,7 @@ pub fn inspect_with_model(body: &[u8], model: &str, stream: bool) -> Result<Requ
         null_stream_options: None,
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
         max_output: None,
+        max_output_span: None,
         conversation: said!(head).locate(text),
     })
 }
@@ -196,6 +201,17 @@ pub fn carries_tools(body: &[u8]) -> bool {
 }
 
 impl RequestHead {
+    /// `body` (which this head was read from) with its output limit
+    /// lowered to `limit`, when it asks for more; every other byte kept.
+    pub fn with_output_limit(&self, body: &[u8], limit: u64) -> Option<Vec<u8>> {
+        let span = self.max_output_span.clone().filter(|_| self.max_output.is_some_and(|n| n > limit))?;
+        let mut out = Vec::with_capacity(body.len());
+        out.extend_from_slice(body.get(..span.start)?);
+        out.extend_from_slice(limit.to_string().as_bytes());
+        out.extend_from_slice(body.get(span.end..)?);
+        Some(out)
+    }
+
     /// The body to send upstream: `model` replaced by `upstream_model` and,
     /// with `include_usage`, `"stream_options":{"include_usage":true}` in
     /// place of a `null` one or added as the last member; every other byte

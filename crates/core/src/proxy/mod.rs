@@ -778,26 +778,7 @@ impl Run<'_> {
             if !provider.config.profile.tools && body::carries_tools(self.body) {
                 return Err(Untranslatable::new("tools", translate_error::NO_TOOLS));
             }
-            let owners = thinking::Owners::of(self.gateway, self.session, provider);
-            let made_here = |raw: &str| owners.made_here(raw);
-            let scrub = if owners.mixed() { Scrub::Foreign(&made_here) } else { Scrub::Envelopes };
-            let native = wire::scrubbed(endpoint, self.inbound.path_model.as_deref(), self.body, scrub);
-            // Said only when raw blocks went, not envelopes alone: the body
-            // is scrubbed again as usual to tell (rare: the session moved).
-            let removed = match (&native, scrub) {
-                (Some((sent, _)), Scrub::Foreign(_)) => {
-                    let usual =
-                        wire::scrubbed(endpoint, self.inbound.path_model.as_deref(), self.body, Scrub::Envelopes);
-                    let same = usual.as_ref().map_or(&self.body[..], |(b, _)| &b[..]) == &sent[..];
-                    if same {
-                        Vec::new()
-                    } else {
-                        vec![thinking::REMOVED.to_string()]
-                    }
-                }
-                _ => Vec::new(),
-            };
-            return Ok(repair::Outgoing { translated: None, native, removed });
+            return Ok(self.native(candidate));
         }
         let profile = provider.profile();
         let session = self.session.map(|s| s.id.as_str());
@@ -810,6 +791,42 @@ impl Run<'_> {
             session,
         )?;
         Ok(repair::Outgoing { translated, ..repair::Outgoing::default() })
+    }
+
+    /// The client's own body for a provider that speaks its format: the
+    /// reasoning it cannot verify taken out, an output limit above the
+    /// model's lowered; each change said on the attempt.
+    fn native(&self, candidate: &Candidate<'_>) -> repair::Outgoing {
+        let provider = candidate.provider;
+        let (endpoint, path_model) = (self.inbound.endpoint, self.inbound.path_model.as_deref());
+        let owners = thinking::Owners::of(self.gateway, self.session, provider);
+        let made_here = |raw: &str| owners.made_here(raw);
+        let scrub = if owners.mixed() { Scrub::Foreign(&made_here) } else { Scrub::Envelopes };
+        let mut native = wire::scrubbed(endpoint, path_model, self.body, scrub);
+        let mut removed = Vec::new();
+        // Said only when raw blocks went, not envelopes alone: the body
+        // is scrubbed again as usual to tell (rare: the session moved).
+        if let (Some((sent, _)), Scrub::Foreign(_)) = (&native, scrub) {
+            let usual = wire::scrubbed(endpoint, path_model, self.body, Scrub::Envelopes);
+            if usual.as_ref().map_or(&self.body[..], |(b, _)| &b[..]) != &sent[..] {
+                removed.push(thinking::REMOVED.to_string());
+            }
+        }
+        let (body, head) = native.as_ref().map_or((&self.body[..], self.head), |(b, h)| (&b[..], h));
+        let limit = head.max_output.and_then(|_| {
+            crate::protocol::translate::quirks::output_limit_for(&provider.config.profile, candidate.upstream_model)
+        });
+        let lowered = limit.and_then(|limit| {
+            let clamped = head.with_output_limit(body, u64::from(limit))?;
+            let again = body::inspect(&clamped).ok()?;
+            Some((limit, Bytes::from(clamped), again))
+        });
+        if let Some((limit, clamped, again)) = lowered {
+            let asked = head.max_output.unwrap_or_default();
+            removed.push(format!("max_tokens: clamped from {asked} to {limit}, the model's output limit"));
+            native = Some((clamped, again));
+        }
+        repair::Outgoing { translated: None, native, removed }
     }
 
     /// What [`step::next`] weighs after a failed attempt on `provider`.

@@ -121,6 +121,13 @@ pub fn output_limit(model: &str) -> Option<u32> {
     OUTPUT_LIMITS.iter().rev().find(|(pattern, _)| matches(pattern, model)).map(|(_, n)| *n)
 }
 
+/// The output limit `profile` gives `model`: its own rules' (the last that
+/// matches), else its own, else the built-in table's. No profile is copied.
+pub fn output_limit_for(profile: &Profile, model: &str) -> Option<u32> {
+    let ruled = profile.models.iter().rev().filter(|r| matches(&r.pattern, model)).find_map(|r| r.max_output_tokens);
+    ruled.or(profile.max_output_tokens).or_else(|| output_limit(model))
+}
+
 /// Sets a field when a rule names a value other than the one in place,
 /// copying the profile only then.
 macro_rules! set {
