@@ -175,6 +175,9 @@ async fn server_error_and_refused_connection_fall_through_the_chain() {
     let config = ConfigText::new()
         .raw("[policy]\nmax_retries = 0")
         .provider_at("gone", &gone, "openai", &["m"])
+        // Not probed: a probe could find it unreachable first, and the
+        // chain would pass over it without the refused connection.
+        .raw("probe = false")
         .provider(&down, "openai", &["m"])
         .provider(&backup, "openai", &["m"]);
     let gw = TestGateway::start(config.build(), keys_for(&["gone", "down", "backup"])).await;
