@@ -117,6 +117,9 @@ pub struct ServerConfig {
     pub header_timeout: std::time::Duration,
     /// Time allowed to send the request body.
     pub body_timeout: std::time::Duration,
+    /// Secrets the gateway knows and credential shapes are taken out of a
+    /// prompt before it goes upstream ([`crate::proxy::redact`]).
+    pub redact_outgoing: bool,
 }
 
 /// How the gateway authenticates to a provider.
@@ -416,6 +419,7 @@ struct RawServer {
     rate_limit_per_minute: Option<Spanned<i64>>,
     header_timeout: Option<Spanned<String>>,
     body_timeout: Option<Spanned<String>>,
+    redact_outgoing: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -691,6 +695,7 @@ impl Validator<'_> {
             })?,
             header_timeout: duration(&raw.header_timeout, "server.header_timeout", 10)?,
             body_timeout: duration(&raw.body_timeout, "server.body_timeout", 30)?,
+            redact_outgoing: raw.redact_outgoing.unwrap_or(false),
         })
     }
 

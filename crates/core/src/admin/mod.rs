@@ -2,8 +2,11 @@
 //! admin token. Nothing here ever returns a key.
 
 pub(crate) mod config;
+pub(crate) mod inspector;
 pub(crate) mod live;
 pub(crate) mod members;
+pub(crate) mod replay;
+pub(crate) mod report;
 pub mod routes;
 pub(crate) mod tools;
 pub(crate) mod ui;
@@ -43,6 +46,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .merge(crate::admin::routes::routes())
         .merge(crate::admin::tools::routes())
         .merge(crate::admin::members::routes())
+        .merge(crate::admin::inspector::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 

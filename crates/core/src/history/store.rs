@@ -263,6 +263,18 @@ pub(crate) trait Backend {
     async fn remove_member(&self, name: &str) -> Result<bool, StoreError>;
     /// Each member's requests and spend since `since` (Unix ms).
     async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError>;
+    /// A request's captured bodies, as stored (compressed), if it has them.
+    async fn capture(&self, id: &str) -> Result<Option<StoredCapture>, StoreError>;
+    /// The requests that replayed `id`, oldest first.
+    async fn replays(&self, id: &str) -> Result<Vec<String>, StoreError>;
+}
+
+/// A request's captured bodies as the store holds them: see
+/// [`crate::proxy::capture`] for what the data holds.
+#[derive(Debug, Clone)]
+pub struct StoredCapture {
+    pub replay_of: Option<String>,
+    pub data: Vec<u8>,
 }
 
 /// A handle on the history, whichever database holds it; cheap to clone.
@@ -451,6 +463,16 @@ impl Store {
     /// Each member's requests and spend since `since` (Unix ms).
     pub async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
         each!(self, b => b.member_spend(since).await)
+    }
+
+    /// A request's captured bodies, compressed, if it has them.
+    pub async fn capture(&self, id: &str) -> Result<Option<StoredCapture>, StoreError> {
+        each!(self, b => b.capture(id).await)
+    }
+
+    /// The requests that replayed `id`, oldest first.
+    pub async fn replays(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        each!(self, b => b.replays(id).await)
     }
 
     pub async fn close(&self) {
