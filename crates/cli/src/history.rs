@@ -52,6 +52,20 @@ enum Action {
         id: String,
         #[arg(long)]
         json: bool,
+        /// With what was captured: the client's request, each attempt's
+        /// upstream request and answer, what the client got, and every
+        /// change the gateway made with its reason.
+        #[arg(long)]
+        bodies: bool,
+    },
+    /// Writes a bug report for one request: versions, OS, the configuration
+    /// in force, the request's row, attempts and captured bodies, checked
+    /// for secrets by the running gateway before it is written.
+    Export {
+        id: String,
+        /// Where to write it (default `switchyard-<id>.json`; `-` for stdout).
+        #[arg(long, short)]
+        out: Option<std::path::PathBuf>,
     },
     /// Computes the spend rollups and filter entries again from the recorded
     /// requests. Best run while the gateway is stopped: it holds the
@@ -115,6 +129,9 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
     if let Some(Action::Copy { to, restart }) = &args.show {
         return copy(&args.place.data, to, *restart).await;
     }
+    if let Some(Action::Export { id, out }) = &args.show {
+        return export(&args.place, id, out.as_deref()).await;
+    }
     let store = open(&args.place).await?;
     if let Some(Action::Rebuild) = &args.show {
         let started = std::time::Instant::now();
@@ -128,12 +145,26 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
         println!("deleted {} requests and {} cached answers", purged.requests, purged.cached_answers);
         return Ok(());
     }
-    if let Some(Action::Show { id, json }) = &args.show {
+    if let Some(Action::Show { id, json, bodies }) = &args.show {
         let detail = store.request(id).await?.with_context(|| format!("no request {id:?} on record"))?;
-        if *json {
-            println!("{}", serde_json::to_string_pretty(&detail)?);
-        } else {
-            print!("{}", timeline(&detail));
+        let inspection = match bodies {
+            true => Some(
+                switchyard_core::admin::inspection(&store, id)
+                    .await
+                    .map_err(anyhow::Error::msg)?
+                    .with_context(|| format!("no bodies were captured for {id:?}"))?,
+            ),
+            false => None,
+        };
+        match (json, inspection) {
+            (true, Some(i)) => println!("{}", serde_json::to_string_pretty(&i)?),
+            (true, None) => println!("{}", serde_json::to_string_pretty(&detail)?),
+            (false, i) => {
+                print!("{}", timeline(&detail));
+                if let Some(i) = i {
+                    print!("{}", crate::inspect::text(&i));
+                }
+            }
         }
         return Ok(());
     }
@@ -499,4 +530,21 @@ mod tests {
         assert!(!text.contains(" ms"), "no duration for no call: {text}");
         assert!(attempt_text(&row_of("timeout", None)).starts_with("timeout, 0 ms"));
     }
+}
+
+/// `switchyard history export ID`: the running gateway builds the report,
+/// as it knows every secret to search it for.
+async fn export(place: &crate::remote::RemoteArgs, id: &str, out: Option<&std::path::Path>) -> Result<()> {
+    let remote = crate::remote::Remote::connect(place).await?;
+    let report: serde_json::Value = remote.get_json(&format!("/admin/requests/{id}/export")).await?;
+    let text = serde_json::to_string_pretty(&report)?;
+    let default = std::path::PathBuf::from(format!("switchyard-{id}.json"));
+    match out.unwrap_or(&default) {
+        p if p.as_os_str() == "-" => println!("{text}"),
+        p => {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            println!("wrote {}", p.display());
+        }
+    }
+    Ok(())
 }

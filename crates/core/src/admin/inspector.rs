@@ -93,7 +93,7 @@ pub fn changes(detail: &RequestDetail, captured: &Captured) -> Vec<AttemptChange
         .map(|a| {
             let mut changes = Vec::new();
             if let Some(t) = detail.translations.iter().find(|t| t.seq == a.seq) {
-                let reason = format!("translated from {:?} to {:?}", t.client, t.provider);
+                let reason = format!("translated from {} to {}", t.client, t.provider);
                 changes.push(Change { field: String::new(), kind: "translated".into(), reason });
             }
             for field in detail.dropped.iter().filter(|d| d.seq == a.seq).flat_map(|d| &d.fields) {
@@ -155,6 +155,7 @@ pub struct ReplayAsk {
     /// Send it only to this provider.
     pub provider: Option<String>,
     /// Send this body instead of the captured one.
+    #[cfg_attr(test, ts(type = "unknown"))]
     pub body: Option<Value>,
 }
 

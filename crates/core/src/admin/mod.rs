@@ -11,7 +11,15 @@ pub mod routes;
 pub(crate) mod tools;
 pub(crate) mod ui;
 
+pub use inspector::Inspection;
 pub use live::StreamMessage;
+
+/// A request's captured bodies with the changes made to them (what
+/// `GET /admin/requests/{id}/bodies` answers), read from `store`: for
+/// `switchyard history show ID --bodies`. `None`: nothing was captured.
+pub async fn inspection(store: &crate::history::Store, id: &str) -> Result<Option<Inspection>, String> {
+    inspector::inspect(store, id).await.map_err(|e| e.message)
+}
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
