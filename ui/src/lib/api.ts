@@ -9,6 +9,14 @@ import { SseParser } from './sse';
 // generated from them); what is written here is only what the dashboard adds.
 
 export type {
+  AttemptChanges,
+  Captured,
+  CapturedAttempt,
+  CapturedEvent,
+  CapturedResponse,
+  Change,
+  Inspection,
+  Replayed,
   AttemptOutcome,
   Bucket,
   BudgetRow,
@@ -43,6 +51,9 @@ export type {
 } from './contract';
 import type {
   AttemptRow,
+  Inspection,
+  ReplayAsk,
+  Replayed,
   Bucket,
   BudgetRow,
   CacheStatus,
@@ -229,6 +240,12 @@ export class Api {
   requests = (filter: RequestFilter) =>
     this.get<Page>(`/admin/requests${query(filter)}`);
   requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
+  /** What was captured of a request and every change the gateway made (404: nothing captured). */
+  requestBodies = (id: string) => this.get<Inspection>(`/admin/requests/${enc(id)}/bodies`);
+  /** Sends a captured request again, as it was, to one provider, or with another body. */
+  replay = (id: string, ask: ReplayAsk) => this.request<Replayed>('POST', `/admin/requests/${enc(id)}/replay`, ask);
+  /** The bug report for a request: one JSON document, secrets removed. */
+  exportRequest = (id: string) => this.get<unknown>(`/admin/requests/${enc(id)}/export`);
   spend = (bucket: Bucket, since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
   budgets = () => this.get<BudgetRow[]>('/admin/budgets');
 
