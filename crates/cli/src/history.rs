@@ -147,14 +147,11 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
     }
     if let Some(Action::Show { id, json, bodies }) = &args.show {
         let detail = store.request(id).await?.with_context(|| format!("no request {id:?} on record"))?;
-        let inspection = match bodies {
-            true => Some(
-                switchyard_core::admin::inspection(&store, id)
-                    .await
-                    .map_err(anyhow::Error::msg)?
-                    .with_context(|| format!("no bodies were captured for {id:?}"))?,
-            ),
-            false => None,
+        let inspection = if *bodies {
+            let found = switchyard_core::admin::inspection(&store, id).await.map_err(anyhow::Error::msg)?;
+            Some(found.with_context(|| format!("no bodies were captured for {id:?}"))?)
+        } else {
+            None
         };
         match (json, inspection) {
             (true, Some(i)) => println!("{}", serde_json::to_string_pretty(&i)?),

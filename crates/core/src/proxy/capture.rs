@@ -218,15 +218,15 @@ pub async fn outgoing(gateway: &Gateway, journal: &mut Journal, index: usize, re
         Ok(collected) => collected.to_bytes(),
         Err(never) => match never {},
     };
-    let (body, redacted) = match redact {
-        true => {
-            let known = Scrubber::for_request(gateway, &live.providers, &HeaderMap::new(), None);
-            match super::redact::outgoing(&known, &body) {
-                Some((clean, n)) => (bytes::Bytes::from(clean), n),
-                None => (body, 0),
-            }
-        }
-        false => (body, 0),
+    let cleaned = if redact {
+        let known = Scrubber::for_request(gateway, &live.providers, &HeaderMap::new(), None);
+        super::redact::outgoing(&known, &body)
+    } else {
+        None
+    };
+    let (body, redacted) = match cleaned {
+        Some((clean, n)) => (bytes::Bytes::from(clean), n),
+        None => (body, 0),
     };
     if redacted > 0 {
         journal.redacted(index, redacted);

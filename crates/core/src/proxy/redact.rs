@@ -38,14 +38,26 @@ fn token_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
+/// Whether a token may start at `i`: not inside a longer word. A JSON
+/// escape (`\n`, `\t`, `\r`) before it ends a word as the character it
+/// stands for does: a key on its own line in a prompt is one line of a JSON
+/// string.
+fn starts_word(bytes: &[u8], i: usize) -> bool {
+    match i {
+        0 => true,
+        1 => !token_char(bytes[0]),
+        _ => !token_char(bytes[i - 1]) || (bytes[i - 2] == b'\\' && matches!(bytes[i - 1], b'n' | b't' | b'r')),
+    }
+}
+
 /// `text` with credential shapes replaced, and how many there were.
 pub fn shapes(text: &str) -> (String, usize) {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let (mut i, mut copied, mut count) = (0, 0, 0);
     while i < bytes.len() {
-        let boundary = i == 0 || !token_char(bytes[i - 1]);
-        let end = if boundary { shape_at(text, i) } else { None };
+        // Only where a character starts: a prompt is any UTF-8.
+        let end = if text.is_char_boundary(i) && starts_word(bytes, i) { shape_at(text, i) } else { None };
         match end {
             Some(end) => {
                 out.push_str(&text[copied..i]);
@@ -129,6 +141,20 @@ mod tests {
         assert_eq!(n, 4, "{out}");
         assert_eq!(out, r#"{"p":"[redacted] and [redacted] and [redacted] and [redacted] done"}"#);
         assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok());
+    }
+
+    #[test]
+    fn a_key_on_its_own_line_of_a_json_string_is_found() {
+        let text = r#"{"p":"env:\nAKIAIOSFODNN7EXAMPLE\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----\nok"}"#;
+        let (out, n) = shapes(text);
+        assert_eq!(n, 2, "{out}");
+        assert_eq!(out, r#"{"p":"env:\n[redacted]\n[redacted]\nok"}"#);
+    }
+
+    #[test]
+    fn text_in_any_script_is_scanned_whole() {
+        let (out, n) = shapes("clé: ghp_abcdefghijklmnopqrstuvwxyz0123456789 — 日本語 sk-é");
+        assert_eq!((out.as_str(), n), ("clé: [redacted] — 日本語 sk-é", 1));
     }
 
     #[test]
