@@ -193,11 +193,7 @@ async fn a_replay_is_a_new_request_linked_to_its_original_to_a_chosen_provider_o
     let original = request_id(&gw.post("/v1/chat/completions", &body).await);
     gw.recorded(1).await;
     let replay = |ask: Value| {
-        http()
-            .post(gw.url(&format!("/admin/requests/{original}/replay")))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&ask)
-            .send()
+        http().post(gw.url(&format!("/admin/requests/{original}/replay"))).bearer_auth(ADMIN_TOKEN).json(&ask).send()
     };
     let again: Value = replay(json!({})).await.unwrap().json().await.unwrap();
     assert_eq!(again["status"], 200, "{again}");
@@ -236,12 +232,8 @@ async fn a_bug_report_holds_the_request_and_no_secret() {
     assert!(r.status().is_server_error());
     assert_eq!(echo.requests()[0].headers["x-api-key"], CHAT_KEY, "the key went out, to be echoed");
     gw.recorded(1).await;
-    let export = http()
-        .get(gw.url(&format!("/admin/requests/{id}/export")))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let export =
+        http().get(gw.url(&format!("/admin/requests/{id}/export"))).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
     assert_eq!(export.status(), 200);
     assert!(export.headers()["content-disposition"].to_str().unwrap().contains(&id));
     let text = export.text().await.unwrap();
@@ -260,8 +252,11 @@ async fn a_bug_report_holds_the_request_and_no_secret() {
 #[tokio::test]
 async fn redact_outgoing_keeps_pasted_keys_from_the_provider() {
     let chat = SimProvider::start("chat", Script::ok()).await.unwrap();
-    let config =
-        ConfigText::new().raw(&format!("[server]\nredact_outgoing = true\n\n{STORE}")).provider(&chat, "openai", &["m"]);
+    let config = ConfigText::new().raw(&format!("[server]\nredact_outgoing = true\n\n{STORE}")).provider(
+        &chat,
+        "openai",
+        &["m"],
+    );
     let gw = TestGateway::start(config.build(), keys()).await;
     let aws = "AKIAIOSFODNN7EXAMPLE";
     let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----";

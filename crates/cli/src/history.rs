@@ -502,6 +502,23 @@ async fn tail_database(args: TailArgs) -> Result<()> {
     }
 }
 
+/// `switchyard history export ID`: the running gateway builds the report,
+/// as it knows every secret to search it for.
+async fn export(place: &crate::remote::RemoteArgs, id: &str, out: Option<&std::path::Path>) -> Result<()> {
+    let remote = crate::remote::Remote::connect(place).await?;
+    let report: serde_json::Value = remote.get_json(&format!("/admin/requests/{id}/export")).await?;
+    let text = serde_json::to_string_pretty(&report)?;
+    let default = std::path::PathBuf::from(format!("switchyard-{id}.json"));
+    match out.unwrap_or(&default) {
+        p if p.as_os_str() == "-" => println!("{text}"),
+        p => {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            println!("wrote {}", p.display());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -529,19 +546,3 @@ mod tests {
     }
 }
 
-/// `switchyard history export ID`: the running gateway builds the report,
-/// as it knows every secret to search it for.
-async fn export(place: &crate::remote::RemoteArgs, id: &str, out: Option<&std::path::Path>) -> Result<()> {
-    let remote = crate::remote::Remote::connect(place).await?;
-    let report: serde_json::Value = remote.get_json(&format!("/admin/requests/{id}/export")).await?;
-    let text = serde_json::to_string_pretty(&report)?;
-    let default = std::path::PathBuf::from(format!("switchyard-{id}.json"));
-    match out.unwrap_or(&default) {
-        p if p.as_os_str() == "-" => println!("{text}"),
-        p => {
-            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
-            println!("wrote {}", p.display());
-        }
-    }
-    Ok(())
-}

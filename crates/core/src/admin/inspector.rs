@@ -98,7 +98,11 @@ pub fn changes(detail: &RequestDetail, captured: &Captured) -> Vec<AttemptChange
             }
             for field in detail.dropped.iter().filter(|d| d.seq == a.seq).flat_map(|d| &d.fields) {
                 let (name, why) = field.split_once(": ").unwrap_or((field.as_str(), field.as_str()));
-                changes.push(Change { field: name.trim_matches('`').into(), kind: "dropped".into(), reason: why.into() });
+                changes.push(Change {
+                    field: name.trim_matches('`').into(),
+                    kind: "dropped".into(),
+                    reason: why.into(),
+                });
             }
             if a.redacted > 0 {
                 let reason = format!("{} secrets taken out of the prompt (server.redact_outgoing)", a.redacted);
@@ -181,7 +185,8 @@ async fn replay(
     let store = store(&gw).await?;
     let inspection = inspect(store, &id).await?.ok_or_else(|| no_capture(&id))?;
     let (bytes, path) = replay_body(&inspection.captured, &ask)?;
-    let (status, body, request_id) = super::replay::send(&gw, &id, &path, bytes, &inspection.captured, ask.provider.as_deref()).await?;
+    let (status, body, request_id) =
+        super::replay::send(&gw, &id, &path, bytes, &inspection.captured, ask.provider.as_deref()).await?;
     let replayed = Replayed { request_id, replay_of: id, status, body };
     Ok((StatusCode::OK, Json(replayed)).into_response())
 }
@@ -192,8 +197,9 @@ fn replay_body(captured: &Captured, ask: &ReplayAsk) -> Result<(bytes::Bytes, St
     let original = captured.client.body.as_ref().filter(|b| !b.truncated).map(|b| b.text.clone());
     let body: Value = match (&ask.body, original) {
         (Some(edited), _) => edited.clone(),
-        (None, Some(text)) => serde_json::from_str(&text)
-            .map_err(|e| AdminError::unprocessable("capture_not_json", format!("the captured body is not JSON: {e}")))?,
+        (None, Some(text)) => serde_json::from_str(&text).map_err(|e| {
+            AdminError::unprocessable("capture_not_json", format!("the captured body is not JSON: {e}"))
+        })?,
         (None, None) => {
             return Err(AdminError::unprocessable(
                 "capture_cut",
@@ -240,8 +246,7 @@ mod tests {
     #[test]
     fn the_gateways_own_changes_are_named_with_their_reasons() {
         let client = map(json!({"model": "fast", "stream": true, "max_tokens": 99999, "user": "x"}));
-        let upstream =
-            map(json!({"model": "gpt-4o-mini", "stream": true, "max_tokens": 16384, "stream_options": {}}));
+        let upstream = map(json!({"model": "gpt-4o-mini", "stream": true, "max_tokens": 16384, "stream_options": {}}));
         let changes = field_changes(&client, &upstream, false);
         let fields: Vec<(&str, &str)> = changes.iter().map(|c| (c.field.as_str(), c.kind.as_str())).collect();
         assert_eq!(

@@ -25,18 +25,19 @@ pub async fn send(
     captured: &Captured,
     provider: Option<&str>,
 ) -> Result<(u16, String, String), AdminError> {
-    let uri: Uri = path.parse().map_err(|_| AdminError::unprocessable("bad_path", format!("cannot replay {path:?}")))?;
+    let uri: Uri =
+        path.parse().map_err(|_| AdminError::unprocessable("bad_path", format!("cannot replay {path:?}")))?;
     let (endpoint, path_model) = crate::protocol::Endpoint::of_path(uri.path())
         .ok_or_else(|| AdminError::unprocessable("bad_path", format!("{path:?} is not a proxied endpoint")))?;
     let headers = headers(gw, captured);
     let ids = RequestIds::from_headers(&HeaderMap::new());
     let request_id = ids.request_id.clone();
     gw.capture_switch().expect_replay(&request_id, original, provider);
-    let inbound =
-        Inbound { endpoint, path_model: path_model.map(str::to_string), ids, headers, uri, peer: None };
+    let inbound = Inbound { endpoint, path_model: path_model.map(str::to_string), ids, headers, uri, peer: None };
     let response = proxy::handle(gw, inbound, Body::from(body)).await;
     let status = response.status().as_u16();
-    let answer = response.into_body().collect().await.map_err(|e| AdminError::internal("replay_failed", e.to_string()))?;
+    let answer =
+        response.into_body().collect().await.map_err(|e| AdminError::internal("replay_failed", e.to_string()))?;
     Ok((status, String::from_utf8_lossy(&answer.to_bytes()).into_owned(), request_id))
 }
 

@@ -137,7 +137,10 @@ impl Switch {
     }
 
     pub fn state(&self) -> SwitchState {
-        SwitchState { remaining: self.remaining.load(Ordering::Relaxed), until_ms: self.until_ms.load(Ordering::Relaxed) }
+        SwitchState {
+            remaining: self.remaining.load(Ordering::Relaxed),
+            until_ms: self.until_ms.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether the switch captures this request (spending one of N).
@@ -270,12 +273,8 @@ impl Capture {
     }
 
     pub fn client(&mut self, method: &str, path: &str, client: &HeaderMap) {
-        self.doc.client = CapturedRequest {
-            method: method.to_string(),
-            path: path.to_string(),
-            headers: listed(client),
-            body: None,
-        };
+        self.doc.client =
+            CapturedRequest { method: method.to_string(), path: path.to_string(), headers: listed(client), body: None };
     }
 
     pub fn client_body(&mut self, body: &[u8]) {
@@ -392,11 +391,8 @@ pub fn decode(data: &[u8]) -> Result<Captured, String> {
 fn listed(map: &HeaderMap) -> Vec<(String, String)> {
     map.iter()
         .map(|(name, value)| {
-            let value = if headers::CREDENTIALS.contains(name) {
-                super::scrub::REDACTED.to_string()
-            } else {
-                shown(value)
-            };
+            let value =
+                if headers::CREDENTIALS.contains(name) { super::scrub::REDACTED.to_string() } else { shown(value) };
             (name.as_str().to_string(), value)
         })
         .collect()

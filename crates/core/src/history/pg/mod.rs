@@ -361,7 +361,10 @@ impl Backend for PgStore {
             .fetch_optional(&self.pool)
             .await?;
         let Some(row) = row else { return Ok(None) };
-        Ok(Some(crate::history::store::StoredCapture { replay_of: row.try_get("replay_of")?, data: row.try_get("data")? }))
+        Ok(Some(crate::history::store::StoredCapture {
+            replay_of: row.try_get("replay_of")?,
+            data: row.try_get("data")?,
+        }))
     }
 
     async fn replays(&self, id: &str) -> Result<Vec<String>, StoreError> {
