@@ -301,6 +301,12 @@ impl Gateway {
         self.inner.live.load_full()
     }
 
+    /// `[server] redact_outgoing` in force: read per attempt, without
+    /// taking a reference on the configuration.
+    pub(crate) fn redacts_outgoing(&self) -> bool {
+        self.inner.live.load().config.server.redact_outgoing
+    }
+
     pub fn client(&self) -> &crate::upstream::Client {
         &self.inner.client
     }

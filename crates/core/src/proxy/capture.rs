@@ -211,8 +211,7 @@ pub fn wanted(store_bodies: bool, switch: &Switch, client: &HeaderMap) -> bool {
 /// redact_outgoing`, without the secrets its prompt carried (counted on the
 /// attempt); captured, when the request is. Neither on: returned as it is.
 pub async fn outgoing(gateway: &Gateway, journal: &mut Journal, index: usize, request: Upstream) -> Upstream {
-    let live = gateway.live();
-    let redact = live.config.server.redact_outgoing;
+    let redact = gateway.redacts_outgoing();
     if !redact && !journal.captured() {
         return request;
     }
@@ -222,7 +221,7 @@ pub async fn outgoing(gateway: &Gateway, journal: &mut Journal, index: usize, re
         Err(never) => match never {},
     };
     let cleaned = if redact {
-        let known = Scrubber::for_request(gateway, &live.providers, &HeaderMap::new(), None);
+        let known = Scrubber::for_request(gateway, &gateway.live().providers, &HeaderMap::new(), None);
         super::redact::outgoing(&known, &body)
     } else {
         None
