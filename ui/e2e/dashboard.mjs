@@ -157,6 +157,7 @@ try {
   check(changes.includes('stream_options') && changes.includes('usage'), 'each change is labelled with its reason');
   const events = await page.locator('[data-stream-timeline] tbody tr').count();
   check(events >= 2, `the stream's timeline lists its ${events} events with their times`);
+  await diffBox.scrollIntoViewIfNeeded();
   await shot(page, 'inspector');
   await page.locator('[data-replay]').click();
   const replayedBox = page.locator('[data-replayed]');

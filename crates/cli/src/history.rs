@@ -545,4 +545,3 @@ mod tests {
         assert!(attempt_text(&row_of("timeout", None)).starts_with("timeout, 0 ms"));
     }
 }
-

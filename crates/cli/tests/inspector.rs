@@ -28,7 +28,8 @@ async fn the_cli_shows_a_requests_bodies_and_writes_its_bug_report() {
     let data = dir.path().join("data");
     let served = Served::start(&config, &data, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
     let body = serde_json::json!({ "model": "fast", "messages": [{ "role": "user", "content": "inspect me" }] });
-    let r = support::client().post(format!("http://{}/v1/chat/completions", served.addr)).json(&body).send().await.unwrap();
+    let r =
+        support::client().post(format!("http://{}/v1/chat/completions", served.addr)).json(&body).send().await.unwrap();
     let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
     assert_eq!(r.status(), 200);
     r.bytes().await.unwrap();

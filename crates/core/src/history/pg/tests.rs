@@ -559,7 +559,7 @@ async fn captures_are_kept_linked_and_retired_with_their_requests() {
     pg.write(&batch).await.unwrap();
     assert_eq!(pg.capture(&first).await.unwrap().unwrap().data, first.as_bytes());
     assert_eq!(pg.capture(&second).await.unwrap().unwrap().replay_of.as_deref(), Some(first.as_str()));
-    assert_eq!(pg.replays(&first).await.unwrap(), [second.clone()]);
+    assert_eq!(pg.replays(&first).await.unwrap(), vec![second]);
     let config = HistoryConfig { retention: Duration::from_secs(30 * 86_400), ..HistoryConfig::default() };
     pg.prune(&config).await.unwrap();
     assert!(pg.capture(&old_id).await.unwrap().is_none(), "retention took the old day's capture");
