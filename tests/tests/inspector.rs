@@ -247,6 +247,30 @@ async fn a_bug_report_holds_the_request_and_no_secret() {
     assert_eq!(report["config"]["providers"][0]["name"], "chat");
     let attempt = &report["bodies"]["captured"]["attempts"][0];
     assert!(attempt["response"]["body"]["text"].as_str().unwrap().contains("[redacted]"), "{attempt}");
+
+    // A client sending a key of its own beside the access token: captured,
+    // and in no report.
+    let own = "sk-ant-api03-client-own-key-5f9c2e7a1b";
+    let second = http()
+        .post(gw.url("/v1/messages"))
+        .bearer_auth(ACCESS_TOKEN)
+        .header("x-api-key", own)
+        .header("anthropic-version", "2023-06-01")
+        .json(&prompt)
+        .send()
+        .await
+        .unwrap();
+    let second_id = request_id(&second);
+    assert!(second.status().is_server_error());
+    gw.recorded(2).await;
+    let export = http().get(gw.url(&format!("/admin/requests/{second_id}/export"))).bearer_auth(ADMIN_TOKEN);
+    let text = export.send().await.unwrap().text().await.unwrap();
+    for secret in [own, CHAT_KEY, ACCESS_TOKEN] {
+        assert!(!text.contains(secret) && !text.contains(&secret[..secret.len() - 4]), "{secret} in {text}");
+    }
+    let report: Value = serde_json::from_str(&text).unwrap();
+    let headers = report["bodies"]["captured"]["client"]["headers"].to_string();
+    assert_eq!(headers.matches("[redacted]").count(), 2, "the bearer token and the client's key: {headers}");
 }
 
 #[tokio::test]

@@ -61,6 +61,24 @@ async fn the_cli_shows_a_requests_bodies_and_writes_its_bug_report() {
     assert!(text.contains("attempt 1:") && text.contains("changed    model: model alias"), "{text}");
     assert!(text.contains("the client got: 200"), "{text}");
 
+    let capture = |args: &[&str]| {
+        let out = switchyard()
+            .args(["history", "capture", "--listen", &served.addr, "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .env("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(capture(&[]).starts_with("capture is off"));
+    assert_eq!(capture(&["--next", "3"]).trim(), "capturing the next 3 requests");
+    assert!(capture(&["--for", "10m"]).starts_with("capturing every request for 9m"));
+    assert!(capture(&["--off"]).starts_with("capture is off"));
+
     let report = dir.path().join("report.json");
     let export = switchyard()
         .args(["history", "export", &id, "--listen", &served.addr, "--config"])
