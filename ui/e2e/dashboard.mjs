@@ -138,6 +138,17 @@ try {
   check(lanes.includes('dash-backup (fallback from dash-primary)'), 'the second attempt is the fallback hop');
   await shot(page, 'requests');
 
+  // A request without a capture offers to capture the next ones.
+  await page.locator('[data-no-capture]').waitFor({ timeout: WAIT });
+  await page.locator('[data-capture-next]').click();
+  await page.locator('[data-capture-on]').waitFor({ timeout: WAIT });
+  check((await admin('/admin/capture')).remaining === 20, 'the inspector turns capture on for the next 20 requests');
+  await fetch(`${base}/admin/capture`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ remaining: 0, until_ms: 0 }),
+  });
+
   // The inspector: a captured stream's client → upstream diff with its
   // reasons, the stream's timeline, and a replay with the answers' diff.
   const inspected = await fetch(`${base}/v1/chat/completions`, {

@@ -51,6 +51,7 @@ export type {
 } from './contract';
 import type {
   AttemptRow,
+  SwitchState,
   Inspection,
   ReplayAsk,
   Replayed,
@@ -244,6 +245,9 @@ export class Api {
   requestBodies = (id: string) => this.get<Inspection>(`/admin/requests/${enc(id)}/bodies`);
   /** Sends a captured request again, as it was, to one provider, or with another body. */
   replay = (id: string, ask: ReplayAsk) => this.request<Replayed>('POST', `/admin/requests/${enc(id)}/replay`, ask);
+  /** What the capture switch is set to; and setting it (0 and 0: off). */
+  captureSwitch = () => this.get<SwitchState>('/admin/capture');
+  setCaptureSwitch = (state: SwitchState) => this.request<SwitchState>('PUT', '/admin/capture', state);
   /** The bug report for a request: one JSON document, secrets removed. */
   exportRequest = (id: string) => this.get<unknown>(`/admin/requests/${enc(id)}/export`);
   spend = (bucket: Bucket, since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
