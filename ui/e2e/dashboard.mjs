@@ -146,6 +146,46 @@ try {
   check(lanes.includes('dash-backup (fallback from dash-primary)'), 'the second attempt is the fallback hop');
   await shot(page, 'requests');
 
+  // A request without a capture offers to capture the next ones.
+  await page.locator('[data-no-capture]').waitFor({ timeout: WAIT });
+  await page.locator('[data-capture-next]').click();
+  await page.locator('[data-capture-on]').waitFor({ timeout: WAIT });
+  check((await admin('/admin/capture')).remaining === 20, 'the inspector turns capture on for the next 20 requests');
+  await fetch(`${base}/admin/capture`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ remaining: 0, until_ms: 0 }),
+  });
+
+  // The inspector: a captured stream's client → upstream diff with its
+  // reasons, the stream's timeline, and a replay with the answers' diff.
+  const inspected = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-switchyard-capture': '1' },
+    body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'inspect me' }] }),
+  });
+  await inspected.text();
+  const inspectedId = inspected.headers.get('x-request-id');
+  await page.goto(`${base}/ui/#/requests/${inspectedId}`);
+  const diffBox = page.locator('[data-diff]').first();
+  await diffBox.waitFor({ timeout: WAIT });
+  const diffText = await diffBox.innerText();
+  check(diffText.includes('+ stream_options'), `the diff shows what the gateway added (${diffText.split('\n').join(' | ')})`);
+  check(diffText.includes('unchanged'), 'and folds what it left alone');
+  const changes = await page.locator('[data-changes]').first().innerText();
+  check(changes.includes('stream_options') && changes.includes('usage'), 'each change is labelled with its reason');
+  const events = await page.locator('[data-stream-timeline] tbody tr').count();
+  check(events >= 2, `the stream's timeline lists its ${events} events with their times`);
+  await diffBox.scrollIntoViewIfNeeded();
+  await shot(page, 'inspector');
+  await page.locator('[data-replay]').click();
+  const replayedBox = page.locator('[data-replayed]');
+  await replayedBox.waitFor({ timeout: WAIT });
+  check((await replayedBox.innerText()).includes('Replayed as'), 'a replay from the inspector is a new request');
+  const linked = await admin(`/admin/requests/${inspectedId}/bodies`);
+  check(linked.replays.length === 1, 'the original lists its replay');
+  await shot(page, 'inspector-replayed');
+
   // The outcome filter: every choice is an outcome the gateway records,
   // and each shows the requests that ended that way, and only those.
   await chat('e'); // the provider's own 400, relayed

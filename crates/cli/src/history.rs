@@ -52,6 +52,34 @@ enum Action {
         id: String,
         #[arg(long)]
         json: bool,
+        /// With what was captured: the client's request, each attempt's
+        /// upstream request and answer, what the client got, and every
+        /// change the gateway made with its reason.
+        #[arg(long)]
+        bodies: bool,
+    },
+    /// Captures requests' bodies for the inspector on the running gateway
+    /// without `[history] store_bodies`: the next N requests, every request
+    /// for a while, or (with neither) says what is set.
+    Capture {
+        /// Capture the next N requests.
+        #[arg(long, value_name = "N")]
+        next: Option<u64>,
+        /// Capture every request for this long (`10m`, `1h`).
+        #[arg(long = "for", value_name = "DURATION")]
+        during: Option<String>,
+        /// Stop capturing.
+        #[arg(long, conflicts_with_all = ["next", "during"])]
+        off: bool,
+    },
+    /// Writes a bug report for one request: versions, OS, the configuration
+    /// in force, the request's row, attempts and captured bodies, checked
+    /// for secrets by the running gateway before it is written.
+    Export {
+        id: String,
+        /// Where to write it (default `switchyard-<id>.json`; `-` for stdout).
+        #[arg(long, short)]
+        out: Option<std::path::PathBuf>,
     },
     /// Computes the spend rollups and filter entries again from the recorded
     /// requests. Best run while the gateway is stopped: it holds the
@@ -115,6 +143,12 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
     if let Some(Action::Copy { to, restart }) = &args.show {
         return copy(&args.place.data, to, *restart).await;
     }
+    if let Some(Action::Export { id, out }) = &args.show {
+        return export(&args.place, id, out.as_deref()).await;
+    }
+    if let Some(Action::Capture { next, during, off }) = &args.show {
+        return capture(&args.place, *next, during.as_deref(), *off).await;
+    }
     let store = open(&args.place).await?;
     if let Some(Action::Rebuild) = &args.show {
         let started = std::time::Instant::now();
@@ -128,12 +162,23 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
         println!("deleted {} requests and {} cached answers", purged.requests, purged.cached_answers);
         return Ok(());
     }
-    if let Some(Action::Show { id, json }) = &args.show {
+    if let Some(Action::Show { id, json, bodies }) = &args.show {
         let detail = store.request(id).await?.with_context(|| format!("no request {id:?} on record"))?;
-        if *json {
-            println!("{}", serde_json::to_string_pretty(&detail)?);
+        let inspection = if *bodies {
+            let found = switchyard_core::admin::inspection(&store, id).await.map_err(anyhow::Error::msg)?;
+            Some(found.with_context(|| format!("no bodies were captured for {id:?}"))?)
         } else {
-            print!("{}", timeline(&detail));
+            None
+        };
+        match (json, inspection) {
+            (true, Some(i)) => println!("{}", serde_json::to_string_pretty(&i)?),
+            (true, None) => println!("{}", serde_json::to_string_pretty(&detail)?),
+            (false, i) => {
+                print!("{}", timeline(&detail));
+                if let Some(i) = i {
+                    print!("{}", crate::inspect::text(&i));
+                }
+            }
         }
         return Ok(());
     }
@@ -472,6 +517,58 @@ async fn tail_database(args: TailArgs) -> Result<()> {
             }
         }
     }
+}
+
+/// `switchyard history export ID`: the running gateway builds the report,
+/// as it knows every secret to search it for.
+async fn export(place: &crate::remote::RemoteArgs, id: &str, out: Option<&std::path::Path>) -> Result<()> {
+    let remote = crate::remote::Remote::connect(place).await?;
+    let report: serde_json::Value = remote.get_json(&format!("/admin/requests/{id}/export")).await?;
+    let text = serde_json::to_string_pretty(&report)?;
+    let default = std::path::PathBuf::from(format!("switchyard-{id}.json"));
+    match out.unwrap_or(&default) {
+        p if p.as_os_str() == "-" => println!("{text}"),
+        p => {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+            println!("wrote {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// `switchyard history capture`: sets (or reads) the running gateway's capture switch.
+async fn capture(place: &crate::remote::RemoteArgs, next: Option<u64>, during: Option<&str>, off: bool) -> Result<()> {
+    let remote = crate::remote::Remote::connect(place).await?;
+    let state: serde_json::Value = if next.is_none() && during.is_none() && !off {
+        remote.get_json("/admin/capture").await?
+    } else {
+        let until_ms = match during {
+            Some(d) => {
+                let d = humantime::parse_duration(d).with_context(|| format!("--for {d:?} is not a duration"))?;
+                switchyard_core::history::now_ms() + i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 2)
+            }
+            None => 0,
+        };
+        let body = serde_json::json!({ "remaining": next.unwrap_or(0), "until_ms": until_ms });
+        remote.put_json("/admin/capture", &body).await?
+    };
+    let remaining = state["remaining"].as_u64().unwrap_or(0);
+    let until = state["until_ms"].as_i64().unwrap_or(0);
+    let now = switchyard_core::history::now_ms();
+    match (remaining, until > now) {
+        (0, false) => println!(
+            "capture is off (requests are captured only with [history] store_bodies or x-switchyard-capture: 1)"
+        ),
+        (n, false) => println!("capturing the next {n} requests"),
+        (n, true) => {
+            let left = humantime::format_duration(std::time::Duration::from_secs(((until - now) / 1000) as u64));
+            println!(
+                "capturing every request for {left}{}",
+                if n > 0 { format!(", then the next {n}") } else { String::new() }
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 mod connect;
 mod demo;
 mod history;
+mod inspect;
 mod keys;
 mod members;
 mod open;

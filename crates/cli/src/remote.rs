@@ -100,6 +100,19 @@ impl Remote {
         answer(r).await
     }
 
+    /// `PUT path` with a JSON body, read as `T`.
+    pub async fn put_json<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T> {
+        let r = self
+            .http
+            .put(format!("{}{path}", self.base))
+            .bearer_auth(self.token.expose_secret())
+            .json(body)
+            .send()
+            .await
+            .with_context(|| self.unreachable())?;
+        answer(r).await
+    }
+
     fn unreachable(&self) -> String {
         format!("no gateway answers at {} (is `switchyard serve` running? pass --listen or --config)", self.base)
     }

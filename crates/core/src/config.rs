@@ -120,6 +120,9 @@ pub struct ServerConfig {
     /// How often providers with `probe = true` are probed (a provider that
     /// stays unreachable backs off to ten times this).
     pub probe_every: std::time::Duration,
+    /// Secrets the gateway knows and credential shapes are taken out of a
+    /// prompt before it goes upstream ([`crate::proxy::redact`]).
+    pub redact_outgoing: bool,
 }
 
 /// How the gateway authenticates to a provider.
@@ -420,6 +423,7 @@ struct RawServer {
     header_timeout: Option<Spanned<String>>,
     body_timeout: Option<Spanned<String>>,
     probe_every: Option<Spanned<String>>,
+    redact_outgoing: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -696,6 +700,7 @@ impl Validator<'_> {
             header_timeout: duration(&raw.header_timeout, "server.header_timeout", 10)?,
             body_timeout: duration(&raw.body_timeout, "server.body_timeout", 30)?,
             probe_every: duration(&raw.probe_every, "server.probe_every", 30)?,
+            redact_outgoing: raw.redact_outgoing.unwrap_or(false),
         })
     }
 

@@ -109,6 +109,8 @@ struct Inner {
     share: std::sync::atomic::AtomicU32,
     /// `x-switchyard-instance`, on every response in team mode.
     instance_header: Option<axum::http::HeaderValue>,
+    /// Which requests are captured beyond `store_bodies` ([`crate::proxy::capture`]).
+    capture: crate::proxy::capture::Switch,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
@@ -248,6 +250,7 @@ impl Builder {
                     .and_then(|t| axum::http::HeaderValue::from_str(t.instance()).ok()),
                 team: self.team,
                 served: AtomicU64::new(0),
+                capture: crate::proxy::capture::Switch::default(),
                 share: std::sync::atomic::AtomicU32::new(1),
             }),
         })
@@ -298,8 +301,19 @@ impl Gateway {
         self.inner.live.load_full()
     }
 
+    /// `[server] redact_outgoing` in force: read per attempt, without
+    /// taking a reference on the configuration.
+    pub(crate) fn redacts_outgoing(&self) -> bool {
+        self.inner.live.load().config.server.redact_outgoing
+    }
+
     pub fn client(&self) -> &crate::upstream::Client {
         &self.inner.client
+    }
+
+    /// Which requests are captured beyond `store_bodies`.
+    pub fn capture_switch(&self) -> &crate::proxy::capture::Switch {
+        &self.inner.capture
     }
 
     pub fn sink(&self) -> Option<&Sink> {

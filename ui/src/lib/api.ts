@@ -9,6 +9,14 @@ import { SseParser } from './sse';
 // generated from them); what is written here is only what the dashboard adds.
 
 export type {
+  AttemptChanges,
+  Captured,
+  CapturedAttempt,
+  CapturedEvent,
+  CapturedResponse,
+  Change,
+  Inspection,
+  Replayed,
   AttemptOutcome,
   Bucket,
   BudgetRow,
@@ -47,6 +55,10 @@ export type {
 } from './contract';
 import type {
   AttemptRow,
+  SwitchState,
+  Inspection,
+  ReplayAsk,
+  Replayed,
   Bucket,
   BudgetRow,
   CacheStatus,
@@ -249,6 +261,15 @@ export class Api {
   requests = (filter: RequestFilter) =>
     this.get<Page>(`/admin/requests${query(filter)}`);
   requestDetail = (id: string) => this.get<RequestDetail>(`/admin/requests/${enc(id)}`);
+  /** What was captured of a request and every change the gateway made (404: nothing captured). */
+  requestBodies = (id: string) => this.get<Inspection>(`/admin/requests/${enc(id)}/bodies`);
+  /** Sends a captured request again, as it was, to one provider, or with another body. */
+  replay = (id: string, ask: ReplayAsk) => this.request<Replayed>('POST', `/admin/requests/${enc(id)}/replay`, ask);
+  /** What the capture switch is set to; and setting it (0 and 0: off). */
+  captureSwitch = () => this.get<SwitchState>('/admin/capture');
+  setCaptureSwitch = (state: SwitchState) => this.request<SwitchState>('PUT', '/admin/capture', state);
+  /** The bug report for a request: one JSON document, secrets removed. */
+  exportRequest = (id: string) => this.get<unknown>(`/admin/requests/${enc(id)}/export`);
   spend = (bucket: Bucket, since: string) => this.get<Spend>(`/admin/spend${query({ bucket, since })}`);
   /** The spend with its breakdown by client or by session since `since`. */
   spendBy = (by: 'client' | 'session', since: string) => this.get<Spend>(`/admin/spend${query({ bucket: 'day', since, by })}`);

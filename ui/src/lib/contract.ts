@@ -291,6 +291,110 @@ member: string | null,
  */
 session: string | null, };
 
+export type CapturedBody = { 
+/**
+ * The body as text (lossy UTF-8), up to `body_limit`, then [`CUT_MARKER`].
+ */
+text: string, 
+/**
+ * Its full size in bytes.
+ */
+size: number, truncated: boolean, };
+
+export type CapturedRequest = { method: string, 
+/**
+ * Path and query (credential parameters removed), or the upstream URL.
+ */
+path: string, 
+/**
+ * Credentials' values replaced by `[redacted]`.
+ */
+headers: Array<[string, string]>, body: CapturedBody | null, };
+
+export type CapturedEvent = { 
+/**
+ * Milliseconds from the attempt's send to the event's arrival.
+ */
+at_ms: number, 
+/**
+ * The event's `event:` name, if it has one.
+ */
+event: string | null, 
+/**
+ * Its size in bytes.
+ */
+size: number, text: string, };
+
+export type CapturedResponse = { status: number | null, headers: Array<[string, string]>, body: CapturedBody, 
+/**
+ * For an event stream: each event as it arrived.
+ */
+events: Array<CapturedEvent>, };
+
+export type CapturedAttempt = { 
+/**
+ * The attempt's `seq` in the request's attempts.
+ */
+seq: number, request: CapturedRequest, response: CapturedResponse | null, 
+/**
+ * Secrets `[server] redact_outgoing` took out of the prompt.
+ */
+redacted: number, };
+
+export type Captured = { client: CapturedRequest, attempts: Array<CapturedAttempt>, 
+/**
+ * What the client got: the answer in its own format, or the gateway's error.
+ */
+answer: CapturedResponse | null, };
+
+export type Change = { 
+/**
+ * The JSON path it touched (`model`, `stream_options`), or `` for the whole body.
+ */
+field: string, 
+/**
+ * `changed`, `added`, `dropped`, `translated` or `redacted`.
+ */
+kind: string, reason: string, };
+
+export type AttemptChanges = { seq: number, changes: Array<Change>, };
+
+export type Inspection = { request_id: string, 
+/**
+ * The request this one replayed.
+ */
+replay_of: string | null, 
+/**
+ * The requests that replayed this one, oldest first.
+ */
+replays: Array<string>, captured: Captured, changes: Array<AttemptChanges>, };
+
+export type ReplayAsk = { 
+/**
+ * Send it only to this provider.
+ */
+provider: string | null, 
+/**
+ * Send this body instead of the captured one.
+ */
+body: unknown, };
+
+export type Replayed = { request_id: string, replay_of: string, status: number, 
+/**
+ * The answer's body as text (a stream: its events, as sent).
+ */
+body: string, };
+
+export type SwitchState = { 
+/**
+ * Requests still to capture.
+ */
+remaining: number, 
+/**
+ * Unix ms until which every request is captured; 0: off.
+ */
+until_ms: number, };
+
 export type Member = { name: string, 
 /**
  * Unique per process start.

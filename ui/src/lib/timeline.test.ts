@@ -96,7 +96,17 @@ describe('what a translation left out', () => {
     expect(leftOut(d, 2)).toEqual({
       known: ['top_k: the format has no such parameter'],
       unmapped: ['messages[0].content[1]: a block of type `hologram`, left out'],
+      redacted: null,
     });
-    expect(leftOut(d, 1)).toEqual({ known: [], unmapped: [] });
+    expect(leftOut(d, 1)).toEqual({ known: [], unmapped: [], redacted: null });
+  });
+
+  it('tells secrets taken out of the prompt from what the translation left out', () => {
+    const d = { dropped: [{ seq: 1, fields: ['prompt: 3 secrets redacted (server.redact_outgoing)', 'top_k: none'] }] };
+    expect(leftOut(d, 1)).toEqual({
+      known: ['top_k: none'],
+      unmapped: [],
+      redacted: '3 secrets redacted (server.redact_outgoing)',
+    });
   });
 });

@@ -88,11 +88,19 @@ export function layout(r: Pick<RequestDetail, 'attempts' | 'duration_ms' | 'ttft
 
 /** What the translation for attempt `seq` left out: the drop table's rows
  * (`field: reason`), then what the gateway did not know (`path: what became of it`). */
-export function leftOut(d: Pick<RequestDetail, 'dropped'>, seq: number): { known: string[]; unmapped: string[] } {
+export function leftOut(
+  d: Pick<RequestDetail, 'dropped'>,
+  seq: number,
+): { known: string[]; unmapped: string[]; redacted: string | null } {
   const marker = ': unmapped: ';
-  const fields = d.dropped.find((x) => x.seq === seq)?.fields ?? [];
+  // `[server] redact_outgoing` notes its count among what an attempt left out.
+  const isRedaction = (f: string) => f.startsWith('prompt: ') && f.includes('redact_outgoing');
+  const all = d.dropped.find((x) => x.seq === seq)?.fields ?? [];
+  const fields = all.filter((f) => !isRedaction(f));
+  const redaction = all.find(isRedaction);
   return {
     known: fields.filter((f) => !f.includes(marker)),
     unmapped: fields.filter((f) => f.includes(marker)).map((f) => f.replace(marker, ': ')),
+    redacted: redaction ? redaction.replace(/^prompt: /, '') : null,
   };
 }

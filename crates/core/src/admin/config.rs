@@ -142,7 +142,7 @@ fn provider_entry(p: &crate::config::ProviderConfig) -> ProviderEntry {
     }
 }
 
-fn view(gw: &Gateway) -> ConfigView {
+pub(crate) fn view(gw: &Gateway) -> ConfigView {
     let live = gw.live();
     let c = &live.config;
     let (p, b, s, h) = (&c.policy, &c.provider_policy.breaker, &c.server, &c.history);

@@ -2,15 +2,26 @@
 //! admin token. Nothing here ever returns a key.
 
 pub(crate) mod config;
+pub(crate) mod inspector;
 pub(crate) mod live;
 pub(crate) mod members;
+pub(crate) mod replay;
+pub(crate) mod report;
 pub mod routes;
 pub(crate) mod sessions;
 pub(crate) mod tools;
 pub mod try_it;
 pub(crate) mod ui;
 
+pub use inspector::Inspection;
 pub use live::StreamMessage;
+
+/// A request's captured bodies with the changes made to them (what
+/// `GET /admin/requests/{id}/bodies` answers), read from `store`: for
+/// `switchyard history show ID --bodies`. `None`: nothing was captured.
+pub async fn inspection(store: &crate::history::Store, id: &str) -> Result<Option<Inspection>, String> {
+    inspector::inspect(store, id).await.map_err(|e| e.message)
+}
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -47,6 +58,7 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .merge(crate::admin::try_it::routes())
         .merge(crate::admin::members::routes())
         .merge(crate::admin::sessions::routes())
+        .merge(crate::admin::inspector::routes())
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
 }
 

@@ -151,7 +151,7 @@ mod tests {
         }
         let some = match &records[7] {
             Record::Request(r) => r.id.clone(),
-            Record::Event(_) => unreachable!(),
+            Record::Event(_) | Record::Capture(_) => unreachable!(),
         };
         let (a, b) = (sqlite.request(&some).await.unwrap().unwrap(), pg.request(&some).await.unwrap().unwrap());
         assert_eq!(serde_json::to_value(&a).unwrap(), serde_json::to_value(&b).unwrap());

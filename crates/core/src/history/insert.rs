@@ -13,7 +13,8 @@ use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
 use super::derived::{Derived, Facts};
 use super::record::{
-    AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, EventRecord, Record, RequestRecord,
+    AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, CaptureRecord, EventRecord, Record,
+    RequestRecord,
 };
 
 const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
@@ -31,6 +32,9 @@ const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, p
     ?24, ?25)";
 
 const INSERT_EVENT: &str = "INSERT INTO events (at, kind, provider, detail, request_id) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+const INSERT_CAPTURE: &str =
+    "INSERT OR IGNORE INTO captures (request_id, started_at, replay_of, data) VALUES (?1, ?2, ?3, ?4)";
 
 /// The writer thread's SQLite connection, opened on the first write and
 /// again after a failure.
@@ -99,6 +103,7 @@ impl Inserter {
                         }
                     }
                     Record::Event(e) => insert_event(&mut events, e)?,
+                    Record::Capture(c) => insert_capture(&tx, c)?,
                 }
             }
             derived.write(&tx)?;
@@ -215,5 +220,11 @@ fn insert_attempt(
 
 fn insert_event(statement: &mut rusqlite::CachedStatement<'_>, e: &EventRecord) -> rusqlite::Result<()> {
     statement.execute(params![e.at_ms, e.kind, e.provider, e.detail, e.request_id])?;
+    Ok(())
+}
+
+/// Prepared only when a batch holds a capture: a batch without one pays nothing.
+fn insert_capture(tx: &rusqlite::Transaction<'_>, c: &CaptureRecord) -> rusqlite::Result<()> {
+    tx.prepare_cached(INSERT_CAPTURE)?.execute(params![c.request_id, c.started_at_ms, c.replay_of, c.data])?;
     Ok(())
 }

@@ -200,6 +200,37 @@ mod tests {
         assert_eq!(store.integrity_check().await.unwrap(), "ok");
     }
 
+    fn capture(id: &str, started_at_ms: i64) -> Record {
+        Record::Capture(Box::new(record::CaptureRecord {
+            request_id: id.to_string(),
+            started_at_ms,
+            replay_of: None,
+            data: vec![1, 2, 3],
+        }))
+    }
+
+    #[tokio::test]
+    async fn retention_and_purge_take_captures_with_their_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("h.db")).await.unwrap();
+        let day = 86_400_000;
+        let now = now_ms();
+        let batch = [
+            request("old", now - 40 * day, None),
+            capture("old", now - 40 * day),
+            request("recent", now - day, None),
+            capture("recent", now - day),
+        ];
+        store.write(&batch).await.unwrap();
+        assert_eq!(store.capture("old").await.unwrap().unwrap().data, [1, 2, 3]);
+        let config = HistoryConfig { retention: Duration::from_secs(30 * 86_400), ..HistoryConfig::default() };
+        assert_eq!(prune(&store, &config).await.unwrap(), 1);
+        assert!(store.capture("old").await.unwrap().is_none(), "retention took the old request's capture");
+        assert!(store.capture("recent").await.unwrap().is_some());
+        purge(&store).await.unwrap();
+        assert!(store.capture("recent").await.unwrap().is_none(), "a purge takes every capture");
+    }
+
     #[tokio::test]
     async fn a_purge_deletes_the_record_and_the_cached_answers_beside_it() {
         use crate::cache::store::{self as cache, Entry, Form, Lifetime};

@@ -286,10 +286,25 @@ pub struct EventRecord {
     pub request_id: Option<String>,
 }
 
+/// A request's captured bodies (see [`crate::proxy::capture`]): kept in a
+/// table of their own, never in the request's row. Not spooled: like an
+/// event, a capture the process dies holding is lost, and the request
+/// stays on record without it.
+#[derive(Debug, Clone)]
+pub struct CaptureRecord {
+    pub request_id: String,
+    pub started_at_ms: i64,
+    /// The request this one re-sent, for a replay.
+    pub replay_of: Option<String>,
+    /// The capture as zstd-compressed JSON, scrubbed before it was compressed.
+    pub data: Vec<u8>,
+}
+
 #[derive(Debug, Clone)]
 pub enum Record {
     Request(Box<RequestRecord>),
     Event(EventRecord),
+    Capture(Box<CaptureRecord>),
 }
 
 /// Milliseconds since the Unix epoch.

@@ -98,8 +98,10 @@ fn batch(conn: &mut Connection, before: i64, limit: u64) -> rusqlite::Result<u64
         derived.write(&tx)?;
         let mut attempts = tx.prepare_cached("DELETE FROM attempts WHERE request_id = ?1")?;
         let mut requests = tx.prepare_cached("DELETE FROM requests WHERE id = ?1")?;
+        let mut captures = tx.prepare_cached("DELETE FROM captures WHERE request_id = ?1")?;
         for row in &rows {
             attempts.execute([&row.id])?;
+            captures.execute([&row.id])?;
             requests.execute([&row.id])?;
         }
     }

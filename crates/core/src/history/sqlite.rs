@@ -141,6 +141,22 @@ impl Backend for SqliteStore {
         member_spend(&self.pool, since).await
     }
 
+    async fn capture(&self, id: &str) -> Result<Option<super::store::StoredCapture>, StoreError> {
+        let row = sqlx::query("SELECT replay_of, data FROM captures WHERE request_id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(super::store::StoredCapture { replay_of: row.try_get("replay_of")?, data: row.try_get("data")? }))
+    }
+
+    async fn replays(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT request_id FROM captures WHERE replay_of = ? ORDER BY started_at, request_id")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
         let batch = batch.to_vec();
         self.blocking(move |path| Inserter::open(path)?.write(&batch)).await

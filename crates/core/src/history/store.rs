@@ -278,6 +278,18 @@ pub(crate) trait Backend {
         prices: Option<&Prices>,
     ) -> Result<Option<SessionDetail>, StoreError>;
     async fn agent_spend(&self, since: i64) -> Result<Vec<AgentSpend>, StoreError>;
+    /// A request's captured bodies, as stored (compressed), if it has them.
+    async fn capture(&self, id: &str) -> Result<Option<StoredCapture>, StoreError>;
+    /// The requests that replayed `id`, oldest first.
+    async fn replays(&self, id: &str) -> Result<Vec<String>, StoreError>;
+}
+
+/// A request's captured bodies as the store holds them: see
+/// [`crate::proxy::capture`] for what the data holds.
+#[derive(Debug, Clone)]
+pub struct StoredCapture {
+    pub replay_of: Option<String>,
+    pub data: Vec<u8>,
 }
 
 /// A time window: since (inclusive), until (exclusive), Unix ms.
@@ -494,6 +506,16 @@ impl Store {
     /// Requests, tokens and cost per user agent since `since` (Unix ms).
     pub async fn agent_spend(&self, since: i64) -> Result<Vec<AgentSpend>, StoreError> {
         each!(self, b => b.agent_spend(since).await)
+    }
+
+    /// A request's captured bodies, compressed, if it has them.
+    pub async fn capture(&self, id: &str) -> Result<Option<StoredCapture>, StoreError> {
+        each!(self, b => b.capture(id).await)
+    }
+
+    /// The requests that replayed `id`, oldest first.
+    pub async fn replays(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        each!(self, b => b.replays(id).await)
     }
 
     pub async fn close(&self) {

@@ -89,6 +89,8 @@ pub struct Journal {
     attempt_started: Vec<Instant>,
     /// The attempt whose answer went to the client.
     delivered: Option<usize>,
+    /// What the inspector will show, when the request is captured.
+    capture: Option<Box<super::capture::Capture>>,
 }
 
 /// A request record before anything is known about its outcome.
@@ -147,6 +149,7 @@ impl Journal {
             started: Instant::now(),
             attempt_started: Vec::new(),
             delivered: None,
+            capture: None,
         }
     }
 
@@ -159,6 +162,7 @@ impl Journal {
             attempt_started: Vec::new(),
             started: self.started,
             record: None,
+            capture: None,
         };
         std::mem::replace(self, empty)
     }
@@ -187,6 +191,9 @@ impl Journal {
 
     pub fn request(&mut self, model: &str, streamed: bool, body: &[u8]) {
         let keep = self.keep_bodies();
+        if let Some(c) = &mut self.capture {
+            c.client_body(body);
+        }
         let Some(record) = self.record.as_deref_mut() else { return };
         record.model = Some(model.to_string());
         record.streamed = streamed;
@@ -274,6 +281,9 @@ impl Journal {
     /// Notes how an attempt ended (for a delivered stream: at its first content).
     pub fn end(&mut self, index: usize, outcome: AttemptOutcome, end: AttemptEnd) {
         let started = self.attempt_started.get(index).copied().unwrap_or(self.started);
+        if let (Some(c), Some(error)) = (&mut self.capture, &end.error) {
+            c.failed(index as u32 + 1, end.status.map(|s| s.as_u16()), error);
+        }
         if let Some(a) = self.record.as_deref_mut().and_then(|r| r.attempts.get_mut(index)) {
             a.outcome = outcome;
             a.duration_ms = Some(ms(started.elapsed()));
@@ -387,6 +397,9 @@ impl Journal {
 
     /// The gateway answered with its own error.
     pub async fn finish_error(mut self, error: &ApiError) {
+        if let Some(c) = &mut self.capture {
+            c.error(error.code.status().as_u16(), &error.message);
+        }
         let Some(record) = self.record.as_deref_mut() else { return };
         // Providers skipped on record were never called: refused all the same.
         let called = record.attempts.iter().any(|a| a.outcome.called());
@@ -398,8 +411,9 @@ impl Journal {
         self.send().await;
     }
 
-    /// Ends the record and hands it out, once: the journal keeps nothing.
-    fn seal(&mut self) -> Option<(Sink, Record)> {
+    /// Ends the record and hands it out, once, with its capture if it has
+    /// one: the journal keeps nothing.
+    fn seal(&mut self) -> Option<(Sink, Record, Option<Record>)> {
         let mut record = self.record.take()?;
         record.finished_at_ms = now_ms();
         record.duration_ms = ms(self.started.elapsed());
@@ -407,14 +421,69 @@ impl Journal {
             telemetry.request_finished(&record);
         }
         let sink = self.sink.take()?;
-        Some((sink, Record::Request(record)))
+        let capture = self.capture.take().and_then(|c| c.seal(&record.id, record.started_at_ms));
+        Some((sink, Record::Request(record), capture.map(|c| Record::Capture(Box::new(c)))))
     }
 
     /// Hands the record over, spooled first: a request the client saw end
     /// is a request on record, even if the process dies the next instant.
     async fn send(&mut self) {
-        if let Some((sink, record)) = self.seal() {
+        if let Some((sink, record, capture)) = self.seal() {
             sink.recorder.complete(record).await;
+            if let Some(capture) = capture {
+                sink.recorder.complete(capture).await;
+            }
+        }
+    }
+
+    /// Captures this request ([`super::capture`]).
+    pub fn capture(&mut self, capture: super::capture::Capture) {
+        self.capture = Some(Box::new(capture));
+    }
+
+    /// Whether the request is captured.
+    pub fn captured(&self) -> bool {
+        self.capture.is_some()
+    }
+
+    /// The attempt at `index` is sent as `parts` with `body` (captured, if the request is).
+    pub fn capture_sent(&mut self, index: usize, parts: &axum::http::request::Parts, body: &[u8], redacted: usize) {
+        if let Some(c) = &mut self.capture {
+            let redacted = u32::try_from(redacted).unwrap_or(u32::MAX);
+            c.sent(index as u32 + 1, &parts.uri.to_string(), &parts.headers, body, redacted);
+        }
+    }
+
+    /// `[server] redact_outgoing` took `count` secrets out of the attempt
+    /// at `index`'s prompt: said on the attempt, with what it left out.
+    pub fn redacted(&mut self, index: usize, count: usize) {
+        let Some(record) = self.record.as_deref_mut() else { return };
+        let seq = index as u32 + 1;
+        let note = format!("prompt: {count} secrets redacted (server.redact_outgoing)");
+        match record.dropped.iter_mut().find(|d| d.seq == seq) {
+            Some(d) => d.fields.push(note),
+            None => record.dropped.push(crate::history::record::AttemptDropped { seq, fields: vec![note] }),
+        }
+    }
+
+    /// The answering attempt's head, as the provider sent it.
+    pub fn capture_answered(&mut self, status: StatusCode, headers: &axum::http::HeaderMap) {
+        let (Some(c), Some(i)) = (&mut self.capture, self.delivered) else { return };
+        let sent = self.attempt_started.get(i).copied().unwrap_or(self.started);
+        c.answered(i as u32 + 1, status.as_u16(), headers, sent);
+    }
+
+    /// Bytes of the answering attempt's body, as the provider sent them.
+    pub fn capture_upstream(&mut self, chunk: &[u8], sse: bool) {
+        if let (Some(c), Some(i)) = (&mut self.capture, self.delivered) {
+            c.upstream(i as u32 + 1, chunk, sse);
+        }
+    }
+
+    /// Bytes the client got.
+    pub fn capture_answer(&mut self, chunk: &[u8]) {
+        if let Some(c) = &mut self.capture {
+            c.answer(chunk);
         }
     }
 }
@@ -432,8 +501,11 @@ impl Drop for Journal {
                 a.duration_ms = Some(ms(at.elapsed()));
             }
         }
-        if let Some((sink, record)) = self.seal() {
+        if let Some((sink, record, capture)) = self.seal() {
             sink.recorder.record_now(record);
+            if let Some(capture) = capture {
+                sink.recorder.record_now(capture);
+            }
         }
     }
 }

@@ -5,10 +5,12 @@
 pub(crate) mod attempt;
 pub(crate) mod body;
 pub(crate) mod cached;
+pub(crate) mod capture;
 mod chain;
 pub(crate) mod headers;
 pub(crate) mod journal;
 mod line;
+pub(crate) mod redact;
 pub(crate) mod relay;
 pub(crate) mod repair;
 pub(crate) mod scrub;
@@ -75,6 +77,7 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
         user_agent,
         gateway.instance(),
     );
+    capture::begin(gateway, &inbound, &mut journal);
     let member = match identify(gateway, &inbound).await {
         Ok(member) => member,
         Err(refusal) => return refuse(&inbound, journal, &refusal).await,
@@ -180,6 +183,7 @@ async fn serve(
         };
         ApiError::new(protocol, code, e.to_string())
     })?;
+    gateway.capture_switch().pin(&inbound.ids.request_id, &mut plan.candidates);
     let policy = live.config.request_policy(&head.model);
     let route = route_in_order(gateway, &live, &head, policy, tokens, &mut plan.candidates);
     // Only a session that steers is kept on its key and provider.
@@ -589,6 +593,7 @@ impl Run<'_> {
                 dropped: translated.map_or_else(|| out.removed.clone(), |t| t.dropped.clone()),
                 routing: candidate.routing,
             });
+            let request = capture::outgoing(self.gateway, self.journal, index, request).await;
             let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
             let patience = attempt::Patience {
                 timeout,

@@ -93,6 +93,9 @@ pub fn respond(
     let keeping = delivery.keep.and_then(|k| k.capture(status, upstream.sse, content_type)).map(Box::new);
     // Usage is read from what the provider sent, in its own format.
     let tap = Tap::new(delivery.upstream_endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
+    let mut journal = delivery.journal;
+    journal.capture_answered(status, &upstream.headers);
+    let captured = journal.captured();
     let mut relay = Relay {
         held: Some(upstream.held),
         rest: upstream.rest,
@@ -107,7 +110,8 @@ pub fn respond(
         tap,
         translator: delivery.translator,
         scrub: upstream.scrub.map(|s| Box::new(scrub::Stream::new(s))),
-        journal: Some(delivery.journal),
+        journal: Some(journal),
+        captured,
         keeping,
         ok: status.is_success(),
     };
@@ -158,6 +162,8 @@ struct Relay {
     /// The provider answered with a success: what the tap reads of its
     /// usage settles the team's reservations. Any other answer returns them.
     ok: bool,
+    /// Whether the request is captured: each chunk is then kept too.
+    captured: bool,
 }
 
 impl Relay {
@@ -253,8 +259,19 @@ impl Relay {
                 k.push(&chunk);
             }
         }
+        if self.captured {
+            if let Some(j) = &mut self.journal {
+                j.capture_upstream(&chunk, self.sse);
+            }
+        }
         let out = self.tap.observe(chunk);
-        self.translated(out)
+        let out = self.translated(out);
+        if self.captured {
+            if let Some(j) = &mut self.journal {
+                j.capture_answer(&out);
+            }
+        }
+        out
     }
 
     /// `chunk` in the client's format, for a translated stream (kept for
@@ -335,6 +352,11 @@ impl Relay {
                 k.push(&terminal);
             }
             tail = join(tail, terminal);
+        }
+        if self.captured {
+            if let Some(j) = &mut self.journal {
+                j.capture_answer(&tail);
+            }
         }
         let failure = self.translator.as_ref().and_then(|t| t.error()).map(|(_, message)| message.to_string());
         if let Some(keeping) = self.keeping.take().filter(|_| failure.is_none()) {

@@ -116,6 +116,11 @@ impl Scrubber {
         self.needles.is_empty()
     }
 
+    /// How many secrets `input` holds.
+    pub fn count(&self, input: &[u8]) -> usize {
+        self.matches(input).len()
+    }
+
     /// `input` without its secrets.
     pub fn bytes<'a>(&self, input: &'a [u8]) -> Cow<'a, [u8]> {
         let mut cuts = self.matches(input);

@@ -153,6 +153,7 @@ impl PgStore {
             removed += self.drop_day(conn, day).await?;
         }
         sqlx::query("DELETE FROM events WHERE at < $1").bind(before_ms).execute(&mut *conn).await?;
+        sqlx::query("DELETE FROM captures WHERE started_at < $1").bind(before_ms).execute(&mut *conn).await?;
         Ok(removed)
     }
 
@@ -187,6 +188,11 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await?;
         sqlx::query("DELETE FROM rollups WHERE start >= $1 AND start < $2")
+            .bind(from)
+            .bind(to)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM captures WHERE started_at >= $1 AND started_at < $2")
             .bind(from)
             .bind(to)
             .execute(&mut *tx)
@@ -371,6 +377,25 @@ impl Backend for PgStore {
         member_spend(&self.pool, since).await
     }
 
+    async fn capture(&self, id: &str) -> Result<Option<crate::history::store::StoredCapture>, StoreError> {
+        let row = sqlx::query("SELECT replay_of, data FROM captures WHERE request_id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(crate::history::store::StoredCapture {
+            replay_of: row.try_get("replay_of")?,
+            data: row.try_get("data")?,
+        }))
+    }
+
+    async fn replays(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT request_id FROM captures WHERE replay_of = $1 ORDER BY started_at, request_id")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
         self.write_batch(batch).await
     }
@@ -507,7 +532,7 @@ impl Backend for PgStore {
 
     async fn purge(&self) -> Result<u64, StoreError> {
         let requests = self.count(CountTable::Requests).await?;
-        sqlx::raw_sql("TRUNCATE requests, attempts, request_facets, rollups, clients, events")
+        sqlx::raw_sql("TRUNCATE requests, attempts, request_facets, rollups, clients, events, captures")
             .execute(&self.pool)
             .await?;
         Ok(u64::try_from(requests).unwrap_or(0))

@@ -623,3 +623,42 @@ async fn sessions_answer_as_sqlite_does() {
         assert_eq!(agents.len(), 3);
     }
 }
+
+/// Captures are written in the batch with their requests, read back by id
+/// and replay link, and go with their day under retention and with a purge.
+#[tokio::test]
+async fn captures_are_kept_linked_and_retired_with_their_requests() {
+    let (_db, _dir, pg, _) = both().await;
+    let day = 86_400_000;
+    let now = now_ms();
+    let capture = |id: &str, at: i64, replay_of: Option<&str>| {
+        Record::Capture(Box::new(crate::history::record::CaptureRecord {
+            request_id: id.to_string(),
+            started_at_ms: at,
+            replay_of: replay_of.map(str::to_string),
+            data: id.as_bytes().to_vec(),
+        }))
+    };
+    // Ids by position: the old request is the first, the recent ones the next two.
+    let old = varied(1, now - 40 * day, 60_000);
+    let recent: Vec<Record> = varied(3, now - day, 60_000).into_iter().skip(1).collect();
+    let id = |r: &Record| match r {
+        Record::Request(r) => r.id.clone(),
+        _ => unreachable!(),
+    };
+    let (old_id, first, second) = (id(&old[0]), id(&recent[0]), id(&recent[1]));
+    let mut batch = vec![old[0].clone(), recent[0].clone(), recent[1].clone()];
+    batch.push(capture(&old_id, now - 40 * day, None));
+    batch.push(capture(&first, now - day, None));
+    batch.push(capture(&second, now - day, Some(&first)));
+    pg.write(&batch).await.unwrap();
+    assert_eq!(pg.capture(&first).await.unwrap().unwrap().data, first.as_bytes());
+    assert_eq!(pg.capture(&second).await.unwrap().unwrap().replay_of.as_deref(), Some(first.as_str()));
+    assert_eq!(pg.replays(&first).await.unwrap(), vec![second]);
+    let config = HistoryConfig { retention: Duration::from_secs(30 * 86_400), ..HistoryConfig::default() };
+    pg.prune(&config).await.unwrap();
+    assert!(pg.capture(&old_id).await.unwrap().is_none(), "retention took the old day's capture");
+    assert!(pg.capture(&first).await.unwrap().is_some());
+    crate::history::purge(&pg).await.unwrap();
+    assert!(pg.capture(&first).await.unwrap().is_none(), "a purge takes every capture");
+}

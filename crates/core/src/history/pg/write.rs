@@ -11,7 +11,7 @@ use sqlx::{Postgres, Transaction};
 
 use super::PgStore;
 use crate::history::derived::{Derived, Facts, DAY_MS};
-use crate::history::record::{EventRecord, Record, RequestRecord};
+use crate::history::record::{CaptureRecord, EventRecord, Record, RequestRecord};
 use crate::history::store::StoreError;
 
 /// A rollup's change: span, start, provider, model, outcome, sums.
@@ -61,6 +61,9 @@ const UPSERT_CLIENTS: &str = "INSERT INTO clients (instance, user_agent, request
         ELSE clients.last_outcome END,
     last_at = GREATEST(clients.last_at, excluded.last_at)";
 
+const INSERT_CAPTURES: &str = "INSERT INTO captures (request_id, started_at, replay_of, data)
+    SELECT * FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::bytea[]) ON CONFLICT (request_id) DO NOTHING";
+
 const INSERT_EVENTS: &str = "INSERT INTO events (at, kind, provider, detail, request_id)
     SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[])";
 
@@ -71,14 +74,21 @@ impl PgStore {
             .iter()
             .filter_map(|r| match r {
                 Record::Request(r) => Some(r.as_ref()),
-                Record::Event(_) => None,
+                Record::Event(_) | Record::Capture(_) => None,
             })
             .collect();
         let events: Vec<&EventRecord> = batch
             .iter()
             .filter_map(|r| match r {
                 Record::Event(e) => Some(e),
-                Record::Request(_) => None,
+                Record::Request(_) | Record::Capture(_) => None,
+            })
+            .collect();
+        let captures: Vec<&CaptureRecord> = batch
+            .iter()
+            .filter_map(|r| match r {
+                Record::Capture(c) => Some(c.as_ref()),
+                Record::Request(_) | Record::Event(_) => None,
             })
             .collect();
         self.ensure_days(requests.iter().map(|r| r.started_at_ms)).await?;
@@ -91,6 +101,7 @@ impl PgStore {
         }
         self.write_derived(&mut tx, &derived).await?;
         insert_events(&mut tx, &events).await?;
+        insert_captures(&mut tx, &captures).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -283,6 +294,20 @@ async fn insert_events(tx: &mut Transaction<'_, Postgres>, events: &[&EventRecor
         .bind(events.iter().map(|e| e.provider.clone()).collect::<Vec<Option<String>>>())
         .bind(events.iter().map(|e| e.detail.clone()).collect::<Vec<String>>())
         .bind(events.iter().map(|e| e.request_id.clone()).collect::<Vec<Option<String>>>())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_captures(tx: &mut Transaction<'_, Postgres>, captures: &[&CaptureRecord]) -> Result<(), StoreError> {
+    if captures.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(INSERT_CAPTURES)
+        .bind(captures.iter().map(|c| c.request_id.clone()).collect::<Vec<String>>())
+        .bind(captures.iter().map(|c| c.started_at_ms).collect::<Vec<i64>>())
+        .bind(captures.iter().map(|c| c.replay_of.clone()).collect::<Vec<Option<String>>>())
+        .bind(captures.iter().map(|c| c.data.clone()).collect::<Vec<Vec<u8>>>())
         .execute(&mut **tx)
         .await?;
     Ok(())
