@@ -19,6 +19,12 @@ pub const HEADER: &str = "x-switchyard-session-id";
 const CLAUDE_CODE: &str = "x-claude-code-session-id";
 const CODEX: &str = "session-id";
 const CODEX_TURN: &str = "x-codex-turn-metadata";
+// As names made once: looking a header up by text parses and hashes the
+// text each time.
+const NAMED_HEADER: http::HeaderName = http::HeaderName::from_static(HEADER);
+const CLAUDE_CODE_HEADER: http::HeaderName = http::HeaderName::from_static(CLAUDE_CODE);
+const CODEX_HEADER: http::HeaderName = http::HeaderName::from_static(CODEX);
+const CODEX_TURN_HEADER: http::HeaderName = http::HeaderName::from_static(CODEX_TURN);
 
 /// The longest session id kept; a longer one is cut (ids are opaque names,
 /// not data, and a row must stay small).
@@ -91,17 +97,18 @@ impl fmt::Display for Session {
 /// says `conversation` of it; `None` for a body that carries no
 /// conversation at all.
 pub fn identify(headers: &HeaderMap, conversation: &Conversation, body: &[u8]) -> Option<Session> {
-    let named =
-        |name: &str, source: Source| header_id(headers, name).map(|id| Session { id, source, continuing: true });
-    named(HEADER, Source::Named)
-        .or_else(|| named(CLAUDE_CODE, Source::ClaudeCode))
-        .or_else(|| named(CODEX, Source::Codex))
+    let named = |name: &http::HeaderName, source: Source| {
+        header_id(headers, name).map(|id| Session { id, source, continuing: true })
+    };
+    named(&NAMED_HEADER, Source::Named)
+        .or_else(|| named(&CLAUDE_CODE_HEADER, Source::ClaudeCode))
+        .or_else(|| named(&CODEX_HEADER, Source::Codex))
         .or_else(|| codex_turn(headers).map(|id| Session { id, source: Source::Codex, continuing: true }))
         .or_else(|| conversation.session(body))
 }
 
 /// A header's value as an id: printable ASCII, trimmed, cut to [`MAX_LEN`].
-fn header_id(headers: &HeaderMap, name: &str) -> Option<String> {
+fn header_id(headers: &HeaderMap, name: &http::HeaderName) -> Option<String> {
     clean(headers.get(name)?.to_str().ok()?)
 }
 
@@ -117,7 +124,7 @@ fn codex_turn(headers: &HeaderMap) -> Option<String> {
         #[serde(borrow)]
         session_id: Option<std::borrow::Cow<'a, str>>,
     }
-    let raw = headers.get(CODEX_TURN)?.to_str().ok()?;
+    let raw = headers.get(&CODEX_TURN_HEADER)?.to_str().ok()?;
     clean(&serde_json::from_str::<Turn<'_>>(raw).ok()?.session_id?)
 }
 
@@ -178,14 +185,18 @@ impl Conversation {
         if self.first_user.is_none() && self.system.is_none() {
             return None;
         }
-        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        // FNV-1a: fixed, so every instance and release names a conversation
+        // alike, and cheap (a few instructions a byte; SHA-256 cost more
+        // than the rest of reading the request). A grouping key, not a secret.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for part in [&self.system, &self.first_user] {
+            let bytes = part.as_ref().and_then(|r| body.get(r.clone())).unwrap_or(b"-");
             // A separator per part, so that moving text between them changes the digest.
-            digest.update(part.as_ref().and_then(|r| body.get(r.clone())).unwrap_or(b"-"));
-            digest.update(b"\x00");
+            for &b in bytes.iter().chain(b"\x00") {
+                hash = (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+            }
         }
-        let hex: String = digest.finish().as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
-        Some(Session { id: format!("conv-{hex}"), source: Source::Conversation, continuing: self.continuing })
+        Some(Session { id: format!("conv-{hash:016x}"), source: Source::Conversation, continuing: self.continuing })
     }
 }
 
