@@ -58,8 +58,7 @@ struct Head<'a> {
     max_completion_tokens: Option<&'a RawValue>,
     #[serde(borrow)]
     max_output_tokens: Option<&'a RawValue>,
-    // Which conversation it is ([`crate::session`]): serde cannot borrow
-    // through a flattened struct, so each head lists the fields.
+    // Which conversation it is ([`crate::session`]), each format's fields.
     #[serde(borrow)]
     prompt_cache_key: Option<Cow<'a, str>>,
     /// Messages' system prompt.
@@ -79,38 +78,16 @@ struct Head<'a> {
     input: Option<&'a RawValue>,
 }
 
-/// A Gemini body's head: its model and streaming are in the path.
-#[derive(Deserialize)]
-struct GeminiHead<'a> {
-    #[serde(borrow)]
-    prompt_cache_key: Option<Cow<'a, str>>,
-    /// Messages' system prompt.
-    #[serde(borrow)]
-    system: Option<&'a RawValue>,
-    /// Responses' system prompt.
-    #[serde(borrow)]
-    instructions: Option<&'a RawValue>,
-    /// Gemini's system prompt, in either spelling.
-    #[serde(borrow, alias = "system_instruction", rename = "systemInstruction")]
-    system_instruction: Option<&'a RawValue>,
-    /// The turns: Messages' and Chat's `messages`, Gemini's `contents`.
-    #[serde(borrow, alias = "contents")]
-    messages: Option<Opening<'a>>,
-    /// Responses' turns.
-    #[serde(borrow)]
-    input: Option<&'a RawValue>,
-}
-
-/// The conversation fields of a head, as [`crate::session`] takes them.
-macro_rules! said {
-    ($head:expr) => {
+impl<'a> Head<'a> {
+    /// Its conversation fields, as [`crate::session`] takes them.
+    fn said(self) -> Said<'a> {
         Said {
-            prompt_cache_key: $head.prompt_cache_key,
-            system: $head.system.or($head.instructions).or($head.system_instruction),
-            messages: $head.messages,
-            input: $head.input,
+            prompt_cache_key: self.prompt_cache_key,
+            system: self.system.or(self.instructions).or(self.system_instruction),
+            messages: self.messages,
+            input: self.input,
         }
-    };
+    }
 }
 
 /// A member's raw value, `null` included: `Option` would read a `null`
@@ -158,7 +135,7 @@ pub fn inspect(body: &[u8]) -> Result<RequestHead, BodyError> {
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
         max_output,
         max_output_span,
-        conversation: said!(head).locate(text),
+        conversation: head.said().locate(text),
     })
 }
 
@@ -169,7 +146,9 @@ pub fn inspect_with_model(body: &[u8], model: &str, stream: bool) -> Result<Requ
     if !text.trim_start().starts_with('{') {
         return Err(BodyError::Malformed("expected a JSON object".into()));
     }
-    let head: GeminiHead<'_> = serde_json::from_str(text).map_err(|e| BodyError::Malformed(e.to_string()))?;
+    // Read as any head: a Gemini body names no model and no `stream`, and
+    // its limit is nested in `generationConfig`.
+    let head: Head<'_> = serde_json::from_str(text).map_err(|e| BodyError::Malformed(e.to_string()))?;
     if model.is_empty() {
         return Err(BodyError::MissingModel);
     }
@@ -182,7 +161,7 @@ pub fn inspect_with_model(body: &[u8], model: &str, stream: bool) -> Result<Requ
         object_end: text.trim_end_matches([' ', '\t', '\n', '\r']).len() - 1,
         max_output: None,
         max_output_span: None,
-        conversation: said!(head).locate(text),
+        conversation: head.said().locate(text),
     })
 }
 
