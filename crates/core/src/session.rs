@@ -80,10 +80,7 @@ impl Session {
     /// The session's point for choosing among a provider's keys
     /// ([`crate::upstream::keys`]): the same on every instance and release.
     pub fn affinity(&self) -> u64 {
-        let digest = ring::digest::digest(&ring::digest::SHA256, self.id.as_bytes());
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&digest.as_ref()[..8]);
-        u64::from_le_bytes(bytes)
+        fnv1a(FNV_START, self.id.as_bytes())
     }
 }
 
@@ -188,13 +185,11 @@ impl Conversation {
         // FNV-1a: fixed, so every instance and release names a conversation
         // alike, and cheap (a few instructions a byte; SHA-256 cost more
         // than the rest of reading the request). A grouping key, not a secret.
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut hash = FNV_START;
         for part in [&self.system, &self.first_user] {
             let bytes = part.as_ref().and_then(|r| body.get(r.clone())).unwrap_or(b"-");
             // A separator per part, so that moving text between them changes the digest.
-            for &b in bytes.iter().chain(b"\x00") {
-                hash = (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-            }
+            hash = fnv1a(fnv1a(hash, bytes), b"\x00");
         }
         Some(Session { id: format!("conv-{hash:016x}"), source: Source::Conversation, continuing: self.continuing })
     }
@@ -289,6 +284,13 @@ fn role(turn: &RawValue) -> Role {
         Err(_) if turn.get().starts_with('"') => Role::User,
         Err(_) => Role::Other,
     }
+}
+
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a over `bytes`, from `hash`: fixed everywhere, a few instructions a byte.
+fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// Responses' `input`: the string itself, or its opening items.

@@ -102,11 +102,17 @@ impl Sessions {
         active.then(|| l.provider.clone())
     }
 
-    /// What is known of the reasoning `session` sends back, when it has
-    /// been served within [`REMEMBER`].
-    pub fn reasoning(&self, session: &str, now: Instant) -> Option<Reasoning> {
+    /// What is known of the reasoning `session` sends back to a provider
+    /// signing as `target`, when some of it may be another's: the session
+    /// was served within [`REMEMBER`] by a signer other than `target`. A
+    /// session only ever served by `target` (most) gets `None`, with
+    /// nothing copied or made.
+    pub fn reasoning(&self, session: &str, target: &str, now: Instant) -> Option<Reasoning> {
         let mut last = self.lock();
         let l = last.get_mut(session).filter(|l| now.saturating_duration_since(l.at) <= REMEMBER)?;
+        if l.signers.iter().all(|s| s == target) {
+            return None;
+        }
         let ledger = Arc::clone(l.ledger.get_or_insert_with(Arc::default));
         Some(Reasoning { last: l.signer.clone(), signers: l.signers.clone(), ledger })
     }
@@ -191,14 +197,18 @@ mod tests {
         assert_eq!(s.stuck_to("a", STICK, Instant::now()).as_deref(), Some("backup"));
         tokio::time::advance(Duration::from_secs(21)).await;
         assert_eq!(s.stuck_to("a", STICK, Instant::now()), None);
-        assert_eq!(s.reasoning("a", Instant::now()).unwrap().last, "anthropic@b", "reasoning is remembered longer");
+        assert_eq!(
+            s.reasoning("a", "elsewhere", Instant::now()).unwrap().last,
+            "anthropic@b",
+            "reasoning is remembered longer"
+        );
         // A failure of the provider it sticks to ends the stick at once.
         s.served("a", "backup", "anthropic@b", Instant::now());
         s.failed("a", "primary");
         assert!(s.stuck_to("a", STICK, Instant::now()).is_some(), "another provider's failure changes nothing");
         s.failed("a", "backup");
         assert_eq!(s.stuck_to("a", STICK, Instant::now()), None);
-        assert_eq!(s.reasoning("a", Instant::now()).unwrap().last, "anthropic@b");
+        assert_eq!(s.reasoning("a", "elsewhere", Instant::now()).unwrap().last, "anthropic@b");
     }
 
     #[tokio::test(start_paused = true)]
@@ -206,18 +216,18 @@ mod tests {
         let s = Sessions::default();
         let now = Instant::now();
         s.served("a", "one", "x@1", now);
-        let r = s.reasoning("a", now).unwrap();
+        let r = s.reasoning("a", "elsewhere", now).unwrap();
         assert_eq!(r.signers, ["x@1"]);
         assert_eq!(r.maker("sig-1"), "x@1");
         // Another signer serves the next turn: what was seen stays the
         // first's, what is new is the second's.
         s.served("a", "two", "x@2", now);
-        let r = s.reasoning("a", now).unwrap();
+        let r = s.reasoning("a", "elsewhere", now).unwrap();
         assert_eq!(r.signers, ["x@1", "x@2"]);
         assert_eq!(r.maker("sig-1"), "x@1");
         assert_eq!(r.maker("sig-2"), "x@2");
         s.served("a", "one", "x@1", now);
-        let r = s.reasoning("a", now).unwrap();
+        let r = s.reasoning("a", "elsewhere", now).unwrap();
         assert_eq!((r.maker("sig-1"), r.maker("sig-2"), r.maker("sig-3")), ("x@1".into(), "x@2".into(), "x@1".into()));
     }
 

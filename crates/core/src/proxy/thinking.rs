@@ -33,15 +33,16 @@ pub(super) struct Owners {
 
 impl Owners {
     pub(super) fn of(gateway: &Gateway, session: Option<&Session>, provider: &Provider) -> Owners {
-        let reasoning = session.and_then(|s| gateway.conversations().reasoning(&s.id, Instant::now()));
-        Owners { target: signer(provider), reasoning }
+        let target = signer(provider);
+        let reasoning = session.and_then(|s| gateway.conversations().reasoning(&s.id, &target, Instant::now()));
+        Owners { target, reasoning }
     }
 
     /// Whether any of the body's raw reasoning may be another's: the
     /// session has been served by a signer other than this provider. A
     /// session only ever served by it (most) costs no look at the body.
     pub(super) fn mixed(&self) -> bool {
-        self.reasoning.as_ref().is_some_and(|r| r.signers.iter().any(|s| *s != self.target))
+        self.reasoning.is_some()
     }
 
     /// Whether this provider made the raw signed value `raw`.
