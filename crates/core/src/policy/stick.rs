@@ -149,9 +149,8 @@ impl Sessions {
     /// `provider` failed a request of `session`: the session no longer
     /// sticks to it (its reasoning is still that provider's).
     pub fn failed(&self, session: &str, provider: &str) {
+        // No provider to stick to ([`Sessions::stuck_to`]); its signers stay.
         if let Some(l) = self.lock().get_mut(session).filter(|l| l.provider == provider) {
-            // Long enough ago that no stick covers it, still remembered.
-            l.at = l.at.checked_sub(Duration::from_secs(3600)).unwrap_or(l.at);
             l.provider.clear();
         }
     }
