@@ -8,14 +8,15 @@
 //! stream arrives whole, in two pieces cut anywhere, or in small chunks;
 //! no byte is lost, added or reordered; each event ends at its first blank
 //! line; a comment or keep-alive is preamble; and the
-//! protocol's own error event, built around any text, splits as one event
-//! and classifies as an error with that text.
+//! protocol's own error event, built around any text, splits as whole
+//! events (one; two for Responses, whose terminal event follows) that each
+//! classify as an error with that text.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use switchyard_core::fuzzing::ENDPOINTS;
-use switchyard_core::fuzzing::{classify, error_event, parse, Kind, Splitter};
+use switchyard_core::fuzzing::{classify, error_event, parse, Endpoint, Kind, Splitter};
 
 /// The events and the pending bytes of a stream fed in `chunks`.
 fn split<'a>(chunks: impl Iterator<Item = &'a [u8]>) -> (Vec<Bytes>, Bytes) {
@@ -80,6 +81,12 @@ fuzz_target!(|data: &[u8]| {
     let message = String::from_utf8_lossy(stream);
     let error = error_event(endpoint, &message);
     let (error_events, rest) = split(std::iter::once(&error[..]));
-    assert_eq!((error_events.as_slice(), rest.len()), (std::slice::from_ref(&error), 0), "one whole event");
-    assert_eq!(classify(endpoint, &error), Kind::Error(message.into_owned()));
+    assert_eq!((error_events.concat(), rest.len()), (error.to_vec(), 0), "whole events");
+    // One event, except Responses: its error event is followed by the
+    // terminal `response.failed` its clients wait for.
+    assert_eq!(error_events.len(), if endpoint == Endpoint::Responses { 2 } else { 1 }, "events");
+    let message = message.into_owned();
+    for event in &error_events {
+        assert_eq!(classify(endpoint, event), Kind::Error(message.clone()));
+    }
 });

@@ -561,7 +561,10 @@ async fn capture(place: &crate::remote::RemoteArgs, next: Option<u64>, during: O
         ),
         (n, false) => println!("capturing the next {n} requests"),
         (n, true) => {
-            let left = humantime::format_duration(std::time::Duration::from_secs(((until - now) / 1000) as u64));
+            // Whole seconds, rounded up: "--for 10m" reads back as 10m, not
+            // 9m 59s for the milliseconds the round trip took.
+            let secs = u64::try_from(until - now).unwrap_or(0).div_ceil(1000);
+            let left = humantime::format_duration(std::time::Duration::from_secs(secs));
             println!(
                 "capturing every request for {left}{}",
                 if n > 0 { format!(", then the next {n}") } else { String::new() }

@@ -74,7 +74,7 @@ pub mod upstream;
 pub mod fuzzing {
     pub use crate::protocol::sse::{classify, error_event, parse, Kind, Splitter};
     pub use crate::protocol::usage::{from_body, Tap};
-    use crate::protocol::Endpoint;
+    pub use crate::protocol::Endpoint;
     pub use crate::proxy::body::inspect;
 
     /// Every endpoint whose bodies and streams the gateway reads.
