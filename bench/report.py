@@ -323,6 +323,18 @@ if os.path.exists(team_file) and os.path.getsize(team_file) > 0:
             f"p50 {lat['team']['p50_ms']:.3f} vs {lat['team_off']['p50_ms']:.3f} ms; {lat['requests']:,} requests each)",
             added <= 1.0,
         ))
+    if team.get("balanced"):
+        bal = team["balanced"]
+        two, one = sorted(bal["two_instances"])[-1], sorted(bal["one_without_team"])[-1]
+        # Both instances share this machine's cores with nginx, oha and the
+        # upstream: a second instance adds no CPU here, so the check is that
+        # a team behind a balancer costs no throughput, not that it doubles.
+        checks.append((
+            "team mode: two instances behind nginx against one without [team], throughput not lower (-10%)",
+            f"{two:,} vs {one:,} req/s ({two / one:.2f}x; best of {len(bal['two_instances'])}, c={bal['concurrency']}, "
+            f"{bal['seconds']} s each)",
+            two >= 0.9 * one,
+        ))
 
 open_streams = None
 open_file = os.path.join(work, "open-streams.json")

@@ -9,6 +9,11 @@ Then the latency a team adds: the capped provider at c=1 through the two
 instances against one gateway with the same providers and no `[team]`
 (p50 and p99 of each, in the same run).
 
+Last, throughput behind a simple balancer: nginx round-robin over the two
+instances, against nginx in front of the one gateway without `[team]`
+(oha at c=32 for THROUGHPUT_SECONDS, default 5, in turns, twice each),
+on the plain provider, so the figure is what a second instance adds.
+
 Two providers on the same upstream: `plain`, with no cap and no rate limit
 (a request to it makes no Redis call on its way), and `capped`, with a
 concurrency cap and a rate limit (one admission script, then the lease's
@@ -19,6 +24,7 @@ release). Requests alternate between the two instances, one at a time
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -100,6 +106,79 @@ def connect(ports):
         c.connect()
         c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return conns
+
+
+def balancer(name, backends):
+    """nginx round-robin over `backends` (ports), kept-alive both sides;
+    returns its port and process."""
+    port = free_port()
+    home = os.path.join(WORK, f"balancer-{name}")
+    os.makedirs(home, exist_ok=True)
+    servers = "\n".join(f"        server 127.0.0.1:{b};" for b in backends)
+    with open(os.path.join(home, "nginx.conf"), "w") as f:
+        f.write(f"""daemon off;
+worker_processes 1;
+pid {home}/nginx.pid;
+error_log {home}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {home};
+    proxy_temp_path {home};
+    upstream gateways {{
+{servers}
+        keepalive 64;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://gateways;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+""")
+    nginx = os.environ.get("NGINX") or shutil.which("nginx") or "/usr/sbin/nginx"
+    proc = subprocess.Popen([nginx, "-c", os.path.join(home, "nginx.conf"), "-p", home],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return port, proc
+
+
+def throughput(port, seconds):
+    """Requests per second oha gets through `port` at c=32 (all answered 200)."""
+    body = json.dumps({"model": "p", "messages": [{"role": "user", "content": "Say hello"}]})
+    out = subprocess.run(["oha", "--no-tui", "--output-format", "json", "-z", f"{seconds}s", "-c", "32",
+                          "-m", "POST", "-H", "content-type: application/json", "-d", body,
+                          f"http://127.0.0.1:{port}/v1/chat/completions"],
+                         capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    codes = result.get("statusCodeDistribution", {})
+    if set(codes) - {"200"}:
+        raise SystemExit(f"team bench: the balancer answered {codes}")
+    return result["summary"]["requestsPerSec"]
+
+
+def balanced(ports, seconds):
+    """Throughput of the two instances behind one balancer against the
+    gateway without `[team]` behind another, in turns."""
+    if not shutil.which("oha"):
+        return None
+    pair, pair_proc = balancer("pair", ports[:2])
+    solo, solo_proc = balancer("solo", ports[2:])
+    try:
+        wait_for(pair)
+        wait_for(solo)
+        rates = {"two_instances": [], "one_without_team": []}
+        for _ in range(2):
+            rates["two_instances"].append(round(throughput(pair, seconds)))
+            rates["one_without_team"].append(round(throughput(solo, seconds)))
+        return {"seconds": seconds, "concurrency": 32, **rates}
+    finally:
+        for p in (pair_proc, solo_proc):
+            p.terminate()
+            p.wait()
 
 
 def main():
@@ -185,6 +264,7 @@ policy = {{ max_concurrency = 64, requests_per_minute = 100000000 }}
             run(solo, "c", REQUESTS // 4, solo_times)
         figures["latency"] = {"requests": len(team_times), "team": percentiles(team_times),
                               "team_off": percentiles(solo_times)}
+        figures["balanced"] = balanced(ports, int(os.environ.get("THROUGHPUT_SECONDS", "5")))
         print(json.dumps(figures))
     finally:
         for p in procs[1:]:
