@@ -303,7 +303,11 @@ impl Front {
                     uri: head.uri,
                     peer: Some(self.peer.ip()),
                 };
-                proxy::handle(&self.gateway, inbound, Body::new(body)).await
+                // Boxed where it starts: the proxy's future is most of a
+                // request's state, and this one is moved (copied whole)
+                // several times on its way into hyper's connection task.
+                // Behind a pointer it is copied once, into its box.
+                Box::pin(proxy::handle(&self.gateway, inbound, Body::new(body))).await
             }
             None => {
                 request.extensions_mut().insert(ConnectInfo(self.peer));
