@@ -28,8 +28,8 @@
 //! writer will [replay](Spool::seal) it from there. When a write fails the
 //! writer falls behind: it keeps taking records off the queue (they are in
 //! the spool), holds in memory only what could not be spooled (events, and
-//! requests once the spool is full, up to [`MAX_PENDING`]), and tries the
-//! database again after a growing pause; once a write goes through it
+//! requests and captures once the spool is full, up to [`MAX_PENDING`]), and
+//! tries the database again after a growing pause; once a write goes through it
 //! replays the spool, file by file, and is caught up. [`Recorder::status`]
 //! tells health and the dashboard which of these it is doing.
 
@@ -534,8 +534,9 @@ impl Writer {
         if generation.is_some() {
             return;
         }
-        if let (Some(spool), false) = (&self.spool, matches!(record, Record::Event(_))) {
-            if let Some(Some(_)) = spool.append(std::slice::from_ref(&record)).first() {
+        let spoolable = !matches!(record, Record::Event(_));
+        if let (true, Some(spool)) = (spoolable, &self.spool) {
+            if spool.append(std::slice::from_ref(&record)).first().is_some_and(Option::is_some) {
                 return;
             }
         }
