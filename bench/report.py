@@ -367,6 +367,15 @@ if os.path.exists(open_file) and os.path.getsize(open_file) > 0:
         (f"{left['streams']:,} clients leave mid-stream: every attempt recorded as canceled",
          f"{left['canceled_on_record']:,} of {left['streams']:,}", left["canceled_on_record"] == left["streams"]),
     ]
+# Instructions per request with the inspector's capture off and on
+# (bench/instructions, "off N" and "on N" lines), when that phase ran.
+instructions = None
+instructions_file = os.path.join(work, "instructions.txt")
+if os.path.exists(instructions_file) and os.path.getsize(instructions_file) > 0:
+    counted = dict(line.split() for line in open(instructions_file) if line.strip())
+    instructions = {"capture_off": int(counted["off"]), "capture_on": int(counted["on"])}
+    instructions["ratio"] = instructions["capture_on"] / instructions["capture_off"]
+    r["instructions_per_request"] = instructions
 r["targets"] = [{"target": t, "measured": m, "met": ok} for t, m, ok in checks]
 
 cpu = "unknown"
@@ -404,6 +413,10 @@ rows = [
      f"{miss['added_cpu_us']:+.1f}: " + ", ".join(
          f"{name} {us:+.1f}" for name, us in sorted(miss["added_cpu_us_by_thread"].items(), key=lambda t: -abs(t[1])))),
 ]
+if instructions:
+    rows.append(("instructions per request, inspector capture off → on", "—",
+                 f"{instructions['capture_off']:,} → {instructions['capture_on']:,}",
+                 f"{instructions['ratio']:.2f}× (every request captured)"))
 
 floor_rows = [
     ("added latency at c=1, p50 / p99 (ms)", "{p50:+.3f} / {p99:+.3f}".format(**floor_over),

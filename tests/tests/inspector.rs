@@ -219,6 +219,60 @@ async fn a_replay_is_a_new_request_linked_to_its_original_to_a_chosen_provider_o
     assert_eq!(row["provider"], "other");
 }
 
+/// A replay is a proxied request from the address that asked for it, with
+/// the captured client's user agent: it spends that client's per-minute
+/// rate at the front, and is refused, in the client's protocol and with
+/// no provider called, once the rate is spent.
+#[tokio::test]
+async fn a_replay_counts_against_the_front_limit_of_its_address() {
+    let chat = SimProvider::start("chat", Script::ok()).await.unwrap();
+    let config =
+        ConfigText::new().raw(STORE).raw("[server]\nrate_limit_per_minute = 3\n").provider(&chat, "openai", &["m"]);
+    let gw = TestGateway::start(config.build(), keys()).await;
+    let body = json!({ "model": "m", "messages": [{ "role": "user", "content": "hi" }] });
+    let sent = http()
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(ACCESS_TOKEN)
+        .header("user-agent", "tool/1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let original = request_id(&sent);
+    gw.recorded(1).await;
+    // The dashboard's calls have a bucket of their own (another user agent):
+    // what runs out here is the tool's.
+    let replay = || {
+        http()
+            .post(gw.url(&format!("/admin/requests/{original}/replay")))
+            .bearer_auth(ADMIN_TOKEN)
+            .header("user-agent", "dashboard")
+            .json(&json!({}))
+            .send()
+    };
+    for _ in 0..2 {
+        let served: Value = replay().await.unwrap().json().await.unwrap();
+        assert_eq!(served["status"], 200, "{served}");
+    }
+    let refused = replay().await.unwrap();
+    assert_eq!(refused.status(), 200, "the admin call itself is within its own rate");
+    let refused: Value = refused.json().await.unwrap();
+    assert_eq!(refused["status"], 429, "the tool's third request of the minute: {refused}");
+    let answer: Value = serde_json::from_str(refused["body"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["error"]["code"], "rate_limited", "{answer}");
+    assert_eq!(chat.calls(), 3, "the refused replay never left");
+    // The tool itself meets the same spent rate.
+    let direct = http()
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(ACCESS_TOKEN)
+        .header("user-agent", "tool/1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(direct.status(), 429);
+}
+
 #[tokio::test]
 async fn a_bug_report_holds_the_request_and_no_secret() {
     let echo = SimProvider::start("chat", Script::always(Fault::EchoRequest { status: 500 })).await.unwrap();

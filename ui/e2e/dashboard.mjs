@@ -151,6 +151,17 @@ try {
   await page.locator('[data-capture-next]').click();
   await page.locator('[data-capture-on]').waitFor({ timeout: WAIT });
   check((await admin('/admin/capture')).remaining === 20, 'the inspector turns capture on for the next 20 requests');
+  // Or for the minutes typed: out of bounds is refused before anything is sent.
+  const minutes = page.locator('[data-capture-minutes]');
+  await minutes.fill('0');
+  await page.locator('[data-capture-minutes-error]').waitFor({ timeout: WAIT });
+  check(await page.locator('[data-capture-for]').isDisabled(), 'no capture for 0 minutes');
+  await minutes.fill('15');
+  const asked = Date.now();
+  await page.locator('[data-capture-for]').click();
+  await page.getByText('Capturing every request for 15 minutes.').waitFor({ timeout: WAIT });
+  const until = (await admin('/admin/capture')).until_ms;
+  check(until >= asked + 15 * 60_000 - 1000 && until <= Date.now() + 15 * 60_000 + 1000, 'capture on for the 15 minutes typed');
   await fetch(`${base}/admin/capture`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },

@@ -1,6 +1,7 @@
 //! A `kill -9` of a loaded gateway leaves a sound database and, with the
-//! spool beside it, every request that had completed: history opened again
-//! holds them all, and the gateway starts again on it.
+//! spool beside it, every request that had completed, and every capture
+//! of one: history opened again holds them all, and the gateway starts
+//! again on it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -25,7 +26,7 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
     std::fs::write(
         &config,
         format!(
-            "[policy]\nbackoff_base = \"1ms\"\nbackoff_cap = \"2ms\"\n\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nbase_url = \"{}\"\nauth = \"none\"\nmodels = [\"m\"]\n\n[[providers]]\nname = \"backup\"\nkind = \"openai\"\nbase_url = \"{}\"\nauth = \"none\"\nmodels = [\"m\"]\n",
+            "[history]\nstore_bodies = true\n\n[policy]\nbackoff_base = \"1ms\"\nbackoff_cap = \"2ms\"\n\n[[providers]]\nname = \"primary\"\nkind = \"openai\"\nbase_url = \"{}\"\nauth = \"none\"\nmodels = [\"m\"]\n\n[[providers]]\nname = \"backup\"\nkind = \"openai\"\nbase_url = \"{}\"\nauth = \"none\"\nmodels = [\"m\"]\n",
             primary.base_url(),
             backup.base_url()
         ),
@@ -66,16 +67,27 @@ async fn kill_9_mid_load_loses_no_completed_request_and_corrupts_nothing() {
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
     let done: Vec<(String, Instant)> =
         completed.lock().unwrap().iter().filter(|(_, at)| *at < killed_at).cloned().collect();
-    let mut missing = Vec::new();
+    let (mut missing, mut uncaptured) = (Vec::new(), Vec::new());
     for (id, _) in &done {
         if store.request(id).await.unwrap().is_none() {
             missing.push(id.clone());
+        }
+        // Every request is captured (`store_bodies`), and its capture is
+        // spooled with it.
+        if store.capture(id).await.unwrap().is_none() {
+            uncaptured.push(id.clone());
         }
     }
     assert!(
         missing.is_empty(),
         "{} of {} completed requests missing after kill -9: {missing:?}",
         missing.len(),
+        done.len()
+    );
+    assert!(
+        uncaptured.is_empty(),
+        "{} of {} completed requests' captures missing after kill -9: {uncaptured:?}",
+        uncaptured.len(),
         done.len()
     );
     history.close(Duration::from_secs(5)).await;

@@ -79,7 +79,8 @@ async fn the_cli_shows_a_requests_bodies_and_writes_its_bug_report() {
     let during = capture(&["--for", "10m"]);
     // 10m unless the round trip took a whole second.
     assert!(
-        during.starts_with("capturing every request for 10m\n") || during.starts_with("capturing every request for 9m 59s"),
+        during.starts_with("capturing every request for 10m\n")
+            || during.starts_with("capturing every request for 9m 59s"),
         "{during}"
     );
     assert!(capture(&["--off"]).starts_with("capture is off"));

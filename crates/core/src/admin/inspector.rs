@@ -5,11 +5,13 @@
 //! (`/admin/capture`). Mounted behind the same admin guard as every other
 //! admin route.
 
-use axum::extract::{Path, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -179,14 +181,22 @@ pub struct Replayed {
 async fn replay(
     State(gw): State<Gateway>,
     Path(id): Path<String>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     ask: Option<Json<ReplayAsk>>,
 ) -> Result<Response, AdminError> {
     let ask = ask.map(|Json(a)| a).unwrap_or_default();
     let store = store(&gw).await?;
     let inspection = inspect(store, &id).await?.ok_or_else(|| no_capture(&id))?;
-    let (bytes, path) = replay_body(&inspection.captured, &ask)?;
-    let (status, body, request_id) =
-        super::replay::send(&gw, &id, &path, bytes, &inspection.captured, ask.provider.as_deref()).await?;
+    let (body, path) = replay_body(&inspection.captured, &ask)?;
+    let replay = super::replay::Replay {
+        original: &id,
+        path: &path,
+        body,
+        captured: &inspection.captured,
+        provider: ask.provider.as_deref(),
+        peer: peer.map(|Extension(ConnectInfo(addr))| addr.ip()),
+    };
+    let (status, body, request_id) = super::replay::send(&gw, replay).await?;
     let replayed = Replayed { request_id, replay_of: id, status, body };
     Ok((StatusCode::OK, Json(replayed)).into_response())
 }

@@ -1,14 +1,15 @@
-//! `switchyard history copy`: one history's requests, with their attempts,
-//! into another (an existing SQLite record into PostgreSQL when a team
-//! moves in).
+//! `switchyard history copy`: one history's requests, with their attempts
+//! and their captures (the inspector's bodies), into another (an existing
+//! SQLite record into PostgreSQL when a team moves in).
 //!
 //! Requests go newest first, a page at a time, each page written in one
-//! transaction. The destination derives its rollups, facets and clients
-//! from the rows as the writer does, and a request already there (same
-//! id) adds nothing: a copy run twice, or resumed from its checkpoint after
-//! an interruption, counts every request once.
+//! transaction with the captures of its requests. The destination derives
+//! its rollups, facets and clients from the rows as the writer does, and a
+//! request or capture already there (same id) adds nothing: a copy run
+//! twice, or resumed from its checkpoint after an interruption, counts
+//! every request once and keeps one capture of each.
 
-use super::record::RequestRecord;
+use super::record::{CaptureRecord, RequestRecord};
 use super::store::{RequestDetail, RequestFilter, Store, StoreError};
 use super::{CountTable, Record};
 
@@ -46,6 +47,15 @@ pub async fn copy(
             // A request retention removed meanwhile is simply not copied.
             if let Some(detail) = from.request(&summary.id).await? {
                 batch.push(Record::Request(Box::new(RequestRecord::from(detail))));
+                // After its request, in the same transaction.
+                if let Some(stored) = from.capture(&summary.id).await? {
+                    batch.push(Record::Capture(Box::new(CaptureRecord {
+                        request_id: summary.id.clone(),
+                        started_at_ms: summary.started_at,
+                        replay_of: stored.replay_of,
+                        data: stored.data,
+                    })));
+                }
             }
         }
         if !batch.is_empty() {
@@ -117,6 +127,32 @@ mod tests {
         let sqlite = Store::open(&dir.path().join("h.db")).await.unwrap();
         let records = varied(1_234, now_ms() - 3 * 86_400_000, 200_000);
         sqlite.write(&records).await.unwrap();
+        // Every tenth request captured, one of them a replay of another.
+        let mut captures: Vec<Record> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Request(r) => Some(r),
+                Record::Event(_) | Record::Capture(_) => None,
+            })
+            .step_by(10)
+            .map(|r| {
+                Record::Capture(Box::new(CaptureRecord {
+                    request_id: r.id.clone(),
+                    started_at_ms: r.started_at_ms,
+                    replay_of: None,
+                    data: r.id.as_bytes().to_vec(),
+                }))
+            })
+            .collect();
+        let captured = captures.len() as i64;
+        let replayed = match &captures[0] {
+            Record::Capture(c) => c.request_id.clone(),
+            Record::Request(_) | Record::Event(_) => unreachable!(),
+        };
+        if let Record::Capture(c) = &mut captures[3] {
+            c.replay_of = Some(replayed.clone());
+        }
+        sqlite.write(&captures).await.unwrap();
         let db = TestDb::create().await;
         let pg = Store::open_configured(&dir.path().join("pg.db"), &db.config()).await.unwrap();
 
@@ -138,6 +174,7 @@ mod tests {
         copy(&sqlite, &pg, None, 0, |_| {}).await.unwrap();
 
         assert_eq!(pg.count(CountTable::Requests).await.unwrap(), 1_234);
+        assert_eq!(pg.count(CountTable::Captures).await.unwrap(), captured, "each capture once");
         assert_eq!(pg.count(CountTable::Attempts).await.unwrap(), sqlite.count(CountTable::Attempts).await.unwrap());
         assert_derived_match_rows(&pg).await;
         let since = now_ms() - 10 * 86_400_000;
@@ -155,5 +192,12 @@ mod tests {
         };
         let (a, b) = (sqlite.request(&some).await.unwrap().unwrap(), pg.request(&some).await.unwrap().unwrap());
         assert_eq!(serde_json::to_value(&a).unwrap(), serde_json::to_value(&b).unwrap());
+        let first = match &captures[3] {
+            Record::Capture(c) => c.request_id.clone(),
+            Record::Request(_) | Record::Event(_) => unreachable!(),
+        };
+        let copied = pg.capture(&first).await.unwrap().unwrap();
+        assert_eq!((copied.data, copied.replay_of), (first.as_bytes().to_vec(), Some(replayed.clone())), "as it was");
+        assert_eq!(pg.replays(&replayed).await.unwrap(), [first], "the replay stays linked");
     }
 }

@@ -117,7 +117,7 @@ async fn replay(store: &Store, spool: &spool::Spool) -> Result<(), StoreError> {
         let leftovers = segment.read().map_err(spool_error)?;
         unreadable += leftovers.unreadable;
         count += leftovers.records.len();
-        let mut records = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).peekable();
+        let mut records = leftovers.into_records().peekable();
         while records.peek().is_some() {
             let batch: Vec<Record> = records.by_ref().take(REPLAY_BATCH).collect();
             store.write(&batch).await?;
@@ -229,6 +229,32 @@ mod tests {
         assert!(store.capture("recent").await.unwrap().is_some());
         purge(&store).await.unwrap();
         assert!(store.capture("recent").await.unwrap().is_none(), "a purge takes every capture");
+    }
+
+    /// A capture goes in the spool with its request: the process dies
+    /// before the writer commits either, and the next start puts both in
+    /// the store, once each even when the spool holds them twice (a replay
+    /// cut short and run again).
+    #[tokio::test]
+    async fn a_spooled_capture_is_in_the_store_after_a_restart_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let store = Store::open(&db).await.unwrap();
+        let spool = spool::Spool::open(&db, spool::DEFAULT_LIMIT).unwrap().unwrap();
+        // A linger no test waits out: nothing is committed.
+        let (recorder, _) = writer::spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
+        let now = now_ms();
+        recorder.complete_with(request("r", now, None), Some(capture("r", now))).await;
+        assert!(store.capture("r").await.unwrap().is_none(), "not committed");
+        // What a kill -9 now leaves beside the database, twice over.
+        let spooled = std::fs::read(dir.path().join("h.db.spool")).unwrap();
+        std::fs::write(dir.path().join("again.db.spool"), [spooled.clone(), spooled].concat()).unwrap();
+        let history = History::open(&dir.path().join("again.db"), &HistoryConfig::default()).await.unwrap();
+        let store = history.store();
+        assert_eq!(store.capture("r").await.unwrap().unwrap().data, [1, 2, 3]);
+        assert_eq!(store.count(CountTable::Captures).await.unwrap(), 1);
+        assert_eq!(store.count(CountTable::Requests).await.unwrap(), 1);
+        history.close(Duration::from_secs(5)).await;
     }
 
     #[tokio::test]

@@ -287,17 +287,51 @@ pub struct EventRecord {
 }
 
 /// A request's captured bodies (see [`crate::proxy::capture`]): kept in a
-/// table of their own, never in the request's row. Not spooled: like an
-/// event, a capture the process dies holding is lost, and the request
-/// stays on record without it.
-#[derive(Debug, Clone)]
+/// table of their own, never in the request's row. Spooled with its
+/// request, in a frame of its own kind (see the spool's
+/// `FRAME_CAPTURE_V1`): a capture the client saw the end of survives a
+/// crash as its request does. Its shape is pinned by the spool's tests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaptureRecord {
     pub request_id: String,
     pub started_at_ms: i64,
     /// The request this one re-sent, for a replay.
     pub replay_of: Option<String>,
     /// The capture as zstd-compressed JSON, scrubbed before it was compressed.
+    #[serde(with = "raw_bytes")]
     pub data: Vec<u8>,
+}
+
+/// A byte vector as bytes, not as a sequence of numbers: postcard then
+/// copies a large capture in one go instead of a call per byte.
+mod raw_bytes {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(data: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(data)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        d.deserialize_byte_buf(Bytes)
+    }
+
+    struct Bytes;
+
+    impl serde::de::Visitor<'_> for Bytes {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("bytes")
+        }
+
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(v.to_vec())
+        }
+
+        fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(v)
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

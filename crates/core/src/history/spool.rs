@@ -28,12 +28,18 @@
 //! write cut short by a crash, the checksum a torn or zeroed page. Spools
 //! from before the frames, JSON lines, are still read.
 //!
+//! A captured request's bodies (the inspector's [`CaptureRecord`]) go in
+//! the same write as the request, in a frame of their own kind: what the
+//! client saw complete is on record whole, capture included, across a
+//! `kill -9`. They count towards the bound like any frame, and when a write
+//! would pass it the captures are left out first: a request is worth more
+//! than its bodies.
+//!
 //! One process owns a spool at a time, by a lock on `<db>.spool.lock` held
 //! while it runs: a second process on the same database (a desktop app that
 //! finds a gateway already serving its data directory) must neither replay
 //! nor empty a spool whose records another writer has yet to commit.
 
-use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -42,7 +48,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use tracing::warn;
 
-use super::record::RequestRecord;
+use super::record::{CaptureRecord, Record, RequestRecord};
 
 /// The current file is retired once it holds this much.
 const ROTATE_BYTES: u64 = 4 * 1024 * 1024;
@@ -73,6 +79,12 @@ const FRAME_V6: u8 = 6;
 const FRAME_V7: u8 = 7;
 /// Version 8 added [`RequestRecord::session`], last.
 const FRAME_V8: u8 = 8;
+/// A request's capture ([`CaptureRecord`]), not a request: a kind of frame
+/// of its own, numbered well away from the requests' versions so that
+/// those can go on counting up without meeting it. Its payload is pinned
+/// by `the_capture_frame_is_pinned`; a change of [`CaptureRecord`]'s shape
+/// takes `0x41` and keeps reading this one.
+const FRAME_CAPTURE_V1: u8 = 0x40;
 /// postcard's encoding of an empty sequence.
 const EMPTY_SEQ: u8 = 0;
 /// postcard's encoding of `None`.
@@ -166,13 +178,64 @@ pub struct Depth {
 }
 
 /// What a spool file held: requests that completed but may not have
-/// reached the database.
+/// reached the database, and their captures.
 #[derive(Debug, Default)]
 pub struct Leftovers {
     pub records: Vec<RequestRecord>,
+    pub captures: Vec<CaptureRecord>,
     /// Records that could not be read back: a write cut short by a crash,
     /// or damaged (a run of damaged bytes counts as one).
     pub unreadable: usize,
+}
+
+impl Leftovers {
+    /// Everything read, to be written again: the requests, then their
+    /// captures (a second write of either changes nothing).
+    pub fn into_records(self) -> impl Iterator<Item = Record> {
+        let requests = self.records.into_iter().map(|r| Record::Request(Box::new(r)));
+        requests.chain(self.captures.into_iter().map(|c| Record::Capture(Box::new(c))))
+    }
+}
+
+/// What can go in the spool: a request's record or its capture. An event
+/// cannot ([`Entry::Unspooled`]): it is lost with the process.
+pub trait Spooled {
+    fn entry(&self) -> Entry<'_>;
+}
+
+/// What a [`Spooled`] value is, as the spool writes it.
+pub enum Entry<'a> {
+    Request(&'a RequestRecord),
+    Capture(&'a CaptureRecord),
+    Unspooled,
+}
+
+impl Spooled for RequestRecord {
+    fn entry(&self) -> Entry<'_> {
+        Entry::Request(self)
+    }
+}
+
+impl Spooled for CaptureRecord {
+    fn entry(&self) -> Entry<'_> {
+        Entry::Capture(self)
+    }
+}
+
+impl Spooled for Record {
+    fn entry(&self) -> Entry<'_> {
+        match self {
+            Record::Request(r) => Entry::Request(r),
+            Record::Capture(c) => Entry::Capture(c),
+            Record::Event(_) => Entry::Unspooled,
+        }
+    }
+}
+
+impl<T: Spooled> Spooled for Box<T> {
+    fn entry(&self) -> Entry<'_> {
+        (**self).entry()
+    }
 }
 
 impl Spool {
@@ -224,12 +287,15 @@ impl Spool {
     /// Appends records in one write. Returns, for each, the generation to
     /// report once it is committed, or `None` if it is not in the spool
     /// (then it is only in the queue, and a failure is logged).
-    pub fn append<R: Borrow<RequestRecord>>(&self, records: &[R]) -> Vec<Option<Generation>> {
+    pub fn append<R: Spooled>(&self, records: &[R]) -> Vec<Option<Generation>> {
         let mut guard = self.lock();
         let state = &mut *guard;
         let mut frames = std::mem::take(&mut state.frames);
         frames.clear();
-        let encoded: Vec<bool> = records.iter().map(|r| push_frame(&mut frames, r.borrow())).collect();
+        let mut encoded: Vec<Encoded> = records.iter().map(|r| push_frame(&mut frames, r.entry())).collect();
+        if state.total() + frames.len() as u64 > state.limit && encoded.contains(&Encoded::Capture) {
+            leave_out_captures(&mut frames, &mut encoded);
+        }
         let written = if state.total() + frames.len() as u64 > state.limit {
             if !state.full {
                 warn!(
@@ -247,7 +313,7 @@ impl Spool {
             match state.file.write_all(&frames) {
                 Ok(()) => {
                     state.failing = false;
-                    let added = encoded.iter().filter(|&&e| e).count() as u64;
+                    let added = encoded.iter().filter(|e| e.is_in()).count() as u64;
                     state.outstanding += added;
                     state.appended += added;
                     state.bytes += frames.len() as u64;
@@ -278,7 +344,7 @@ impl Spool {
         if frames.capacity() <= KEEP_BUFFER {
             state.frames = frames;
         }
-        encoded.into_iter().map(|e| written.filter(|_| e)).collect()
+        encoded.into_iter().map(|e| written.filter(|_| e.is_in())).collect()
     }
 
     /// The writer committed records that went to these generations.
@@ -427,27 +493,76 @@ fn remove_if_there(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Encodes a record as a frame at the end of `frames`; false (and nothing
-/// added) if it cannot be.
-fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
+/// What became of one record in an append's frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoded {
+    Request,
+    Capture,
+    /// Not in the frames: unspoolable, or left out.
+    Out,
+}
+
+impl Encoded {
+    fn is_in(self) -> bool {
+        self != Encoded::Out
+    }
+}
+
+/// Encodes a record as a frame at the end of `frames`; [`Encoded::Out`]
+/// (and nothing added) if it cannot be.
+fn push_frame(frames: &mut Vec<u8>, entry: Entry<'_>) -> Encoded {
     let start = frames.len();
     // The format byte, then room for the length and checksum, filled in below.
-    frames.push(FRAME_V8);
-    frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
-    if let Err(e) = postcard::to_extend(record, Tail(frames)) {
+    let (encoded, written) = match entry {
+        Entry::Request(record) => {
+            frames.push(FRAME_V8);
+            frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
+            (Encoded::Request, postcard::to_extend(record, Tail(frames)).map(drop))
+        }
+        Entry::Capture(capture) => {
+            frames.push(FRAME_CAPTURE_V1);
+            frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
+            (Encoded::Capture, postcard::to_extend(capture, Tail(frames)).map(drop))
+        }
+        Entry::Unspooled => return Encoded::Out,
+    };
+    if let Err(e) = written {
         warn!("history spool: cannot encode a record: {e}");
         frames.truncate(start);
-        return false;
+        return Encoded::Out;
     }
     let Ok(len) = u32::try_from(frames.len() - start - FRAME_HEADER) else {
         warn!("history spool: a record of {} bytes is too large to spool", frames.len() - start);
         frames.truncate(start);
-        return false;
+        return Encoded::Out;
     };
     let crc = crc32fast::hash(&frames[start + FRAME_HEADER..]);
     frames[start + 1..start + 5].copy_from_slice(&len.to_le_bytes());
     frames[start + 5..start + 9].copy_from_slice(&crc.to_le_bytes());
-    true
+    encoded
+}
+
+/// Takes the captures' frames out of `frames`, keeping the requests': what
+/// an append does when everything would not fit under the bound. A
+/// capture left out goes to the database by the queue alone.
+fn leave_out_captures(frames: &mut Vec<u8>, encoded: &mut [Encoded]) {
+    let (mut read, mut kept) = (0, 0);
+    for e in encoded.iter_mut().filter(|e| e.is_in()) {
+        let len = FRAME_HEADER + frame_len(&frames[read..]);
+        if *e == Encoded::Capture {
+            *e = Encoded::Out;
+        } else {
+            frames.copy_within(read..read + len, kept);
+            kept += len;
+        }
+        read += len;
+    }
+    frames.truncate(kept);
+}
+
+/// The payload length a frame's header gives.
+fn frame_len(frame: &[u8]) -> usize {
+    frame.get(1..5).and_then(|b| b.try_into().ok()).map_or(0, |b| u32::from_le_bytes(b) as usize)
 }
 
 /// Lets postcard add to the end of a buffer it does not own, so a record
@@ -480,9 +595,10 @@ fn read_into(path: &Path, leftovers: &mut Leftovers) -> std::io::Result<()> {
 fn read_frames(mut rest: &[u8], leftovers: &mut Leftovers) {
     while !rest.is_empty() {
         match read_frame(rest) {
-            Some((record, after)) => {
-                match record {
-                    Some(record) => leftovers.records.push(record),
+            Some((read, after)) => {
+                match read {
+                    Some(Frame::Request(record)) => leftovers.records.push(*record),
+                    Some(Frame::Capture(capture)) => leftovers.captures.push(*capture),
                     None => leftovers.unreadable += 1,
                 }
                 rest = after;
@@ -503,9 +619,15 @@ fn next_frame(bytes: &[u8]) -> &[u8] {
     (0..bytes.len()).map(|i| &bytes[i..]).find(|b| read_frame(b).is_some()).unwrap_or(&[])
 }
 
+/// A frame read back.
+enum Frame {
+    Request(Box<RequestRecord>),
+    Capture(Box<CaptureRecord>),
+}
+
 /// One frame: its record (`None` if it does not decode) and what follows;
 /// `None` if the frame is cut short or damaged.
-fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
+fn read_frame(bytes: &[u8]) -> Option<(Option<Frame>, &[u8])> {
     let (header, rest) = bytes.split_at_checked(FRAME_HEADER)?;
     let upgrade: &[u8] = match header[0] {
         FRAME_V1 => UPGRADE_V1,
@@ -515,7 +637,7 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
         FRAME_V5 => UPGRADE_V5,
         FRAME_V6 => UPGRADE_V6,
         FRAME_V7 => UPGRADE_V7,
-        FRAME_V8 => &[],
+        FRAME_V8 | FRAME_CAPTURE_V1 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -524,6 +646,10 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
     if crc32fast::hash(payload) != crc {
         return None;
     }
+    if header[0] == FRAME_CAPTURE_V1 {
+        let capture = postcard::from_bytes(payload).ok().map(|c| Frame::Capture(Box::new(c)));
+        return Some((capture, after));
+    }
     let record = if upgrade.is_empty() {
         postcard::from_bytes(payload).ok()
     } else {
@@ -531,7 +657,7 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
         upgraded.extend_from_slice(upgrade);
         postcard::from_bytes(&upgraded).ok()
     };
-    Some((record, after))
+    Some((record.map(|r| Frame::Request(Box::new(r))), after))
 }
 
 /// A spool written before frames: one JSON record per line.
@@ -572,6 +698,7 @@ mod tests {
         for segment in spool.backlog() {
             let read = segment.read().unwrap();
             all.records.extend(read.records);
+            all.captures.extend(read.captures);
             all.unreadable += read.unreadable;
         }
         all
@@ -682,6 +809,16 @@ mod tests {
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
     }
 
+    /// A request's frame read back, as [`read_frame`] gives it.
+    fn read_request(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
+        let (read, rest) = read_frame(bytes)?;
+        let record = read.map(|r| match r {
+            Frame::Request(r) => *r,
+            Frame::Capture(_) => panic!("a capture where a request was expected"),
+        });
+        Some((record, rest))
+    }
+
     /// A frame of `version` whose payload is the hex `payload`.
     fn old_frame(version: u8, payload: &str) -> Vec<u8> {
         let payload: Vec<u8> =
@@ -698,7 +835,7 @@ mod tests {
     #[test]
     fn a_version_1_frame_reads_with_no_translations() {
         let frame = old_frame(FRAME_V1, PINNED_V1);
-        let (record, rest) = read_frame(&frame).unwrap();
+        let (record, rest) = read_request(&frame).unwrap();
         let record = record.expect("a version 1 payload decodes");
         assert!(rest.is_empty());
         assert_eq!((record.id.as_str(), record.attempts.len(), record.translations.len()), ("i", 1, 0));
@@ -710,7 +847,7 @@ mod tests {
     #[test]
     fn a_version_2_frame_reads_with_no_cache_status() {
         let frame = old_frame(FRAME_V2, &format!("{PINNED_V1}{PINNED_V2_TAIL}"));
-        let (record, rest) = read_frame(&frame).unwrap();
+        let (record, rest) = read_request(&frame).unwrap();
         let record = record.expect("a version 2 payload decodes");
         assert!(rest.is_empty());
         assert_eq!((record.id.as_str(), record.translations.len()), ("i", 1));
@@ -777,7 +914,7 @@ mod tests {
             "{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}"
         );
         let frame = old_frame(FRAME_V7, &payload);
-        let (record, rest) = read_frame(&frame).unwrap();
+        let (record, rest) = read_request(&frame).unwrap();
         let record = record.expect("a version 7 payload decodes");
         assert!(rest.is_empty());
         assert_eq!((record.member.as_deref(), record.session), (Some("al"), None));
@@ -788,7 +925,7 @@ mod tests {
         let payload =
             format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}");
         let frame = old_frame(FRAME_V6, &payload);
-        let (record, rest) = read_frame(&frame).unwrap();
+        let (record, rest) = read_request(&frame).unwrap();
         let record = record.expect("a version 6 payload decodes");
         assert!(rest.is_empty());
         assert_eq!((record.routing.len(), record.member), (1, None));
@@ -798,7 +935,7 @@ mod tests {
     fn a_version_5_frame_reads_with_no_routing() {
         let payload = format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}");
         let frame = old_frame(FRAME_V5, &payload);
-        let (record, rest) = read_frame(&frame).unwrap();
+        let (record, rest) = read_request(&frame).unwrap();
         let record = record.expect("a version 5 payload decodes");
         assert!(rest.is_empty());
         assert_eq!((record.instance.as_deref(), record.routing.len()), (Some("gw"), 0));
@@ -808,7 +945,7 @@ mod tests {
     fn a_version_4_frame_reads_with_no_instance() {
         let payload = format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}");
         let frame = old_frame(FRAME_V4, &payload);
-        let (record, rest) = read_frame(&frame).unwrap();
+        let (record, rest) = read_request(&frame).unwrap();
         let record = record.expect("a version 4 payload decodes");
         assert!(rest.is_empty());
         assert_eq!((record.id.as_str(), record.dropped.len(), record.instance), ("i", 1, None));
@@ -818,7 +955,7 @@ mod tests {
     #[test]
     fn a_version_3_frame_reads_with_no_drops() {
         let frame = old_frame(FRAME_V3, &format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}"));
-        let (record, rest) = read_frame(&frame).unwrap();
+        let (record, rest) = read_request(&frame).unwrap();
         let record = record.expect("a version 3 payload decodes");
         assert!(rest.is_empty());
         assert_eq!((record.id.as_str(), record.saved_usd, record.dropped.len()), ("i", Some(0.5), 0));
@@ -831,6 +968,67 @@ mod tests {
         "00d03f0000000101620100017001016b016d0201017102000000000000e03f0100000000000000400000000000000000",
         "0100000000000008400001000000000000104001c80100000106636c6f736564000105010600",
     );
+
+    fn capture(id: &str, size: usize) -> CaptureRecord {
+        CaptureRecord {
+            request_id: id.into(),
+            started_at_ms: 1,
+            replay_of: Some("o".into()),
+            data: (0..size).map(|i| (i % 251) as u8).collect(),
+        }
+    }
+
+    /// A capture's frame: its own format byte, and the record's bytes
+    /// pinned (id, start as a zigzag varint, replay_of, then the data as
+    /// length and bytes), so a change of its shape fails here.
+    #[test]
+    fn the_capture_frame_is_pinned() {
+        let c = capture("r", 3);
+        let hex: String = postcard::to_allocvec(&c).unwrap().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "01720201016f03000102", "a capture's shape changed: give it a new format byte");
+        let frame = old_frame(FRAME_CAPTURE_V1, &hex);
+        let Some((Some(Frame::Capture(read)), rest)) = read_frame(&frame) else { panic!("a capture frame reads") };
+        assert!(rest.is_empty());
+        assert_eq!(*read, c);
+        const { assert!(FRAME_CAPTURE_V1 > FRAME_V8 && FRAME_CAPTURE_V1 != b'{', "away from requests' versions and JSON") };
+    }
+
+    /// A request and its capture go in one append and both read back on
+    /// the next open; committed, they leave nothing.
+    #[test]
+    fn a_capture_is_spooled_with_its_request() {
+        let (_dir, db, file) = paths();
+        let spool = open(&db);
+        let batch = [Record::Request(Box::new(record("a"))), Record::Capture(Box::new(capture("a", 5000)))];
+        let gens = spool.append(&batch);
+        assert_eq!(gens, [Some(1), Some(1)]);
+        assert_eq!(spool.depth().records, 2, "each frame counted until committed");
+        drop(spool);
+        let (spool, leftovers) = open_replayed(&db);
+        assert_eq!(leftovers.records.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a"]);
+        assert!(leftovers.captures == [capture("a", 5000)], "the capture reads back whole");
+        assert_eq!(leftovers.unreadable, 0);
+        let gens: Vec<_> = spool.append(&batch).into_iter().flatten().collect();
+        spool.committed(&gens);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 0);
+    }
+
+    /// A capture is counted in bytes towards the bound; when a write would
+    /// pass it, the captures stay out and the requests go in.
+    #[test]
+    fn at_the_bound_captures_give_way_to_requests() {
+        let (_dir, db, _file) = paths();
+        let spool = Spool::open(&db, 8 * 1024).unwrap().unwrap();
+        let small = [Record::Request(Box::new(record("a"))), Record::Capture(Box::new(capture("a", 1024)))];
+        assert_eq!(spool.append(&small), [Some(1), Some(1)]);
+        assert!(spool.depth().bytes > 1024, "the capture's bytes count");
+        let big = [Record::Request(Box::new(record("b"))), Record::Capture(Box::new(capture("b", 16 * 1024)))];
+        assert_eq!(spool.append(&big), [Some(1), None], "the capture would pass the bound");
+        drop(spool);
+        let leftovers = backlog(&open(&db));
+        let ids: Vec<_> = leftovers.records.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!((ids.as_slice(), leftovers.captures.len(), leftovers.unreadable), (["a", "b"].as_slice(), 1, 0));
+    }
 
     #[test]
     fn what_was_not_committed_is_there_on_the_next_open() {

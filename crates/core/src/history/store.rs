@@ -227,6 +227,7 @@ pub enum CountTable {
     Requests,
     Attempts,
     Events,
+    Captures,
 }
 
 impl CountTable {
@@ -236,6 +237,7 @@ impl CountTable {
             CountTable::Requests => "SELECT COUNT(*) FROM requests",
             CountTable::Attempts => "SELECT COUNT(*) FROM attempts",
             CountTable::Events => "SELECT COUNT(*) FROM events",
+            CountTable::Captures => "SELECT COUNT(*) FROM captures",
         }
     }
 }

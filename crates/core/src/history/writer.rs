@@ -28,8 +28,8 @@
 //! writer will [replay](Spool::seal) it from there. When a write fails the
 //! writer falls behind: it keeps taking records off the queue (they are in
 //! the spool), holds in memory only what could not be spooled (events, and
-//! requests once the spool is full, up to [`MAX_PENDING`]), and tries the
-//! database again after a growing pause; once a write goes through it
+//! requests and captures once the spool is full, up to [`MAX_PENDING`]), and
+//! tries the database again after a growing pause; once a write goes through it
 //! replays the spool, file by file, and is caught up. [`Recorder::status`]
 //! tells health and the dashboard which of these it is doing.
 
@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
-use super::record::{now_ms, Record, RequestRecord};
+use super::record::{now_ms, Record};
 use super::spool::{Generation, Segment, Spool};
 use super::store::{Sink, Store, StoreError};
 
@@ -137,18 +137,31 @@ impl Recorder {
     /// Records a request the client saw complete. Returns once the record
     /// is spooled (or the spool has failed, which is logged) and queued.
     pub async fn complete(&self, record: Record) {
+        self.complete_with(record, None).await;
+    }
+
+    /// Records a request with its capture, if it has one: both go in the
+    /// same spool write, so the capture is as durable as the request.
+    pub async fn complete_with(&self, record: Record, capture: Option<Record>) {
         match (record, &self.spool) {
-            (Record::Request(request), Some(spool)) => self.spool_then_queue(spool, request).await,
-            (record, _) => self.send(Item::Record(record, None)).await,
+            (Record::Event(event), _) => self.send(Item::Record(Record::Event(event), None)).await,
+            (record, Some(spool)) => self.spool_then_queue(spool, record, capture).await,
+            (record, None) => {
+                self.send(Item::Record(record, None)).await;
+                if let Some(capture) = capture {
+                    self.send(Item::Record(capture, None)).await;
+                }
+            }
         }
     }
 
-    /// Adds a request to the open batch, opening one if there is none, and
-    /// waits for the batch to be delivered.
-    async fn spool_then_queue(&self, spool: &Arc<Spool>, request: Box<RequestRecord>) {
+    /// Adds a request (and its capture) to the open batch, opening one if
+    /// there is none, and waits for the batch to be delivered.
+    async fn spool_then_queue(&self, spool: &Arc<Spool>, record: Record, capture: Option<Record>) {
         let (mut delivered, opened) = {
             let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
-            outbox.requests.push(request);
+            outbox.records.push(record);
+            outbox.records.extend(capture);
             match &outbox.batch {
                 // A batch whose delivery is gone (dropped unrun as the
                 // runtime shut down) is not joined: a new one takes its requests.
@@ -177,14 +190,14 @@ impl Recorder {
     /// and lets its requests go on by dropping `done`, which happens too if
     /// this task is dropped before it is done.
     async fn deliver(self, spool: Arc<Spool>, done: watch::Sender<()>) {
-        let requests = {
+        let records = {
             let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
             outbox.batch = None;
-            std::mem::take(&mut outbox.requests)
+            std::mem::take(&mut outbox.records)
         };
-        let generations = spool.append(&requests);
-        for (request, generation) in requests.into_iter().zip(generations) {
-            let item = Item::Record(Record::Request(request), generation);
+        let generations = spool.append(&records);
+        for (record, generation) in records.into_iter().zip(generations) {
+            let item = Item::Record(record, generation);
             match (generation, self.tx.try_send(item)) {
                 (_, Ok(())) => {}
                 // In the spool already: the writer replays it from there,
@@ -304,13 +317,12 @@ impl Drop for Counted<'_> {
     }
 }
 
-/// Finished requests on their way to the spool.
+/// Finished requests (and their captures) on their way to the spool.
 #[derive(Debug, Default)]
 struct Outbox {
-    // Boxed as they arrive and leave (`Record::Request`): unboxed, each
-    // would be copied in and allocated again on the way out.
-    #[allow(clippy::vec_box)]
-    requests: Vec<Box<RequestRecord>>,
+    /// Requests and captures, as they arrive and leave: each boxed inside,
+    /// so none is copied whole on the way.
+    records: Vec<Record>,
     /// While a delivery is on its way, the batch later requests join.
     batch: Option<watch::Receiver<()>>,
 }
@@ -516,17 +528,18 @@ impl Writer {
     }
 
     /// Keeps a record the database cannot take now: a spooled one is
-    /// replayed from the spool; another goes to the spool if it can, else
-    /// waits in memory.
+    /// replayed from the spool; another goes to the spool if it can (an
+    /// event cannot), else waits in memory.
     fn hold(&mut self, record: Record, generation: Option<Generation>) {
-        let record = match (record, generation, &self.spool) {
-            (Record::Request(_), Some(_), _) => return,
-            (Record::Request(r), None, Some(spool)) => match spool.append(std::slice::from_ref(&r)).first() {
-                Some(Some(_)) => return,
-                _ => Record::Request(r),
-            },
-            (record, _, _) => record,
-        };
+        if generation.is_some() {
+            return;
+        }
+        let spoolable = !matches!(record, Record::Event(_));
+        if let (true, Some(spool)) = (spoolable, &self.spool) {
+            if spool.append(std::slice::from_ref(&record)).first().is_some_and(Option::is_some) {
+                return;
+            }
+        }
         self.pending.push_back(record);
         if self.pending.len() > MAX_PENDING {
             self.pending.pop_front();
@@ -625,7 +638,7 @@ impl Writer {
             warn!("history spool: {} records cut short or damaged were skipped", leftovers.unreadable);
         }
         let count = leftovers.records.len();
-        let mut records = leftovers.records.into_iter().map(|r| Record::Request(Box::new(r))).peekable();
+        let mut records = leftovers.into_records().peekable();
         while records.peek().is_some() {
             let batch: Vec<Record> = records.by_ref().take(MAX_BATCH).collect();
             self.sink.write(&batch)?;
@@ -685,7 +698,8 @@ mod tests {
         let spooled = std::fs::read(dir.path().join("h.db.spool")).unwrap();
         std::fs::write(dir.path().join("copy.db.spool"), spooled).unwrap();
         let copy = Spool::open(&dir.path().join("copy.db"), super::super::spool::DEFAULT_LIMIT).unwrap().unwrap();
-        let leftovers: Vec<RequestRecord> = copy.backlog().iter().flat_map(|s| s.read().unwrap().records).collect();
+        let leftovers: Vec<crate::history::RequestRecord> =
+            copy.backlog().iter().flat_map(|s| s.read().unwrap().records).collect();
         let mut found: Vec<_> = leftovers.iter().map(|r| r.id.as_str()).collect();
         found.sort();
         assert_eq!(found, ids);

@@ -174,6 +174,31 @@ impl Admitted {
     }
 }
 
+/// Takes one request from the per-client rate (the client at `peer` with
+/// the user agent in `headers`); the refusal, in `protocol`, when it is
+/// spent. Every request the front admits passes here, and so does a
+/// replay sent from the admin API (`admin::replay`), on behalf of the
+/// address that asked for it: a replay is a proxied request like any other.
+pub(crate) fn within_rate(
+    gw: &Gateway,
+    server: &ServerConfig,
+    peer: IpAddr,
+    headers: &HeaderMap,
+    protocol: Protocol,
+) -> Result<(), Box<Response>> {
+    let agent = headers.get(header::USER_AGENT).map(HeaderValue::as_bytes);
+    if gw.client_rates().admit(peer, agent, server.rate_limit_per_minute) {
+        return Ok(());
+    }
+    let message = format!(
+        "more than {} requests a minute from this client ({peer} and its user agent)",
+        server.rate_limit_per_minute
+    );
+    let mut r = ApiError::new(protocol, ErrorCode::RateLimited, message).into_response();
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    Err(Box::new(r))
+}
+
 /// Checks a request (`peer`: the client's address, for the per-address
 /// rate). A refusal, or a preflight's answer, is the response to send.
 pub fn admit<B>(
@@ -224,19 +249,7 @@ pub fn admit<B>(
         )));
     }
     if let Some(peer) = peer {
-        let agent = request.headers().get(header::USER_AGENT).map(HeaderValue::as_bytes);
-        if !gw.client_rates().admit(peer.ip(), agent, server.rate_limit_per_minute) {
-            let mut r = refuse(
-                ErrorCode::RateLimited,
-                format!(
-                    "more than {} requests a minute from this client ({} and its user agent)",
-                    server.rate_limit_per_minute,
-                    peer.ip()
-                ),
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return Err(Box::new(r));
-        }
+        within_rate(gw, server, peer.ip(), request.headers(), protocol)?;
     }
     if is_proxy_path(path) {
         if let Some(expected) = gw.access_token() {

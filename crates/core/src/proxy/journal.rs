@@ -429,10 +429,7 @@ impl Journal {
     /// is a request on record, even if the process dies the next instant.
     async fn send(&mut self) {
         if let Some((sink, record, capture)) = self.seal() {
-            sink.recorder.complete(record).await;
-            if let Some(capture) = capture {
-                sink.recorder.complete(capture).await;
-            }
+            sink.recorder.complete_with(record, capture).await;
         }
     }
 
