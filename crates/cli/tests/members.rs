@@ -252,6 +252,66 @@ async fn a_members_rpm_and_revocation_hold_across_a_team() {
     }
 }
 
+/// Two instances of one team: a member's budget is the team's spend
+/// counter in Redis, so a request in flight on A (its estimate reserved)
+/// and then its cost, once paid, refuse the member's next request on B at
+/// once, with no upstream call; `/admin/budgets` on B shows the team's count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_budget_spent_on_one_instance_refuses_on_the_other() {
+    let (redis, db) = (Redis::start(), Db::create());
+    let p = SimProvider::start("p", Script::ok().latency(Duration::from_millis(400))).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str| {
+        // A dollar a token: one request's estimate is over the $5 budget.
+        let text = format!(
+            "[team]\nredis = \"redis://127.0.0.1:{}/0\"\nnamespace = \"t\"\ninstance = \"{name}\"\n\n\
+             [history]\nurl = \"postgres://postgres@127.0.0.1:5432/{}\"\n\n\
+             [[prices]]\nprovider = \"p\"\nmodel = \"*\"\ninput = 1000000\noutput = 1000000\n\n{}",
+            redis.port,
+            db.name,
+            support::provider_toml("p", &p, "[\"m\"]", "auth = \"none\""),
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (config_a, config_b) = (config("gw-a"), config("gw-b"));
+    let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
+    let a = Served::start(&config_a, &data_a, &[]);
+    let b = Served::start(&config_b, &data_b, &[]);
+    let al = stdout(&members(&config_a, &data_a, &["add", "al", "--budget", "5/day"])).trim().to_string();
+
+    let (addr_a, key) = (a.addr.clone(), al.clone());
+    let on_a = tokio::spawn(async move { chat_as(&addr_a, &key).await.status().as_u16() });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.calls() == 0 {
+        assert!(Instant::now() < deadline, "A never called the provider");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let refused = chat_as(&b.addr, &al).await;
+    assert_eq!(refused.status(), 429, "B served al while A's request held the budget");
+    assert_eq!(refused.headers()["x-switchyard-error"], "budget_exceeded");
+    assert_eq!(refused.headers()["x-should-retry"], "false");
+    assert_eq!(on_a.await.unwrap(), 200);
+
+    let refused = chat_as(&b.addr, &al).await;
+    assert_eq!(refused.status(), 429, "B served al after A spent its budget");
+    assert_eq!(p.calls(), 1, "B's refusals called nobody");
+    let token = std::fs::read_to_string(data_b.join("admin-token")).unwrap();
+    let budgets: serde_json::Value = client()
+        .get(format!("http://{}/admin/budgets", b.addr))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let row = budgets.as_array().unwrap().iter().find(|r| r["scope"] == "member:al").unwrap();
+    assert_eq!(row["team"], true, "{row}");
+    assert!(row["spent_usd"].as_f64().unwrap() > 5.0 && row["blocking"] == true, "{row}");
+}
+
 /// `connect --member-key` writes the member's key, not the access token,
 /// into the tool's settings; a key that is not a member's is refused.
 #[test]
