@@ -312,6 +312,79 @@ async fn a_members_budget_spent_on_one_instance_refuses_on_the_other() {
     assert!(row["spent_usd"].as_f64().unwrap() > 5.0 && row["blocking"] == true, "{row}");
 }
 
+/// Sessions by member: a session row names the members whose keys made its
+/// requests, `switchyard sessions --member` (and `/admin/sessions?member=`)
+/// keeps one member's, and the table shows a member column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_name_their_members_and_filter_by_one() {
+    let p = SimProvider::start("p", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("switchyard.toml");
+    std::fs::write(&config, support::provider_toml("p", &p, "[\"m\"]", "")).unwrap();
+    let data = dir.path().join("data");
+    let served = Served::start(&config, &data, &[("SWITCHYARD_KEY_P", "sk-p")]);
+    let al = stdout(&members(&config, &data, &["add", "al"])).trim().to_string();
+    let bo = stdout(&members(&config, &data, &["add", "bo"])).trim().to_string();
+    for (key, session) in [(&al, "s-al"), (&al, "s-both"), (&bo, "s-both"), (&bo, "s-bo")] {
+        let r = client()
+            .post(format!("http://{}/v1/chat/completions", served.addr))
+            .bearer_auth(key)
+            .header("x-switchyard-session-id", session)
+            .json(&serde_json::json!({ "model": "m", "messages": [{ "role": "user", "content": "hi" }] }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let sessions = |args: &[&str]| {
+        let out = switchyard()
+            .arg("sessions")
+            .args(args)
+            .args(["--listen", &served.addr, "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sessions {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let named = |args: &[&str]| {
+        let page: serde_json::Value = serde_json::from_str(&sessions(args)).unwrap();
+        let mut rows: Vec<(String, Vec<String>, i64)> = page["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let members = s["members"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string());
+                (s["id"].as_str().unwrap().to_string(), members.collect(), s["requests"].as_i64().unwrap())
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    let strings = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        named(&["--json"]),
+        [
+            ("s-al".to_string(), strings(&["al"]), 1),
+            ("s-bo".to_string(), strings(&["bo"]), 1),
+            ("s-both".to_string(), strings(&["al", "bo"]), 2),
+        ]
+    );
+    assert_eq!(
+        named(&["--member", "al", "--json"]),
+        [("s-al".to_string(), strings(&["al"]), 1), ("s-both".to_string(), strings(&["al"]), 1)],
+        "only al's requests, in the sessions they are in"
+    );
+    let table = sessions(&[]);
+    let header = table.lines().next().unwrap();
+    assert!(header.ends_with("member"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("s-both") && l.ends_with("al,bo")), "{table}");
+    let shown = sessions(&["show", "s-both"]);
+    assert!(shown.contains("member    al, bo"), "{shown}");
+}
+
 /// `connect --member-key` writes the member's key, not the access token,
 /// into the tool's settings; a key that is not a member's is refused.
 #[test]
