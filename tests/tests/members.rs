@@ -441,3 +441,37 @@ async fn a_members_budget_spent_before_a_restart_still_refuses_after_it() {
     };
     assert!(spent("member:al") > 5.0 && spent("member:bo") > spent("member:al"), "{budgets}");
 }
+
+/// The live feed names the member of each request: a member's request
+/// finished carries its name, the owner's none.
+#[tokio::test]
+async fn the_live_feed_names_each_requests_member() {
+    use futures_util::StreamExt;
+    let (_p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al" })).await;
+    let r = http().get(gw.url("/admin/events")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    let mut body = r.bytes_stream();
+    let mut text = String::new();
+    let mut finished = async || loop {
+        if let Some(end) = text.find("\n\n") {
+            let event: String = text.drain(..end + 2).collect();
+            if let Some(data) = event
+                .lines()
+                .find_map(|l| l.strip_prefix("data:"))
+                .filter(|_| event.contains("event: request_finished"))
+            {
+                return serde_json::from_str::<Value>(data.trim()).unwrap();
+            }
+            continue;
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(3), body.next()).await.unwrap().unwrap().unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    };
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
+    let event = finished().await;
+    assert_eq!(event["request"]["member"], "al", "{event}");
+    let wrong = post_as(&gw, "sy-m-wrong", "/v1/chat/completions", &chat_hi("m")).await;
+    assert_eq!(wrong.status(), 401);
+    let event = finished().await;
+    assert_eq!(event["request"]["member"], Value::Null, "a wrong key is nobody's: {event}");
+}

@@ -128,7 +128,8 @@ pub fn table(sessions: &[SessionSummary]) -> Vec<String> {
             text
         }
     };
-    let header = ["session", "client", "first", "last", "reqs", "tokens in/out", "cache", "cost $", "fb", "err", "member"];
+    let header =
+        ["session", "client", "first", "last", "reqs", "tokens in/out", "cache", "cost $", "fb", "err", "member"];
     let mut out = vec![line(header)];
     for s in sessions {
         let client = match (&s.client, &s.client_version) {

@@ -265,7 +265,7 @@ impl Covering {
 #[cfg_attr(test, derive(ts_rs::TS))]
 pub struct BudgetRow {
     pub name: String,
-    /// `all`, `provider:NAME` or `model:NAME`.
+    /// `all`, `provider:NAME`, `model:NAME` or `member:NAME` (a team member's).
     pub scope: String,
     pub period: BudgetPeriod,
     pub action: BudgetAction,

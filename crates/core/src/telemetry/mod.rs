@@ -199,6 +199,7 @@ fn brief(r: &RequestRecord) -> RequestBrief {
         output_tokens: r.usage.output_tokens,
         cost_usd: r.cost_usd,
         cache: r.cache,
+        member: r.member.clone(),
         attempts: r
             .attempts
             .iter()

@@ -590,7 +590,8 @@ async fn sessions_answer_as_sqlite_does() {
     let members: Vec<&[String]> = all.sessions.iter().map(|s| s.members.as_slice()).collect();
     assert_eq!(members, [&[][..], &["al".to_string(), "bo".to_string()][..], &["al".to_string()][..]]);
     let bo = list(SessionFilter { member: Some("bo".into()), ..Default::default() }).await;
-    let bo: Vec<(&str, i64, &[String])> = bo.sessions.iter().map(|s| (s.id.as_str(), s.requests, s.members.as_slice())).collect();
+    let bo: Vec<(&str, i64, &[String])> =
+        bo.sessions.iter().map(|s| (s.id.as_str(), s.requests, s.members.as_slice())).collect();
     assert_eq!(bo, [("cc", 1, &["bo".to_string()][..])], "only bo's requests, and bo named");
 
     let only = |f: SessionFilter| async { list(f).await.sessions.into_iter().map(|s| s.id).collect::<Vec<_>>() };
