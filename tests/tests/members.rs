@@ -227,6 +227,28 @@ async fn a_revocation_written_to_the_store_holds_within_a_second() {
     }
 }
 
+/// A budget given to a member in the store behind the gateway's back (as
+/// another instance or the CLI would) is in force within a second.
+#[tokio::test]
+async fn a_budget_written_to_the_store_holds_within_a_second() {
+    let (_p, gw) = gateway(&["m"]).await;
+    let al = add(&gw, json!({ "name": "al" })).await;
+    assert_eq!(post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await.status(), 200);
+    let mut member = switchyard_core::members::ops::get(&gw.store, "al").await.unwrap();
+    member.budget = Some(switchyard_core::members::Budget::parse("0.5/day").unwrap());
+    gw.store.put_member(&member).await.unwrap();
+    let changed_at = tokio::time::Instant::now();
+    loop {
+        let r = post_as(&gw, &al, "/v1/chat/completions", &chat_hi("m")).await;
+        if r.status() == 429 {
+            assert_eq!(header(&r, "x-switchyard-error"), "budget_exceeded");
+            break;
+        }
+        assert!(changed_at.elapsed() < Duration::from_millis(1500), "still served after {:?}", changed_at.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn an_expired_key_is_refused() {
     let (p, gw) = gateway(&["m"]).await;
