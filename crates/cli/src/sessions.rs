@@ -31,6 +31,9 @@ pub struct SessionsArgs {
     model: Option<String>,
     #[arg(long)]
     provider: Option<String>,
+    /// Only this team member's requests (and the sessions they are in).
+    #[arg(long)]
+    member: Option<String>,
     /// Since when: a duration ago (`1d`, `2h`), RFC 3339, or Unix milliseconds (default: a week).
     #[arg(long)]
     since: Option<String>,
@@ -71,7 +74,9 @@ pub async fn run(args: SessionsArgs) -> Result<()> {
         return Ok(());
     }
     let mut query = vec![("limit", args.limit.to_string())];
-    for (name, value) in [("client", &args.client), ("model", &args.model), ("provider", &args.provider)] {
+    let filters =
+        [("client", &args.client), ("model", &args.model), ("provider", &args.provider), ("member", &args.member)];
+    for (name, value) in filters {
         if let Some(v) = value {
             query.push((name, v.clone()));
         }
@@ -108,16 +113,24 @@ fn dollars(cost: Option<f64>) -> String {
     cost.map_or("-".into(), |c| format!("{c:.4}"))
 }
 
-/// The list's table: a header and a line per session.
+/// The list's table: a header and a line per session, with the members
+/// whose keys made its requests when any session has one.
 pub fn table(sessions: &[SessionSummary]) -> Vec<String> {
-    let line = |cells: [&str; 10]| {
-        let [id, client, first, last, reqs, tokens, cache, cost, fb, err] = cells;
-        format!(
+    let with_members = sessions.iter().any(|s| !s.members.is_empty());
+    let line = |cells: [&str; 11]| {
+        let [id, client, first, last, reqs, tokens, cache, cost, fb, err, members] = cells;
+        let text = format!(
             "{id:<38} {client:<18} {first:<19} {last:<19} {reqs:>5} {tokens:>13} {cache:>6} {cost:>9} {fb:>3} {err:>3}"
-        )
+        );
+        if with_members {
+            format!("{text} {members}")
+        } else {
+            text
+        }
     };
-    let mut out =
-        vec![line(["session", "client", "first", "last", "reqs", "tokens in/out", "cache", "cost $", "fb", "err"])];
+    let header =
+        ["session", "client", "first", "last", "reqs", "tokens in/out", "cache", "cost $", "fb", "err", "member"];
+    let mut out = vec![line(header)];
     for s in sessions {
         let client = match (&s.client, &s.client_version) {
             (Some(c), Some(v)) => format!("{c} {v}"),
@@ -135,6 +148,7 @@ pub fn table(sessions: &[SessionSummary]) -> Vec<String> {
             &dollars(s.cost_usd),
             &s.fallbacks.to_string(),
             &s.errors.to_string(),
+            &if s.members.is_empty() { "-".to_string() } else { s.members.join(",") },
         ]));
     }
     out
@@ -145,6 +159,10 @@ fn show_text(d: &Value) -> String {
     let n = |k: &str| d[k].as_i64().unwrap_or(0);
     let mut out = format!("session   {}\n", d["id"].as_str().unwrap_or("?"));
     out += &format!("client    {}\n", d["user_agent"].as_str().unwrap_or("-"));
+    let members: Vec<&str> = d["members"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if !members.is_empty() {
+        out += &format!("member    {}\n", members.join(", "));
+    }
     out += &format!("when      {} .. {}\n", crate::history::clock(n("first_at")), crate::history::clock(n("last_at")));
     out += &format!("requests  {} ({} fell back, {} failed)\n", n("requests"), n("fallbacks"), n("errors"));
     out += &format!(

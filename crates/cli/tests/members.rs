@@ -252,6 +252,139 @@ async fn a_members_rpm_and_revocation_hold_across_a_team() {
     }
 }
 
+/// Two instances of one team: a member's budget is the team's spend
+/// counter in Redis, so a request in flight on A (its estimate reserved)
+/// and then its cost, once paid, refuse the member's next request on B at
+/// once, with no upstream call; `/admin/budgets` on B shows the team's count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_budget_spent_on_one_instance_refuses_on_the_other() {
+    let (redis, db) = (Redis::start(), Db::create());
+    let p = SimProvider::start("p", Script::ok().latency(Duration::from_millis(400))).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str| {
+        // A dollar a token: one request's estimate is over the $5 budget.
+        let text = format!(
+            "[team]\nredis = \"redis://127.0.0.1:{}/0\"\nnamespace = \"t\"\ninstance = \"{name}\"\n\n\
+             [history]\nurl = \"postgres://postgres@127.0.0.1:5432/{}\"\n\n\
+             [[prices]]\nprovider = \"p\"\nmodel = \"*\"\ninput = 1000000\noutput = 1000000\n\n{}",
+            redis.port,
+            db.name,
+            support::provider_toml("p", &p, "[\"m\"]", "auth = \"none\""),
+        );
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (config_a, config_b) = (config("gw-a"), config("gw-b"));
+    let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
+    let a = Served::start(&config_a, &data_a, &[]);
+    let b = Served::start(&config_b, &data_b, &[]);
+    let al = stdout(&members(&config_a, &data_a, &["add", "al", "--budget", "5/day"])).trim().to_string();
+
+    let (addr_a, key) = (a.addr.clone(), al.clone());
+    let on_a = tokio::spawn(async move { chat_as(&addr_a, &key).await.status().as_u16() });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.calls() == 0 {
+        assert!(Instant::now() < deadline, "A never called the provider");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let refused = chat_as(&b.addr, &al).await;
+    assert_eq!(refused.status(), 429, "B served al while A's request held the budget");
+    assert_eq!(refused.headers()["x-switchyard-error"], "budget_exceeded");
+    assert_eq!(refused.headers()["x-should-retry"], "false");
+    assert_eq!(on_a.await.unwrap(), 200);
+
+    let refused = chat_as(&b.addr, &al).await;
+    assert_eq!(refused.status(), 429, "B served al after A spent its budget");
+    assert_eq!(p.calls(), 1, "B's refusals called nobody");
+    let token = std::fs::read_to_string(data_b.join("admin-token")).unwrap();
+    let budgets: serde_json::Value = client()
+        .get(format!("http://{}/admin/budgets", b.addr))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let row = budgets.as_array().unwrap().iter().find(|r| r["scope"] == "member:al").unwrap();
+    assert_eq!(row["team"], true, "{row}");
+    assert!(row["spent_usd"].as_f64().unwrap() > 5.0 && row["blocking"] == true, "{row}");
+}
+
+/// Sessions by member: a session row names the members whose keys made its
+/// requests, `switchyard sessions --member` (and `/admin/sessions?member=`)
+/// keeps one member's, and the table shows a member column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_name_their_members_and_filter_by_one() {
+    let p = SimProvider::start("p", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("switchyard.toml");
+    std::fs::write(&config, support::provider_toml("p", &p, "[\"m\"]", "")).unwrap();
+    let data = dir.path().join("data");
+    let served = Served::start(&config, &data, &[("SWITCHYARD_KEY_P", "sk-p")]);
+    let al = stdout(&members(&config, &data, &["add", "al"])).trim().to_string();
+    let bo = stdout(&members(&config, &data, &["add", "bo"])).trim().to_string();
+    for (key, session) in [(&al, "s-al"), (&al, "s-both"), (&bo, "s-both"), (&bo, "s-bo")] {
+        let r = client()
+            .post(format!("http://{}/v1/chat/completions", served.addr))
+            .bearer_auth(key)
+            .header("x-switchyard-session-id", session)
+            .json(&serde_json::json!({ "model": "m", "messages": [{ "role": "user", "content": "hi" }] }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let sessions = |args: &[&str]| {
+        let out = switchyard()
+            .arg("sessions")
+            .args(args)
+            .args(["--listen", &served.addr, "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sessions {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let named = |args: &[&str]| {
+        let page: serde_json::Value = serde_json::from_str(&sessions(args)).unwrap();
+        let mut rows: Vec<(String, Vec<String>, i64)> = page["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let members = s["members"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string());
+                (s["id"].as_str().unwrap().to_string(), members.collect(), s["requests"].as_i64().unwrap())
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    let strings = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        named(&["--json"]),
+        [
+            ("s-al".to_string(), strings(&["al"]), 1),
+            ("s-bo".to_string(), strings(&["bo"]), 1),
+            ("s-both".to_string(), strings(&["al", "bo"]), 2),
+        ]
+    );
+    assert_eq!(
+        named(&["--member", "al", "--json"]),
+        [("s-al".to_string(), strings(&["al"]), 1), ("s-both".to_string(), strings(&["al"]), 1)],
+        "only al's requests, in the sessions they are in"
+    );
+    let table = sessions(&[]);
+    let header = table.lines().next().unwrap();
+    assert!(header.ends_with("member"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("s-both") && l.ends_with("al,bo")), "{table}");
+    let shown = sessions(&["show", "s-both"]);
+    assert!(shown.contains("member    al, bo"), "{shown}");
+}
+
 /// `connect --member-key` writes the member's key, not the access token,
 /// into the tool's settings; a key that is not a member's is refused.
 #[test]

@@ -89,6 +89,8 @@ struct Inner {
     conversations: crate::policy::stick::Sessions,
     /// Team members: who may use the gateway with a key of their own.
     members: crate::members::gate::Members,
+    /// The read of the members whose budgets are in force.
+    member_budgets_read: AtomicU64,
     /// Config-file edits, one at a time.
     config_edits: std::sync::Mutex<()>,
     secrets: Arc<dyn SecretStore>,
@@ -197,7 +199,7 @@ impl Builder {
     /// Reads keys from the secret store once, here.
     pub fn build(self) -> Result<Gateway, InitError> {
         let zone = self.time_zone.unwrap_or_else(jiff::tz::TimeZone::system);
-        let members = crate::members::gate::Members::new(zone.clone());
+        let members = crate::members::gate::Members::new();
         let budgets = Budgets::new(zone, &self.config.budgets);
         let recorder = self.history.as_ref().map(|(sink, _)| sink.recorder.clone());
         let telemetry = Arc::new(Telemetry::with(recorder, budgets, self.config.alerts.clone()));
@@ -238,6 +240,7 @@ impl Builder {
                 sessions: Sessions::default(),
                 conversations: crate::policy::stick::Sessions::default(),
                 members,
+                member_budgets_read: AtomicU64::new(0),
                 config_edits: std::sync::Mutex::new(()),
                 secrets: self.secrets,
                 telemetry,
@@ -255,6 +258,21 @@ impl Builder {
             }),
         })
     }
+}
+
+/// What the history has on record for `scope` since `since`: the rollups'
+/// cost by provider and model, or the rows' by member.
+async fn on_record(
+    store: &Store,
+    scope: &crate::policy::BudgetScope,
+    since: i64,
+) -> Result<f64, crate::history::StoreError> {
+    if let Some(member) = scope.member() {
+        let spent = store.member_spend(since).await?;
+        return Ok(spent.iter().filter(|m| m.member == member).map(|m| m.cost_usd).sum());
+    }
+    let rows = store.cost_since(since).await?;
+    Ok(rows.iter().filter(|(p, m, _)| scope.covers(p, m)).map(|(_, _, usd)| usd).sum())
 }
 
 fn read_toggles(path: &std::path::Path) -> BTreeMap<String, bool> {
@@ -348,6 +366,33 @@ impl Gateway {
         &self.inner.members
     }
 
+    /// Reads the members again if the copy is a second old, and puts
+    /// their budgets in force: one added or changed anywhere (the CLI, any
+    /// instance's admin API) is applied within a second, as a revocation.
+    pub async fn refresh_members(&self) {
+        if let Some(store) = self.store() {
+            self.members().refresh(store).await;
+        }
+        self.apply_member_budgets();
+    }
+
+    /// Reads the members again now (after a change through this gateway).
+    pub async fn reload_members(&self) {
+        if let Some(store) = self.store() {
+            self.members().reload(store).await;
+        }
+        self.apply_member_budgets();
+    }
+
+    /// The members' budgets as last read, in the budget engine, once per read.
+    fn apply_member_budgets(&self) {
+        let now = now_ms();
+        let (read, budgets) = self.members().budgets(now);
+        if self.inner.member_budgets_read.swap(read, Ordering::AcqRel) != read {
+            self.budgets().set_members(&budgets, now);
+        }
+    }
+
     pub fn client_rates(&self) -> &ClientRates {
         &self.inner.client_rates
     }
@@ -393,6 +438,9 @@ impl Gateway {
         for (period, within) in self.budgets().periods(now) {
             let spent = store.cost_since(within.start_ms).await?;
             self.budgets().seed(period, within, &spent, now);
+            let by_member = store.member_spend(within.start_ms).await?;
+            let by_member: Vec<(String, f64)> = by_member.into_iter().map(|m| (m.member, m.cost_usd)).collect();
+            self.budgets().seed_members(period, within, &by_member, now);
         }
         Ok(())
     }
@@ -413,8 +461,8 @@ impl Gateway {
         for c in missing.iter().filter_map(|i| covering.get(*i)) {
             let scope = &c.budget.scope;
             let on_record = match self.store() {
-                Some(store) => match store.cost_since(c.bounds.start_ms).await {
-                    Ok(rows) => rows.iter().filter(|(p, m, _)| scope.covers(p, m)).map(|(_, _, usd)| usd).sum(),
+                Some(store) => match on_record(store, scope, c.bounds.start_ms).await {
+                    Ok(usd) => usd,
                     Err(e) => {
                         tracing::warn!("team: the spend on record could not be read to seed a budget: {e}");
                         0.0
@@ -458,19 +506,9 @@ impl Gateway {
     /// the team's counter (every instance's spend, and what is reserved for
     /// requests in flight); else, or for a counter Redis does not have yet,
     /// this instance's own ledger.
+    /// The members' budgets (`member:NAME`) come last, as last read.
     pub async fn budget_rows(&self, now_ms: i64) -> Vec<crate::policy::BudgetRow> {
-        let mut rows = self.configured_budget_rows(now_ms).await;
-        // Members' budgets, last: counted from the history's rows, which a
-        // team on one PostgreSQL history shares.
-        let shared = self.team().is_some() && self.store().is_some_and(|s| s.backend() != "sqlite");
-        if let Some(store) = self.store() {
-            self.members().refresh(store, now_ms).await;
-        }
-        rows.extend(self.members().budget_rows(now_ms, shared));
-        rows
-    }
-
-    async fn configured_budget_rows(&self, now_ms: i64) -> Vec<crate::policy::BudgetRow> {
+        self.refresh_members().await;
         let rows = self.budgets().rows(now_ms);
         let Some(team) = self.team().filter(|t| t.connected()) else { return rows };
         let counters = self.budgets().every_counter(now_ms).into_iter().map(|c| c.ask.counter).collect();

@@ -113,6 +113,8 @@ export interface SessionFilter {
   client?: string;
   model?: string;
   provider?: string;
+  /** Only this member's requests, in the sessions they are in. */
+  member?: string;
   since?: string;
   cursor?: string;
   limit?: number;

@@ -7,7 +7,7 @@ const event: FinishedEvent = {
   request: {
     id: 'r1', endpoint: '/v1/chat/completions', model: 'm', provider: 'b', outcome: 'ok', status: 200,
     duration_ms: 250, ttft_ms: null, input_tokens: 3, output_tokens: 4, cost_usd: null, cache: 'miss',
-    attempts: ['a:503', 'b:200'],
+    attempts: ['a:503', 'b:200'], member: null,
   },
 };
 
@@ -32,5 +32,13 @@ describe('live rows', () => {
     expect(matches(r, { q: 'x' })).toBe(false);
     expect(matches(r, { cache: 'miss' })).toBe(true);
     expect(matches(r, { cache: 'hit' })).toBe(false);
+  });
+
+  it('name their member, and a member filter keeps only that member’s', () => {
+    const al = fromEvent({ ...event, request: { ...event.request, member: 'al' } });
+    expect(al.member).toBe('al');
+    expect(matches(al, { member: 'al' })).toBe(true);
+    expect(matches(al, { member: 'bo' })).toBe(false);
+    expect(matches(fromEvent(event), { member: 'al' })).toBe(false);
   });
 });

@@ -34,8 +34,8 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
     // Named on another instance's events; this instance's own carry none
     // until the history row replaces the live one.
     instance: e.instance ?? null,
-    // The live event does not name it; the history row that replaces this one does.
-    member: null,
+    // The member whose key made it; null for the owner.
+    member: b.member ?? null,
     session: null,
   };
 }

@@ -496,7 +496,12 @@ cost_usd: number | null, fallbacks: number,
 /**
  * Requests that did not end ok.
  */
-errors: number, };
+errors: number, 
+/**
+ * The members whose keys made its requests, by name; empty when every
+ * request was the owner's (or the gateway has no members).
+ */
+members: Array<string>, };
 
 export type Bucket = "day" | "hour" | "minute";
 
@@ -548,7 +553,12 @@ cost_usd: number | null, fallbacks: number,
 /**
  * Requests that did not end ok.
  */
-errors: number, };
+errors: number, 
+/**
+ * The members whose keys made its requests, by name; empty when every
+ * request was the owner's (or the gateway has no members).
+ */
+members: Array<string>, };
 
 export type ClientSpend = { 
 /**
@@ -579,7 +589,7 @@ export type BudgetAction = "warn" | "block";
 
 export type BudgetRow = { name: string, 
 /**
- * `all`, `provider:NAME` or `model:NAME`.
+ * `all`, `provider:NAME`, `model:NAME` or `member:NAME` (a team member's).
  */
 scope: string, period: BudgetPeriod, action: BudgetAction, limit_usd: number, spent_usd: number, 
 /**
@@ -717,7 +727,12 @@ cache: CacheStatus | null,
 /**
  * `provider:status-or-outcome` per attempt, in order.
  */
-attempts: Array<string>, };
+attempts: Array<string>, 
+/**
+ * The member whose key made the request; null for the owner (or a
+ * gateway without members). Absent from an older instance's events.
+ */
+member: string | null, };
 
 export type GatewayEvent = { "type": "request_finished", request: RequestBrief, } | { "type": "fallback", request_id: string, model: string | null, from: string, to: string, reason: string, } | { "type": "breaker", provider: string, from: BreakerState, to: BreakerState, reason: string, request_id?: string | null, } | { "type": "health", provider: string, from: PassiveHealth, to: PassiveHealth, reason: string, request_id?: string | null, } | { "type": "key_revoked", provider: string, label: string, reason: string, request_id?: string | null, } | { "type": "key_cooling", provider: string, label: string | null, until_ms: number, request_id?: string | null, } | { "type": "provider_toggled", provider: string, enabled: boolean, } | { "type": "config_reloaded", ok: boolean, error: string | null, } | { "type": "alert", kind: AlertKind, subject: string, title: string, message: string, suppressed: number, };
 

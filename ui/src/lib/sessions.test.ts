@@ -1,6 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import type { RequestSummary } from './api';
-import { cacheCurve, clientText, costCurve, polyline } from './sessions';
+import { cacheCurve, clientText, costCurve, membersText, polyline, withMembers } from './sessions';
+
+describe('a session’s members', () => {
+  it('are named, or a dash when every request was the owner’s', () => {
+    expect(membersText({ members: ['al', 'bo'] })).toBe('al, bo');
+    expect(membersText({ members: [] })).toBe('—');
+  });
+
+  it('make a column only when some session has one', () => {
+    expect(withMembers([{ members: [] }, { members: ['al'] }])).toBe(true);
+    expect(withMembers([{ members: [] }])).toBe(false);
+    expect(withMembers([])).toBe(false);
+  });
+});
 
 const row = (at: number, cost: number | null, input: number, cached: number): RequestSummary =>
   ({ started_at: at, cost_usd: cost, usage: { input_tokens: input, output_tokens: 1, cached_tokens: cached } }) as RequestSummary;

@@ -38,6 +38,16 @@ export function polyline(points: Point[], width: number, height: number, top?: n
   return points.map((p) => `${x(p.at).toFixed(1)},${y(p.value).toFixed(1)}`).join(' ');
 }
 
+/** The members whose keys made a session's requests, or a dash for the owner's. */
+export function membersText(s: Pick<SessionSummary, 'members'>): string {
+  return s.members.length > 0 ? s.members.join(', ') : '—';
+}
+
+/** Whether the Sessions view has a member column: some session has a member. */
+export function withMembers(sessions: Pick<SessionSummary, 'members'>[]): boolean {
+  return sessions.some((s) => s.members.length > 0);
+}
+
 /** `claude-code 2.1.197`, or the raw user agent's absence. */
 export function clientText(s: Pick<SessionSummary, 'client' | 'client_version'>): string {
   if (!s.client) return '—';

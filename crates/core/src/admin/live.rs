@@ -185,7 +185,8 @@ pub enum SnapshotKind {
 #[serde(untagged)]
 pub enum StreamMessage {
     Snapshot(Snapshot),
-    Event(Envelope),
+    /// Boxed: an event is several times a snapshot's head.
+    Event(Box<Envelope>),
 }
 
 fn snapshot(gw: &Gateway) -> Event {

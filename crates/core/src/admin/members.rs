@@ -42,9 +42,7 @@ fn store(gw: &Gateway) -> Result<&crate::history::Store, AdminError> {
 
 /// This gateway refuses a changed key at once, not after its next read.
 async fn changed(gw: &Gateway) {
-    if let Some(store) = gw.store() {
-        gw.members().reload(store, now_ms()).await;
-    }
+    gw.reload_members().await;
 }
 
 fn with_key(status: StatusCode, member: Member, key: &SecretString) -> Response {

@@ -74,6 +74,9 @@ pub struct SessionSummary {
     pub fallbacks: i64,
     /// Requests that did not end ok.
     pub errors: i64,
+    /// The members whose keys made its requests, by name; empty when every
+    /// request was the owner's (or the gateway has no members).
+    pub members: Vec<String>,
 }
 
 /// A page of sessions, newest last request first.
@@ -154,19 +157,33 @@ pub(super) fn page_size(filter: &SessionFilter) -> u32 {
     filter.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE)
 }
 
-/// Expands, for a database `$db` and its way `$by_time` to make a scan
-/// walk the time index, the session queries over `requests r`.
+/// The members named by a session's rows, from the database's list of
+/// them (distinct names joined by commas: a name has none of its own).
+pub(super) fn members_of(joined: Option<&str>) -> Vec<String> {
+    let mut names: Vec<String> =
+        joined.unwrap_or("").split(',').filter(|n| !n.is_empty()).map(str::to_string).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Expands, for a database `$db`, its way `$by_time` to make a scan walk
+/// the time index and its aggregate `$members` of a group's distinct
+/// `r.member` joined by commas, the session queries over `requests r`.
 /// Uses `SUMMARY_COLUMNS` and `summary` of `sql_common!`, expanded beside it.
 macro_rules! session_sql {
-    ($db:ty, $by_time:literal) => {
-        const SESSION_COLUMNS: &str = "r.session AS session, MIN(r.started_at) AS first_at,
+    ($db:ty, $by_time:literal, $members:literal) => {
+        const SESSION_COLUMNS: &str = concat!(
+            $members,
+            " AS members, r.session AS session, MIN(r.started_at) AS first_at,
             MAX(r.started_at) AS last_at, COUNT(*) AS requests, MAX(r.user_agent) AS user_agent,
             CAST(COALESCE(SUM(r.input_tokens), 0) AS BIGINT) AS input_tokens,
             CAST(COALESCE(SUM(r.output_tokens), 0) AS BIGINT) AS output_tokens,
             CAST(COALESCE(SUM(r.cached_tokens), 0) AS BIGINT) AS cached_tokens,
             SUM(r.cost_usd) AS cost_usd,
             CAST(SUM(CASE WHEN r.fallback = TRUE THEN 1 ELSE 0 END) AS BIGINT) AS fallbacks,
-            CAST(SUM(CASE WHEN r.outcome <> 'ok' THEN 1 ELSE 0 END) AS BIGINT) AS errors";
+            CAST(SUM(CASE WHEN r.outcome <> 'ok' THEN 1 ELSE 0 END) AS BIGINT) AS errors"
+        );
 
         fn session_row(r: &<$db as sqlx::Database>::Row) -> Result<super::sessions::SessionSummary, StoreError> {
             use sqlx::Row as _;
@@ -176,6 +193,7 @@ macro_rules! session_sql {
             let requests: i64 = r.try_get("requests")?;
             let input_tokens: i64 = r.try_get("input_tokens")?;
             let cache_read_tokens: i64 = r.try_get("cached_tokens")?;
+            let members: Option<String> = r.try_get("members")?;
             Ok(super::sessions::SessionSummary {
                 id: r.try_get("session")?,
                 client,
@@ -192,6 +210,7 @@ macro_rules! session_sql {
                 cost_usd: r.try_get("cost_usd")?,
                 fallbacks: r.try_get("fallbacks")?,
                 errors: r.try_get("errors")?,
+                members: super::sessions::members_of(members.as_deref()),
             })
         }
 

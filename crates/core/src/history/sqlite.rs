@@ -395,4 +395,4 @@ mod tests {
 
 super::members::member_sql!(sqlx::Sqlite);
 // SQLite would otherwise walk the session index for the GROUP BY's order.
-super::sessions::session_sql!(sqlx::Sqlite, "INDEXED BY requests_by_time");
+super::sessions::session_sql!(sqlx::Sqlite, "INDEXED BY requests_by_time", "GROUP_CONCAT(DISTINCT r.member)");

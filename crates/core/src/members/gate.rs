@@ -6,16 +6,16 @@
 //! The members are read from the store at most once a second, on the
 //! request that finds the copy older than that: a key revoked or expired
 //! on any instance of a team (they share one database) is refused within a
-//! second everywhere, with no message to lose. The same read brings each
-//! member's spend in its budget's period, from the rows every instance
-//! writes, so a budget counts the whole team's spend.
+//! second everywhere, with no message to lose. The members' budgets are
+//! the budget engine's ([`crate::policy::budget`], scope `member:NAME`):
+//! each read hands them over ([`Members::budgets`]), and [`super::spend`]
+//! reserves against them.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jiff::tz::TimeZone;
 use secrecy::{ExposeSecret, SecretString};
 use tokio::time::Instant;
 use tracing::warn;
@@ -23,10 +23,10 @@ use tracing::warn;
 use super::{glob_match, hash_text, Member, MemberState, KEY_PREFIX};
 use crate::history::Store;
 use crate::http::guard::constant_time_eq;
-use crate::policy::budget::{bounds, BudgetPeriod};
+use crate::policy::budget::{Blocked, BudgetPeriod, Covering};
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::Protocol;
-use crate::team::{AdmitAsk, Admitted, Team, Used};
+use crate::team::{AdmitAsk, Admitted, Held, Team};
 
 /// How old the copy of the members may be before a request reads them again.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -112,6 +112,17 @@ impl Refusal {
         }
     }
 
+    /// A member's budget that refuses: `blocked` is the budget engine's word.
+    pub fn over_budget(member: &str, blocked: &Blocked) -> Refusal {
+        Refusal::OverBudget {
+            member: member.to_string(),
+            spent_usd: blocked.spent_usd,
+            limit_usd: blocked.limit_usd,
+            period: blocked.period,
+            resets_at_ms: blocked.resets_at_ms,
+        }
+    }
+
     /// The member refused, when the key was a member's.
     pub fn member(&self) -> Option<&str> {
         match self {
@@ -124,12 +135,12 @@ impl Refusal {
     }
 }
 
-/// The members as last read, and what each has spent in its budget's period.
+/// The members as last read, and how many reads made them.
 #[derive(Debug, Default)]
 struct Snapshot {
     read_at: Option<Instant>,
     members: Arc<Vec<Member>>,
-    spent_usd: HashMap<String, f64>,
+    reads: u64,
 }
 
 /// Counts in a fixed minute.
@@ -157,7 +168,6 @@ impl Window {
 /// The members in force and their counters; one per gateway.
 #[derive(Debug)]
 pub struct Members {
-    zone: TimeZone,
     snapshot: Mutex<Snapshot>,
     /// One read of the store at a time.
     reading: tokio::sync::Mutex<()>,
@@ -169,11 +179,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+impl Default for Members {
+    fn default() -> Members {
+        Members::new()
+    }
+}
+
 impl Members {
-    /// Budgets' periods are counted in `zone`, as the gateway's budgets are.
-    pub fn new(zone: TimeZone) -> Members {
+    pub fn new() -> Members {
         Members {
-            zone,
             snapshot: Mutex::new(Snapshot::default()),
             reading: tokio::sync::Mutex::new(()),
             per_member: Mutex::new(HashMap::new()),
@@ -181,50 +195,42 @@ impl Members {
         }
     }
 
-    /// Each member's budget as the budgets' rows are shown
-    /// (`/admin/budgets`, the dashboard), spent as last read from the
-    /// history: the whole team's spend where the team shares one.
-    pub fn budget_rows(&self, now_ms: i64, shared: bool) -> Vec<crate::policy::BudgetRow> {
+    /// Each active member's budget, for the budget engine, and which read
+    /// of the members it comes from (a new number: they may have changed).
+    pub fn budgets(&self, now_ms: i64) -> (u64, Vec<crate::policy::Budget>) {
         let snapshot = lock(&self.snapshot);
-        snapshot
+        let budgets = snapshot
             .members
             .iter()
             .filter(|m| m.state(now_ms) == MemberState::Active)
             .filter_map(|m| {
                 let b = m.budget?;
-                let within = bounds(b.period, now_ms, &self.zone);
-                let spent_usd = snapshot.spent_usd.get(&m.name).copied().unwrap_or(0.0);
-                Some(crate::policy::BudgetRow {
+                Some(crate::policy::Budget {
                     name: super::Budget::scope(&m.name),
-                    scope: super::Budget::scope(&m.name),
+                    scope: crate::policy::BudgetScope::Member(m.name.clone()),
                     period: b.period,
-                    action: crate::policy::BudgetAction::Block,
                     limit_usd: b.limit_usd,
-                    spent_usd,
-                    fraction: spent_usd / b.limit_usd,
-                    period_start_ms: within.start_ms,
-                    resets_at_ms: within.end_ms,
-                    blocking: spent_usd >= b.limit_usd,
-                    team: shared,
+                    action: crate::policy::BudgetAction::Block,
                 })
             })
-            .collect()
+            .collect();
+        (snapshot.reads, budgets)
     }
 
     /// Reads the members again now (after a change through this gateway).
-    pub async fn reload(&self, store: &Store, now_ms: i64) {
+    pub async fn reload(&self, store: &Store) {
         let _one = self.reading.lock().await;
-        self.read(store, now_ms).await;
+        self.read(store).await;
     }
 
     /// Reads the members again if the copy is older than [`REFRESH`].
-    pub(crate) async fn refresh(&self, store: &Store, now_ms: i64) {
+    pub(crate) async fn refresh(&self, store: &Store) {
         if !self.stale() {
             return;
         }
         let _one = self.reading.lock().await;
         if self.stale() {
-            self.read(store, now_ms).await;
+            self.read(store).await;
         }
     }
 
@@ -234,7 +240,7 @@ impl Members {
 
     /// A failed read keeps the last copy: members are not dropped (nor
     /// revoked keys let in) because the database hiccuped once.
-    async fn read(&self, store: &Store, now_ms: i64) {
+    async fn read(&self, store: &Store) {
         let members = match store.members().await {
             Ok(m) => m,
             Err(e) => {
@@ -243,30 +249,9 @@ impl Members {
                 return;
             }
         };
-        let spent_usd = self.spend(store, &members, now_ms).await;
-        *lock(&self.snapshot) = Snapshot { read_at: Some(Instant::now()), members: Arc::new(members), spent_usd };
-    }
-
-    /// Each member with a budget: spent in its current period.
-    async fn spend(&self, store: &Store, members: &[Member], now_ms: i64) -> HashMap<String, f64> {
-        let mut spent = HashMap::new();
-        for period in BudgetPeriod::ALL {
-            let budgeted: Vec<&Member> =
-                members.iter().filter(|m| m.budget.is_some_and(|b| b.period == period)).collect();
-            if budgeted.is_empty() {
-                continue;
-            }
-            let since = bounds(period, now_ms, &self.zone).start_ms;
-            match store.member_spend(since).await {
-                Ok(rows) => {
-                    for row in rows.into_iter().filter(|r| budgeted.iter().any(|m| m.name == r.member)) {
-                        spent.insert(row.member, row.cost_usd);
-                    }
-                }
-                Err(e) => warn!("members: cannot read their spend from the history: {e}"),
-            }
-        }
-        spent
+        let mut snapshot = lock(&self.snapshot);
+        let reads = snapshot.reads + 1;
+        *snapshot = Snapshot { read_at: Some(Instant::now()), members: Arc::new(members), reads };
     }
 
     /// The members as last read.
@@ -294,7 +279,7 @@ impl Members {
             // No database, so no members: a member-shaped key is no key.
             return if token.is_some_and(|t| t.starts_with(KEY_PREFIX)) { Err(Refusal::InvalidKey) } else { Ok(None) };
         };
-        self.refresh(store, now_ms).await;
+        self.refresh(store).await;
         let members = self.list();
         let member_key = token.filter(|t| t.starts_with(KEY_PREFIX));
         if members.is_empty() && member_key.is_none() {
@@ -340,23 +325,11 @@ impl Members {
     }
 
     /// Whether `member` may ask for `model` now, with about `tokens` tokens;
-    /// counts the request against its per-minute limits when it may.
-    pub fn check(&self, member: &Member, model: &str, tokens: u64, now_ms: i64) -> Result<(), Refusal> {
+    /// counts the request against its per-minute limits when it may. (Its
+    /// budget is the budget engine's: [`super::spend`].)
+    pub fn check(&self, member: &Member, model: &str, tokens: u64) -> Result<(), Refusal> {
         if !member.models.is_empty() && !member.models.iter().any(|p| glob_match(p, model)) {
             return Err(Refusal::ModelNotAllowed { member: member.name.clone(), model: model.to_string() });
-        }
-        if let Some(b) = member.budget {
-            let spent_usd = lock(&self.snapshot).spent_usd.get(&member.name).copied().unwrap_or(0.0);
-            if spent_usd >= b.limit_usd {
-                let resets_at_ms = bounds(b.period, now_ms, &self.zone).end_ms;
-                return Err(Refusal::OverBudget {
-                    member: member.name.clone(),
-                    spent_usd,
-                    limit_usd: b.limit_usd,
-                    period: b.period,
-                    resets_at_ms,
-                });
-            }
         }
         self.per_minute(member, tokens)
     }
@@ -386,13 +359,30 @@ impl Members {
     }
 }
 
-/// A member's requests and tokens a minute across a team: one Redis bucket
-/// per member (named `member:NAME` beside the providers' own), taken in
-/// the same atomic step as a provider's. Redis out of reach: this
-/// instance's own count ([`Members::check`]) decides alone.
-pub async fn across_team(team: &dyn Team, member: &Member, tokens: u64) -> Result<(), Refusal> {
-    if member.rpm.is_none() && member.tpm.is_none() {
-        return Ok(());
+/// What the team said to a member's request.
+#[derive(Debug)]
+pub enum AcrossTeam {
+    /// Taken: the hold settles the member's reserved spend when it goes.
+    Granted(Option<Box<dyn Held>>),
+    /// The member's budget counter is missing: seed it and ask again.
+    Unseeded(Vec<usize>),
+    /// Redis is out of reach (or the member has no limit to share): this
+    /// instance's own counts decide alone.
+    Alone,
+}
+
+/// A member's requests and tokens a minute, and its budget, across a team:
+/// one Redis bucket per member (named `member:NAME` beside the providers'
+/// own) and the budget's spend counter (`budget`, reserving the request's
+/// estimated cost), taken in the same atomic step as a provider's.
+pub async fn across_team(
+    team: &dyn Team,
+    member: &Member,
+    tokens: u64,
+    budget: &[Covering],
+) -> Result<AcrossTeam, Refusal> {
+    if member.rpm.is_none() && member.tpm.is_none() && budget.is_empty() {
+        return Ok(AcrossTeam::Alone);
     }
     let ask = AdmitAsk {
         provider: format!("member:{}", member.name),
@@ -401,19 +391,11 @@ pub async fn across_team(team: &dyn Team, member: &Member, tokens: u64) -> Resul
         requests_per_minute: member.rpm,
         tokens_per_minute: member.tpm.map(|t| u32::try_from(t).unwrap_or(u32::MAX)),
         tokens,
-        budgets: Vec::new(),
+        budgets: budget.iter().map(|c| c.ask.clone()).collect(),
         line: None,
     };
     match team.admit(ask).await {
-        Admitted::Granted(held) => {
-            // The estimate is what the bucket keeps: a member's tokens are
-            // not settled with the provider's count (dropped unsettled,
-            // the hold would give them all back).
-            if let Some(mut held) = held {
-                held.settle(Used { tokens: Some(tokens), cost_usd: None });
-            }
-            Ok(())
-        }
+        Admitted::Granted(held) => Ok(AcrossTeam::Granted(held)),
         Admitted::Wait(retry_after) => {
             let (what, limit) = match (member.rpm, member.tpm) {
                 (Some(rpm), _) => ("requests (or tokens)", u64::from(rpm)),
@@ -421,12 +403,14 @@ pub async fn across_team(team: &dyn Team, member: &Member, tokens: u64) -> Resul
             };
             Err(Refusal::RateLimited { member: member.name.clone(), what, limit, retry_after })
         }
-        Admitted::Full
-        | Admitted::Queued { .. }
-        | Admitted::LineFull { .. }
-        | Admitted::OverBudget { .. }
-        | Admitted::Unseeded(_)
-        | Admitted::Unreachable => Ok(()),
+        Admitted::OverBudget { budget: at, spent_micros } => match budget.get(at) {
+            Some(c) => Err(Refusal::over_budget(&member.name, &c.blocked(spent_micros))),
+            None => Ok(AcrossTeam::Alone),
+        },
+        Admitted::Unseeded(missing) => Ok(AcrossTeam::Unseeded(missing)),
+        Admitted::Full | Admitted::Queued { .. } | Admitted::LineFull { .. } | Admitted::Unreachable => {
+            Ok(AcrossTeam::Alone)
+        }
     }
 }
 
@@ -464,7 +448,7 @@ mod tests {
     async fn a_key_names_its_member_and_the_owner_is_nobody() {
         let (key, owner) = (new_key(), SecretString::from("sy-owner-token".to_string()));
         let (_dir, store) = store_with(&[member("al", &key, None)]).await;
-        let gate = Members::new(TimeZone::UTC);
+        let gate = Members::new();
         let who = |t: &'static str| gate.identify(Some(&store), Some(t), Some(&owner), None, 1);
         assert_eq!(who("sy-owner-token").await, Ok(None));
         assert_eq!(who("sy-m-nope").await, Err(Refusal::InvalidKey));
@@ -476,7 +460,7 @@ mod tests {
     #[tokio::test]
     async fn without_members_only_member_shaped_keys_are_refused() {
         let (_dir, store) = store_with(&[]).await;
-        let gate = Members::new(TimeZone::UTC);
+        let gate = Members::new();
         assert_eq!(gate.identify(Some(&store), Some("x"), None, None, 1).await, Ok(None));
         assert_eq!(gate.identify(Some(&store), None, None, None, 1).await, Ok(None));
         assert_eq!(gate.identify(Some(&store), Some("sy-m-1"), None, None, 1).await, Err(Refusal::InvalidKey));
@@ -494,7 +478,7 @@ mod tests {
         let key = new_key();
         let mut al = member("al", &key, None);
         let (_dir, store) = store_with(&[al.clone()]).await;
-        let gate = Members::new(TimeZone::UTC);
+        let gate = Members::new();
         let who = || gate.identify(Some(&store), Some(key.expose_secret()), None, None, 1);
         assert!(who().await.is_ok());
         al.revoked_at_ms = Some(1);
@@ -508,7 +492,7 @@ mod tests {
     async fn wrong_keys_from_one_address_are_throttled() {
         let key = new_key();
         let (_dir, store) = store_with(&[member("al", &key, None)]).await;
-        let gate = Members::new(TimeZone::UTC);
+        let gate = Members::new();
         let (bad, good): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         for _ in 0..WRONG_KEYS_PER_MINUTE {
             assert_eq!(gate.identify(Some(&store), Some("sy-m-x"), None, Some(bad), 1).await, Err(Refusal::InvalidKey));
@@ -520,7 +504,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_address_is_throttled_until_its_minute_ends() {
-        let gate = Members::new(TimeZone::UTC);
+        let gate = Members::new();
         let bad: IpAddr = "10.0.0.1".parse().unwrap();
         for _ in 0..WRONG_KEYS_PER_MINUTE {
             assert_eq!(gate.throttled(bad), None);
@@ -534,24 +518,45 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn requests_a_minute_hold_until_the_minute_ends() {
-        let gate = Members::new(TimeZone::UTC);
+        let gate = Members::new();
         let al = member("al", &new_key(), Some(2));
-        assert!(gate.check(&al, "m", 1, 0).is_ok());
-        assert!(gate.check(&al, "m", 1, 0).is_ok());
-        assert!(matches!(gate.check(&al, "m", 1, 0), Err(Refusal::RateLimited { what: "requests", .. })));
+        assert!(gate.check(&al, "m", 1).is_ok());
+        assert!(gate.check(&al, "m", 1).is_ok());
+        assert!(matches!(gate.check(&al, "m", 1), Err(Refusal::RateLimited { what: "requests", .. })));
         tokio::time::advance(MINUTE).await;
-        assert!(gate.check(&al, "m", 1, 0).is_ok());
+        assert!(gate.check(&al, "m", 1).is_ok());
     }
 
     #[test]
-    fn models_and_budgets_refuse_before_any_call() {
-        let gate = Members::new(TimeZone::UTC);
+    fn a_model_outside_the_globs_is_refused() {
+        let gate = Members::new();
         let mut al = member("al", &new_key(), None);
         al.models = vec!["claude-*".into()];
-        assert!(matches!(gate.check(&al, "gpt-4.1", 1, 0), Err(Refusal::ModelNotAllowed { .. })));
-        al.budget = Some(Budget { limit_usd: 1.0, period: BudgetPeriod::Day });
-        lock(&gate.snapshot).spent_usd.insert("al".into(), 1.0);
-        let over = gate.check(&al, "claude-x", 1, 0);
-        assert!(matches!(over, Err(Refusal::OverBudget { resets_at_ms: 86_400_000, .. })), "{over:?}");
+        assert!(matches!(gate.check(&al, "gpt-4.1", 1), Err(Refusal::ModelNotAllowed { .. })));
+        assert!(gate.check(&al, "claude-x", 1).is_ok());
+    }
+
+    #[tokio::test]
+    async fn each_read_hands_the_active_members_budgets_over() {
+        let mut al = member("al", &new_key(), None);
+        al.budget = Some(Budget { limit_usd: 2.0, period: BudgetPeriod::Week });
+        let mut bo = member("bo", &new_key(), None);
+        bo.budget = Some(Budget { limit_usd: 1.0, period: BudgetPeriod::Day });
+        bo.revoked_at_ms = Some(1);
+        let (_dir, store) = store_with(&[al, bo, member("cy", &new_key(), None)]).await;
+        let gate = Members::new();
+        assert_eq!(gate.budgets(1), (0, Vec::new()));
+        gate.reload(&store).await;
+        let (reads, budgets) = gate.budgets(1);
+        assert_eq!(reads, 1);
+        let named: Vec<(String, String, f64)> =
+            budgets.iter().map(|b| (b.name.clone(), b.scope.to_string(), b.limit_usd)).collect();
+        assert_eq!(
+            named,
+            [("member:al".to_string(), "member:al".to_string(), 2.0)],
+            "revoked and unbudgeted members have none"
+        );
+        gate.reload(&store).await;
+        assert_eq!(gate.budgets(1).0, 2, "every read is a new one");
     }
 }

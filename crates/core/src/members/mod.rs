@@ -10,9 +10,11 @@
 //! # Layout
 //! - this file: the member as stored, keys, and the text forms of limits.
 //! - [`gate`]: the request path's check (who is asking, may they, now).
+//! - [`spend`]: a member's budget on the request path (the budget engine's).
 
 pub mod gate;
 pub mod ops;
+pub mod spend;
 
 use secrecy::SecretString;
 use serde::Serialize;

@@ -10,6 +10,13 @@
 //! included). A request counts in the period it started in, as the rollups
 //! count it.
 //!
+//! A team member's budget ([`BudgetScope::Member`]) is one of them too, put
+//! in force from the members table ([`Budgets::set_members`]) rather than
+//! the config. It is checked once per request, before any provider is
+//! considered, and reserves the request's estimated cost while it runs
+//! ([`Budgets::reserve`]), so requests in flight count: a burst of them
+//! cannot all pass a budget that has room for one.
+//!
 //! Everything here takes the time as Unix milliseconds and the zone as a
 //! value, so the arithmetic is tested on fixed instants in any zone.
 
@@ -33,15 +40,37 @@ pub enum BudgetScope {
     Provider(String),
     /// Requests answered by a provider's model of this name.
     Model(String),
+    /// Requests made with this team member's key, wherever they went.
+    Member(String),
 }
 
 impl BudgetScope {
-    /// Whether spend (or an attempt) at `provider` on its `model` is in scope.
+    /// Whether spend (or an attempt) at `provider` on its `model` is in
+    /// scope. A member's scope is not about providers: it is checked once
+    /// per request ([`Budgets::reserve`]), never per attempt.
     pub fn covers(&self, provider: &str, model: &str) -> bool {
         match self {
             BudgetScope::All => true,
             BudgetScope::Provider(p) => p == provider,
             BudgetScope::Model(m) => m == model,
+            BudgetScope::Member(_) => false,
+        }
+    }
+
+    /// Whether a request's spend at `provider` on its `model`, made by
+    /// `member` (`None`: the owner), is in scope.
+    pub fn counts(&self, provider: &str, model: &str, member: Option<&str>) -> bool {
+        match self {
+            BudgetScope::Member(name) => member == Some(name.as_str()),
+            _ => self.covers(provider, model),
+        }
+    }
+
+    /// The member whose budget this is.
+    pub fn member(&self) -> Option<&str> {
+        match self {
+            BudgetScope::Member(name) => Some(name),
+            _ => None,
         }
     }
 }
@@ -52,6 +81,7 @@ impl fmt::Display for BudgetScope {
             BudgetScope::All => f.write_str("all"),
             BudgetScope::Provider(p) => write!(f, "provider:{p}"),
             BudgetScope::Model(m) => write!(f, "model:{m}"),
+            BudgetScope::Member(m) => write!(f, "member:{m}"),
         }
     }
 }
@@ -235,7 +265,7 @@ impl Covering {
 #[cfg_attr(test, derive(ts_rs::TS))]
 pub struct BudgetRow {
     pub name: String,
-    /// `all`, `provider:NAME` or `model:NAME`.
+    /// `all`, `provider:NAME`, `model:NAME` or `member:NAME` (a team member's).
     pub scope: String,
     pub period: BudgetPeriod,
     pub action: BudgetAction,
@@ -266,14 +296,30 @@ impl BudgetRow {
     }
 }
 
-/// USD per provider, then per provider model, in one period.
+/// USD per provider, then per provider model, in one period; and per
+/// member, spent and reserved by requests in flight.
 #[derive(Debug, Default)]
 struct Tally {
     bounds: Bounds,
     spent: HashMap<String, HashMap<String, f64>>,
+    members: HashMap<String, f64>,
+    reserved: HashMap<String, f64>,
 }
 
 impl Tally {
+    fn fresh(bounds: Bounds) -> Tally {
+        Tally { bounds, ..Tally::default() }
+    }
+
+    fn add_member(&mut self, member: &str, cost: f64) {
+        *self.members.entry(member.to_string()).or_default() += cost;
+    }
+
+    /// What `member` has spent, and reserved for its requests in flight.
+    fn committed(&self, member: &str) -> f64 {
+        self.members.get(member).copied().unwrap_or(0.0) + self.reserved.get(member).copied().unwrap_or(0.0)
+    }
+
     fn add(&mut self, provider: &str, model: &str, cost: f64) {
         let models = match self.spent.get_mut(provider) {
             Some(models) => models,
@@ -288,6 +334,9 @@ impl Tally {
     }
 
     fn spent(&self, scope: &BudgetScope) -> f64 {
+        if let BudgetScope::Member(name) = scope {
+            return self.members.get(name).copied().unwrap_or(0.0);
+        }
         let mut sum = 0.0;
         for (provider, models) in &self.spent {
             for (model, cost) in models {
@@ -315,13 +364,27 @@ struct Ledger {
     watched: Vec<Watched>,
 }
 
+/// What a member's request in flight holds of its budget, until its cost
+/// is recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reserved {
+    member: String,
+    period: BudgetPeriod,
+    within: Bounds,
+    usd: f64,
+}
+
 impl Ledger {
+    fn member_budget(&self, member: &str) -> Option<&Budget> {
+        self.watched.iter().map(|w| &w.budget).find(|b| b.scope.member() == Some(member))
+    }
+
     /// Starts over every period `now_ms` is not in.
     fn roll(&mut self, now_ms: i64, zone: &TimeZone) {
         for period in BudgetPeriod::ALL {
             let tally = &mut self.tallies[period.index()];
             if !tally.bounds.contains(now_ms) {
-                *tally = Tally { bounds: bounds(period, now_ms, zone), spent: HashMap::new() };
+                *tally = Tally::fresh(bounds(period, now_ms, zone));
             }
         }
     }
@@ -338,6 +401,17 @@ impl Ledger {
         } else {
             0
         }
+    }
+
+    /// `b` as it was in `old` (with what it announced), or new: announcing
+    /// only the thresholds still ahead of its spend.
+    fn keep_or_add(&self, old: &[Watched], b: &Budget) -> Watched {
+        if let Some(w) = old.iter().find(|w| w.budget == *b) {
+            return Watched { budget: b.clone(), announced: w.announced };
+        }
+        let tally = self.tally(b.period);
+        let announced = (tally.bounds.start_ms, level(tally.spent(&b.scope), b.limit_usd));
+        Watched { budget: b.clone(), announced }
     }
 
     /// Counts every threshold already reached as announced.
@@ -410,26 +484,41 @@ impl Budgets {
 
     /// Puts a reloaded list in force. A budget kept as it was keeps what it
     /// announced; a new or changed one announces only what is still ahead,
-    /// not the thresholds its spend already passed.
+    /// not the thresholds its spend already passed. The members' budgets
+    /// are not the config's: they stay as they are.
     pub fn configure(&self, budgets: &[Budget], now_ms: i64) {
         let mut ledger = self.ledger(now_ms);
         self.blocking.store(any_blocks(budgets), Ordering::Release);
         let old = std::mem::take(&mut ledger.watched);
-        let mut fresh = Vec::new();
+        let (members, config): (Vec<Watched>, Vec<Watched>) =
+            old.into_iter().partition(|w| w.budget.scope.member().is_some());
         for b in budgets {
-            match old.iter().find(|w| w.budget == *b) {
-                Some(w) => ledger.watched.push(Watched { budget: b.clone(), announced: w.announced }),
-                None => {
-                    fresh.push(ledger.watched.len());
-                    ledger.watched.push(Watched { budget: b.clone(), announced: (0, 0) });
-                }
-            }
+            let w = ledger.keep_or_add(&config, b);
+            ledger.watched.push(w);
         }
-        for i in fresh {
-            let w = &ledger.watched[i];
-            let tally = ledger.tally(w.budget.period);
-            let announced = (tally.bounds.start_ms, level(tally.spent(&w.budget.scope), w.budget.limit_usd));
-            ledger.watched[i].announced = announced;
+        ledger.watched.extend(members);
+    }
+
+    /// Puts the members' budgets in force (`member:NAME`, each blocking),
+    /// as the members table has them now: one added, changed or gone
+    /// since the last call is so from now on. Spend counted for a member
+    /// stays, whether its budget is new or changed.
+    pub fn set_members(&self, budgets: &[Budget], now_ms: i64) {
+        let mut ledger = self.ledger(now_ms);
+        let unchanged = {
+            let current = ledger.watched.iter().filter(|w| w.budget.scope.member().is_some());
+            current.map(|w| &w.budget).eq(budgets.iter())
+        };
+        if unchanged {
+            return;
+        }
+        let old = std::mem::take(&mut ledger.watched);
+        let (members, config): (Vec<Watched>, Vec<Watched>) =
+            old.into_iter().partition(|w| w.budget.scope.member().is_some());
+        ledger.watched = config;
+        for b in budgets.iter().filter(|b| b.scope.member().is_some()) {
+            let w = ledger.keep_or_add(&members, b);
+            ledger.watched.push(w);
         }
     }
 
@@ -460,9 +549,33 @@ impl Budgets {
         ledger.settle();
     }
 
-    /// Counts a request's cost; returns the budgets that crossed a
-    /// threshold with it (the highest each reached, once per period).
-    pub fn record(&self, provider: &str, model: &str, cost_usd: f64, started_ms: i64, now_ms: i64) -> Vec<Crossing> {
+    /// Spend on record for one period by member: (member, USD) since its
+    /// start. Ignored if the period has ended since it was read.
+    pub fn seed_members(&self, period: BudgetPeriod, within: Bounds, spent: &[(String, f64)], now_ms: i64) {
+        let mut ledger = self.ledger(now_ms);
+        let tally = &mut ledger.tallies[period.index()];
+        if tally.bounds != within {
+            return;
+        }
+        tally.members.clear();
+        for (member, cost) in spent {
+            tally.add_member(member, *cost);
+        }
+        ledger.settle();
+    }
+
+    /// Counts a request's cost, made by `member` (`None`: the owner);
+    /// returns the budgets that crossed a threshold with it (the highest
+    /// each reached, once per period).
+    pub fn record(
+        &self,
+        provider: &str,
+        model: &str,
+        member: Option<&str>,
+        cost_usd: f64,
+        started_ms: i64,
+        now_ms: i64,
+    ) -> Vec<Crossing> {
         if !cost_usd.is_finite() || cost_usd <= 0.0 {
             return Vec::new();
         }
@@ -470,12 +583,15 @@ impl Budgets {
         for tally in &mut ledger.tallies {
             if tally.bounds.contains(started_ms) {
                 tally.add(provider, model, cost_usd);
+                if let Some(member) = member {
+                    tally.add_member(member, cost_usd);
+                }
             }
         }
         let mut crossings = Vec::new();
         for i in 0..ledger.watched.len() {
             let w = &ledger.watched[i];
-            if !w.budget.scope.covers(provider, model) {
+            if !w.budget.scope.counts(provider, model, member) {
                 continue;
             }
             let tally = ledger.tally(w.budget.period);
@@ -529,6 +645,54 @@ impl Budgets {
             });
         }
         blocked.map_or(Ok(()), Err)
+    }
+
+    /// Reserves `estimate_usd` of `member`'s budget for a request about to
+    /// go, or says why it may not: what the member has spent in the
+    /// budget's period and reserved for its requests in flight has reached
+    /// the limit. `None`: the member has no budget. The reservation is the
+    /// caller's to give back ([`Budgets::release`]) once the request's
+    /// cost is recorded.
+    pub fn reserve(&self, member: &str, estimate_usd: f64, now_ms: i64) -> Result<Option<Reserved>, Blocked> {
+        let mut ledger = self.ledger(now_ms);
+        let Some(b) = ledger.member_budget(member).cloned() else { return Ok(None) };
+        let tally = &mut ledger.tallies[b.period.index()];
+        let committed = tally.committed(member);
+        if committed >= b.limit_usd {
+            return Err(Blocked {
+                budget: b.name.clone(),
+                scope: b.scope.to_string(),
+                period: b.period,
+                spent_usd: committed,
+                limit_usd: b.limit_usd,
+                resets_at_ms: tally.bounds.end_ms,
+            });
+        }
+        let usd = if estimate_usd.is_finite() { estimate_usd.max(0.0) } else { 0.0 };
+        *tally.reserved.entry(member.to_string()).or_default() += usd;
+        Ok(Some(Reserved { member: member.to_string(), period: b.period, within: tally.bounds, usd }))
+    }
+
+    /// Gives back a reservation (its request's cost is recorded, or it
+    /// made none); nothing once its period has ended.
+    pub fn release(&self, reserved: &Reserved, now_ms: i64) {
+        let mut ledger = self.ledger(now_ms);
+        let tally = &mut ledger.tallies[reserved.period.index()];
+        if tally.bounds != reserved.within {
+            return;
+        }
+        if let Some(held) = tally.reserved.get_mut(&reserved.member) {
+            *held = (*held - reserved.usd).max(0.0);
+            if *held == 0.0 {
+                tally.reserved.remove(&reserved.member);
+            }
+        }
+    }
+
+    /// `member`'s budget as the team counts it: its counter for the
+    /// current period, reserving `estimate_usd` (none without a budget).
+    pub fn member_counter(&self, member: &str, estimate_usd: f64, now_ms: i64) -> Vec<Covering> {
+        self.counters(|scope| scope.member() == Some(member), estimate_usd, now_ms)
     }
 
     /// The budgets that cover an attempt at `provider` on its `model`, as

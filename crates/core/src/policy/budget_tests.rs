@@ -105,7 +105,7 @@ fn thresholds_are_announced_once_each_per_period_and_the_highest_reached_at_once
     let daily = budget("daily", BudgetScope::All, BudgetPeriod::Day, 10.0, BudgetAction::Warn);
     let budgets = Budgets::new(zone, std::slice::from_ref(&daily));
     let t = ms("2025-06-10T08:00:00Z");
-    let record = |cost: f64, at: i64| thresholds(&budgets.record("a", "m", cost, at, at));
+    let record = |cost: f64, at: i64| thresholds(&budgets.record("a", "m", None, cost, at, at));
     assert_eq!(record(4.0, t), []);
     assert_eq!(record(1.0, t + 1), [("daily".to_string(), 50)]);
     assert_eq!(record(1.0, t + 2), [], "50% is said once");
@@ -126,9 +126,9 @@ fn scopes_count_only_their_provider_or_model() {
     ];
     let budgets = Budgets::new(TimeZone::UTC, &list);
     let t = ms("2025-06-10T08:00:00Z");
-    budgets.record("openai", "gpt-4o-mini", 3.0, t, t);
-    budgets.record("azure", "gpt-4o", 2.0, t, t);
-    budgets.record("openai", "gpt-4o", 1.0, t, t);
+    budgets.record("openai", "gpt-4o-mini", None, 3.0, t, t);
+    budgets.record("azure", "gpt-4o", None, 2.0, t, t);
+    budgets.record("openai", "gpt-4o", None, 1.0, t, t);
     let spent: Vec<f64> = budgets.rows(t).iter().map(|r| r.spent_usd).collect();
     assert_eq!(spent, [4.0, 3.0, 6.0]);
 }
@@ -139,7 +139,7 @@ fn a_request_counts_in_the_period_it_started_in() {
     let budgets = Budgets::new(TimeZone::UTC, &[daily]);
     let midnight = ms("2025-06-11T00:00:00Z");
     // Started a second before midnight, finished after: yesterday's, as the rollups count it.
-    budgets.record("a", "m", 5.0, midnight - 1000, midnight + 1000);
+    budgets.record("a", "m", None, 5.0, midnight - 1000, midnight + 1000);
     assert_eq!(budgets.rows(midnight + 1000)[0].spent_usd, 0.0);
 }
 
@@ -152,7 +152,7 @@ fn a_block_budget_refuses_its_scope_past_the_limit_until_the_period_resets() {
     let budgets = Budgets::new(berlin(), &list);
     let t = ms("2025-06-10T08:00:00Z");
     assert_eq!(budgets.admit("a", "m", t), Ok(()));
-    budgets.record("a", "m", 1.0, t, t);
+    budgets.record("a", "m", None, 1.0, t, t);
     let blocked = budgets.admit("a", "m", t).unwrap_err();
     assert_eq!(blocked.budget, "a-daily");
     assert_eq!(blocked.resets_at_ms, ms("2025-06-10T22:00:00Z"));
@@ -170,7 +170,7 @@ fn of_several_blocking_budgets_the_one_that_resets_last_is_named() {
     ];
     let budgets = Budgets::new(TimeZone::UTC, &list);
     let t = ms("2025-06-10T08:00:00Z");
-    budgets.record("a", "m", 2.0, t, t);
+    budgets.record("a", "m", None, 2.0, t, t);
     let blocked = budgets.admit("a", "m", t).unwrap_err();
     assert_eq!((blocked.budget.as_str(), blocked.resets_at_ms), ("month", ms("2025-07-01T00:00:00Z")));
     assert_eq!(budgets.admit("a", "other", t).unwrap_err().budget, "day");
@@ -187,8 +187,8 @@ fn spend_on_record_seeds_the_periods_and_what_it_passed_is_not_announced_again()
         budgets.seed(period, within, &rows, t);
     }
     assert_eq!(budgets.rows(t)[0].spent_usd, 6.0);
-    assert_eq!(thresholds(&budgets.record("a", "m", 1.0, t, t)), [], "50% was passed before the restart");
-    assert_eq!(thresholds(&budgets.record("a", "m", 1.0, t, t)), [("d".to_string(), 80)]);
+    assert_eq!(thresholds(&budgets.record("a", "m", None, 1.0, t, t)), [], "50% was passed before the restart");
+    assert_eq!(thresholds(&budgets.record("a", "m", None, 1.0, t, t)), [("d".to_string(), 80)]);
     // A seed read for a period that has since ended is dropped.
     let stale = Bounds { start_ms: 0, end_ms: 1 };
     budgets.seed(BudgetPeriod::Day, stale, &[("a".into(), "m".into(), 99.0)], t);
@@ -200,13 +200,13 @@ fn a_reload_keeps_spend_and_what_unchanged_budgets_announced() {
     let warn = budget("d", BudgetScope::All, BudgetPeriod::Day, 10.0, BudgetAction::Warn);
     let budgets = Budgets::new(TimeZone::UTC, std::slice::from_ref(&warn));
     let t = ms("2025-06-10T08:00:00Z");
-    assert_eq!(thresholds(&budgets.record("a", "m", 6.0, t, t)), [("d".to_string(), 50)]);
+    assert_eq!(thresholds(&budgets.record("a", "m", None, 6.0, t, t)), [("d".to_string(), 50)]);
     let added = budget("new", BudgetScope::All, BudgetPeriod::Week, 4.0, BudgetAction::Block);
     budgets.configure(&[warn, added], t);
     let rows = budgets.rows(t);
     assert_eq!((rows[1].spent_usd, rows[1].blocking), (6.0, true), "spent before the budget existed counts");
-    assert_eq!(thresholds(&budgets.record("a", "m", 0.1, t, t)), [], "neither says again what it passed");
-    assert_eq!(thresholds(&budgets.record("a", "m", 2.0, t, t)), [("d".to_string(), 80)]);
+    assert_eq!(thresholds(&budgets.record("a", "m", None, 0.1, t, t)), [], "neither says again what it passed");
+    assert_eq!(thresholds(&budgets.record("a", "m", None, 2.0, t, t)), [("d".to_string(), 80)]);
 }
 
 #[test]
@@ -244,9 +244,73 @@ fn the_team_counts_each_covering_budget_in_its_own_counter_per_period() {
     assert_eq!((blocked.budget.as_str(), blocked.spent_usd), ("a-daily", 1.6));
     assert_eq!(blocked.resets_at_ms, ms("2025-06-10T22:00:00Z"));
     // Seeding reads the ledger's own count for the period.
-    budgets.record("a", "m", 0.75, t, t);
+    budgets.record("a", "m", None, 0.75, t, t);
     assert_eq!(budgets.spent(&BudgetScope::All, BudgetPeriod::Week, covering[1].bounds, t), 0.75);
     let all = budgets.every_counter(t);
     assert_eq!(all.len(), 3);
     assert!(all.iter().all(|c| c.ask.limit_micros.is_none() && c.ask.estimate_micros == 0));
+}
+
+fn member_budget(name: &str, period: BudgetPeriod, limit: f64) -> Budget {
+    budget(&format!("member:{name}"), BudgetScope::Member(name.into()), period, limit, BudgetAction::Block)
+}
+
+#[test]
+fn a_members_requests_in_flight_hold_its_budget_until_their_cost_is_recorded() {
+    let budgets = Budgets::new(TimeZone::UTC, &[]);
+    let t = ms("2025-06-10T08:00:00Z");
+    assert_eq!(budgets.reserve("al", 5.0, t), Ok(None), "no budget, nothing held");
+    budgets.set_members(&[member_budget("al", BudgetPeriod::Day, 1.0)], t);
+    let first = budgets.reserve("al", 0.6, t).unwrap().unwrap();
+    let second = budgets.reserve("al", 0.6, t).unwrap().unwrap();
+    let third = budgets.reserve("al", 0.6, t).unwrap_err();
+    assert_eq!((third.scope.as_str(), third.spent_usd), ("member:al", 1.2), "two in flight fill it");
+    assert_eq!(third.resets_at_ms, ms("2025-06-11T00:00:00Z"));
+    assert!(budgets.reserve("bo", 0.6, t).unwrap().is_none(), "another member is not held back");
+    // The first costs less than estimated: recorded, then given back.
+    budgets.record("p", "m", Some("al"), 0.1, t, t);
+    budgets.release(&first, t);
+    budgets.release(&second, t);
+    let fourth = budgets.reserve("al", 0.6, t).unwrap().unwrap();
+    budgets.record("p", "m", Some("al"), 0.95, t, t);
+    budgets.release(&fourth, t);
+    assert!(budgets.reserve("al", 0.0, t).is_err(), "spent 1.05 of 1");
+    assert!(budgets.reserve("al", 0.0, ms("2025-06-11T00:00:00Z")).is_ok(), "a new day");
+}
+
+#[test]
+fn a_members_budget_counts_only_its_requests_and_survives_a_reload_of_the_config() {
+    let all = budget("all", BudgetScope::All, BudgetPeriod::Month, 100.0, BudgetAction::Warn);
+    let budgets = Budgets::new(TimeZone::UTC, std::slice::from_ref(&all));
+    let t = ms("2025-06-10T08:00:00Z");
+    budgets.set_members(&[member_budget("al", BudgetPeriod::Week, 2.0)], t);
+    budgets.record("p", "m", Some("al"), 1.5, t, t);
+    budgets.record("p", "m", Some("bo"), 3.0, t, t);
+    budgets.record("p", "m", None, 4.0, t, t);
+    budgets.configure(std::slice::from_ref(&all), t);
+    let rows = budgets.rows(t);
+    let spent: Vec<(&str, f64)> = rows.iter().map(|r| (r.scope.as_str(), r.spent_usd)).collect();
+    assert_eq!(spent, [("all", 8.5), ("member:al", 1.5)]);
+    assert_eq!(budgets.admit("p", "m", t), Ok(()), "a member's budget never blocks an attempt");
+    let counters = budgets.member_counter("al", 0.25, t);
+    assert_eq!(counters.len(), 1);
+    assert_eq!(counters[0].ask.limit_micros, Some(2_000_000));
+    assert_eq!(counters[0].ask.estimate_micros, 250_000);
+    assert!(budgets.member_counter("bo", 0.25, t).is_empty());
+    assert_eq!(budgets.covering("p", "m", 0.25, t).len(), 1, "attempts reserve only the config's");
+    assert_eq!(budgets.every_counter(t).len(), 2, "the team keeps every counter seeded");
+    budgets.set_members(&[], t);
+    assert_eq!(budgets.rows(t).len(), 1, "a member's budget taken away is gone");
+}
+
+#[test]
+fn a_members_spend_on_record_is_seeded_and_still_blocks() {
+    let budgets = Budgets::new(TimeZone::UTC, &[]);
+    let t = ms("2025-06-10T08:00:00Z");
+    for (period, within) in budgets.periods(t) {
+        budgets.seed_members(period, within, &[("al".to_string(), 2.0)], t);
+    }
+    budgets.set_members(&[member_budget("al", BudgetPeriod::Month, 2.0)], t);
+    let blocked = budgets.reserve("al", 0.0, t).unwrap_err();
+    assert_eq!((blocked.budget.as_str(), blocked.spent_usd), ("member:al", 2.0));
 }

@@ -91,6 +91,9 @@ pub struct Journal {
     delivered: Option<usize>,
     /// What the inspector will show, when the request is captured.
     capture: Option<Box<super::capture::Capture>>,
+    /// What a member's request holds of its budget, settled once its cost
+    /// is counted.
+    member_hold: Option<crate::members::spend::MemberHold>,
 }
 
 /// A request record before anything is known about its outcome.
@@ -150,6 +153,7 @@ impl Journal {
             attempt_started: Vec::new(),
             delivered: None,
             capture: None,
+            member_hold: None,
         }
     }
 
@@ -163,6 +167,7 @@ impl Journal {
             started: self.started,
             record: None,
             capture: None,
+            member_hold: None,
         };
         std::mem::replace(self, empty)
     }
@@ -172,6 +177,12 @@ impl Journal {
         if let Some(record) = self.record.as_deref_mut() {
             record.member = Some(name.to_string());
         }
+    }
+
+    /// Keeps what the member's request holds of its budget until the
+    /// request's cost is counted.
+    pub fn member_hold(&mut self, hold: crate::members::spend::MemberHold) {
+        self.member_hold = Some(hold);
     }
 
     /// Names the conversation the request is part of, if it has one.
@@ -419,6 +430,10 @@ impl Journal {
         record.duration_ms = ms(self.started.elapsed());
         if let Some(telemetry) = self.telemetry.take() {
             telemetry.request_finished(&record);
+        }
+        // Counted in the ledger just now: the reservation goes only after.
+        if let Some(mut hold) = self.member_hold.take() {
+            hold.settle(record.cost_usd);
         }
         let sink = self.sink.take()?;
         let capture = self.capture.take().and_then(|c| c.seal(&record.id, record.started_at_ms));

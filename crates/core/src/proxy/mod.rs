@@ -106,6 +106,7 @@ async fn identify(
     inbound: &Inbound,
 ) -> Result<Option<crate::members::Member>, crate::members::gate::Refusal> {
     let token = crate::http::guard::client_token(&inbound.headers, inbound.uri.query());
+    gateway.refresh_members().await;
     let members = gateway.members();
     members.identify(gateway.store(), token.as_deref(), gateway.access_token(), inbound.peer, now_ms()).await
 }
@@ -152,10 +153,10 @@ async fn serve(
     // A rough size for the token buckets and for prices; providers count the real thing.
     let tokens = (bytes.len() / 4) as u64;
     if let Some(m) = member {
-        gateway.members().check(m, &head.model, tokens, now_ms()).map_err(|r| r.in_protocol(protocol))?;
-        if let Some(team) = gateway.team() {
-            crate::members::gate::across_team(team.as_ref(), m, tokens).await.map_err(|r| r.in_protocol(protocol))?;
-        }
+        gateway.members().check(m, &head.model, tokens).map_err(|r| r.in_protocol(protocol))?;
+        let estimate = estimate_usd(gateway, &live, inbound, &head, tokens);
+        let hold = crate::members::spend::admit(gateway, m, tokens, estimate).await;
+        journal.member_hold(hold.map_err(|r| r.in_protocol(protocol))?);
     }
     if let Some(response) = count_locally(&live, inbound, &bytes, &head) {
         let response = response.map_err(|e| ApiError::new(protocol, ErrorCode::InvalidRequest, e.to_string()))?;
@@ -257,6 +258,18 @@ fn stick_first(
     let at = candidates.iter().position(|c| c.provider.name() == provider).filter(|&i| i > 0)?;
     candidates[..=at].rotate_right(1);
     Some(provider)
+}
+
+/// What a request may cost, for its member's budget to reserve: its prompt
+/// and its output limit at the dearest of its candidates' prices, as an
+/// attempt reserves at its own provider's (0 when unpriced or unrouted).
+fn estimate_usd(gateway: &Gateway, live: &Live, inbound: &Inbound, head: &RequestHead, tokens: u64) -> f64 {
+    let Some(prices) = gateway.sink().map(|s| &s.prices) else { return 0.0 };
+    let Ok(plan) = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model) else {
+        return 0.0;
+    };
+    let usage = Usage { input_tokens: Some(tokens), output_tokens: head.max_output, cached_tokens: None };
+    plan.candidates.iter().filter_map(|c| prices.cost(c.provider.name(), c.upstream_model, &usage)).fold(0.0, f64::max)
 }
 
 /// Output tokens a request that sets no limit is priced for, by `cheapest`.

@@ -39,6 +39,10 @@ pub struct RequestBrief {
     pub cache: Option<crate::cache::CacheStatus>,
     /// `provider:status-or-outcome` per attempt, in order.
     pub attempts: Vec<String>,
+    /// The member whose key made the request; null for the owner (or a
+    /// gateway without members). Absent from an older instance's events.
+    #[serde(default)]
+    pub member: Option<String>,
 }
 
 /// Passive health: what real traffic says about a provider.

@@ -80,7 +80,7 @@ impl Telemetry {
     /// the thresholds it crossed.
     fn spend(&self, r: &RequestRecord) {
         let (Some(provider), Some(model), Some(cost)) = (&r.provider, &r.provider_model, r.cost_usd) else { return };
-        for crossing in self.budgets.record(provider, model, cost, r.started_at_ms, now_ms()) {
+        for crossing in self.budgets.record(provider, model, r.member.as_deref(), cost, r.started_at_ms, now_ms()) {
             if let Some(alert) = self.alerts.on_crossing(&crossing, tokio::time::Instant::now()) {
                 self.events.publish(alert);
             }
@@ -199,6 +199,7 @@ fn brief(r: &RequestRecord) -> RequestBrief {
         output_tokens: r.usage.output_tokens,
         cost_usd: r.cost_usd,
         cache: r.cache,
+        member: r.member.clone(),
         attempts: r
             .attempts
             .iter()

@@ -559,4 +559,4 @@ super::rows::sql_common!(Postgres, PgRow, "JOIN requests r ON r.id = f.id AND r.
 pub(crate) mod tests;
 
 super::members::member_sql!(sqlx::Postgres);
-super::sessions::session_sql!(sqlx::Postgres, "");
+super::sessions::session_sql!(sqlx::Postgres, "", "STRING_AGG(DISTINCT r.member, ',')");

@@ -561,6 +561,8 @@ async fn sessions_answer_as_sqlite_does() {
             if !ok {
                 r.outcome = RequestOutcome::Error;
             }
+            // cc is al's and bo's, cx al's, gm the owner's.
+            r.member = [Some("al"), Some("bo"), Some("al"), Some("al"), None][i].map(str::to_string);
             Record::Request(Box::new(r))
         })
         .collect();
@@ -585,6 +587,12 @@ async fn sessions_answer_as_sqlite_does() {
     assert_eq!((cc.cost_usd, cc.fallbacks, cc.errors), (Some(1.0), 1, 1));
     assert_eq!(cc.cache_hit_rate, Some(1900.0 / 3500.0));
     assert_eq!((cc.first_at, cc.last_at), (now - 10_000, now - 7_000));
+    let members: Vec<&[String]> = all.sessions.iter().map(|s| s.members.as_slice()).collect();
+    assert_eq!(members, [&[][..], &["al".to_string(), "bo".to_string()][..], &["al".to_string()][..]]);
+    let bo = list(SessionFilter { member: Some("bo".into()), ..Default::default() }).await;
+    let bo: Vec<(&str, i64, &[String])> =
+        bo.sessions.iter().map(|s| (s.id.as_str(), s.requests, s.members.as_slice())).collect();
+    assert_eq!(bo, [("cc", 1, &["bo".to_string()][..])], "only bo's requests, and bo named");
 
     let only = |f: SessionFilter| async { list(f).await.sessions.into_iter().map(|s| s.id).collect::<Vec<_>>() };
     assert_eq!(only(SessionFilter { client: Some("codex".into()), ..Default::default() }).await, ["cx"]);

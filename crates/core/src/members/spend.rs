@@ -1,0 +1,91 @@
+//! A member's budget on the request path: the budget engine's scope
+//! `member:NAME` ([`crate::policy::budget`]), checked once per request
+//! before any provider is considered, reserving the request's estimated
+//! cost until its real cost is recorded.
+//!
+//! In a team within reach the reservation is the team's (its Redis spend
+//! counter, in the same atomic step as the member's requests and tokens a
+//! minute), so a budget spent on one instance refuses on every other at
+//! once. Alone, or with Redis out of reach, this instance's ledger decides.
+
+use std::sync::Arc;
+
+use super::gate::{across_team, AcrossTeam, Refusal};
+use super::Member;
+use crate::gateway::Gateway;
+use crate::history::record::now_ms;
+use crate::policy::budget::Reserved;
+use crate::team::{Held, Used};
+use crate::telemetry::Telemetry;
+
+/// What a member's request holds of its budget while it runs. Settled
+/// ([`MemberHold::settle`]) once its cost is recorded, and given back when
+/// dropped: the ledger's reservation at once, the team's in one round trip
+/// (the estimate less the real cost; all of it when nothing was settled).
+#[derive(Debug)]
+pub struct MemberHold {
+    telemetry: Arc<Telemetry>,
+    local: Option<Reserved>,
+    team: Option<Box<dyn Held>>,
+    /// The request's estimated tokens, which the member's token bucket keeps.
+    tokens: u64,
+    settled: bool,
+}
+
+impl MemberHold {
+    /// The request's cost is on record (`None`: it cost nothing known): the
+    /// team's counter keeps it in place of the estimate.
+    pub fn settle(&mut self, cost_usd: Option<f64>) {
+        self.settled = true;
+        if let Some(held) = &mut self.team {
+            held.settle(Used { tokens: Some(self.tokens), cost_usd: Some(cost_usd.unwrap_or(0.0)) });
+        }
+    }
+}
+
+impl Drop for MemberHold {
+    fn drop(&mut self) {
+        if let Some(reserved) = self.local.take() {
+            self.telemetry.budgets.release(&reserved, now_ms());
+        }
+        if let Some(held) = self.team.as_mut().filter(|_| !self.settled) {
+            // Unsettled (the request never got as far as a cost): the
+            // member's tokens are still the estimate's, its spend nothing.
+            held.settle(Used { tokens: Some(self.tokens), cost_usd: Some(0.0) });
+        }
+    }
+}
+
+/// Whether `member` may make a request of about `tokens` tokens costing
+/// about `estimate_usd` now: its budget (with what its requests in flight
+/// reserve) and, in a team, its requests and tokens a minute across the
+/// team. The hold goes with the request's record.
+pub async fn admit(gateway: &Gateway, member: &Member, tokens: u64, estimate_usd: f64) -> Result<MemberHold, Refusal> {
+    let mut hold =
+        MemberHold { telemetry: gateway.telemetry().clone(), local: None, team: None, tokens, settled: false };
+    if let Some(team) = gateway.team() {
+        let counter = match team.connected() {
+            true => gateway.budgets().member_counter(&member.name, estimate_usd, now_ms()),
+            false => Vec::new(),
+        };
+        let mut answer = across_team(team.as_ref(), member, tokens, &counter).await?;
+        if let AcrossTeam::Unseeded(missing) = &answer {
+            gateway.seed_team_spend(&counter, missing).await;
+            answer = across_team(team.as_ref(), member, tokens, &counter).await?;
+        }
+        if let AcrossTeam::Granted(held) = answer {
+            hold.team = held;
+            if !counter.is_empty() {
+                return Ok(hold);
+            }
+        }
+    }
+    // No team, Redis out of reach, or a counter that could not be seeded.
+    match gateway.budgets().reserve(&member.name, estimate_usd, now_ms()) {
+        Ok(reserved) => {
+            hold.local = reserved;
+            Ok(hold)
+        }
+        Err(blocked) => Err(Refusal::over_budget(&member.name, &blocked)),
+    }
+}
