@@ -73,19 +73,27 @@ const FRAME_V6: u8 = 6;
 const FRAME_V7: u8 = 7;
 /// Version 8 added [`RequestRecord::session`], last.
 const FRAME_V8: u8 = 8;
+/// Version 9 added [`RequestRecord::turn`], last, and after the record its
+/// cache writes ([`CacheWrites`]): a [`Usage`](crate::protocol::Usage) is
+/// written in the compact form as the three counts it always had, so the
+/// `usage` inside a record of every version reads alike, and what usage
+/// gained since travels behind the record. An older payload reads with no
+/// turn and no cache writes.
+const FRAME_V9: u8 = 9;
 /// postcard's encoding of an empty sequence.
 const EMPTY_SEQ: u8 = 0;
 /// postcard's encoding of `None`.
 const NONE: u8 = 0;
 /// What each older version's payload lacks, in postcard: the fields added
 /// since, each empty.
-const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V6: &[u8] = &[NONE, NONE];
-const UPGRADE_V7: &[u8] = &[NONE];
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V6: &[u8] = &[NONE, NONE, NONE];
+const UPGRADE_V7: &[u8] = &[NONE, NONE];
+const UPGRADE_V8: &[u8] = &[NONE];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -432,9 +440,9 @@ fn remove_if_there(path: &Path) -> std::io::Result<()> {
 fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
     let start = frames.len();
     // The format byte, then room for the length and checksum, filled in below.
-    frames.push(FRAME_V8);
+    frames.push(FRAME_V9);
     frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
-    if let Err(e) = postcard::to_extend(record, Tail(frames)) {
+    if let Err(e) = postcard::to_extend(&(record, CacheWrites::of(record)), Tail(frames)) {
         warn!("history spool: cannot encode a record: {e}");
         frames.truncate(start);
         return false;
@@ -448,6 +456,31 @@ fn push_frame(frames: &mut Vec<u8>, record: &RequestRecord) -> bool {
     frames[start + 1..start + 5].copy_from_slice(&len.to_le_bytes());
     frames[start + 5..start + 9].copy_from_slice(&crc.to_le_bytes());
     true
+}
+
+/// What a version 9 frame carries after its record: the cache writes of the
+/// request and of each of its attempts, in order. (The compact form of a
+/// [`Usage`](crate::protocol::Usage) leaves them out.)
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct CacheWrites {
+    request: Option<u64>,
+    attempts: Vec<Option<u64>>,
+}
+
+impl CacheWrites {
+    fn of(record: &RequestRecord) -> CacheWrites {
+        CacheWrites {
+            request: record.usage.cache_write_tokens,
+            attempts: record.attempts.iter().map(|a| a.usage.cache_write_tokens).collect(),
+        }
+    }
+
+    fn apply(self, record: &mut RequestRecord) {
+        record.usage.cache_write_tokens = self.request;
+        for (a, written) in record.attempts.iter_mut().zip(self.attempts) {
+            a.usage.cache_write_tokens = written;
+        }
+    }
 }
 
 /// Lets postcard add to the end of a buffer it does not own, so a record
@@ -515,7 +548,8 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
         FRAME_V5 => UPGRADE_V5,
         FRAME_V6 => UPGRADE_V6,
         FRAME_V7 => UPGRADE_V7,
-        FRAME_V8 => &[],
+        FRAME_V8 => UPGRADE_V8,
+        FRAME_V9 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -524,8 +558,11 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<RequestRecord>, &[u8])> {
     if crc32fast::hash(payload) != crc {
         return None;
     }
-    let record = if upgrade.is_empty() {
-        postcard::from_bytes(payload).ok()
+    let record = if header[0] == FRAME_V9 {
+        postcard::from_bytes::<(RequestRecord, CacheWrites)>(payload).ok().map(|(mut record, writes)| {
+            writes.apply(&mut record);
+            record
+        })
     } else {
         let mut upgraded = payload.to_vec();
         upgraded.extend_from_slice(upgrade);
@@ -596,7 +633,12 @@ mod tests {
 
     fn record(id: &str) -> RequestRecord {
         RequestRecord {
-            usage: Usage { input_tokens: Some(3), output_tokens: Some(4), cached_tokens: None },
+            usage: Usage {
+                input_tokens: Some(3),
+                output_tokens: Some(4),
+                cached_tokens: None,
+                cache_write_tokens: None,
+            },
             cost_usd: Some(0.5),
             error: Some("line\nbreak \"quoted\"".into()),
             ..sample_request(id)
@@ -628,7 +670,12 @@ mod tests {
             retry_after_ms: None,
             breaker_state: Some("closed".into()),
             error: None,
-            usage: Usage { input_tokens: Some(5), output_tokens: Some(6), cached_tokens: None },
+            usage: Usage {
+                input_tokens: Some(5),
+                output_tokens: Some(6),
+                cached_tokens: None,
+                cache_write_tokens: Some(2),
+            },
         };
         let request = RequestRecord {
             id: "i".into(),
@@ -646,7 +693,12 @@ mod tests {
             fallback: true,
             duration_ms: 7.0,
             ttft_ms: None,
-            usage: Usage { input_tokens: Some(5), output_tokens: Some(6), cached_tokens: Some(1) },
+            usage: Usage {
+                input_tokens: Some(5),
+                output_tokens: Some(6),
+                cached_tokens: Some(1),
+                cache_write_tokens: Some(3),
+            },
             cost_usd: Some(0.25),
             error_code: None,
             error: None,
@@ -672,14 +724,29 @@ mod tests {
             }],
             member: Some("al".into()),
             session: Some("s".into()),
+            turn: Some(true),
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}{PINNED_V9_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
+        // What a version 9 frame carries behind the record: the request's
+        // cache writes (`01 03`), one attempt's (`01`, `01 02`).
+        let writes: String =
+            postcard::to_allocvec(&CacheWrites::of(&request)).unwrap().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(writes, PINNED_V9_WRITES);
+        let mut frames = Vec::new();
+        assert!(push_frame(&mut frames, &request));
+        let (read, rest) = read_frame(&frames).unwrap();
+        let read = read.expect("a version 9 frame decodes");
+        assert!(rest.is_empty());
+        assert_eq!(
+            (read.usage, read.attempts[0].usage, read.turn),
+            (request.usage, request.attempts[0].usage, Some(true))
+        );
     }
 
     /// A frame of `version` whose payload is the hex `payload`.
@@ -770,6 +837,25 @@ mod tests {
 
     /// What version 8 appended: `session` (`01`, one byte, `s`).
     const PINNED_V8_TAIL: &str = "010173";
+
+    /// What version 9 appended to the record: `turn` (`01`, true `01`).
+    const PINNED_V9_TAIL: &str = "0101";
+    /// And put behind it: [`CacheWrites`].
+    const PINNED_V9_WRITES: &str = "0103010102";
+
+    /// A frame version 8 wrote reads with no turn, and no cache writes.
+    #[test]
+    fn a_version_8_frame_reads_with_no_turn_and_no_cache_writes() {
+        let payload = format!(
+            "{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}"
+        );
+        let frame = old_frame(FRAME_V8, &payload);
+        let (record, rest) = read_frame(&frame).unwrap();
+        let record = record.expect("a version 8 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.session.as_deref(), record.turn), (Some("s"), None));
+        assert_eq!((record.usage.cached_tokens, record.usage.cache_write_tokens), (Some(1), None));
+    }
 
     #[test]
     fn a_version_7_frame_reads_with_no_session() {
