@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RequestSummary } from './api';
-import { cacheCurve, clientText, costCurve, polyline } from './sessions';
+import { cacheCurve, cacheText, clientText, costCurve, polyline, turnText } from './sessions';
 
 const row = (at: number, cost: number | null, input: number, cached: number): RequestSummary =>
   ({ started_at: at, cost_usd: cost, usage: { input_tokens: input, output_tokens: 1, cached_tokens: cached } }) as RequestSummary;
@@ -25,5 +25,19 @@ describe('a session’s curves', () => {
   it('names the client with its version', () => {
     expect(clientText({ client: 'codex', client_version: '0.171.0' })).toBe('codex 0.171.0');
     expect(clientText({ client: null, client_version: null })).toBe('—');
+  });
+});
+
+describe('a session’s requests', () => {
+  it('tells the user’s turns from tool follow-ups', () => {
+    expect(turnText({ turn: true })).toBe('turn');
+    expect(turnText({ turn: false })).toBe('tool results');
+    expect(turnText({ turn: null })).toBe('—');
+  });
+
+  it('shows cache reads and writes', () => {
+    const usage = { input_tokens: 5000, output_tokens: 1, cached_tokens: 1200, cache_write_tokens: 3400 };
+    expect(cacheText({ usage })).toBe('1,200 / 3,400');
+    expect(cacheText({ usage: { ...usage, cache_write_tokens: null } })).toBe('1,200 / —');
   });
 });
