@@ -385,3 +385,31 @@ async fn a_session_s_cache_writes_are_recorded_and_priced_at_the_write_rate() {
     let timeline = d["timeline"].as_array().unwrap();
     assert!(timeline.iter().all(|r| r["turn"] == true && r["usage"]["cache_write_tokens"].is_u64()), "{d}");
 }
+
+/// An Anthropic answer translated for a Chat client: the client's usage is
+/// shaped as Chat shapes it, and the record keeps the cache writes the
+/// provider reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_translated_answer_keeps_its_cache_writes_on_record() {
+    let p = Cached::start("anth", None).await;
+    let gw = TestGateway::start(&provider(&p, ""), keys(&[("anth", "one", "sk-ant-one-1111")])).await;
+    let body = json!({"model": "claude", "max_tokens": 64, "messages": [
+        {"role": "system", "content": "You are a careful coding agent. ".repeat(100)},
+        {"role": "user", "content": "What should change next?"}]});
+    let r = http()
+        .post(gw.url("/v1/chat/completions"))
+        .header("x-switchyard-session-id", "chat")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    let (_, written, _, _) = p.stats();
+    assert!(written > 0);
+    assert_eq!(answer["usage"]["prompt_tokens"], written, "the client's input counts the writes: {answer}");
+    gw.recorded(1).await;
+    let d = gw.admin("/admin/sessions/chat").await;
+    assert_eq!(d["cache_write_tokens"].as_u64(), Some(written), "{d}");
+    assert_eq!(d["timeline"][0]["endpoint"], "/v1/chat/completions", "{d}");
+}

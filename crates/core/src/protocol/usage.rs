@@ -30,7 +30,8 @@ pub struct Usage {
     /// Input tokens read from the provider's prompt cache.
     pub cached_tokens: Option<u64>,
     /// Input tokens written to the provider's prompt cache (Anthropic's
-    /// `cache_creation_input_tokens`); OpenAI and Gemini report none.
+    /// `cache_creation_input_tokens`, OpenRouter's `cache_write_tokens`);
+    /// OpenAI and Gemini report none.
     pub cache_write_tokens: Option<u64>,
 }
 
@@ -152,11 +153,15 @@ struct Raw {
     cached_content_token_count: Count,
 }
 
-/// `*_tokens_details`: only its cached count is read. Like [`Count`],
-/// anything but an object reads as "did not say".
+/// `*_tokens_details`: its cached count, and its cache writes
+/// (`cache_write_tokens`: OpenRouter reports them for models that bill
+/// writes, and the gateway writes them into a whole answer it translated
+/// from Anthropic's, which is read in the client's format). Like
+/// [`Count`], anything but an object reads as "did not say".
 #[derive(Debug, Default, Clone, Copy)]
 struct Details {
     cached_tokens: Count,
+    cache_write_tokens: Count,
 }
 
 /// A token count: a non-negative integer, or nothing. Anything else a
@@ -224,6 +229,7 @@ impl<'de> Deserialize<'de> for Details {
         #[serde(field_identifier, rename_all = "snake_case")]
         enum Field {
             CachedTokens,
+            CacheWriteTokens,
             #[serde(other)]
             Other,
         }
@@ -241,6 +247,7 @@ impl<'de> Deserialize<'de> for Details {
                 while let Some(field) = map.next_key::<Field>()? {
                     match field {
                         Field::CachedTokens => details.cached_tokens = map.next_value()?,
+                        Field::CacheWriteTokens => details.cache_write_tokens = map.next_value()?,
                         Field::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -262,7 +269,7 @@ impl Raw {
             input_tokens: input,
             output_tokens: self.completion_tokens.0.or(input.map(|_| 0)),
             cached_tokens: self.prompt_tokens_details.cached_tokens.0,
-            cache_write_tokens: None,
+            cache_write_tokens: self.prompt_tokens_details.cache_write_tokens.0,
         }
     }
 
@@ -272,7 +279,7 @@ impl Raw {
             input_tokens: self.input_tokens.0,
             output_tokens: self.output_tokens.0,
             cached_tokens: self.input_tokens_details.cached_tokens.0,
-            cache_write_tokens: None,
+            cache_write_tokens: self.input_tokens_details.cache_write_tokens.0,
         }
     }
 
@@ -662,6 +669,12 @@ mod tests {
         let chat =
             br#"{"usage":{"prompt_tokens":12,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#;
         assert_eq!(from_body(Endpoint::ChatCompletions, chat).cache_write_tokens, None, "OpenAI reports no writes");
+        // As OpenRouter reports them, and as a whole answer translated from
+        // Anthropic's carries them.
+        let chat = br#"{"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1000,"cache_write_tokens":150}}}"#;
+        assert_eq!(from_body(Endpoint::ChatCompletions, chat).cache_write_tokens, Some(150));
+        let resp = br#"{"usage":{"input_tokens":1200,"output_tokens":5,"input_tokens_details":{"cached_tokens":1000,"cache_write_tokens":150}}}"#;
+        assert_eq!(from_body(Endpoint::Responses, resp).cache_write_tokens, Some(150));
     }
 
     /// JSON names cache writes; the compact form keeps the three counts it
