@@ -32,7 +32,8 @@ input_tokens: number | null, output_tokens: number | null,
 cached_tokens: number | null, 
 /**
  * Input tokens written to the provider's prompt cache (Anthropic's
- * `cache_creation_input_tokens`); OpenAI and Gemini report none.
+ * `cache_creation_input_tokens`, OpenRouter's `cache_write_tokens`);
+ * OpenAI and Gemini report none.
  */
 cache_write_tokens: number | null, };
 
