@@ -9,7 +9,8 @@
 //! finds the same top-level `usage` member a real JSON parser does (the
 //! first one, spelled without escapes), so the counts equal those read from
 //! `{"usage": <that member>}` alone; Anthropic's input count (which adds
-//! cache reads) is never below its cached count; the body tap passes every
+//! cache reads and writes) is never below its cached count nor its cache
+//! writes, which Gemini never reports; the body tap passes every
 //! byte on and reads the same usage; the stored copy is the body's first
 //! bytes. For a stream: usage and the bytes passed on are the same however
 //! the stream is cut; unstripped, they are the stream itself; stripped, no
@@ -92,6 +93,12 @@ fn check_body(endpoint: Endpoint, body: &[u8], cut: usize, limit: usize) {
     }
     if let (Endpoint::Messages, Some(input), Some(cached)) = (endpoint, usage.input_tokens, usage.cached_tokens) {
         assert!(input >= cached, "input counts include cache reads");
+    }
+    if let (Endpoint::Messages, Some(input), Some(written)) = (endpoint, usage.input_tokens, usage.cache_write_tokens) {
+        assert!(input >= written, "input counts include cache writes");
+    }
+    if matches!(endpoint, Endpoint::GeminiGenerate | Endpoint::GeminiStream) {
+        assert_eq!(usage.cache_write_tokens, None, "Gemini reports no cache writes");
     }
     let mut tap = Tap::new(endpoint, false, false, Some(limit));
     for piece in [&body[..cut], &body[cut..]] {

@@ -108,6 +108,7 @@ fn request_at(i: u64, at: i64) -> RequestRecord {
             input_tokens: Some(100 + i % 900),
             output_tokens: Some(20 + i % 300),
             cached_tokens: Some(i % 50),
+            cache_write_tokens: None,
         },
         cost_usd: (i % 8 != 7).then_some(1e-6 * (1 + i % 1000) as f64),
         error_code: None,
@@ -124,6 +125,7 @@ fn request_at(i: u64, at: i64) -> RequestRecord {
         member: None,
         // A session is forty requests in a row, as an agent's turn makes them.
         session: Some(format!("s-{}", i / SESSION_REQUESTS)),
+        turn: None,
     }
 }
 

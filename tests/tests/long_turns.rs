@@ -3,7 +3,9 @@
 //! client always gets a terminal event.
 //!
 //! The provider pauses between chunks far longer than the keep-alive
-//! interval (both shortened: the interval to 150 ms, the pauses to 700 ms).
+//! interval (both shortened: the interval to 150 ms, the pauses to 700 ms);
+//! the official Python SDKs, whose read timeout is shortened below the
+//! pause, hold through it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -205,4 +207,88 @@ async fn claude_code_and_codex_finish_a_tool_turn_with_a_provider_that_thinks_be
             assert_eq!(r["attempt_count"], 1, "{client:?}: no thinking answer was cut off: {r}");
         }
     }
+}
+
+/// A Python with the official SDKs (as `real_clients` finds it).
+fn python() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SWITCHYARD_TEST_PYTHON") {
+        return p.into();
+    }
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(venv.exists(), "no Python with the SDKs: see tests/tests/real_clients.rs");
+    venv
+}
+
+/// A TCP relay in front of `to` that keeps every byte the client was sent:
+/// what was on the wire, chunked framing and SSE comments included.
+async fn relay(to: std::net::SocketAddr) -> (std::net::SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = tokio::net::TcpStream::connect(to).await.unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut up_read, mut up_write) = upstream.into_split();
+            tokio::spawn(async move { tokio::io::copy(&mut client_read, &mut up_write).await });
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0; 16 * 1024];
+                while let Ok(n) = up_read.read(&mut buf).await {
+                    if n == 0 || client_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    kept.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// The official OpenAI and Anthropic Python SDKs stream from providers that
+/// send their preamble and then think for 700 ms, while the SDKs give up on
+/// a read after 400 ms of silence (the SDKs' own read timeout, shortened as
+/// the pause is): keep-alives every 150 ms carry them through, answers
+/// intact, and the comments are on the wire they read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdks_hold_through_a_long_think() {
+    let think = || Script::always(Fault::Thinking(Duration::from_millis(700)));
+    let an = SimProvider::start("an", think()).await.unwrap();
+    let oa = SimProvider::start("oa", think()).await.unwrap();
+    let config = ConfigText::new()
+        .raw("[policy]\nstream_keepalive = \"150ms\"\nattempt_timeout = \"300ms\"")
+        .provider(&an, "anthropic", &["claude"])
+        .provider(&oa, "openai", &["gpt"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["an", "oa"])).await;
+    let (addr, wire) = relay(gw.addr).await;
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/long_think.py");
+    let started = Instant::now();
+    let out = tokio::process::Command::new(python())
+        .arg(&script)
+        .env("SWITCHYARD_URL", format!("http://{addr}"))
+        .env("READ_TIMEOUT", "0.4")
+        .env("NO_PROXY", "127.0.0.1")
+        .output()
+        .await
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let said: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    println!("{said:#} in {:?}", started.elapsed());
+    for (stream, from, end) in
+        [("chat", "oa", "stop"), ("responses", "oa", "response.completed"), ("messages", "an", "end_turn")]
+    {
+        let s = &said[stream];
+        assert_eq!(s["end"], end, "{stream}: the stream ended whole: {s}");
+        let text = s["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with(&format!("Hello from {from}.")), "{stream}: the provider's answer: {s}");
+    }
+    let wire = String::from_utf8_lossy(&wire.lock().unwrap()).into_owned();
+    let comments = wire.matches(KEEPALIVE).count();
+    // Three streams, each silent for 700 ms after its preamble.
+    assert!(comments >= 6, "keep-alives on the wire: {comments}\n{wire}");
+    assert_eq!((an.calls(), oa.calls()), (1, 2), "one call per stream: no SDK retried, no think was cut off");
 }

@@ -121,6 +121,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
         routing: Vec::new(),
         member: None,
         session: None,
+        turn: None,
     }
 }
 

@@ -42,7 +42,8 @@ struct State {
     fail_every: Option<u32>,
     refused_signatures: u32,
     cache_read: u64,
-    input: u64,
+    /// Tokens written to the cache: every prefix not read from it.
+    written: u64,
     keys: HashMap<String, u32>,
 }
 
@@ -81,7 +82,7 @@ impl Cached {
 
     fn stats(&self) -> (u64, u64, u32, HashMap<String, u32>) {
         let s = self.state.lock().unwrap();
-        (s.cache_read, s.input, s.refused_signatures, s.keys.clone())
+        (s.cache_read, s.written, s.refused_signatures, s.keys.clone())
     }
 }
 
@@ -137,7 +138,7 @@ async fn answer(
         s.cache.insert((key.clone(), prefix(n)), now + LIFE);
     }
     s.cache_read += read;
-    s.input += total - read;
+    s.written += total - read;
     Ok(reply(
         200,
         json!({
@@ -147,7 +148,9 @@ async fn answer(
                 {"type": "text", "text": format!("answer {call} from {me}")}
             ],
             "stop_reason": "end_turn", "stop_sequence": null,
-            "usage": {"input_tokens": total - read, "output_tokens": 4,
+            // As Anthropic counts: input excludes what was read from the
+            // cache and what was written to it (here, all the rest).
+            "usage": {"input_tokens": 0, "output_tokens": 4,
                       "cache_read_input_tokens": read, "cache_creation_input_tokens": total - read}
         }),
     ))
@@ -353,4 +356,60 @@ async fn an_output_limit_above_the_model_s_is_lowered_in_the_client_s_own_body()
         .await;
     assert_eq!(r.status(), 200);
     assert_eq!(an.requests()[1].json()["max_tokens"], 100);
+}
+
+/// What a session wrote to the provider's cache reaches its figures, and
+/// costs the cache-write price (Anthropic's is 1.25 times the input price),
+/// not the input price.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_s_cache_writes_are_recorded_and_priced_at_the_write_rate() {
+    let p = Cached::start("anth", None).await;
+    let prices = "[[prices]]\nmodel = \"claude\"\ninput = 3.0\noutput = 15.0\ncached = 0.3\ncache_write = 3.75\n";
+    let config = format!("{prices}{}", provider(&p, ""));
+    let gw = TestGateway::start(&config, keys(&[("anth", "one", "sk-ant-one-1111")])).await;
+    let mut session = Session::new("writes");
+    for n in 0..3 {
+        session.turn(&gw, n).await;
+    }
+    let (read, written, _, _) = p.stats();
+    assert!(read > 0 && written > 0, "the session read and wrote the cache: {read} / {written}");
+    gw.recorded(3).await;
+    let d = gw.admin("/admin/sessions/writes").await;
+    let count = |k: &str| d[k].as_u64().unwrap();
+    assert_eq!((count("cache_read_tokens"), count("cache_write_tokens")), (read, written), "{d}");
+    assert_eq!(count("input_tokens"), read + written, "input counts cache reads and writes: {d}");
+    assert_eq!((count("requests"), count("turns")), (3, 3), "{d}");
+    let want = (read as f64 * 0.3 + written as f64 * 3.75 + 3.0 * 4.0 * 15.0) / 1e6;
+    let cost = d["cost_usd"].as_f64().unwrap();
+    assert!((cost - want).abs() < 1e-12, "cost {cost}, at the write rate {want}");
+    let timeline = d["timeline"].as_array().unwrap();
+    assert!(timeline.iter().all(|r| r["turn"] == true && r["usage"]["cache_write_tokens"].is_u64()), "{d}");
+}
+
+/// An Anthropic answer translated for a Chat client: the client's usage is
+/// shaped as Chat shapes it, and the record keeps the cache writes the
+/// provider reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_translated_answer_keeps_its_cache_writes_on_record() {
+    let p = Cached::start("anth", None).await;
+    let gw = TestGateway::start(&provider(&p, ""), keys(&[("anth", "one", "sk-ant-one-1111")])).await;
+    let body = json!({"model": "claude", "max_tokens": 64, "messages": [
+        {"role": "system", "content": "You are a careful coding agent. ".repeat(100)},
+        {"role": "user", "content": "What should change next?"}]});
+    let r = http()
+        .post(gw.url("/v1/chat/completions"))
+        .header("x-switchyard-session-id", "chat")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    let (_, written, _, _) = p.stats();
+    assert!(written > 0);
+    assert_eq!(answer["usage"]["prompt_tokens"], written, "the client's input counts the writes: {answer}");
+    gw.recorded(1).await;
+    let d = gw.admin("/admin/sessions/chat").await;
+    assert_eq!(d["cache_write_tokens"].as_u64(), Some(written), "{d}");
+    assert_eq!(d["timeline"][0]["endpoint"], "/v1/chat/completions", "{d}");
 }

@@ -117,10 +117,10 @@ fn dollars(cost: Option<f64>) -> String {
 /// whose keys made its requests when any session has one.
 pub fn table(sessions: &[SessionSummary]) -> Vec<String> {
     let with_members = sessions.iter().any(|s| !s.members.is_empty());
-    let line = |cells: [&str; 11]| {
-        let [id, client, first, last, reqs, tokens, cache, cost, fb, err, members] = cells;
+    let line = |cells: [&str; 13]| {
+        let [id, client, first, last, turns, reqs, tokens, cache, writes, cost, fb, err, members] = cells;
         let text = format!(
-            "{id:<38} {client:<18} {first:<19} {last:<19} {reqs:>5} {tokens:>13} {cache:>6} {cost:>9} {fb:>3} {err:>3}"
+            "{id:<38} {client:<18} {first:<19} {last:<19} {turns:>5} {reqs:>5} {tokens:>13} {cache:>6} {writes:>9} {cost:>9} {fb:>3} {err:>3}"
         );
         if with_members {
             format!("{text} {members}")
@@ -128,9 +128,21 @@ pub fn table(sessions: &[SessionSummary]) -> Vec<String> {
             text
         }
     };
-    let header =
-        ["session", "client", "first", "last", "reqs", "tokens in/out", "cache", "cost $", "fb", "err", "member"];
-    let mut out = vec![line(header)];
+    let mut out = vec![line([
+        "session",
+        "client",
+        "first",
+        "last",
+        "turns",
+        "reqs",
+        "tokens in/out",
+        "cache",
+        "cache wr",
+        "cost $",
+        "fb",
+        "err",
+        "member",
+    ])];
     for s in sessions {
         let client = match (&s.client, &s.client_version) {
             (Some(c), Some(v)) => format!("{c} {v}"),
@@ -142,9 +154,11 @@ pub fn table(sessions: &[SessionSummary]) -> Vec<String> {
             &client,
             &crate::history::clock(s.first_at),
             &crate::history::clock(s.last_at),
+            &s.turns.to_string(),
             &s.requests.to_string(),
             &format!("{}/{}", s.input_tokens, s.output_tokens),
             &percent(s.cache_hit_rate),
+            &s.cache_write_tokens.to_string(),
             &dollars(s.cost_usd),
             &s.fallbacks.to_string(),
             &s.errors.to_string(),
@@ -165,12 +179,14 @@ fn show_text(d: &Value) -> String {
     }
     out += &format!("when      {} .. {}\n", crate::history::clock(n("first_at")), crate::history::clock(n("last_at")));
     out += &format!("requests  {} ({} fell back, {} failed)\n", n("requests"), n("fallbacks"), n("errors"));
+    out += &format!("turns     {}\n", n("turns"));
     out += &format!(
-        "tokens    {} in, {} out, {} read from the provider's cache ({})\n",
+        "tokens    {} in, {} out, {} read from the provider's cache ({}), {} written to it\n",
         n("input_tokens"),
         n("output_tokens"),
         n("cache_read_tokens"),
-        percent(d["cache_hit_rate"].as_f64())
+        percent(d["cache_hit_rate"].as_f64()),
+        n("cache_write_tokens")
     );
     out += &format!(
         "cost $    {} (the cache saved {})\n",

@@ -158,6 +158,9 @@ async fn two_sessions_split_exactly_and_the_status_line_shows_one() {
     assert!(table.lines().count() == 3 && table.contains("claude-code 2.1.197"), "{table}");
     let shown = cli(&config, &data, &addr, &["sessions", "show", "s-a"]);
     assert!(shown.contains("requests  3 (0 fell back, 0 failed)") && shown.contains("served by p/m: 3"), "{shown}");
+    assert!(shown.contains("turns     3\n") && shown.contains("0 written to it"), "{shown}");
+    let header = table.lines().next().unwrap();
+    assert!(header.contains("turns") && header.contains("cache wr"), "{table}");
 
     let (out, took) = statusline(&config, &data, &addr, &claude_status_input("s-a"));
     assert!(out.status.success());

@@ -948,6 +948,11 @@ pub struct Price {
     /// Cached input; the input price when absent.
     #[serde(default)]
     pub cached: Option<f64>,
+    /// Input written to the provider's prompt cache (Anthropic bills a
+    /// 5-minute write at 1.25 times the input price); the input price when
+    /// absent.
+    #[serde(default)]
+    pub cache_write: Option<f64>,
 }
 
 /// What `[policy]` sets for every provider and route that does not say otherwise.

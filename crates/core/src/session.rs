@@ -5,6 +5,8 @@
 //! digest of its system prompt and first user turn, which every later
 //! request of the same conversation resends unchanged.
 
+mod turn;
+
 use std::fmt;
 use std::ops::Range;
 
@@ -135,6 +137,8 @@ pub struct Conversation {
     first_user: Option<Range<usize>>,
     /// A turn follows the first user one.
     continuing: bool,
+    /// The newest message is the user's own input ([`turn`]).
+    turn: Option<bool>,
 }
 
 /// Each format's fields that say which conversation a body is, borrowed
@@ -168,11 +172,19 @@ impl Said<'_> {
             system: self.system.or(opening.system).map(span),
             first_user: opening.user.map(span),
             continuing: opening.more,
+            turn: opening.newest.is_turn(),
         }
     }
 }
 
 impl Conversation {
+    /// Whether the request is a turn of its conversation: its newest
+    /// message (a system one aside) is the user's own input, not an agent's
+    /// follow-up with tool results. `None` for a body without turns.
+    pub fn turn(&self) -> Option<bool> {
+        self.turn
+    }
+
     /// The session the body names (`prompt_cache_key`) or implies: a
     /// digest of its opening, made only when asked for.
     fn session(&self, body: &[u8]) -> Option<Session> {
@@ -199,12 +211,19 @@ impl Conversation {
 /// as Responses' plain strings, count as the user's), and the first whose
 /// role is `system` or `developer` (Chat and Responses keep the system
 /// prompt among the turns).
-#[derive(Default)]
 pub(crate) struct Opening<'a> {
     system: Option<&'a RawValue>,
     user: Option<&'a RawValue>,
     /// A turn follows the first user one.
     more: bool,
+    /// What the newest turn that is not a system one says of its writer.
+    newest: turn::Said,
+}
+
+impl Default for Opening<'_> {
+    fn default() -> Self {
+        Opening { system: None, user: None, more: false, newest: turn::Said::Other }
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Opening<'a> {
@@ -217,19 +236,23 @@ impl<'de: 'a, 'a> Deserialize<'de> for Opening<'a> {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Opening<'de>, A::Error> {
                 let mut found = Opening::default();
-                while let Some(turn) = seq.next_element::<&'de RawValue>()? {
-                    match role(turn) {
-                        Role::User => {
-                            found.user = Some(turn);
-                            break;
-                        }
-                        Role::System if found.system.is_none() => found.system = Some(turn),
-                        Role::System | Role::Other => {}
+                // Up to the first user turn, each is kept whole (the digest
+                // reads it) and then read for its role; after it, each is
+                // read for its role alone, as it goes by.
+                while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+                    let turn = read_turn(raw);
+                    found.see(turn);
+                    if turn.user {
+                        found.user = Some(raw);
+                        break;
+                    }
+                    if turn.system && found.system.is_none() {
+                        found.system = Some(raw);
                     }
                 }
-                // The rest must still be read for the parse to end cleanly.
-                while seq.next_element::<IgnoredAny>()?.is_some() {
+                while let Some(turn) = seq.next_element::<turn::Turn>()? {
                     found.more = found.user.is_some();
+                    found.see(turn);
                 }
                 Ok(found)
             }
@@ -262,28 +285,22 @@ impl<'de: 'a, 'a> Deserialize<'de> for Opening<'a> {
     }
 }
 
-enum Role {
-    User,
-    System,
-    Other,
+impl Opening<'_> {
+    /// Keeps what a turn says of its writer, unless it is a system one.
+    fn see(&mut self, turn: turn::Turn) {
+        if turn.said != turn::Said::System {
+            self.newest = turn.said;
+        }
+    }
 }
 
-fn role(turn: &RawValue) -> Role {
-    #[derive(Deserialize)]
-    struct Turn<'a> {
-        #[serde(borrow)]
-        role: Option<std::borrow::Cow<'a, str>>,
-    }
-    match serde_json::from_str::<Turn<'_>>(turn.get()) {
-        Ok(t) => match t.role.as_deref() {
-            None | Some("user") => Role::User,
-            Some("system" | "developer") => Role::System,
-            Some(_) => Role::Other,
-        },
-        // A plain string turn is the user's.
-        Err(_) if turn.get().starts_with('"') => Role::User,
-        Err(_) => Role::Other,
-    }
+/// A turn kept whole, read for its role (a plain string is the user's).
+fn read_turn(raw: &RawValue) -> turn::Turn {
+    serde_json::from_str::<turn::Turn>(raw.get()).unwrap_or(turn::Turn {
+        said: turn::Said::Other,
+        user: false,
+        system: false,
+    })
 }
 
 const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
@@ -296,7 +313,7 @@ fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
 /// Responses' `input`: the string itself, or its opening items.
 fn opening_of_input(input: &RawValue) -> Opening<'_> {
     if input.get().starts_with('"') {
-        return Opening { system: None, user: Some(input), more: false };
+        return Opening { system: None, user: Some(input), more: false, newest: turn::Said::Own };
     }
     serde_json::from_str::<Opening<'_>>(input.get()).unwrap_or_default()
 }

@@ -24,7 +24,7 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
     fallback: providers.size > 1,
     duration_ms: b.duration_ms,
     ttft_ms: b.ttft_ms,
-    usage: { input_tokens: b.input_tokens, output_tokens: b.output_tokens, cached_tokens: null },
+    usage: { input_tokens: b.input_tokens, output_tokens: b.output_tokens, cached_tokens: null, cache_write_tokens: null },
     cost_usd: b.cost_usd,
     error_code: null,
     error: null,
@@ -37,6 +37,7 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
     // The member whose key made it; null for the owner.
     member: b.member ?? null,
     session: null,
+    turn: null,
   };
 }
 

@@ -23,13 +23,19 @@ export type CacheStatus = "hit" | "miss" | "stale" | "bypass";
 
 export type Usage = { 
 /**
- * All input tokens, cached ones included.
+ * All input tokens, cached ones (read and written) included.
  */
 input_tokens: number | null, output_tokens: number | null, 
 /**
  * Input tokens read from the provider's prompt cache.
  */
-cached_tokens: number | null, };
+cached_tokens: number | null, 
+/**
+ * Input tokens written to the provider's prompt cache (Anthropic's
+ * `cache_creation_input_tokens`, OpenRouter's `cache_write_tokens`);
+ * OpenAI and Gemini report none.
+ */
+cache_write_tokens: number | null, };
 
 export type Window = { requests: number, success_rate: number | null, requests_per_minute: number, latency_p50_ms: number | null, latency_p95_ms: number | null, latency_p99_ms: number | null, ttft_p50_ms: number | null, ttft_p95_ms: number | null, fallbacks_in: number, fallbacks_out: number, };
 
@@ -202,7 +208,12 @@ member: string | null,
 /**
  * The conversation it is part of; null when refused before its body.
  */
-session: string | null, };
+session: string | null, 
+/**
+ * True when its newest message was the user's own input, false for an
+ * agent's follow-up after tool calls; null when not known.
+ */
+turn: boolean | null, };
 
 export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, 
 /**
@@ -289,7 +300,12 @@ member: string | null,
 /**
  * The conversation it is part of; null when refused before its body.
  */
-session: string | null, };
+session: string | null, 
+/**
+ * True when its newest message was the user's own input, false for an
+ * agent's follow-up after tool calls; null when not known.
+ */
+turn: boolean | null, };
 
 export type CapturedBody = { 
 /**
@@ -473,8 +489,9 @@ timeline: Array<RequestSummary>, id: string,
  */
 client: string | null, client_version: string | null, user_agent: string | null, first_at: number, last_at: number, requests: number, 
 /**
- * Requests, each counted as a turn: rows do not say whether a request
- * ended the agent's turn or asked for a tool.
+ * Requests whose newest message was the user's own input, not an
+ * agent's follow-up after tool calls. A request recorded before turns
+ * were told apart counts as one.
  */
 turns: number, 
 /**
@@ -485,6 +502,11 @@ input_tokens: number, output_tokens: number,
  * Input tokens read from the provider's prompt cache.
  */
 cache_read_tokens: number, 
+/**
+ * Input tokens written to the provider's prompt cache (Anthropic's
+ * cache creation); 0 for providers that report none.
+ */
+cache_write_tokens: number, 
 /**
  * `cache_read_tokens / input_tokens`; null without input.
  */
@@ -530,8 +552,9 @@ export type SessionSummary = { id: string,
  */
 client: string | null, client_version: string | null, user_agent: string | null, first_at: number, last_at: number, requests: number, 
 /**
- * Requests, each counted as a turn: rows do not say whether a request
- * ended the agent's turn or asked for a tool.
+ * Requests whose newest message was the user's own input, not an
+ * agent's follow-up after tool calls. A request recorded before turns
+ * were told apart counts as one.
  */
 turns: number, 
 /**
@@ -542,6 +565,11 @@ input_tokens: number, output_tokens: number,
  * Input tokens read from the provider's prompt cache.
  */
 cache_read_tokens: number, 
+/**
+ * Input tokens written to the provider's prompt cache (Anthropic's
+ * cache creation); 0 for providers that report none.
+ */
+cache_write_tokens: number, 
 /**
  * `cache_read_tokens / input_tokens`; null without input.
  */

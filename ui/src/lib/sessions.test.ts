@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RequestSummary } from './api';
-import { cacheCurve, clientText, costCurve, membersText, polyline, withMembers } from './sessions';
+import { cacheCurve, cacheText, clientText, costCurve, membersText, polyline, turnText, withMembers } from './sessions';
 
 describe('a session’s members', () => {
   it('are named, or a dash when every request was the owner’s', () => {
@@ -38,5 +38,19 @@ describe('a session’s curves', () => {
   it('names the client with its version', () => {
     expect(clientText({ client: 'codex', client_version: '0.171.0' })).toBe('codex 0.171.0');
     expect(clientText({ client: null, client_version: null })).toBe('—');
+  });
+});
+
+describe('a session’s requests', () => {
+  it('tells the user’s turns from tool follow-ups', () => {
+    expect(turnText({ turn: true })).toBe('turn');
+    expect(turnText({ turn: false })).toBe('tool results');
+    expect(turnText({ turn: null })).toBe('—');
+  });
+
+  it('shows cache reads and writes', () => {
+    const usage = { input_tokens: 5000, output_tokens: 1, cached_tokens: 1200, cache_write_tokens: 3400 };
+    expect(cacheText({ usage })).toBe('1,200 / 3,400');
+    expect(cacheText({ usage: { ...usage, cache_write_tokens: null } })).toBe('1,200 / —');
   });
 });

@@ -53,3 +53,16 @@ export function clientText(s: Pick<SessionSummary, 'client' | 'client_version'>)
   if (!s.client) return '—';
   return s.client_version ? `${s.client} ${s.client_version}` : s.client;
 }
+
+/** What a request was to its conversation: the user's own turn, or an agent's follow-up with tool results. */
+export function turnText(r: Pick<RequestSummary, 'turn'>): string {
+  if (r.turn === true) return 'turn';
+  if (r.turn === false) return 'tool results';
+  return '—';
+}
+
+/** Cache reads and writes of a request, as `read / written` (a dash where the provider said nothing). */
+export function cacheText(r: Pick<RequestSummary, 'usage'>): string {
+  const n = (v: number | null | undefined) => (v == null ? '—' : v.toLocaleString('en-US'));
+  return `${n(r.usage.cached_tokens)} / ${n(r.usage.cache_write_tokens)}`;
+}

@@ -7,7 +7,7 @@ function attempt(over: Partial<Attempt>): Attempt {
     seq: 1, provider: 'a', key_label: null, model: 'm', reason: 'first', fallback_from: null, started_at: 0,
     offset_ms: 0, timeout_ms: null, backoff_ms: 0, duration_ms: 100, ttfb_ms: 50, ttft_ms: null, status: 200,
     outcome: 'ok', retry_after_ms: null, breaker_state: 'closed', error: null,
-    usage: { input_tokens: null, output_tokens: null, cached_tokens: null }, ...over,
+    usage: { input_tokens: null, output_tokens: null, cached_tokens: null, cache_write_tokens: null }, ...over,
   };
 }
 

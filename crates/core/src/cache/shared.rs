@@ -99,6 +99,7 @@ pub fn decode(bytes: &[u8]) -> Option<Entry> {
             input_tokens: head.input_tokens,
             output_tokens: head.output_tokens,
             cached_tokens: head.cached_tokens,
+            cache_write_tokens: None,
         },
         cost_usd: head.cost_usd,
         created_at_ms: head.created_at_ms,
@@ -209,7 +210,12 @@ mod tests {
             content_type: "application/json".into(),
             form: Form::Sse,
             body: Bytes::from_static(body),
-            usage: Usage { input_tokens: Some(12), output_tokens: Some(3), cached_tokens: None },
+            usage: Usage {
+                input_tokens: Some(12),
+                output_tokens: Some(3),
+                cached_tokens: None,
+                cache_write_tokens: None,
+            },
             cost_usd: Some(0.25),
             created_at_ms: 1_750_000_000_000,
         }

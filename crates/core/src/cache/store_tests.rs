@@ -22,7 +22,7 @@ fn entry(body: impl Into<Bytes>, created_at_ms: i64) -> Entry {
         content_type: "application/json".into(),
         form: Form::Json,
         body: body.into(),
-        usage: Usage { input_tokens: Some(12), output_tokens: Some(3), cached_tokens: None },
+        usage: Usage { input_tokens: Some(12), output_tokens: Some(3), cached_tokens: None, cache_write_tokens: None },
         cost_usd: Some(0.0002),
         created_at_ms,
     }

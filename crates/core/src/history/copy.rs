@@ -104,6 +104,7 @@ impl From<RequestDetail> for RequestRecord {
             instance: r.instance,
             member: r.member,
             session: r.session,
+            turn: r.turn,
             routing: d.routing,
         }
     }

@@ -385,7 +385,12 @@ pub(crate) mod tests {
                 r.user_agent = [Some("claude-cli/2.1"), Some("codex_cli_rs/0.5"), Some("aider/0.86"), Some(""), None]
                     [(i % 7 % 5) as usize]
                     .map(str::to_string);
-                r.usage = Usage { input_tokens: Some(i % 100), output_tokens: Some(i % 7), cached_tokens: None };
+                r.usage = Usage {
+                    input_tokens: Some(i % 100),
+                    output_tokens: Some(i % 7),
+                    cached_tokens: None,
+                    cache_write_tokens: None,
+                };
                 r.cost_usd = (i % 4 != 0).then_some((i % 13) as f64 * 1e-6);
                 if i % 11 == 0 {
                     r.outcome = OUTCOMES[(i / 11 % 4) as usize];

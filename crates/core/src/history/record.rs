@@ -210,6 +210,12 @@ pub struct RequestRecord {
     /// added it, last.
     #[serde(default)]
     pub session: Option<String>,
+    /// Whether its newest message was the user's own input (a turn of the
+    /// conversation: `Some(true)`) or an agent's follow-up after tool calls
+    /// (`Some(false)`); `None` when its body was not read or holds no
+    /// conversation. Version 9 of the frames added it, last.
+    #[serde(default)]
+    pub turn: Option<bool>,
 }
 
 /// Which strategy put an attempt's provider where it was, and the figures

@@ -14,7 +14,7 @@ macro_rules! sql_common {
         const SUMMARY_COLUMNS: &str = "r.id, r.correlation_id, r.started_at, r.finished_at, r.user_agent, r.endpoint,
             r.model, r.streamed, r.outcome, r.status, r.provider, r.provider_model, r.attempts, r.fallback, r.duration_ms,
             r.ttft_ms, r.input_tokens, r.output_tokens, r.cached_tokens, r.cost_usd, r.error_code, r.error, r.cache,
-            r.saved_usd, r.instance, r.member, r.session";
+            r.saved_usd, r.instance, r.member, r.session, r.cache_write_tokens, r.turn";
 
         /// `SELECT columns FROM rollups` over [`spend_pieces`], joined by `UNION ALL`.
         fn push_pieces(q: &mut QueryBuilder<$db>, columns: &str, bucket: Bucket, since: i64) {
@@ -28,7 +28,8 @@ macro_rules! sql_common {
         }
 
         fn usage_row(r: &$row) -> Result<Usage, sqlx::Error> {
-            Ok(Usage::from_columns([r.try_get("input_tokens")?, r.try_get("output_tokens")?, r.try_get("cached_tokens")?]))
+            let counts = [r.try_get("input_tokens")?, r.try_get("output_tokens")?, r.try_get("cached_tokens")?];
+            Ok(Usage::from_columns(counts).with_cache_writes(r.try_get("cache_write_tokens")?))
         }
 
         /// A column that holds one of the values of a serde enum (`outcome`, `reason`).
@@ -161,6 +162,7 @@ macro_rules! sql_common {
                 instance: r.try_get("instance")?,
                 member: r.try_get("member")?,
                 session: r.try_get("session")?,
+                turn: r.try_get("turn")?,
             })
         }
 

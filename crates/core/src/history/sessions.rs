@@ -59,14 +59,18 @@ pub struct SessionSummary {
     pub first_at: i64,
     pub last_at: i64,
     pub requests: i64,
-    /// Requests, each counted as a turn: rows do not say whether a request
-    /// ended the agent's turn or asked for a tool.
+    /// Requests whose newest message was the user's own input, not an
+    /// agent's follow-up after tool calls. A request recorded before turns
+    /// were told apart counts as one.
     pub turns: i64,
     /// All input tokens, cache reads included.
     pub input_tokens: i64,
     pub output_tokens: i64,
     /// Input tokens read from the provider's prompt cache.
     pub cache_read_tokens: i64,
+    /// Input tokens written to the provider's prompt cache (Anthropic's
+    /// cache creation); 0 for providers that report none.
+    pub cache_write_tokens: i64,
     /// `cache_read_tokens / input_tokens`; null without input.
     pub cache_hit_rate: Option<f64>,
     /// Null when no request had a known price.
@@ -180,6 +184,8 @@ macro_rules! session_sql {
             CAST(COALESCE(SUM(r.input_tokens), 0) AS BIGINT) AS input_tokens,
             CAST(COALESCE(SUM(r.output_tokens), 0) AS BIGINT) AS output_tokens,
             CAST(COALESCE(SUM(r.cached_tokens), 0) AS BIGINT) AS cached_tokens,
+            CAST(COALESCE(SUM(r.cache_write_tokens), 0) AS BIGINT) AS cache_write_tokens,
+            CAST(SUM(CASE WHEN r.turn = FALSE THEN 0 ELSE 1 END) AS BIGINT) AS turns,
             SUM(r.cost_usd) AS cost_usd,
             CAST(SUM(CASE WHEN r.fallback = TRUE THEN 1 ELSE 0 END) AS BIGINT) AS fallbacks,
             CAST(SUM(CASE WHEN r.outcome <> 'ok' THEN 1 ELSE 0 END) AS BIGINT) AS errors"
@@ -202,10 +208,11 @@ macro_rules! session_sql {
                 first_at: r.try_get("first_at")?,
                 last_at: r.try_get("last_at")?,
                 requests,
-                turns: requests,
+                turns: r.try_get("turns")?,
                 input_tokens,
                 output_tokens: r.try_get("output_tokens")?,
                 cache_read_tokens,
+                cache_write_tokens: r.try_get("cache_write_tokens")?,
                 cache_hit_rate: super::sessions::hit_rate(input_tokens, cache_read_tokens),
                 cost_usd: r.try_get("cost_usd")?,
                 fallbacks: r.try_get("fallbacks")?,

@@ -79,6 +79,13 @@ const FRAME_V6: u8 = 6;
 const FRAME_V7: u8 = 7;
 /// Version 8 added [`RequestRecord::session`], last.
 const FRAME_V8: u8 = 8;
+/// Version 9 added [`RequestRecord::turn`], last, and after the record its
+/// cache writes ([`CacheWrites`]): a [`Usage`](crate::protocol::Usage) is
+/// written in the compact form as the three counts it always had, so the
+/// `usage` inside a record of every version reads alike, and what usage
+/// gained since travels behind the record. An older payload reads with no
+/// turn and no cache writes.
+const FRAME_V9: u8 = 9;
 /// A request's capture ([`CaptureRecord`]), not a request: a kind of frame
 /// of its own, numbered well away from the requests' versions so that
 /// those can go on counting up without meeting it. Its payload is pinned
@@ -91,13 +98,14 @@ const EMPTY_SEQ: u8 = 0;
 const NONE: u8 = 0;
 /// What each older version's payload lacks, in postcard: the fields added
 /// since, each empty.
-const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE];
-const UPGRADE_V6: &[u8] = &[NONE, NONE];
-const UPGRADE_V7: &[u8] = &[NONE];
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE, NONE];
+const UPGRADE_V6: &[u8] = &[NONE, NONE, NONE];
+const UPGRADE_V7: &[u8] = &[NONE, NONE];
+const UPGRADE_V8: &[u8] = &[NONE];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -515,9 +523,10 @@ fn push_frame(frames: &mut Vec<u8>, entry: Entry<'_>) -> Encoded {
     // The format byte, then room for the length and checksum, filled in below.
     let (encoded, written) = match entry {
         Entry::Request(record) => {
-            frames.push(FRAME_V8);
+            frames.push(FRAME_V9);
             frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
-            (Encoded::Request, postcard::to_extend(record, Tail(frames)).map(drop))
+            let written = postcard::to_extend(&(record, CacheWrites::of(record)), Tail(frames));
+            (Encoded::Request, written.map(drop))
         }
         Entry::Capture(capture) => {
             frames.push(FRAME_CAPTURE_V1);
@@ -563,6 +572,31 @@ fn leave_out_captures(frames: &mut Vec<u8>, encoded: &mut [Encoded]) {
 /// The payload length a frame's header gives.
 fn frame_len(frame: &[u8]) -> usize {
     frame.get(1..5).and_then(|b| b.try_into().ok()).map_or(0, |b| u32::from_le_bytes(b) as usize)
+}
+
+/// What a version 9 frame carries after its record: the cache writes of the
+/// request and of each of its attempts, in order. (The compact form of a
+/// [`Usage`](crate::protocol::Usage) leaves them out.)
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct CacheWrites {
+    request: Option<u64>,
+    attempts: Vec<Option<u64>>,
+}
+
+impl CacheWrites {
+    fn of(record: &RequestRecord) -> CacheWrites {
+        CacheWrites {
+            request: record.usage.cache_write_tokens,
+            attempts: record.attempts.iter().map(|a| a.usage.cache_write_tokens).collect(),
+        }
+    }
+
+    fn apply(self, record: &mut RequestRecord) {
+        record.usage.cache_write_tokens = self.request;
+        for (a, written) in record.attempts.iter_mut().zip(self.attempts) {
+            a.usage.cache_write_tokens = written;
+        }
+    }
 }
 
 /// Lets postcard add to the end of a buffer it does not own, so a record
@@ -637,7 +671,8 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<Frame>, &[u8])> {
         FRAME_V5 => UPGRADE_V5,
         FRAME_V6 => UPGRADE_V6,
         FRAME_V7 => UPGRADE_V7,
-        FRAME_V8 | FRAME_CAPTURE_V1 => &[],
+        FRAME_V8 => UPGRADE_V8,
+        FRAME_V9 | FRAME_CAPTURE_V1 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -650,8 +685,11 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<Frame>, &[u8])> {
         let capture = postcard::from_bytes(payload).ok().map(|c| Frame::Capture(Box::new(c)));
         return Some((capture, after));
     }
-    let record = if upgrade.is_empty() {
-        postcard::from_bytes(payload).ok()
+    let record = if header[0] == FRAME_V9 {
+        postcard::from_bytes::<(RequestRecord, CacheWrites)>(payload).ok().map(|(mut record, writes)| {
+            writes.apply(&mut record);
+            record
+        })
     } else {
         let mut upgraded = payload.to_vec();
         upgraded.extend_from_slice(upgrade);
@@ -723,7 +761,12 @@ mod tests {
 
     fn record(id: &str) -> RequestRecord {
         RequestRecord {
-            usage: Usage { input_tokens: Some(3), output_tokens: Some(4), cached_tokens: None },
+            usage: Usage {
+                input_tokens: Some(3),
+                output_tokens: Some(4),
+                cached_tokens: None,
+                cache_write_tokens: None,
+            },
             cost_usd: Some(0.5),
             error: Some("line\nbreak \"quoted\"".into()),
             ..sample_request(id)
@@ -755,7 +798,12 @@ mod tests {
             retry_after_ms: None,
             breaker_state: Some("closed".into()),
             error: None,
-            usage: Usage { input_tokens: Some(5), output_tokens: Some(6), cached_tokens: None },
+            usage: Usage {
+                input_tokens: Some(5),
+                output_tokens: Some(6),
+                cached_tokens: None,
+                cache_write_tokens: Some(2),
+            },
         };
         let request = RequestRecord {
             id: "i".into(),
@@ -773,7 +821,12 @@ mod tests {
             fallback: true,
             duration_ms: 7.0,
             ttft_ms: None,
-            usage: Usage { input_tokens: Some(5), output_tokens: Some(6), cached_tokens: Some(1) },
+            usage: Usage {
+                input_tokens: Some(5),
+                output_tokens: Some(6),
+                cached_tokens: Some(1),
+                cache_write_tokens: Some(3),
+            },
             cost_usd: Some(0.25),
             error_code: None,
             error: None,
@@ -799,14 +852,29 @@ mod tests {
             }],
             member: Some("al".into()),
             session: Some("s".into()),
+            turn: Some(true),
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}{PINNED_V9_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
+        // What a version 9 frame carries behind the record: the request's
+        // cache writes (`01 03`), one attempt's (`01`, `01 02`).
+        let writes: String =
+            postcard::to_allocvec(&CacheWrites::of(&request)).unwrap().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(writes, PINNED_V9_WRITES);
+        let mut frames = Vec::new();
+        assert_eq!(push_frame(&mut frames, Entry::Request(&request)), Encoded::Request);
+        let (read, rest) = read_request(&frames).unwrap();
+        let read = read.expect("a version 9 frame decodes");
+        assert!(rest.is_empty());
+        assert_eq!(
+            (read.usage, read.attempts[0].usage, read.turn),
+            (request.usage, request.attempts[0].usage, Some(true))
+        );
     }
 
     /// A request's frame read back, as [`read_frame`] gives it.
@@ -908,6 +976,25 @@ mod tests {
     /// What version 8 appended: `session` (`01`, one byte, `s`).
     const PINNED_V8_TAIL: &str = "010173";
 
+    /// What version 9 appended to the record: `turn` (`01`, true `01`).
+    const PINNED_V9_TAIL: &str = "0101";
+    /// And put behind it: [`CacheWrites`].
+    const PINNED_V9_WRITES: &str = "0103010102";
+
+    /// A frame version 8 wrote reads with no turn, and no cache writes.
+    #[test]
+    fn a_version_8_frame_reads_with_no_turn_and_no_cache_writes() {
+        let payload = format!(
+            "{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}"
+        );
+        let frame = old_frame(FRAME_V8, &payload);
+        let (record, rest) = read_request(&frame).unwrap();
+        let record = record.expect("a version 8 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.session.as_deref(), record.turn), (Some("s"), None));
+        assert_eq!((record.usage.cached_tokens, record.usage.cache_write_tokens), (Some(1), None));
+    }
+
     #[test]
     fn a_version_7_frame_reads_with_no_session() {
         let payload = format!(
@@ -990,7 +1077,7 @@ mod tests {
         let Some((Some(Frame::Capture(read)), rest)) = read_frame(&frame) else { panic!("a capture frame reads") };
         assert!(rest.is_empty());
         assert_eq!(*read, c);
-        const { assert!(FRAME_CAPTURE_V1 > FRAME_V8 && FRAME_CAPTURE_V1 != b'{', "away from requests' versions and JSON") };
+        const { assert!(FRAME_CAPTURE_V1 > FRAME_V9 && FRAME_CAPTURE_V1 != b'{', "away from requests' versions and JSON") };
     }
 
     /// A request and its capture go in one append and both read back on

@@ -182,7 +182,7 @@ impl Backend for SqliteStore {
         let attempts = sqlx::query(
             "SELECT seq, provider, key_label, model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms,
                     duration_ms, ttfb_ms, ttft_ms, status, outcome, retry_after_ms, breaker_state, error,
-                    input_tokens, output_tokens, cached_tokens, translated, dropped, routing
+                    input_tokens, output_tokens, cached_tokens, cache_write_tokens, translated, dropped, routing
              FROM attempts WHERE request_id = ? ORDER BY seq",
         )
         .bind(id)

@@ -117,6 +117,9 @@ pub struct RequestSummary {
     pub member: Option<String>,
     /// The conversation it is part of; null when refused before its body.
     pub session: Option<String>,
+    /// True when its newest message was the user's own input, false for an
+    /// agent's follow-up after tool calls; null when not known.
+    pub turn: Option<bool>,
 }
 
 /// A request with its attempts in order.

@@ -15,14 +15,67 @@ use crate::protocol::sse::{self, Splitter};
 use crate::protocol::Endpoint;
 
 /// Tokens of one reply. `None` means the provider did not say.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// In JSON it is an object of its fields. In a compact binary form (the
+/// history spool's postcard) it is the three counts it had before cache
+/// writes were read: the spool carries a record's cache writes after the
+/// record instead, so that frames of every version keep reading (see
+/// `history/spool.rs`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Usage {
-    /// All input tokens, cached ones included.
+    /// All input tokens, cached ones (read and written) included.
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     /// Input tokens read from the provider's prompt cache.
     pub cached_tokens: Option<u64>,
+    /// Input tokens written to the provider's prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`, OpenRouter's `cache_write_tokens`);
+    /// OpenAI and Gemini report none.
+    pub cache_write_tokens: Option<u64>,
+}
+
+/// [`Usage`] as JSON has it.
+#[derive(Serialize, Deserialize)]
+struct UsageJson {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
+}
+
+impl Serialize for Usage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            UsageJson {
+                input_tokens: self.input_tokens,
+                output_tokens: self.output_tokens,
+                cached_tokens: self.cached_tokens,
+                cache_write_tokens: self.cache_write_tokens,
+            }
+            .serialize(s)
+        } else {
+            (self.input_tokens, self.output_tokens, self.cached_tokens).serialize(s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Usage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usage, D::Error> {
+        if d.is_human_readable() {
+            let u = UsageJson::deserialize(d)?;
+            Ok(Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                cached_tokens: u.cached_tokens,
+                cache_write_tokens: u.cache_write_tokens,
+            })
+        } else {
+            let (input_tokens, output_tokens, cached_tokens) = Deserialize::deserialize(d)?;
+            Ok(Usage { input_tokens, output_tokens, cached_tokens, cache_write_tokens: None })
+        }
+    }
 }
 
 impl Usage {
@@ -31,16 +84,31 @@ impl Usage {
     }
 
     /// The counts as SQLite stores them (input, output, cached): a signed
-    /// integer, or unknown for one too large to be.
+    /// integer, or unknown for one too large to be. Cache writes are a
+    /// column of their own ([`Usage::cache_write_column`]), on history's
+    /// rows only.
     pub fn columns(&self) -> [Option<i64>; 3] {
-        let column = |v: Option<u64>| v.and_then(|n| i64::try_from(n).ok());
         [column(self.input_tokens), column(self.output_tokens), column(self.cached_tokens)]
+    }
+
+    /// Cache writes as history stores them.
+    pub fn cache_write_column(&self) -> Option<i64> {
+        column(self.cache_write_tokens)
     }
 
     /// Read back from [`Usage::columns`]; a negative count is unknown.
     pub fn from_columns([input, output, cached]: [Option<i64>; 3]) -> Usage {
-        let count = |v: Option<i64>| v.and_then(|n| u64::try_from(n).ok());
-        Usage { input_tokens: count(input), output_tokens: count(output), cached_tokens: count(cached) }
+        Usage {
+            input_tokens: count(input),
+            output_tokens: count(output),
+            cached_tokens: count(cached),
+            cache_write_tokens: None,
+        }
+    }
+
+    /// With the cache writes read back from their column.
+    pub fn with_cache_writes(self, written: Option<i64>) -> Usage {
+        Usage { cache_write_tokens: count(written), ..self }
     }
 
     /// Later readings win field by field (Anthropic sends input first, output last).
@@ -48,7 +116,16 @@ impl Usage {
         self.input_tokens = other.input_tokens.or(self.input_tokens);
         self.output_tokens = other.output_tokens.or(self.output_tokens);
         self.cached_tokens = other.cached_tokens.or(self.cached_tokens);
+        self.cache_write_tokens = other.cache_write_tokens.or(self.cache_write_tokens);
     }
+}
+
+fn column(v: Option<u64>) -> Option<i64> {
+    v.and_then(|n| i64::try_from(n).ok())
+}
+
+fn count(v: Option<i64>) -> Option<u64> {
+    v.and_then(|n| u64::try_from(n).ok())
 }
 
 /// A `usage` object of any protocol, read without building a tree: each
@@ -76,11 +153,15 @@ struct Raw {
     cached_content_token_count: Count,
 }
 
-/// `*_tokens_details`: only its cached count is read. Like [`Count`],
-/// anything but an object reads as "did not say".
+/// `*_tokens_details`: its cached count, and its cache writes
+/// (`cache_write_tokens`: OpenRouter reports them for models that bill
+/// writes, and the gateway writes them into a whole answer it translated
+/// from Anthropic's, which is read in the client's format). Like
+/// [`Count`], anything but an object reads as "did not say".
 #[derive(Debug, Default, Clone, Copy)]
 struct Details {
     cached_tokens: Count,
+    cache_write_tokens: Count,
 }
 
 /// A token count: a non-negative integer, or nothing. Anything else a
@@ -148,6 +229,7 @@ impl<'de> Deserialize<'de> for Details {
         #[serde(field_identifier, rename_all = "snake_case")]
         enum Field {
             CachedTokens,
+            CacheWriteTokens,
             #[serde(other)]
             Other,
         }
@@ -165,6 +247,7 @@ impl<'de> Deserialize<'de> for Details {
                 while let Some(field) = map.next_key::<Field>()? {
                     match field {
                         Field::CachedTokens => details.cached_tokens = map.next_value()?,
+                        Field::CacheWriteTokens => details.cache_write_tokens = map.next_value()?,
                         Field::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -186,6 +269,7 @@ impl Raw {
             input_tokens: input,
             output_tokens: self.completion_tokens.0.or(input.map(|_| 0)),
             cached_tokens: self.prompt_tokens_details.cached_tokens.0,
+            cache_write_tokens: self.prompt_tokens_details.cache_write_tokens.0,
         }
     }
 
@@ -195,6 +279,7 @@ impl Raw {
             input_tokens: self.input_tokens.0,
             output_tokens: self.output_tokens.0,
             cached_tokens: self.input_tokens_details.cached_tokens.0,
+            cache_write_tokens: self.input_tokens_details.cache_write_tokens.0,
         }
     }
 
@@ -210,6 +295,7 @@ impl Raw {
                 .map(|b| b.saturating_add(read.unwrap_or(0)).saturating_add(written.unwrap_or(0))),
             output_tokens: self.output_tokens.0,
             cached_tokens: read,
+            cache_write_tokens: written,
         }
     }
 
@@ -224,7 +310,12 @@ impl Raw {
             (None, None) => input.map(|_| 0),
             (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
         };
-        Usage { input_tokens: input, output_tokens: output, cached_tokens: self.cached_content_token_count.0 }
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cached_tokens: self.cached_content_token_count.0,
+            cache_write_tokens: None,
+        }
     }
 
     fn of(&self, endpoint: Endpoint) -> Usage {
@@ -484,14 +575,19 @@ mod tests {
             br#"{"usage":{"prompt_tokens":12,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#;
         assert_eq!(
             from_body(Endpoint::ChatCompletions, chat),
-            Usage { input_tokens: Some(12), output_tokens: Some(5), cached_tokens: Some(4) }
+            Usage { input_tokens: Some(12), output_tokens: Some(5), cached_tokens: Some(4), cache_write_tokens: None }
         );
         let resp = br#"{"usage":{"input_tokens":7,"output_tokens":3,"input_tokens_details":{"cached_tokens":0}}}"#;
         assert_eq!(from_body(Endpoint::Responses, resp).output_tokens, Some(3));
         let msg = br#"{"usage":{"input_tokens":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":5,"output_tokens":2}}"#;
         assert_eq!(
             from_body(Endpoint::Messages, msg),
-            Usage { input_tokens: Some(105), output_tokens: Some(2), cached_tokens: Some(90) }
+            Usage {
+                input_tokens: Some(105),
+                output_tokens: Some(2),
+                cached_tokens: Some(90),
+                cache_write_tokens: Some(5)
+            }
         );
         let emb = br#"{"usage":{"prompt_tokens":8,"total_tokens":8}}"#;
         assert_eq!(from_body(Endpoint::Embeddings, emb).output_tokens, Some(0));
@@ -501,15 +597,12 @@ mod tests {
     #[test]
     fn odd_counts_read_as_unknown_without_losing_the_rest() {
         let odd = br#"{"id":"x","usage":{"prompt_tokens":"12","completion_tokens":5,"prompt_tokens_details":null,"extra":{"a":[1,{"b":2}]}}}"#;
-        assert_eq!(
-            from_body(Endpoint::ChatCompletions, odd),
-            Usage { input_tokens: None, output_tokens: Some(5), cached_tokens: None }
-        );
+        assert_eq!(from_body(Endpoint::ChatCompletions, odd), Usage { output_tokens: Some(5), ..Usage::default() });
         let mixed =
             br#"{"usage":{"prompt_tokens":3,"completion_tokens":-1,"prompt_tokens_details":{"cached_tokens":[1]}}}"#;
         assert_eq!(
             from_body(Endpoint::ChatCompletions, mixed),
-            Usage { input_tokens: Some(3), output_tokens: Some(0), cached_tokens: None }
+            Usage { input_tokens: Some(3), output_tokens: Some(0), ..Usage::default() }
         );
         assert!(!from_body(Endpoint::Messages, br#"{"usage":"none"}"#).is_known());
         assert!(!from_body(Endpoint::Messages, b"not json").is_known());
@@ -545,7 +638,59 @@ mod tests {
         for piece in stream.as_bytes().chunks(7) {
             tap.observe(Bytes::copy_from_slice(piece));
         }
-        assert_eq!(tap.usage(), Usage { input_tokens: Some(11), output_tokens: Some(9), cached_tokens: None });
+        assert_eq!(tap.usage(), Usage { input_tokens: Some(11), output_tokens: Some(9), ..Usage::default() });
+    }
+
+    /// Claude Code's streams: `message_start` says the cache reads and
+    /// writes, `message_delta` the output (and, from newer APIs, the same
+    /// cache counts again).
+    #[test]
+    fn anthropic_cache_writes_are_read_from_bodies_and_both_stream_events() {
+        let msg = br#"{"usage":{"input_tokens":4,"cache_read_input_tokens":0,"cache_creation_input_tokens":1500,"output_tokens":2}}"#;
+        let u = from_body(Endpoint::Messages, msg);
+        assert_eq!((u.input_tokens, u.cached_tokens, u.cache_write_tokens), (Some(1504), Some(0), Some(1500)));
+        let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"cache_creation_input_tokens\":200,\"cache_read_input_tokens\":1000,\"output_tokens\":1}}}\n\n";
+        for delta in [
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":3,\"cache_creation_input_tokens\":200,\"cache_read_input_tokens\":1000,\"output_tokens\":9}}\n\n",
+        ] {
+            let mut tap = Tap::new(Endpoint::Messages, true, false, None);
+            for piece in format!("{start}{delta}").as_bytes().chunks(11) {
+                tap.observe(Bytes::copy_from_slice(piece));
+            }
+            let want = Usage {
+                input_tokens: Some(1203),
+                output_tokens: Some(9),
+                cached_tokens: Some(1000),
+                cache_write_tokens: Some(200),
+            };
+            assert_eq!(tap.usage(), want, "{delta}");
+        }
+        let chat =
+            br#"{"usage":{"prompt_tokens":12,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+        assert_eq!(from_body(Endpoint::ChatCompletions, chat).cache_write_tokens, None, "OpenAI reports no writes");
+        // As OpenRouter reports them, and as a whole answer translated from
+        // Anthropic's carries them.
+        let chat = br#"{"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1000,"cache_write_tokens":150}}}"#;
+        assert_eq!(from_body(Endpoint::ChatCompletions, chat).cache_write_tokens, Some(150));
+        let resp = br#"{"usage":{"input_tokens":1200,"output_tokens":5,"input_tokens_details":{"cached_tokens":1000,"cache_write_tokens":150}}}"#;
+        assert_eq!(from_body(Endpoint::Responses, resp).cache_write_tokens, Some(150));
+    }
+
+    /// JSON names cache writes; the compact form keeps the three counts it
+    /// always had, which the spool's older frames hold.
+    #[test]
+    fn usage_in_json_and_in_the_compact_form() {
+        let u =
+            Usage { input_tokens: Some(1), output_tokens: Some(2), cached_tokens: None, cache_write_tokens: Some(3) };
+        let json = serde_json::to_value(u).unwrap();
+        assert_eq!(json["cache_write_tokens"], 3);
+        assert_eq!(serde_json::from_value::<Usage>(json).unwrap(), u);
+        let old = serde_json::json!({"input_tokens": 1, "output_tokens": 2, "cached_tokens": null});
+        assert_eq!(serde_json::from_value::<Usage>(old).unwrap().cache_write_tokens, None);
+        let compact = postcard::to_allocvec(&u).unwrap();
+        assert_eq!(compact, [1, 1, 1, 2, 0]);
+        assert_eq!(postcard::from_bytes::<Usage>(&compact).unwrap(), Usage { cache_write_tokens: None, ..u });
     }
 
     #[test]

@@ -130,6 +130,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         routing: Vec::new(),
         member: None,
         session: None,
+        turn: None,
     }
 }
 
@@ -185,10 +186,12 @@ impl Journal {
         self.member_hold = Some(hold);
     }
 
-    /// Names the conversation the request is part of, if it has one.
-    pub fn session(&mut self, session: Option<&crate::session::Session>) {
-        if let (Some(record), Some(s)) = (self.record.as_deref_mut(), session) {
-            record.session = Some(s.id.clone());
+    /// Names the conversation the request is part of, if it has one, and
+    /// whether the request is one of its turns ([`crate::session::Conversation::turn`]).
+    pub fn session(&mut self, session: Option<&crate::session::Session>, turn: Option<bool>) {
+        if let Some(record) = self.record.as_deref_mut() {
+            record.session = session.map(|s| s.id.clone());
+            record.turn = turn;
         }
     }
 

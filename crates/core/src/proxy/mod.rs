@@ -149,7 +149,7 @@ async fn serve(
     })?;
     journal.request(&head.model, head.stream, &bytes);
     let session = crate::session::identify(&inbound.headers, &head.conversation, &bytes);
-    journal.session(session.as_ref());
+    journal.session(session.as_ref(), head.conversation.turn());
     // A rough size for the token buckets and for prices; providers count the real thing.
     let tokens = (bytes.len() / 4) as u64;
     if let Some(m) = member {
@@ -268,7 +268,7 @@ fn estimate_usd(gateway: &Gateway, live: &Live, inbound: &Inbound, head: &Reques
     let Ok(plan) = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model) else {
         return 0.0;
     };
-    let usage = Usage { input_tokens: Some(tokens), output_tokens: head.max_output, cached_tokens: None };
+    let usage = Usage { input_tokens: Some(tokens), output_tokens: head.max_output, cached_tokens: None, cache_write_tokens: None };
     plan.candidates.iter().filter_map(|c| prices.cost(c.provider.name(), c.upstream_model, &usage)).fold(0.0, f64::max)
 }
 
@@ -449,7 +449,12 @@ impl Run<'_> {
         let estimate = self.tokens.saturating_add(output);
         let covering = match self.gateway.team().filter(|t| t.connected()) {
             Some(_) => {
-                let usage = Usage { input_tokens: Some(self.tokens), output_tokens: Some(output), cached_tokens: None };
+                let usage = Usage {
+                    input_tokens: Some(self.tokens),
+                    output_tokens: Some(output),
+                    cached_tokens: None,
+                    cache_write_tokens: None,
+                };
                 let usd = self.journal.price(provider, model, &usage).unwrap_or(0.0);
                 self.gateway.budgets().covering(provider, model, usd, now_ms())
             }

@@ -556,7 +556,20 @@ async fn sessions_answer_as_sqlite_does() {
             r.session = Some(session.to_string());
             r.user_agent = Some(ua.to_string());
             r.provider = Some(provider.to_string());
-            r.usage = Usage { input_tokens: Some(*input), output_tokens: Some(*output), cached_tokens: Some(*cached) };
+            // The first request writes the cache, the second is a tool
+            // follow-up (no turn) that writes a little more; rows of old
+            // (no turn recorded) count as turns.
+            let written = [Some(1000), Some(300), None, None, None][i];
+            r.turn = [Some(true), Some(false), None, Some(true), Some(true)][i];
+            r.usage = Usage {
+                input_tokens: Some(*input),
+                output_tokens: Some(*output),
+                cached_tokens: Some(*cached),
+                cache_write_tokens: written,
+            };
+            let mut attempt = attempt_like(&r);
+            attempt.usage = r.usage;
+            r.attempts = vec![attempt];
             (r.cost_usd, r.fallback) = (Some(*cost), *fallback);
             if !ok {
                 r.outcome = RequestOutcome::Error;
@@ -586,6 +599,13 @@ async fn sessions_answer_as_sqlite_does() {
     assert_eq!((cc.requests, cc.input_tokens, cc.output_tokens, cc.cache_read_tokens), (3, 3500, 60, 1900));
     assert_eq!((cc.cost_usd, cc.fallbacks, cc.errors), (Some(1.0), 1, 1));
     assert_eq!(cc.cache_hit_rate, Some(1900.0 / 3500.0));
+    assert_eq!((cc.turns, cc.cache_write_tokens), (2, 1300), "a tool follow-up is a request, not a turn");
+    assert_eq!((all.sessions[2].turns, all.sessions[2].cache_write_tokens), (1, 0));
+    for store in [&pg, &sqlite] {
+        let d = store.request("r1").await.unwrap().unwrap();
+        assert_eq!((d.request.turn, d.request.usage.cache_write_tokens), (Some(false), Some(300)));
+        assert_eq!(d.attempt_list[0].usage.cache_write_tokens, Some(300), "attempts keep their cache writes");
+    }
     assert_eq!((cc.first_at, cc.last_at), (now - 10_000, now - 7_000));
     let members: Vec<&[String]> = all.sessions.iter().map(|s| s.members.as_slice()).collect();
     assert_eq!(members, [&[][..], &["al".to_string(), "bo".to_string()][..], &["al".to_string()][..]]);
@@ -610,6 +630,7 @@ async fn sessions_answer_as_sqlite_does() {
         input: 3.0,
         output: 15.0,
         cached: Some(0.3),
+        cache_write: None,
     }]);
     for store in [&pg, &sqlite] {
         let d = store.session("cc", (now - 60_000, None), MAX_TIMELINE, Some(&prices)).await.unwrap().unwrap();
@@ -669,4 +690,30 @@ async fn captures_are_kept_linked_and_retired_with_their_requests() {
     assert!(pg.capture(&first).await.unwrap().is_some());
     crate::history::purge(&pg).await.unwrap();
     assert!(pg.capture(&first).await.unwrap().is_none(), "a purge takes every capture");
+}
+
+/// An attempt that served `r`, for tests to change what they need.
+pub(crate) fn attempt_like(r: &crate::history::record::RequestRecord) -> crate::history::record::AttemptRecord {
+    use crate::history::record::{AttemptOutcome, AttemptRecord, Reason};
+    AttemptRecord {
+        seq: 0,
+        provider: r.provider.clone().unwrap_or_default(),
+        key_label: None,
+        model: r.provider_model.clone().unwrap_or_default(),
+        reason: Reason::First,
+        fallback_from: None,
+        started_at_ms: r.started_at_ms,
+        offset_ms: 0.0,
+        timeout_ms: None,
+        backoff_ms: 0.0,
+        duration_ms: Some(1.0),
+        ttfb_ms: None,
+        ttft_ms: None,
+        status: Some(200),
+        outcome: AttemptOutcome::Ok,
+        retry_after_ms: None,
+        breaker_state: None,
+        error: None,
+        usage: r.usage,
+    }
 }

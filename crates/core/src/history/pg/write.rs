@@ -20,21 +20,21 @@ type Rollup<'a> = (i64, i64, &'a str, &'a str, &'a str, crate::history::derived:
 const INSERT_REQUESTS: &str = "INSERT INTO requests (id, correlation_id, started_at, finished_at, user_agent,
     endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback, duration_ms, ttft_ms,
     input_tokens, output_tokens, cached_tokens, cost_usd, error_code, error, request_body, response_body, cache,
-    saved_usd, instance, member, session)
+    saved_usd, instance, member, session, cache_write_tokens, turn)
     SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::text[],
         $8::bool[], $9::text[], $10::int8[], $11::text[], $12::text[], $13::int8[], $14::bool[], $15::float8[],
         $16::float8[], $17::int8[], $18::int8[], $19::int8[], $20::float8[], $21::text[], $22::text[], $23::text[],
-        $24::text[], $25::text[], $26::float8[], $27::text[], $28::text[], $29::text[])
+        $24::text[], $25::text[], $26::float8[], $27::text[], $28::text[], $29::text[], $30::int8[], $31::bool[])
     ON CONFLICT DO NOTHING RETURNING id";
 
 const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (request_id, seq, request_started_at, provider, key_label,
     model, reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms,
     status, outcome, retry_after_ms, breaker_state, error, input_tokens, output_tokens, cached_tokens, translated,
-    dropped, routing)
+    dropped, routing, cache_write_tokens)
     SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::text[],
         $8::text[], $9::int8[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],
         $15::float8[], $16::int8[], $17::text[], $18::float8[], $19::text[], $20::text[], $21::int8[], $22::int8[],
-        $23::int8[], $24::text[], $25::text[], $26::bytea[])
+        $23::int8[], $24::text[], $25::text[], $26::bytea[], $27::int8[])
     ON CONFLICT DO NOTHING";
 
 const UPSERT_ROLLUPS: &str = "INSERT INTO rollups (instance, span, start, provider, model, outcome, requests,
@@ -226,6 +226,8 @@ async fn insert_requests(
         .bind(col!(Option<String>, |r| r.instance.clone()))
         .bind(col!(Option<String>, |r| r.member.clone()))
         .bind(col!(Option<String>, |r| r.session.clone()))
+        .bind(col!(Option<i64>, |r| r.usage.cache_write_column()))
+        .bind(col!(Option<bool>, |r| r.turn))
         .fetch_all(&mut **tx)
         .await?;
     Ok(ids.into_iter().collect())
@@ -279,6 +281,7 @@ async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, requests: &[&Reques
         .bind(attempts.iter().map(|(_, _, t, _, _)| t.clone()).collect::<Vec<Option<String>>>())
         .bind(attempts.iter().map(|(_, _, _, d, _)| d.clone()).collect::<Vec<Option<String>>>())
         .bind(attempts.iter().map(|(_, _, _, _, x)| x.clone()).collect::<Vec<Option<Vec<u8>>>>())
+        .bind(col!(Option<i64>, |_r, a| a.usage.cache_write_column()))
         .execute(&mut **tx)
         .await?;
     Ok(())

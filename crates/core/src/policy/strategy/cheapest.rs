@@ -9,8 +9,12 @@ use crate::protocol::usage::Usage;
 use crate::upstream::routing::Candidate;
 
 pub fn order(candidates: &mut [Candidate<'_>], ask: &Ask<'_>) {
-    let usage =
-        Usage { input_tokens: Some(ask.input_tokens), output_tokens: Some(ask.output_tokens), cached_tokens: None };
+    let usage = Usage {
+        input_tokens: Some(ask.input_tokens),
+        output_tokens: Some(ask.output_tokens),
+        cached_tokens: None,
+        cache_write_tokens: None,
+    };
     for c in candidates.iter_mut() {
         let usd = ask.prices.and_then(|p| p.cost(c.provider.name(), c.upstream_model, &usage));
         let latency_ms = c.provider.recent().ms(ask.streamed);

@@ -171,7 +171,7 @@ fn least_busy_goes_by_requests_in_flight_then_latency() {
 }
 
 fn price(provider: &str, input: f64) -> Price {
-    Price { provider: Some(provider.into()), model: "m".into(), input, output: input, cached: None }
+    Price { provider: Some(provider.into()), model: "m".into(), input, output: input, cached: None, cache_write: None }
 }
 
 #[test]
