@@ -36,6 +36,8 @@ use update::Updates;
 /// The window's one command: where the gateway is and a dashboard session.
 #[tauri::command]
 async fn connect(host: tauri::State<'_, Arc<Host>>) -> Result<Connection, CommandError> {
+    // The page's first command: its script has loaded and run.
+    tracing::debug!("window: connect asked");
     host.connection().await
 }
 
@@ -110,7 +112,12 @@ fn open_window(app: &AppHandle) -> tauri::Result<()> {
     let Some(config) = app.config().app.windows.iter().find(|w| w.label == WINDOW).cloned() else {
         return Ok(());
     };
-    let mut builder = tauri::WebviewWindowBuilder::from_config(app, &config)?;
+    // Where a reopen's time goes, from the window's start (the desktop test
+    // prints these): building it, then WebKit starting the page's load.
+    let started = std::time::Instant::now();
+    let mut builder = tauri::WebviewWindowBuilder::from_config(app, &config)?.on_page_load(move |_, payload| {
+        tracing::debug!(event = ?payload.event(), ms = started.elapsed().as_millis(), "window: page load");
+    });
     if let Some(view) = app.try_state::<LastView>().and_then(|v| v.get()) {
         // Runs before the page's scripts, so the router starts on it.
         builder = builder.initialization_script(format!(
@@ -119,6 +126,7 @@ fn open_window(app: &AppHandle) -> tauri::Result<()> {
         ));
     }
     let window = builder.build()?;
+    tracing::debug!(ms = started.elapsed().as_millis(), "window: built");
     window.show()?;
     window.set_focus()
 }
