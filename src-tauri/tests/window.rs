@@ -745,6 +745,9 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
     std::fs::create_dir_all(&shots).unwrap();
     xdotool(&display, &["key", "Return"]);
     let clicked = Instant::now();
+    // The click on the app log's clock (UTC), to read its timings against.
+    let wall = Command::new("date").args(["-u", "+%H:%M:%S.%6N"]).output().unwrap();
+    let clicked_wall = String::from_utf8_lossy(&wall.stdout).trim().to_string();
     // Frames as fast as they can be taken; read afterwards, so reading
     // them does not slow the sampling.
     let mut frames = Vec::new();
@@ -770,6 +773,8 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
         "reopened: the Overview painted {at:?} after the menu click ({}); target {TARGET_PAINT:?} {met}",
         frame.display()
     );
+    let taken: Vec<u128> = frames.iter().map(|(at, _)| at.as_millis()).collect();
+    println!("reopen: menu clicked at {clicked_wall}; frames taken at {taken:?} ms");
     // Where the time went, by the app's clock: the window is built at once;
     // most of the wait is WebKit starting its processes before the load starts.
     let timings = std::fs::read_to_string(&log).unwrap_or_default();
