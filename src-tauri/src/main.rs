@@ -226,7 +226,8 @@ fn page_language() {
 /// The window draws its page without WebKit's GPU compositing. A new
 /// window's first paint then waits for no GL context in its web process
 /// (debug build, software GL, a loaded machine: the Overview painted 1.2 to
-/// 1.7 s after a tray click, against 2.1 to 2.75 s composited), and the web
+/// 1.7 s after a tray click in six runs of seven, against 2.1 to 3.1 s in
+/// nine runs composited), and the web
 /// process holds less while open (180 MB RSS instead of 260 MB). The dashboard is text, tables and 2D
 /// canvases, which WebKit paints on the CPU anyway. A value the user set
 /// (`0` to turn compositing back on) wins. Runs before any thread.

@@ -575,7 +575,7 @@ fn resident_by_mapping(pid: u32) -> Vec<(String, u64)> {
         }
     }
     let mut sorted: Vec<(String, u64)> = by.into_iter().collect();
-    sorted.sort_by(|a, b| b.1.cmp(&a.1));
+    sorted.sort_by_key(|(_, kb)| std::cmp::Reverse(*kb));
     sorted
 }
 
