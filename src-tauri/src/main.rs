@@ -227,8 +227,8 @@ fn page_language() {
 /// window's first paint then waits for no GL context in its web process
 /// (debug build, software GL, a loaded machine: the Overview painted 1.2 to
 /// 1.7 s after a tray click in six runs of seven, against 2.1 to 3.1 s in
-/// nine runs composited), and the web
-/// process holds less while open (180 MB RSS instead of 260 MB). The dashboard is text, tables and 2D
+/// nine runs composited), and the web process holds less while open
+/// (180 MB RSS instead of 260 MB). The dashboard is text, tables and 2D
 /// canvases, which WebKit paints on the CPU anyway. A value the user set
 /// (`0` to turn compositing back on) wins. Runs before any thread.
 #[cfg(target_os = "linux")]
