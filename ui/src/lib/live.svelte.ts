@@ -26,8 +26,18 @@ export class Live {
 
   constructor(private readonly api: Api) {}
 
-  start(): void {
-    void this.refresh();
+  /**
+   * Starts following. `first` is a providers answer the caller already has
+   * (the sign-in check's): shown at once, rather than asked for again
+   * before the first cards can paint; the next poll refreshes it.
+   */
+  start(first?: ProviderView[]): void {
+    if (first) {
+      this.providers = first;
+      this.loaded = true;
+    } else {
+      void this.refresh();
+    }
     void this.api.follow(
       (m) => this.receive(m),
       (connected, error) => {

@@ -1,6 +1,6 @@
 import { describe as group, expect, it } from 'vitest';
-import type { LiveEvent } from './api';
-import { describe, mergeFeed } from './live.svelte';
+import type { Api, LiveEvent, ProviderView } from './api';
+import { describe, Live, mergeFeed } from './live.svelte';
 
 group('feed lines', () => {
   it('say what happened in words', () => {
@@ -24,5 +24,39 @@ group('feed', () => {
     const e = (id: number, type = 'breaker') => ({ id, at_ms: id, type }) as LiveEvent;
     const feed = mergeFeed([e(5)], [e(3), e(4, 'request_finished'), e(5)]);
     expect(feed.map((x) => x.id)).toEqual([5, 3]);
+  });
+});
+
+group('start', () => {
+  // A stand-in for the gateway's API: counts the providers asked for; the stream never answers.
+  function api() {
+    const calls = { providers: 0 };
+    const fake = {
+      providers: async () => {
+        calls.providers += 1;
+        return [] as ProviderView[];
+      },
+      follow: () => new Promise<void>(() => {}),
+    } as unknown as Api;
+    return { fake, calls };
+  }
+
+  it('shows the providers it was started with without asking again', () => {
+    const { fake, calls } = api();
+    const first = [{ name: 'openai' }] as ProviderView[];
+    const live = new Live(fake);
+    live.start(first);
+    expect(live.providers).toEqual(first);
+    expect(live.loaded).toBe(true);
+    expect(calls.providers).toBe(0);
+    live.stop();
+  });
+
+  it('asks for the providers when started with none', () => {
+    const { fake, calls } = api();
+    const live = new Live(fake);
+    live.start();
+    expect(calls.providers).toBe(1);
+    live.stop();
   });
 });
