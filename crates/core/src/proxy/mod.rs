@@ -268,7 +268,12 @@ fn estimate_usd(gateway: &Gateway, live: &Live, inbound: &Inbound, head: &Reques
     let Ok(plan) = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model) else {
         return 0.0;
     };
-    let usage = Usage { input_tokens: Some(tokens), output_tokens: head.max_output, cached_tokens: None, cache_write_tokens: None };
+    let usage = Usage {
+        input_tokens: Some(tokens),
+        output_tokens: head.max_output,
+        cached_tokens: None,
+        cache_write_tokens: None,
+    };
     plan.candidates.iter().filter_map(|c| prices.cost(c.provider.name(), c.upstream_model, &usage)).fold(0.0, f64::max)
 }
 
