@@ -235,7 +235,9 @@ async fn run(n: u64, backend: Backend) -> Value {
     let gw = gateway(backend, db.as_ref()).await;
     let now = now_ms();
     let per_second = fill(&gw, n, now).await;
-    assert_eq!(gw.store.count(switchyard_core::history::CountTable::Requests).await.unwrap(), n as i64);
+    let status = gw.gateway.sink().expect("history on").recorder.status();
+    let count = gw.store.count(switchyard_core::history::CountTable::Requests).await.unwrap();
+    assert_eq!(count, n as i64, "after the flush: {status:?}");
 
     let mut spend = serde_json::Map::new();
     for (bucket, since, days) in [("day", "30d", 30), ("day", "365d", 365), ("hour", "7d", 7), ("minute", "1h", 0)] {
