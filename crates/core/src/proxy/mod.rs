@@ -154,7 +154,12 @@ async fn serve(
     let tokens = (bytes.len() / 4) as u64;
     if let Some(m) = member {
         gateway.members().check(m, &head.model, tokens).map_err(|r| r.in_protocol(protocol))?;
-        let estimate = estimate_usd(gateway, &live, inbound, &head, tokens);
+        // Only a budget reserves it: pricing plans the route, which a
+        // member without one need not pay for on every request.
+        let estimate = match m.budget {
+            Some(_) => estimate_usd(gateway, &live, inbound, &head, tokens),
+            None => 0.0,
+        };
         let hold = crate::members::spend::admit(gateway, m, tokens, estimate).await;
         journal.member_hold(hold.map_err(|r| r.in_protocol(protocol))?);
     }
