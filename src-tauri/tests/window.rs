@@ -689,11 +689,35 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
     println!("window open: app and WebKit {} MB RSS ({:?})", open_rss / 1024, webkit_processes(pid));
 
     // Closed through the window manager (Alt+F4 in openbox).
-    xdotool(&display, &["windowactivate", "--sync", &window, "key", "--clearmodifiers", "alt+F4"]);
-    wait_until("the window gone and WebKit's processes ended", Duration::from_secs(20), || {
-        std::future::ready((window_id(&display).is_none() && webkit_processes(pid).is_empty()).then_some(()))
-    })
-    .await;
+    // Pressed again while the window stays, as a user would: on a loaded
+    // machine the first key can reach the window before the window manager
+    // has taken it over.
+    // Not asserted: the window may go between the search and the key.
+    let close = |window: &str| {
+        let _ = Command::new("xdotool")
+            .args(["windowactivate", "--sync", window, "key", "--clearmodifiers", "alt+F4"])
+            .env("DISPLAY", &display)
+            .status();
+    };
+    close(&window);
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut pressed = Instant::now();
+    loop {
+        let (open, webkit) = (window_id(&display), webkit_processes(pid));
+        if open.is_none() && webkit.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "30 s after Alt+F4: window {open:?} still mapped, WebKit processes left {webkit:?}"
+        );
+        if let Some(open) = open.filter(|_| pressed.elapsed() > Duration::from_secs(5)) {
+            println!("the window is still open 5 s after Alt+F4: pressed again");
+            close(&open);
+            pressed = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     // Watched for a minute, closed and without traffic.
     let ticks_before = cpu_ticks(pid);
