@@ -305,6 +305,21 @@ fn scrub(e: &dyn std::fmt::Display, url: &HistoryUrl) -> String {
     }
 }
 
+/// How many days' partitions one transaction creates (three tables a day).
+const DAYS_PER_TRANSACTION: usize = 8;
+
+/// One step of a write, given up after [`WRITE_TIMEOUT`].
+async fn within_write_timeout<T>(
+    step: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(WRITE_TIMEOUT, step).await.unwrap_or_else(|_| {
+        Err(StoreError::WriteTask(format!(
+            "PostgreSQL did not finish a write within {}",
+            humantime::format_duration(WRITE_TIMEOUT)
+        )))
+    })
+}
+
 /// The writer thread's side: it blocks on the runtime the history was
 /// opened on, since the driver is async and the writer a thread of its own.
 #[derive(Debug)]
@@ -324,13 +339,19 @@ impl PgSink {
             return Err(StoreError::WriteTask("no runtime to write to PostgreSQL on".into()));
         };
         runtime.block_on(async {
-            match tokio::time::timeout(WRITE_TIMEOUT, self.store.write_batch(records)).await {
-                Ok(written) => written,
-                Err(_) => Err(StoreError::WriteTask(format!(
-                    "PostgreSQL did not finish a write within {}",
-                    humantime::format_duration(WRITE_TIMEOUT)
-                ))),
+            // New days' partitions first, a few days to a transaction, each
+            // in its own time: a batch that spans many new days (a replayed
+            // spool, a copied history) keeps what it made if a later step
+            // times out, where one long transaction would time out whole
+            // on every retry.
+            let starts = records.iter().filter_map(|r| match r {
+                Record::Request(r) => Some(r.started_at_ms),
+                Record::Event(_) | Record::Capture(_) => None,
+            });
+            for days in self.store.missing_days(starts).chunks(DAYS_PER_TRANSACTION) {
+                within_write_timeout(self.store.create_days(days)).await?;
             }
+            within_write_timeout(self.store.write_batch(records)).await
         })
     }
 

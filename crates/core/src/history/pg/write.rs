@@ -156,28 +156,38 @@ impl PgStore {
     }
 
     /// Creates the day partitions `starts` fall in that this process has
-    /// not seen yet. Under a transaction-scoped advisory lock: two instances
-    /// creating one day's partition at once would otherwise race between
-    /// `IF NOT EXISTS` and the creation.
+    /// not seen yet.
     async fn ensure_days(&self, starts: impl Iterator<Item = i64>) -> Result<(), StoreError> {
-        let wanted: HashSet<i64> = starts.map(|at| at.div_euclid(DAY_MS)).collect();
-        let missing: Vec<i64> = {
-            let known = self.days.lock().unwrap_or_else(|p| p.into_inner());
-            wanted.into_iter().filter(|d| !known.contains(d)).collect()
-        };
-        if missing.is_empty() {
+        let missing = self.missing_days(starts);
+        self.create_days(&missing).await
+    }
+
+    /// The days `starts` fall in whose partitions this process has not
+    /// seen yet, in order.
+    pub(crate) fn missing_days(&self, starts: impl Iterator<Item = i64>) -> Vec<i64> {
+        let wanted: std::collections::BTreeSet<i64> = starts.map(|at| at.div_euclid(DAY_MS)).collect();
+        let known = self.days.lock().unwrap_or_else(|p| p.into_inner());
+        wanted.into_iter().filter(|d| !known.contains(d)).collect()
+    }
+
+    /// Creates `days`' partitions in one transaction, under a
+    /// transaction-scoped advisory lock: two instances creating one day's
+    /// partition at once would otherwise race between `IF NOT EXISTS` and
+    /// the creation.
+    pub(crate) async fn create_days(&self, days: &[i64]) -> Result<(), StoreError> {
+        if days.is_empty() {
             return Ok(());
         }
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(super::PARTITION_LOCK).execute(&mut *tx).await?;
-        for day in &missing {
+        for day in days {
             for sql in super::partition_ddl(*day) {
                 // Integers only are formatted in: the day number and its bounds.
                 sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
             }
         }
         tx.commit().await?;
-        self.days.lock().unwrap_or_else(|p| p.into_inner()).extend(missing);
+        self.days.lock().unwrap_or_else(|p| p.into_inner()).extend(days.iter().copied());
         Ok(())
     }
 }
