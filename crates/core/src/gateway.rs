@@ -227,7 +227,7 @@ impl Builder {
             (true, None) => return Err(InitError::AccessTokenMissing),
             (false, _) => None,
         };
-        Ok(Gateway {
+        let gateway = Gateway {
             inner: Arc::new(Inner {
                 live: ArcSwap::from_pointee(Live::new(self.config, providers, None)),
                 client,
@@ -256,7 +256,9 @@ impl Builder {
                 capture: crate::proxy::capture::Switch::default(),
                 share: std::sync::atomic::AtomicU32::new(1),
             }),
-        })
+        };
+        gateway.keep_members_fresh();
+        Ok(gateway)
     }
 }
 
@@ -376,6 +378,25 @@ impl Gateway {
         self.apply_member_budgets();
     }
 
+    /// Reads the members again every second in the background, so a
+    /// request waits on the history database for them only when it brings a
+    /// key the copy does not know ([`crate::members::gate::Members::identify`]).
+    /// Stops with the gateway. Needs a runtime; without one (or a history)
+    /// requests read them as the copy ages.
+    fn keep_members_fresh(&self) {
+        let (Some(_), Ok(runtime)) = (self.store(), tokio::runtime::Handle::try_current()) else { return };
+        let gateway = Arc::downgrade(&self.inner);
+        runtime.spawn(async move {
+            let mut every = tokio::time::interval(crate::members::gate::REFRESH);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(inner) = gateway.upgrade() else { break };
+                Gateway { inner }.reload_members().await;
+            }
+        });
+    }
+
     /// Reads the members again now (after a change through this gateway).
     pub async fn reload_members(&self) {
         if let Some(store) = self.store() {
@@ -385,7 +406,7 @@ impl Gateway {
     }
 
     /// The members' budgets as last read, in the budget engine, once per read.
-    fn apply_member_budgets(&self) {
+    pub(crate) fn apply_member_budgets(&self) {
         let now = now_ms();
         let (read, budgets) = self.members().budgets(now);
         if self.inner.member_budgets_read.swap(read, Ordering::AcqRel) != read {

@@ -28,8 +28,18 @@ use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::Protocol;
 use crate::team::{AdmitAsk, Admitted, Held, Team};
 
-/// How old the copy of the members may be before a request reads them again.
-const REFRESH: Duration = Duration::from_secs(1);
+/// How often the gateway reads the members again, in the background: a
+/// revocation or a change made anywhere (the CLI, another instance) is in
+/// force within it.
+pub(crate) const REFRESH: Duration = Duration::from_secs(1);
+/// A member-shaped key the copy does not know waits for a read that began
+/// after it arrived, and such reads begin at most this often: a member added
+/// a moment ago elsewhere is let in on its first request, and a run of wrong
+/// keys costs the database at most ten reads a second (and is throttled per
+/// address).
+const RECHECK: Duration = Duration::from_millis(100);
+/// A copy this old is kept by no background read.
+const UNKEPT: Duration = Duration::from_secs(3);
 /// Requests with a wrong key one address may make a minute; past it the
 /// address is refused without a look at its keys until the minute ends.
 pub const WRONG_KEYS_PER_MINUTE: u32 = 20;
@@ -139,6 +149,8 @@ impl Refusal {
 #[derive(Debug, Default)]
 struct Snapshot {
     read_at: Option<Instant>,
+    /// When the read behind this copy began: what was written before it is in.
+    began_at: Option<Instant>,
     members: Arc<Vec<Member>>,
     reads: u64,
 }
@@ -235,23 +247,50 @@ impl Members {
     }
 
     fn stale(&self) -> bool {
-        lock(&self.snapshot).read_at.is_none_or(|at| at.elapsed() >= REFRESH)
+        self.older_than(REFRESH)
+    }
+
+    fn older_than(&self, age: Duration) -> bool {
+        lock(&self.snapshot).read_at.is_none_or(|at| at.elapsed() >= age)
+    }
+
+    /// Makes sure the copy comes from a read that began after `asked`:
+    /// one already under way or done is taken; else one more, no sooner
+    /// than [`RECHECK`] after the last began.
+    async fn recheck(&self, store: &Store, asked: Instant) {
+        let _one = self.reading.lock().await;
+        let last = lock(&self.snapshot).began_at;
+        if last.is_some_and(|began| began >= asked) {
+            return;
+        }
+        if let Some(began) = last {
+            tokio::time::sleep_until(began + RECHECK).await;
+        }
+        self.read(store).await;
+    }
+
+    fn unread(&self) -> bool {
+        lock(&self.snapshot).read_at.is_none()
     }
 
     /// A failed read keeps the last copy: members are not dropped (nor
     /// revoked keys let in) because the database hiccuped once.
     async fn read(&self, store: &Store) {
+        let began = Instant::now();
         let members = match store.members().await {
             Ok(m) => m,
             Err(e) => {
                 warn!("members: cannot read them from the history: {e}");
-                lock(&self.snapshot).read_at = Some(Instant::now());
+                let mut snapshot = lock(&self.snapshot);
+                snapshot.read_at = Some(Instant::now());
+                snapshot.began_at = Some(began);
                 return;
             }
         };
         let mut snapshot = lock(&self.snapshot);
         let reads = snapshot.reads + 1;
-        *snapshot = Snapshot { read_at: Some(Instant::now()), members: Arc::new(members), reads };
+        *snapshot =
+            Snapshot { read_at: Some(Instant::now()), began_at: Some(began), members: Arc::new(members), reads };
     }
 
     /// The members as last read.
@@ -279,14 +318,25 @@ impl Members {
             // No database, so no members: a member-shaped key is no key.
             return if token.is_some_and(|t| t.starts_with(KEY_PREFIX)) { Err(Refusal::InvalidKey) } else { Ok(None) };
         };
-        self.refresh(store).await;
-        let members = self.list();
+        let asked = Instant::now();
+        // The first request reads them; after that the background keeps
+        // the copy (`Gateway::keep_members_fresh`). A copy far older than
+        // its period means nothing does: the request reads it then.
+        if self.unread() || self.older_than(UNKEPT) {
+            self.refresh(store).await;
+        }
+        let mut members = self.list();
         let member_key = token.filter(|t| t.starts_with(KEY_PREFIX));
         if members.is_empty() && member_key.is_none() {
             return Ok(None);
         }
         if let Some(retry_after) = peer.and_then(|p| self.throttled(p)) {
             return Err(Refusal::Throttled { retry_after });
+        }
+        if member_key.is_some_and(|key| find(&members, key).is_none()) {
+            // Maybe added a moment ago elsewhere: look again before refusing.
+            self.recheck(store, asked).await;
+            members = self.list();
         }
         let found = member_key.and_then(|key| find(&members, key));
         let Some(member) = found else {
@@ -466,11 +516,11 @@ mod tests {
         assert_eq!(gate.identify(Some(&store), Some("sy-m-1"), None, None, 1).await, Err(Refusal::InvalidKey));
     }
 
-    /// The copy read at `read_at`, made a second older (the store's pool
+    /// The copy read at `read_at`, made `age` older (the store's pool
     /// does not run on a paused clock).
-    fn age_by_a_second(gate: &Members) {
+    fn age_by(gate: &Members, age: Duration) {
         let mut snapshot = lock(&gate.snapshot);
-        snapshot.read_at = snapshot.read_at.and_then(|at| at.checked_sub(REFRESH));
+        snapshot.read_at = snapshot.read_at.and_then(|at| at.checked_sub(age));
     }
 
     #[tokio::test]
@@ -484,8 +534,28 @@ mod tests {
         al.revoked_at_ms = Some(1);
         store.put_member(&al).await.unwrap();
         assert!(who().await.is_ok(), "the copy read under a second ago still holds");
-        age_by_a_second(&gate);
+        age_by(&gate, REFRESH);
+        assert!(who().await.is_ok(), "a request leaves a second-old copy to the gateway's background read");
+        gate.refresh(&store).await;
         assert_eq!(who().await, Err(Refusal::Revoked("al".into())));
+        // A copy nothing keeps fresh (no background read) is read by the request.
+        al.revoked_at_ms = None;
+        store.put_member(&al).await.unwrap();
+        age_by(&gate, UNKEPT);
+        assert!(who().await.is_ok(), "read again by the request");
+    }
+
+    #[tokio::test]
+    async fn a_key_added_after_the_copy_was_read_is_let_in_on_its_first_request() {
+        let (al_key, bo_key) = (new_key(), new_key());
+        let (_dir, store) = store_with(&[member("al", &al_key, None)]).await;
+        let gate = Members::new();
+        assert!(gate.identify(Some(&store), Some(al_key.expose_secret()), None, None, 1).await.is_ok());
+        store.put_member(&member("bo", &bo_key, None)).await.unwrap();
+        let bo = gate.identify(Some(&store), Some(bo_key.expose_secret()), None, None, 1).await;
+        assert_eq!(bo.map(|m| m.map(|m| m.name)), Ok(Some("bo".to_string())));
+        let wrong = gate.identify(Some(&store), Some("sy-m-0"), None, None, 1).await;
+        assert_eq!(wrong.map(|m| m.map(|m| m.name)), Err(Refusal::InvalidKey));
     }
 
     #[tokio::test]

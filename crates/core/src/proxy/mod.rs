@@ -106,9 +106,11 @@ async fn identify(
     inbound: &Inbound,
 ) -> Result<Option<crate::members::Member>, crate::members::gate::Refusal> {
     let token = crate::http::guard::client_token(&inbound.headers, inbound.uri.query());
-    gateway.refresh_members().await;
     let members = gateway.members();
-    members.identify(gateway.store(), token.as_deref(), gateway.access_token(), inbound.peer, now_ms()).await
+    let who = members.identify(gateway.store(), token.as_deref(), gateway.access_token(), inbound.peer, now_ms()).await;
+    // A member read just now (its key was new to the copy) brings its budget.
+    gateway.apply_member_budgets();
+    who
 }
 
 /// A member refusal, on record (with no upstream call, as the member's
