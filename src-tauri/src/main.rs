@@ -1,7 +1,8 @@
 //! Switchyard on the desktop: the gateway in-process, a tray menu that
-//! reflects it, and the dashboard in a window. A closed window is gone, not
-//! hidden: its webview and WebKit's processes (some 350 MB) exit, and the
-//! tray opens a new one on the view the old one was on.
+//! reflects it, and the dashboard in a window of its own process. A closed
+//! window is gone, not hidden: its process, WebKit's processes and the
+//! libraries they loaded exit, and the tray opens a new one on the view the
+//! old one was on.
 
 // No console window on Windows release builds.
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
@@ -15,57 +16,25 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod attach;
 mod host;
-mod light;
 mod menu;
 mod tools;
 mod tray;
 mod update;
+mod window;
+mod window_process;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tauri::{AppHandle, Manager, RunEvent, WindowEvent};
+use tauri::{AppHandle, Manager, RunEvent};
 use tauri_plugin_autostart::{MacosLauncher, ManagerExt as _};
 use tauri_plugin_clipboard_manager::ClipboardExt as _;
 
-use host::{CommandError, Connection, Host, Options};
+use host::{Host, Options};
 use menu::ids::{self, Command};
 use tray::{Prefs, Tray};
 use update::Updates;
-
-/// The window's one command: where the gateway is and a dashboard session.
-#[tauri::command]
-async fn connect(host: tauri::State<'_, Arc<Host>>) -> Result<Connection, CommandError> {
-    // The page's first command: its script has loaded and run.
-    tracing::debug!("window: connect asked");
-    host.connection().await
-}
-
-/// Whether the app's gateway serves: `listening`, `paused`, `attached`,
-/// `starting` or `failed`. The window asks when the gateway does not answer,
-/// to say "paused" rather than "not running".
-#[tauri::command]
-fn gateway_state(host: tauri::State<'_, Arc<Host>>) -> &'static str {
-    match host.status() {
-        menu::Status::Starting => "starting",
-        menu::Status::Listening(_) => "listening",
-        menu::Status::Paused(_) => "paused",
-        menu::Status::Attached(_) => "attached",
-        menu::Status::Failed(_) => "failed",
-    }
-}
-
-/// Resumes a paused gateway, as the tray's "Resume gateway" does.
-#[tauri::command]
-async fn resume(app: AppHandle, host: tauri::State<'_, Arc<Host>>) -> Result<(), CommandError> {
-    host.resume().await;
-    redraw(&app);
-    match host.status() {
-        menu::Status::Listening(_) | menu::Status::Attached(_) => Ok(()),
-        menu::Status::Failed(reason) => Err(CommandError { code: "not_serving", message: reason }),
-        _ => Err(CommandError { code: "not_serving", message: "the gateway did not resume".into() }),
-    }
-}
+use window::Windows;
 
 /// Redraws the tray menu from the current state.
 pub fn redraw(app: &AppHandle) {
@@ -74,68 +43,11 @@ pub fn redraw(app: &AppHandle) {
     }
 }
 
-/// The window's label in `tauri.conf.json`, whose settings every new window takes.
-const WINDOW: &str = "main";
-/// The longest dashboard route (`#/requests/<id>?…`) kept for the next window.
-const MAX_VIEW_LEN: usize = 512;
-
-/// The dashboard route (`#/…`) the last window was on when it closed.
-#[derive(Default)]
-struct LastView(Mutex<Option<String>>);
-
-impl LastView {
-    fn set(&self, view: Option<String>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = view;
-    }
-
-    fn get(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-/// Shows the window, opening a new one when it was closed.
+/// Shows the dashboard: raises its window, or starts the window process.
 fn show_window(app: &AppHandle) {
-    if let Some(window) = app.get_webview_window(WINDOW) {
-        let _ = window.show();
-        let _ = window.unminimize();
-        let _ = window.set_focus();
-        return;
+    if let Some(windows) = app.try_state::<Arc<Windows>>() {
+        windows.show(app);
     }
-    if let Err(e) = open_window(app) {
-        tracing::warn!("cannot open the window: {e}");
-    }
-}
-
-/// A new window on the route the last one was on. It signs in by itself
-/// (its `connect` command), so only the route needs carrying over.
-fn open_window(app: &AppHandle) -> tauri::Result<()> {
-    let Some(config) = app.config().app.windows.iter().find(|w| w.label == WINDOW).cloned() else {
-        return Ok(());
-    };
-    // Where a reopen's time goes, from the window's start (the desktop test
-    // prints these): building it, then WebKit starting the page's load.
-    let started = std::time::Instant::now();
-    let mut builder = tauri::WebviewWindowBuilder::from_config(app, &config)?.on_page_load(move |_, payload| {
-        tracing::debug!(event = ?payload.event(), ms = started.elapsed().as_millis(), "window: page load");
-    });
-    if let Some(view) = app.try_state::<LastView>().and_then(|v| v.get()) {
-        // Runs before the page's scripts, so the router starts on it.
-        builder = builder.initialization_script(format!(
-            "if (!location.hash) location.hash = {};",
-            serde_json::to_string(&view).map_err(tauri::Error::Json)?
-        ));
-    }
-    let window = builder.build()?;
-    tracing::debug!(ms = started.elapsed().as_millis(), "window: built");
-    window.show()?;
-    window.set_focus()
-}
-
-/// The dashboard route a window shows, if it is one worth opening on again.
-fn route_of(window: &tauri::Window) -> Option<String> {
-    let url = window.app_handle().get_webview_window(window.label())?.url().ok()?;
-    let route = url.fragment().filter(|f| f.starts_with('/') && f.len() < MAX_VIEW_LEN)?;
-    (!route.starts_with("/login")).then(|| format!("#{route}"))
 }
 
 fn copy(app: &AppHandle, host: &Host, path: &str) {
@@ -239,11 +151,51 @@ fn page_compositing() {
     }
 }
 
+/// GTK opens the display with a GL probe (GLX through libepoxy) that loads
+/// Mesa's driver, and with software GL that is llvmpipe: libLLVM and
+/// swrast, some 47 MB that stay resident all day in a process that draws
+/// no window (measured: 168 MB with the probe, 116 MB without, debug
+/// build). The tray process turns the probe off; the window process gets
+/// the user's setting back ([`Windows`]). True when it was set here. Runs
+/// before any thread.
+#[cfg(target_os = "linux")]
+fn tray_without_gl() -> bool {
+    const VAR: &str = "GDK_GL";
+    if std::env::var_os(VAR).is_some() {
+        return false;
+    }
+    std::env::set_var(VAR, "disable");
+    true
+}
+
+/// The app's configuration and assets, for either process: one expansion,
+/// so the dashboard's files are embedded in the binary once.
+fn context() -> tauri::Context<tauri::Wry> {
+    tauri::generate_context!()
+}
+
 fn main() {
     page_language();
     #[cfg(target_os = "linux")]
     page_compositing();
     switchyard_host::logging::init(switchyard_host::logging::LogFormat::Human, "info");
+    if std::env::args().any(|a| a == window::WINDOW_FLAG) {
+        if let Err(e) = window_process::run(context()) {
+            eprintln!("switchyard-desktop: the window cannot start: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    run_tray();
+}
+
+/// The app the user starts: the gateway, the tray, and the window process
+/// on demand. It never builds a webview itself (see [`window`]).
+fn run_tray() {
+    #[cfg(target_os = "linux")]
+    let gl_set_here = tray_without_gl();
+    #[cfg(not(target_os = "linux"))]
+    let gl_set_here = false;
     // Started at login, the app waits in the tray; started by hand it shows its window.
     let hidden = std::env::args().any(|a| a == "--hidden");
     // The configuration first: the window's policy names the gateway's address.
@@ -254,23 +206,14 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let mut context = tauri::generate_context!();
-    let csp = host::window_csp(setup.config.server.listen);
+    let windows = Arc::new(Windows::new(setup.config.server.listen, gl_set_here));
     let updates = Arc::new(Updates::new(setup.config.desktop.update_endpoint.clone()));
-    context.config_mut().app.security.csp = Some(tauri::utils::config::Csp::Policy(csp));
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| show_window(app)))
         .plugin(tauri_plugin_autostart::init(MacosLauncher::LaunchAgent, Some(vec!["--hidden"])))
         .plugin(tauri_plugin_clipboard_manager::init())
         .plugin(tauri_plugin_notification::init())
         .plugin(tauri_plugin_updater::Builder::new().build())
-        .invoke_handler(tauri::generate_handler![
-            connect,
-            gateway_state,
-            resume,
-            tools::tools_status,
-            tools::tool_toggle
-        ])
         .setup(move |app| {
             let host = Arc::new(tauri::async_runtime::block_on(Host::start(setup))?);
             let prefs = Arc::new(Prefs { notify: AtomicBool::new(true) });
@@ -282,7 +225,7 @@ fn main() {
             app.manage(tray);
             app.manage(Arc::clone(&host));
             app.manage(Arc::clone(&prefs));
-            app.manage(LastView::default());
+            app.manage(windows);
             tauri::async_runtime::spawn(tray::follow(handle.clone(), host, prefs));
             if let Some(updates) = check {
                 tauri::async_runtime::spawn(update::check_and_tell(handle.clone(), updates, true));
@@ -292,24 +235,11 @@ fn main() {
             }
             Ok(())
         })
-        .on_window_event(|window, event| {
-            // Closing the window destroys it (the gateway and the tray stay);
-            // the next one opens where this one was.
-            match event {
-                WindowEvent::CloseRequested { .. } => {
-                    if let Some(last) = window.app_handle().try_state::<LastView>() {
-                        last.set(route_of(window));
-                    }
-                }
-                WindowEvent::Destroyed => light::after_last_window(window.app_handle()),
-                _ => {}
-            }
-        })
-        .build(context);
+        .build(context());
     match app {
         Ok(app) => app.run(|_app, event| {
             if let RunEvent::ExitRequested { api, code: None, .. } = event {
-                // No window left is no reason to stop: the tray keeps the app.
+                // No window here is no reason to stop: the tray keeps the app.
                 api.prevent_exit();
             }
         }),

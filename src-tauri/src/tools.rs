@@ -1,8 +1,7 @@
-//! Connecting coding tools from the app: the window's Tools view and the
-//! tray's "Connect tools" submenu both call `switchyard_host::tools`, which
-//! edits the tools' own settings files as `switchyard connect` does.
-
-use std::sync::Arc;
+//! Connecting coding tools from the app: the window's Tools view (its
+//! commands answered by `crate::window`) and the tray's "Connect tools"
+//! submenu both call `switchyard_host::tools`, which edits the tools' own
+//! settings files as `switchyard connect` does.
 
 use switchyard_host::tools::{self, Env, ToolStatus};
 
@@ -40,21 +39,4 @@ pub fn toggle(host: &Host, id: &str) -> Result<Vec<ToolStatus>, CommandError> {
         tools::connect(tool, &env, &target, &backups).map_err(failed)?;
     }
     Ok(tools::statuses(&env, &backups))
-}
-
-#[tauri::command]
-pub async fn tools_status(host: tauri::State<'_, Arc<Host>>) -> Result<Vec<ToolStatus>, CommandError> {
-    statuses(&host)
-}
-
-/// Connect or disconnect one tool; the answer is every tool's new status.
-#[tauri::command]
-pub async fn tool_toggle(
-    app: tauri::AppHandle,
-    host: tauri::State<'_, Arc<Host>>,
-    id: String,
-) -> Result<Vec<ToolStatus>, CommandError> {
-    let result = toggle(&host, &id);
-    crate::redraw(&app);
-    result
 }

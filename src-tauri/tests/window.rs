@@ -13,7 +13,8 @@
 //! xdotool) closes the port and turns the icon grey, and the window then says
 //! the gateway is paused and its Resume button serves again.
 //! A second test closes the window through the window manager (openbox),
-//! reads the app's processes, memory and CPU from /proc for a minute, and
+//! finds no process left under the app (the window has its own, which
+//! exits), reads the app's memory and CPU from /proc for a minute, and
 //! reopens it from the tray: the Overview paints (its screenshot read by
 //! tesseract).
 //! `.ci/run` installs Xvfb, WebKitWebDriver, trayer, openbox, tesseract and ImageMagick.
@@ -703,14 +704,11 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
     let end = Instant::now() + Duration::from_secs(30);
     let mut pressed = Instant::now();
     loop {
-        let (open, webkit) = (window_id(&display), webkit_processes(pid));
-        if open.is_none() && webkit.is_empty() {
+        let (open, left) = (window_id(&display), descendants(pid));
+        if open.is_none() && left.is_empty() {
             break;
         }
-        assert!(
-            Instant::now() < end,
-            "30 s after Alt+F4: window {open:?} still mapped, WebKit processes left {webkit:?}"
-        );
+        assert!(Instant::now() < end, "30 s after Alt+F4: window {open:?} still mapped, processes left {left:?}");
         if let Some(open) = open.filter(|_| pressed.elapsed() > Duration::from_secs(5)) {
             println!("the window is still open 5 s after Alt+F4: pressed again");
             close(&open);
@@ -719,13 +717,16 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    // Watched for a minute, closed and without traffic.
+    // Watched for a minute, closed and without traffic: the app with every
+    // process under it, of which none should be left (the window and
+    // WebKit run in processes of their own, which exit with the window).
     let ticks_before = cpu_ticks(pid);
     let started = Instant::now();
     let mut peak = (0, 0, 0);
     while started.elapsed() < WATCHED {
         tokio::time::sleep(Duration::from_secs(5)).await;
-        assert!(webkit_processes(pid).is_empty(), "a WebKit process came back: {:?}", webkit_processes(pid));
+        let left = descendants(pid);
+        assert!(left.is_empty(), "a process runs under the closed app: {left:?}");
         let now = (status_kb(pid, "VmRSS"), status_kb(pid, "RssAnon"), status_kb(pid, "RssFile"));
         peak = (peak.0.max(now.0), peak.1.max(now.1), peak.2.max(now.2));
     }
@@ -733,7 +734,7 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
     let hz = 100.0; // USER_HZ on Linux
     let cpu = ticks as f64 / hz / started.elapsed().as_secs_f64();
     println!(
-        "closed, over {:?}: {ticks} ticks = {:.3}% of a core; RSS {} MB ({} MB anonymous, {} MB of mapped files); no WebKit process",
+        "closed, over {:?}: {ticks} ticks = {:.3}% of a core; RSS {} MB ({} MB anonymous, {} MB of mapped files); no process under it",
         started.elapsed(),
         cpu * 100.0,
         peak.0 / 1024,
@@ -741,18 +742,19 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
         peak.2 / 1024,
     );
     assert!(cpu < 0.001, "the closed app used {:.3}% of a core", cpu * 100.0);
-    println!("RSS target {TARGET_RSS_MB} MB: {}", if peak.0 < TARGET_RSS_MB * 1024 { "met" } else { "not met" });
-    // Where it is: the binary, WebKit's libraries and the GL driver it
-    // loaded stay mapped; Pss shares the pages other processes map too.
+    // Where it is: the binary and the libraries the tray touched; Pss
+    // shares the pages other processes map too.
     let biggest: Vec<String> = resident_by_mapping(pid)
         .into_iter()
         .take(8)
         .map(|(path, kb)| format!("{} {:.1} MB", path.rsplit('/').next().unwrap_or(&path), kb as f64 / 1024.0))
         .collect();
     println!("closed, resident by mapping: {}; Pss {} MB", biggest.join(", "), rollup_kb(pid, "Pss") / 1024);
-    // Mapped files are shared libraries' pages (WebKit, the GL driver) that
-    // stay mapped once loaded; what the app itself holds is its anonymous memory.
-    assert!(peak.1 < TARGET_RSS_MB * 1024, "the closed app holds {} MB of its own memory", peak.1 / 1024);
+    println!("RSS target {TARGET_RSS_MB} MB: {}", if peak.0 < TARGET_RSS_MB * 1024 { "met" } else { "not met" });
+    // All of it, mapped files included: a process that built a webview
+    // keeps WebKit's libraries and the GL driver resident, so this fails an
+    // app that draws its window in its own process.
+    assert!(peak.0 < TARGET_RSS_MB * 1024, "the closed app holds {} MB resident", peak.0 / 1024);
 
     // Reopened from the tray menu: the Overview paints.
     let (x, y) =
@@ -807,6 +809,6 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
         let at = line.split_whitespace().next().unwrap_or("");
         println!("reopen, app log: {at} {}", line.split_once("window:").map_or(*line, |(_, rest)| rest.trim()));
     }
-    assert!(!webkit_processes(pid).is_empty(), "the new window runs WebKit again");
+    assert!(!webkit_processes(pid).is_empty(), "the new window runs WebKit again, under the app");
     assert!(*at < PAINT_LIMIT, "the Overview took {at:?} to paint");
 }
