@@ -387,14 +387,24 @@ impl Gateway {
         let (Some(_), Ok(runtime)) = (self.store(), tokio::runtime::Handle::try_current()) else { return };
         let gateway = Arc::downgrade(&self.inner);
         runtime.spawn(async move {
-            let mut every = tokio::time::interval(crate::members::gate::REFRESH);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                every.tick().await;
                 let Some(inner) = gateway.upgrade() else { break };
-                Gateway { inner }.reload_members().await;
+                Gateway { inner }.keep_members_read().await;
+                tokio::time::sleep(crate::members::gate::REFRESH).await;
             }
         });
+    }
+
+    /// The background's read: every time while there are members; with
+    /// none there is nothing to revoke or change, and a new member's key is
+    /// read when it first comes, so an idle gateway (the tray app's) reads
+    /// less often.
+    async fn keep_members_read(&self) {
+        let members = self.members();
+        if members.list().is_empty() && !members.older_than(crate::members::gate::REFRESH_WITHOUT_MEMBERS) {
+            return;
+        }
+        self.reload_members().await;
     }
 
     /// Reads the members again now (after a change through this gateway).

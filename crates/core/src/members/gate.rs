@@ -32,6 +32,9 @@ use crate::team::{AdmitAsk, Admitted, Held, Team};
 /// revocation or a change made anywhere (the CLI, another instance) is in
 /// force within it.
 pub(crate) const REFRESH: Duration = Duration::from_secs(1);
+/// The same with no member defined: the first member added elsewhere (the
+/// CLI, another instance) makes key-less requests refused within this.
+pub(crate) const REFRESH_WITHOUT_MEMBERS: Duration = Duration::from_secs(5);
 /// A member-shaped key the copy does not know waits for a read that began
 /// after it arrived, and such reads begin at most this often: a member added
 /// a moment ago elsewhere is let in on its first request, and a run of wrong
@@ -39,7 +42,7 @@ pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 /// address).
 const RECHECK: Duration = Duration::from_millis(100);
 /// A copy this old is kept by no background read.
-const UNKEPT: Duration = Duration::from_secs(3);
+const UNKEPT: Duration = Duration::from_secs(10);
 /// Requests with a wrong key one address may make a minute; past it the
 /// address is refused without a look at its keys until the minute ends.
 pub const WRONG_KEYS_PER_MINUTE: u32 = 20;
@@ -250,7 +253,7 @@ impl Members {
         self.older_than(REFRESH)
     }
 
-    fn older_than(&self, age: Duration) -> bool {
+    pub(crate) fn older_than(&self, age: Duration) -> bool {
         lock(&self.snapshot).read_at.is_none_or(|at| at.elapsed() >= age)
     }
 
