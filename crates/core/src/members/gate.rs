@@ -34,7 +34,7 @@ use crate::team::{AdmitAsk, Admitted, Held, Team};
 pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 /// The same with no member defined: the first member added elsewhere (the
 /// CLI, another instance) makes key-less requests refused within this.
-pub(crate) const REFRESH_WITHOUT_MEMBERS: Duration = Duration::from_secs(5);
+pub(crate) const REFRESH_WITHOUT_MEMBERS: Duration = Duration::from_secs(30);
 /// A member-shaped key the copy does not know waits for a read that began
 /// after it arrived, and such reads begin at most this often: a member added
 /// a moment ago elsewhere is let in on its first request, and a run of wrong
@@ -42,7 +42,7 @@ pub(crate) const REFRESH_WITHOUT_MEMBERS: Duration = Duration::from_secs(5);
 /// address).
 const RECHECK: Duration = Duration::from_millis(100);
 /// A copy this old is kept by no background read.
-const UNKEPT: Duration = Duration::from_secs(10);
+const UNKEPT: Duration = Duration::from_secs(60);
 /// Requests with a wrong key one address may make a minute; past it the
 /// address is refused without a look at its keys until the minute ends.
 pub const WRONG_KEYS_PER_MINUTE: u32 = 20;
