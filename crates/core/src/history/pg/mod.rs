@@ -305,9 +305,6 @@ fn scrub(e: &dyn std::fmt::Display, url: &HistoryUrl) -> String {
     }
 }
 
-/// How many days' partitions one transaction creates (three tables a day).
-const DAYS_PER_TRANSACTION: usize = 8;
-
 /// One step of a write, given up after [`WRITE_TIMEOUT`].
 async fn within_write_timeout<T>(
     step: impl std::future::Future<Output = Result<T, StoreError>>,
@@ -339,16 +336,10 @@ impl PgSink {
             return Err(StoreError::WriteTask("no runtime to write to PostgreSQL on".into()));
         };
         runtime.block_on(async {
-            // New days' partitions first, a few days to a transaction, each
-            // in its own time: a batch that spans many new days (a replayed
-            // spool, a copied history) keeps what it made if a later step
-            // times out, where one long transaction would time out whole
-            // on every retry.
-            let starts = records.iter().filter_map(|r| match r {
-                Record::Request(r) => Some(r.started_at_ms),
-                Record::Event(_) | Record::Capture(_) => None,
-            });
-            for days in self.store.missing_days(starts).chunks(DAYS_PER_TRANSACTION) {
+            // New days' partitions first, each few days in their own time:
+            // a batch that spans many new days (a replayed spool) goes
+            // through in one call however many there are.
+            for days in self.store.missing_days(records).chunks(write::DAYS_PER_TRANSACTION) {
                 within_write_timeout(self.store.create_days(days)).await?;
             }
             within_write_timeout(self.store.write_batch(records)).await
@@ -418,6 +409,9 @@ impl Backend for PgStore {
     }
 
     async fn write(&self, batch: &[Record]) -> Result<(), StoreError> {
+        for days in self.missing_days(batch).chunks(write::DAYS_PER_TRANSACTION) {
+            self.create_days(days).await?;
+        }
         self.write_batch(batch).await
     }
 

@@ -14,6 +14,9 @@ use crate::history::derived::{Derived, Facts, DAY_MS};
 use crate::history::record::{CaptureRecord, EventRecord, Record, RequestRecord};
 use crate::history::store::StoreError;
 
+/// How many days' partitions one transaction creates (three tables a day).
+pub(super) const DAYS_PER_TRANSACTION: usize = 8;
+
 /// A rollup's change: span, start, provider, model, outcome, sums.
 type Rollup<'a> = (i64, i64, &'a str, &'a str, &'a str, crate::history::derived::Sums);
 
@@ -91,7 +94,6 @@ impl PgStore {
                 Record::Request(_) | Record::Event(_) => None,
             })
             .collect();
-        self.ensure_days(requests.iter().map(|r| r.started_at_ms)).await?;
         let mut tx = self.pool.begin().await?;
         let new = insert_requests(&mut tx, &requests).await?;
         insert_attempts(&mut tx, &requests).await?;
@@ -155,16 +157,17 @@ impl PgStore {
         Ok(())
     }
 
-    /// Creates the day partitions `starts` fall in that this process has
-    /// not seen yet.
-    async fn ensure_days(&self, starts: impl Iterator<Item = i64>) -> Result<(), StoreError> {
-        let missing = self.missing_days(starts);
-        self.create_days(&missing).await
-    }
-
-    /// The days `starts` fall in whose partitions this process has not
-    /// seen yet, in order.
-    pub(crate) fn missing_days(&self, starts: impl Iterator<Item = i64>) -> Vec<i64> {
+    /// The days of `batch`'s requests whose partitions this process has
+    /// not seen yet, in order. Made (in transactions of
+    /// [`DAYS_PER_TRANSACTION`] days, by [`PgStore::create_days`]) before the
+    /// batch is written: a batch that spans many new days (a replayed spool,
+    /// a copied history) keeps what each made, where one long transaction
+    /// would be rolled back whole each time it ran out of time.
+    pub(super) fn missing_days(&self, batch: &[Record]) -> Vec<i64> {
+        let starts = batch.iter().filter_map(|r| match r {
+            Record::Request(r) => Some(r.started_at_ms),
+            Record::Event(_) | Record::Capture(_) => None,
+        });
         let wanted: std::collections::BTreeSet<i64> = starts.map(|at| at.div_euclid(DAY_MS)).collect();
         let known = self.days.lock().unwrap_or_else(|p| p.into_inner());
         wanted.into_iter().filter(|d| !known.contains(d)).collect()
@@ -174,7 +177,7 @@ impl PgStore {
     /// transaction-scoped advisory lock: two instances creating one day's
     /// partition at once would otherwise race between `IF NOT EXISTS` and
     /// the creation.
-    pub(crate) async fn create_days(&self, days: &[i64]) -> Result<(), StoreError> {
+    pub(super) async fn create_days(&self, days: &[i64]) -> Result<(), StoreError> {
         if days.is_empty() {
             return Ok(());
         }
