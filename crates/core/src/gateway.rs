@@ -417,6 +417,10 @@ impl Gateway {
 
     /// The members' budgets as last read, in the budget engine, once per read.
     pub(crate) fn apply_member_budgets(&self) {
+        // Every request passes here: nothing is built unless a read is new.
+        if self.inner.member_budgets_read.load(Ordering::Acquire) == self.members().reads() {
+            return;
+        }
         let now = now_ms();
         let (read, budgets) = self.members().budgets(now);
         if self.inner.member_budgets_read.swap(read, Ordering::AcqRel) != read {

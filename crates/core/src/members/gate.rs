@@ -296,6 +296,11 @@ impl Members {
             Snapshot { read_at: Some(Instant::now()), began_at: Some(began), members: Arc::new(members), reads };
     }
 
+    /// How many reads the copy has had.
+    pub(crate) fn reads(&self) -> u64 {
+        lock(&self.snapshot).reads
+    }
+
     /// The members as last read.
     pub fn list(&self) -> Arc<Vec<Member>> {
         lock(&self.snapshot).members.clone()
