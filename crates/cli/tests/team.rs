@@ -872,6 +872,75 @@ async fn a_day_budget_holds_across_the_team_and_survives_a_redis_restart() {
     );
 }
 
+/// The budget alerts on `i`'s live feed (its snapshot's recent events):
+/// each one's title, and the instance that raised it (`None`: `i` itself).
+async fn budget_alerts(i: &Instance) -> Vec<(String, Option<String>)> {
+    use futures_util::StreamExt;
+    let token = std::fs::read_to_string(i.data.join("admin-token")).unwrap();
+    let feed =
+        client().get(format!("http://{}/admin/events", i.served.addr)).bearer_auth(token.trim()).send().await.unwrap();
+    let mut chunks = feed.bytes_stream();
+    let mut text = String::new();
+    let snapshot = loop {
+        let chunk = chunks.next().await.expect("the feed opens with a snapshot").unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        let Some((_, rest)) = text.split_once("event: snapshot\n") else { continue };
+        let Some((block, _)) = rest.split_once("\n\n") else { continue };
+        let data = block.lines().find_map(|l| l.strip_prefix("data: ")).expect("the snapshot's data");
+        break serde_json::from_str::<Value>(data).unwrap();
+    };
+    snapshot["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "budget_threshold")
+        .map(|e| (e["title"].as_str().unwrap().to_string(), e["instance"].as_str().map(String::from)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_alert_is_raised_once_for_the_whole_team_on_its_whole_spend() {
+    let redis = Redis::start();
+    let limited = SimProvider::start("limited", Script::ok()).await.unwrap();
+    let spare = SimProvider::start("spare", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A cent a token: a request uses about 16 ($0.16). Eight requests over
+    // two instances spend about $1.28 of a $1 budget, each instance's own
+    // part about $0.64: past 100% for the team, short of 80% on either.
+    let extra = "[[prices]]\nmodel = \"m\"\ninput = 10000.0\noutput = 10000.0\n\n\
+                 [[budgets]]\nname = \"shared\"\nscope = \"provider:limited\"\nperiod = \"day\"\n\
+                 limit_usd = 1.0\naction = \"warn\"\n";
+    let (a, b) =
+        pair(dir.path(), |name| limited_config(dir.path(), name, "alerts", &redis, (&limited, ""), &spare, extra))
+            .await;
+    for i in 0..8 {
+        let target = if i % 2 == 0 { &a.served } else { &b.served };
+        assert_eq!(chat_max(&target.addr, 50).await.status(), 200);
+    }
+    let raised = until(Duration::from_secs(5), || async {
+        let (on_a, on_b) = (budget_alerts(&a).await, budget_alerts(&b).await);
+        [on_a, on_b].iter().all(|alerts| alerts.iter().any(|(title, _)| title.contains("100% spent")))
+    })
+    .await;
+    let (on_a, on_b) = (budget_alerts(&a).await, budget_alerts(&b).await);
+    eprintln!("team: budget alerts on A {on_a:?}, on B {on_b:?}, raised in {raised:?}");
+    assert!(raised.is_some(), "the team's whole spend crossed 100%, on both feeds: A {on_a:?}, B {on_b:?}");
+    // Let a few more of the runners' rounds pass: nothing is raised twice.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for (name, alerts) in [("A", budget_alerts(&a).await), ("B", budget_alerts(&b).await)] {
+        let mut titles: Vec<&String> = alerts.iter().map(|(t, _)| t).collect();
+        titles.sort();
+        let n = titles.len();
+        titles.dedup();
+        assert_eq!(titles.len(), n, "each threshold raised once across the team, on {name}'s feed: {alerts:?}");
+        let raisers: Vec<_> = alerts.iter().filter(|(t, _)| t.contains("100%")).map(|(_, by)| by.clone()).collect();
+        assert_eq!(raisers.len(), 1, "one 100% alert on {name}'s feed: {alerts:?}");
+    }
+    let by = |alerts: &[(String, Option<String>)]| alerts.iter().find(|(t, _)| t.contains("100%")).unwrap().1.clone();
+    let (on_a, on_b) = (budget_alerts(&a).await, budget_alerts(&b).await);
+    assert!(by(&on_a).is_none() != by(&on_b).is_none(), "raised by one instance, seen by the other: {on_a:?} {on_b:?}");
+}
+
 /// A config for instance `name` of a team on `redis` whose route `m`
 /// caches answers, in front of `good` alone.
 fn cache_config(dir: &std::path::Path, name: &str, redis: &Redis, good: &SimProvider) -> std::path::PathBuf {

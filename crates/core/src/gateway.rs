@@ -516,7 +516,10 @@ impl Gateway {
     /// without waiting for a request to find them missing. The team's
     /// runner calls it every second.
     pub async fn keep_team_spend(&self) {
-        let Some(team) = self.team().filter(|t| t.connected()) else { return };
+        let team = self.team().filter(|t| t.connected());
+        // Out of reach, this instance's ledger raises the alerts it can see.
+        self.budgets().alert_by_team(team.is_some());
+        let Some(team) = team else { return };
         let covering = self.budgets().every_counter(now_ms());
         if covering.is_empty() {
             return;
@@ -534,6 +537,24 @@ impl Gateway {
         // Reserves nothing, refuses nothing: says which counters need seeding.
         if let Admitted::Unseeded(missing) = team.admit(ask).await {
             self.seed_team_spend(&covering, &missing).await;
+        }
+        self.raise_team_alerts(team.as_ref(), covering).await;
+    }
+
+    /// Alerts for the thresholds the team's spend has crossed, each raised
+    /// by the one instance that claims it first and seen by the others on
+    /// the team's events; every instance's ledger sees only its own part.
+    async fn raise_team_alerts(&self, team: &dyn Team, covering: Vec<Covering>) {
+        let counters = covering.iter().map(|c| c.ask.counter.clone()).collect();
+        let Some(spent) = team.spent(counters).await.filter(|s| s.len() == covering.len()) else { return };
+        let counted: Vec<(Covering, i64)> =
+            covering.into_iter().zip(spent).filter_map(|(c, micros)| Some((c, micros?))).collect();
+        for (c, crossing) in self.budgets().crossed_by_team(&counted, now_ms()) {
+            let what = format!("{}|{}", c.ask.counter, crossing.threshold);
+            // Out of reach now: raising it here twice beats not at all.
+            if team.claim(&what, c.ask.expires_at_ms).await != Some(false) {
+                self.telemetry().budget_crossed(&crossing);
+            }
         }
     }
 

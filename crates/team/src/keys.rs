@@ -105,6 +105,11 @@ impl Keys {
         format!("{}:{{budgets}}:seeded:{counter}", self.ns)
     }
 
+    /// Which instance announced a budget's threshold (`counter|threshold`).
+    pub fn announced(&self, what: &str) -> String {
+        format!("{}:{{budgets}}:announced:{what}", self.ns)
+    }
+
     /// Keys refused by a provider: fingerprint → reason.
     pub fn revoked(&self, provider: &str) -> String {
         format!("{}:{{{provider}}}:revoked", self.ns)

@@ -201,6 +201,24 @@ impl Team for RedisTeam {
         })
     }
 
+    fn claim(&self, what: &str, expires_at_ms: i64) -> BoxFuture<'_, Option<bool>> {
+        let key = self.keys.announced(what);
+        Box::pin(async move {
+            let mut con = self.background().or_else(|| self.connection()).filter(|_| self.connected())?;
+            // `PXAT`: the claim lives as long as the counter it is about.
+            let mut set = redis::cmd("SET");
+            set.arg(&key).arg(&self.name).arg("NX").arg("PXAT").arg(expires_at_ms);
+            match tokio::time::timeout(CALL_TIMEOUT, set.query_async::<Option<String>>(&mut con)).await {
+                Ok(Ok(set)) => Some(set.is_some()),
+                Ok(Err(e)) => {
+                    warn!("team: a budget alert could not be claimed ({e}); this instance raises it");
+                    None
+                }
+                Err(_) => None,
+            }
+        })
+    }
+
     fn leave_line(&self, provider: &str, ticket: &str) {
         lease::leave(self, provider, ticket);
     }

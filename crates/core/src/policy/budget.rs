@@ -403,6 +403,30 @@ impl Ledger {
         }
     }
 
+    /// The crossing of watched budget `i` at `spent_usd`, when it reaches
+    /// a threshold not yet announced this period: announced from now on.
+    fn cross(&mut self, i: usize, spent_usd: f64) -> Option<Crossing> {
+        let w = &self.watched[i];
+        let reached = level(spent_usd, w.budget.limit_usd);
+        if reached <= self.announced_now(w) {
+            return None;
+        }
+        let bounds = self.tally(w.budget.period).bounds;
+        let b = &w.budget;
+        let crossing = Crossing {
+            budget: b.name.clone(),
+            scope: b.scope.to_string(),
+            period: b.period,
+            action: b.action,
+            threshold: reached,
+            spent_usd,
+            limit_usd: b.limit_usd,
+            resets_at_ms: bounds.end_ms,
+        };
+        self.watched[i].announced = (bounds.start_ms, reached);
+        Some(crossing)
+    }
+
     /// `b` as it was in `old` (with what it announced), or new: announcing
     /// only the thresholds still ahead of its spend.
     fn keep_or_add(&self, old: &[Watched], b: &Budget) -> Watched {
@@ -458,6 +482,10 @@ pub struct Budgets {
     /// Whether any budget blocks: without one, admitting a candidate on
     /// the request path takes no lock.
     blocking: AtomicBool,
+    /// Whether the team's counters raise the alerts ([`Budgets::crossed_by_team`]):
+    /// then a request's cost is counted here but crosses nothing, as this
+    /// instance's ledger holds only its own part of the spend.
+    alerts_by_team: AtomicBool,
 }
 
 fn any_blocks(budgets: &[Budget]) -> bool {
@@ -473,6 +501,7 @@ impl Budgets {
             ledger: Mutex::new(Ledger { tallies: Default::default(), watched }),
             seeded: AtomicBool::new(false),
             blocking: AtomicBool::new(any_blocks(budgets)),
+            alerts_by_team: AtomicBool::new(false),
         }
     }
 
@@ -588,31 +617,45 @@ impl Budgets {
                 }
             }
         }
+        if self.alerts_by_team.load(Ordering::Acquire) {
+            return Vec::new();
+        }
         let mut crossings = Vec::new();
         for i in 0..ledger.watched.len() {
             let w = &ledger.watched[i];
             if !w.budget.scope.counts(provider, model, member) {
                 continue;
             }
-            let tally = ledger.tally(w.budget.period);
-            let spent_usd = tally.spent(&w.budget.scope);
-            let reached = level(spent_usd, w.budget.limit_usd);
-            if reached <= ledger.announced_now(w) {
-                continue;
+            let spent_usd = ledger.tally(w.budget.period).spent(&w.budget.scope);
+            if let Some(c) = ledger.cross(i, spent_usd) {
+                crossings.push(c);
             }
-            let bounds = tally.bounds;
-            let b = &w.budget;
-            crossings.push(Crossing {
-                budget: b.name.clone(),
-                scope: b.scope.to_string(),
-                period: b.period,
-                action: b.action,
-                threshold: reached,
-                spent_usd,
-                limit_usd: b.limit_usd,
-                resets_at_ms: bounds.end_ms,
-            });
-            ledger.watched[i].announced = (bounds.start_ms, reached);
+        }
+        crossings
+    }
+
+    /// Hands the alerts to the team's counters (`true`: in a team with
+    /// Redis in reach) or back to this instance's ledger.
+    pub fn alert_by_team(&self, team: bool) {
+        self.alerts_by_team.store(team, Ordering::Release);
+    }
+
+    /// The thresholds each budget has crossed as the team counts it:
+    /// `counted` is every counter ([`Budgets::every_counter`]) with what
+    /// the team's holds, in micro-dollars (reservations in flight
+    /// included). Each threshold once per period here, the highest
+    /// reached; with its counter, which the team claims it by.
+    pub fn crossed_by_team<'a>(&self, counted: &'a [(Covering, i64)], now_ms: i64) -> Vec<(&'a Covering, Crossing)> {
+        let mut ledger = self.ledger(now_ms);
+        let mut crossings = Vec::new();
+        for (c, micros) in counted {
+            let current = ledger.tally(c.budget.period).bounds == c.bounds;
+            let Some(i) = ledger.watched.iter().position(|w| w.budget == c.budget).filter(|_| current) else {
+                continue;
+            };
+            if let Some(crossing) = ledger.cross(i, (*micros).max(0) as f64 / 1_000_000.0) {
+                crossings.push((c, crossing));
+            }
         }
         crossings
     }

@@ -314,3 +314,25 @@ fn a_members_spend_on_record_is_seeded_and_still_blocks() {
     let blocked = budgets.reserve("al", 0.0, t).unwrap_err();
     assert_eq!((blocked.budget.as_str(), blocked.spent_usd), ("member:al", 2.0));
 }
+
+#[test]
+fn in_a_team_the_alerts_follow_the_team_s_counter_not_this_instance_s_part() {
+    let t = ms("2025-06-10T12:00:00Z");
+    let b = budget("shared", BudgetScope::All, BudgetPeriod::Day, 1.0, BudgetAction::Warn);
+    let budgets = Budgets::new(TimeZone::UTC, &[b]);
+    budgets.alert_by_team(true);
+    // This instance's own part crosses 50%: counted, raised by nobody here.
+    assert!(budgets.record("a", "m", None, 0.6, t, t).is_empty());
+    let counted = |micros| vec![(budgets.every_counter(t).remove(0), micros)];
+    // The team has spent $0.85: the highest threshold reached, once.
+    let at_85 = counted(850_000);
+    let crossed = budgets.crossed_by_team(&at_85, t);
+    assert_eq!(crossed.iter().map(|(_, c)| c.threshold).collect::<Vec<_>>(), vec![80]);
+    assert!(crossed[0].0.ask.counter.starts_with("shared|"), "claimed by its counter");
+    assert!(budgets.crossed_by_team(&at_85, t).is_empty(), "not again");
+    assert_eq!(budgets.crossed_by_team(&counted(1_000_000), t)[0].1.threshold, 100);
+    // Out of the team's reach, this instance's ledger raises what it sees
+    // and has not raised yet.
+    budgets.alert_by_team(false);
+    assert!(budgets.record("a", "m", None, 0.6, t, t).is_empty(), "100% was announced already");
+}

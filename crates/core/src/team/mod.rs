@@ -215,6 +215,16 @@ pub trait Team: Send + Sync + fmt::Debug {
         Box::pin(async { None })
     }
 
+    /// Claims `what` (a budget's threshold in one period) for this
+    /// instance to announce: `Some(true)` for the first instance of the
+    /// team to claim it while the claim lives (until `expires_at_ms`),
+    /// `Some(false)` for every other; `None` when Redis is out of reach.
+    /// So an alert the team raises goes out once, from one instance.
+    fn claim(&self, what: &str, expires_at_ms: i64) -> BoxFuture<'_, Option<bool>> {
+        let _ = (what, expires_at_ms);
+        Box::pin(async { None })
+    }
+
     /// Gives up `ticket`'s place in `provider`'s line (admitted elsewhere,
     /// out of time, or the client left), off the request path: never
     /// waits for Redis. A place not given up expires by itself shortly

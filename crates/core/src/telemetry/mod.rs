@@ -15,7 +15,7 @@ pub use stats::{Window, MAX_MODELS, OTHER_MODEL};
 
 use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, RequestRecord};
 use crate::history::Recorder;
-use crate::policy::budget::Budgets;
+use crate::policy::budget::{Budgets, Crossing};
 use crate::upstream::provider::Verdict;
 use events::{EventBus, PassiveHealth, RequestBrief};
 use metrics::Metrics;
@@ -81,9 +81,14 @@ impl Telemetry {
     fn spend(&self, r: &RequestRecord) {
         let (Some(provider), Some(model), Some(cost)) = (&r.provider, &r.provider_model, r.cost_usd) else { return };
         for crossing in self.budgets.record(provider, model, r.member.as_deref(), cost, r.started_at_ms, now_ms()) {
-            if let Some(alert) = self.alerts.on_crossing(&crossing, tokio::time::Instant::now()) {
-                self.events.publish(alert);
-            }
+            self.budget_crossed(&crossing);
+        }
+    }
+
+    /// Alerts for a budget's threshold crossed (if the alert may go now).
+    pub fn budget_crossed(&self, crossing: &Crossing) {
+        if let Some(alert) = self.alerts.on_crossing(crossing, tokio::time::Instant::now()) {
+            self.events.publish(alert);
         }
     }
 
