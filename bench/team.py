@@ -64,16 +64,19 @@ def delta(after, before):
 
 
 def wait_for(port, path="/healthz"):
+    said = "nothing answered"
     for _ in range(200):
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
             c.request("GET", path)
-            if c.getresponse().status == 200:
+            status = c.getresponse().status
+            if status == 200:
                 return
+            said = f"{path} answered {status}"
         except OSError:
             pass
         time.sleep(0.05)
-    raise SystemExit(f"team bench: nothing answered on {port}")
+    raise SystemExit(f"team bench: {said} on {port}")
 
 
 def run(conns, model, n, times=None):
@@ -135,6 +138,9 @@ http {{
             proxy_pass http://gateways;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            # The gateways refuse a Host that is not theirs (DNS rebinding):
+            # pass on the loopback name the client used, as docs/team.md does.
+            proxy_set_header Host $host;
             proxy_buffering off;
         }}
     }}
