@@ -39,7 +39,7 @@ use window::Windows;
 /// Redraws the tray menu from the current state.
 pub fn redraw(app: &AppHandle) {
     if let (Some(host), Some(prefs)) = (app.try_state::<Arc<Host>>(), app.try_state::<Arc<Prefs>>()) {
-        tray::redraw(app, &host, &prefs);
+        let _stale_in = tray::redraw(app, &host, &prefs);
     }
 }
 
@@ -112,7 +112,7 @@ pub fn on_menu(app: &AppHandle, id: &str) {
                 return;
             }
         }
-        tray::redraw(&app, &host, &prefs);
+        let _stale_in = tray::redraw(&app, &host, &prefs);
     });
 }
 

@@ -3,6 +3,7 @@
 //! Menu ids and their meanings are defined here and nowhere else.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use switchyard_core::telemetry::GatewayEvent;
 use switchyard_core::telemetry::ProviderStateName::{
@@ -136,6 +137,36 @@ pub struct TrayState {
     /// Updates; `None` when no update endpoint is configured.
     pub update: Option<Phase>,
 }
+
+impl TrayState {
+    /// How soon the menu's words go stale by the clock alone: a countdown
+    /// or an "ago" shown in seconds changes every few seconds, one in
+    /// minutes every half minute; without either, only events change it
+    /// (and tools installed or connected outside the app, looked at once
+    /// a minute). Traffic's latencies are the caller's to add.
+    pub fn redraw_in(&self) -> Duration {
+        let moments = self
+            .providers
+            .iter()
+            .filter_map(|p| match (p.state, p.until_ms, &p.probe_failed) {
+                (RateLimited | Open, Some(until), _) => Some(until - self.now_ms),
+                (Unreachable, _, Some((_, at_ms))) => Some(self.now_ms - at_ms),
+                _ => None,
+            })
+            .chain(self.blocking.iter().map(|b| b.until_ms - self.now_ms));
+        let soonest = moments.map(|ms| ms.max(0).div_euclid(1000)).min();
+        match soonest {
+            Some(0..=89) => COUNTING,
+            Some(90..=5399) => Duration::from_secs(30),
+            _ => IDLE,
+        }
+    }
+}
+
+/// How often the menu is drawn while it shows seconds counting.
+pub const COUNTING: Duration = Duration::from_secs(5);
+/// How often it is drawn when nothing on it moves by itself.
+pub const IDLE: Duration = Duration::from_secs(60);
 
 /// The tray icon's overall health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -668,6 +699,25 @@ mod tests {
         );
         assert_eq!(ids::command(ids::UPDATE_CHECK), Some(Command::CheckUpdates));
         assert_eq!(ids::command(ids::UPDATE_INSTALL), Some(Command::InstallUpdate));
+    }
+
+    #[test]
+    fn the_menu_is_drawn_as_often_as_its_words_change_by_the_clock() {
+        let quiet = tray(Status::Listening(addr()), vec![line("openai", "healthy")]);
+        assert_eq!(quiet.redraw_in(), IDLE, "nothing counts: events alone redraw it");
+        let mut open = line("groq", "open");
+        open.until_ms = Some(NOW + 42_000);
+        assert_eq!(tray(Status::Listening(addr()), vec![open.clone()]).redraw_in(), COUNTING);
+        open.until_ms = Some(NOW + 20 * 60_000);
+        assert_eq!(tray(Status::Listening(addr()), vec![open]).redraw_in(), Duration::from_secs(30));
+        let mut down = line("ollama", "unreachable");
+        down.probe_failed = Some(("connection refused".into(), NOW - 12_000));
+        assert_eq!(tray(Status::Listening(addr()), vec![down.clone()]).redraw_in(), COUNTING);
+        down.probe_failed = Some(("connection refused".into(), NOW - 3 * 3_600_000));
+        assert_eq!(tray(Status::Listening(addr()), vec![down]).redraw_in(), IDLE);
+        let mut blocked = quiet.clone();
+        blocked.blocking.push(BudgetLine { name: "daily".into(), scope: "all".into(), until_ms: NOW + 30_000 });
+        assert_eq!(blocked.redraw_in(), COUNTING);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::time::Instant;
 
 use switchyard_core::telemetry;
 use switchyard_core::telemetry::GatewayEvent;
@@ -21,8 +22,8 @@ use crate::menu::{self, BudgetLine, Item, Overall, ProviderLine, ToolLine, TrayS
 
 /// Events closer together than this make one rebuild.
 const DEBOUNCE: Duration = Duration::from_millis(300);
-/// Rebuilt at least this often, for "open · 42 s" countdowns and latencies.
-const REFRESH: Duration = Duration::from_secs(5);
+/// While requests flow, their latencies are drawn this often.
+const TRAFFIC: Duration = menu::COUNTING;
 
 /// Settings of the app itself (not the gateway's).
 #[derive(Debug)]
@@ -162,12 +163,19 @@ pub async fn follow(app: AppHandle, host: Arc<Host>, prefs: Arc<Prefs>) {
     let mut events = gateway.telemetry().events.subscribe();
     // The subscription is all this task needs; the gateway itself stays with the host.
     drop(gateway);
+    // Drawn again when an event calls for it, or when its words go stale by
+    // the clock ("open · 42 s"), and no more: an idle app wakes once a
+    // minute for its menu (measured in the desktop test's idle CPU).
+    let mut next = Instant::now() + TRAFFIC;
     loop {
-        let woke = tokio::time::timeout(REFRESH, events.recv()).await;
+        let woke = tokio::time::timeout_at(next, events.recv()).await;
         match woke {
             Ok(Ok(envelope)) => {
                 notice(&app, &prefs, &envelope.event);
                 if matches!(envelope.event, GatewayEvent::RequestFinished { .. }) {
+                    // Latencies move with traffic: drawn within a while,
+                    // however steady the stream of requests.
+                    next = next.min(Instant::now() + TRAFFIC);
                     continue;
                 }
                 // Let a burst settle, then draw once.
@@ -179,13 +187,15 @@ pub async fn follow(app: AppHandle, host: Arc<Host>, prefs: Arc<Prefs>) {
             Ok(Err(RecvError::Lagged(_))) | Err(_) => {}
             Ok(Err(RecvError::Closed)) => return,
         }
-        redraw(&app, &host, &prefs);
+        next = Instant::now() + redraw(&app, &host, &prefs);
     }
 }
 
-/// Draws the menu for the state now. Menus belong to the main thread.
-pub fn redraw(app: &AppHandle, host: &Host, prefs: &Prefs) {
+/// Draws the menu for the state now (menus belong to the main thread);
+/// returns how soon its words go stale by the clock.
+pub fn redraw(app: &AppHandle, host: &Host, prefs: &Prefs) -> Duration {
     let state = state(app, host, prefs);
+    let stale_in = state.redraw_in();
     let handle = app.clone();
     let drawn = app.run_on_main_thread(move || {
         if let Some(tray) = handle.try_state::<Tray>() {
@@ -197,6 +207,7 @@ pub fn redraw(app: &AppHandle, host: &Host, prefs: &Prefs) {
     if let Err(e) = drawn {
         tracing::warn!("tray menu not updated: {e}");
     }
+    stale_in
 }
 
 /// The gateway's alerts (already rate-limited there) become desktop
