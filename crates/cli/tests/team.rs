@@ -264,6 +264,45 @@ async fn one_instance_s_events_reach_the_other_s_live_feed() {
     assert_eq!(r.status(), 200);
 }
 
+/// A chat request of session `session` through `served`.
+async fn in_session(served: &Served, session: &str) -> u16 {
+    client()
+        .post(format!("http://{}/v1/chat/completions", served.addr))
+        .header("x-switchyard-session-id", session)
+        .json(&serde_json::json!({ "model": "m", "messages": [{ "role": "user", "content": "hi" }] }))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_fell_back_on_one_instance_stays_there_on_the_other() {
+    let redis = Redis::start();
+    // The primary fails the session's first turn, then answers again.
+    let bad = SimProvider::start("bad", Script::ok().fail_first(1, Fault::status(500))).await.unwrap();
+    let good = SimProvider::start("good", Script::ok()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = pair(dir.path(), |name| config(dir.path(), name, &redis, &bad, &good, "10s")).await;
+    assert_eq!(in_session(&a.served, "conversation-1").await, 200);
+    assert_eq!((bad.calls(), good.calls()), (1, 1), "A fell back to good");
+    // The balancer sends the next turn to B: it goes where the session's
+    // prompt cache is, not back to the primary.
+    // (A's events reach B within a few milliseconds; see the live feed's test.)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(in_session(&b.served, "conversation-1").await, 200);
+    assert_eq!(
+        (bad.calls(), good.calls()),
+        (1, 2),
+        "B served the session's next turn from good, where A's fallback left it"
+    );
+    // Another session on B still starts at the head of the chain.
+    let before = bad.calls();
+    assert_eq!(in_session(&b.served, "conversation-2").await, 200);
+    assert_eq!(bad.calls() - before, 1, "a new session goes to the primary");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_breaker_tripped_on_one_instance_is_open_on_the_other_and_the_team_probes_once() {
     let redis = Redis::start();

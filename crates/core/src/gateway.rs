@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::config::{Config, RouteConfig};
 use crate::history::pricing::Prices;
-use crate::history::record::now_ms;
+use crate::history::record::{now_ms, RequestOutcome};
 use crate::history::{History, Store};
 use crate::http::session::Sessions;
 use crate::policy::budget::{Budgets, Covering};
@@ -509,6 +509,25 @@ impl Gateway {
             let usd = f64::max(on_record, ours);
             team.seed_spend(&c.ask.counter, micros(usd), c.ask.expires_at_ms, seed).await;
         }
+    }
+
+    /// Takes in an event another instance of the team published: onto this
+    /// instance's feed and, for a request of a session it answered, into
+    /// the session's stick ([`crate::policy::stick`]), so the session's
+    /// next turn starts where its last was served, whichever instance the
+    /// balancer sends it to. (What it failed is not carried: a turn that
+    /// failed everywhere leaves the stick as it was, costing one attempt.)
+    pub fn take_remote_event(&self, instance: &str, at_ms: i64, event: GatewayEvent) {
+        if let GatewayEvent::RequestFinished { request } = &event {
+            let served = request.provider.as_deref().filter(|_| request.outcome == RequestOutcome::Ok);
+            if let (Some(session), Some(name)) = (&request.session, served) {
+                if let Some(provider) = self.live().provider(name) {
+                    let signer = crate::proxy::thinking::signer(provider);
+                    self.conversations().served(session, name, &signer, tokio::time::Instant::now());
+                }
+            }
+        }
+        self.telemetry().events.publish_remote(instance, at_ms, event);
     }
 
     /// Brings back the team's spend counters Redis lost (it restarted) or

@@ -109,7 +109,7 @@ pub async fn fan_in(client: redis::Client, team: Arc<RedisTeam>, gateway: Gatewa
                 let (Some(name), Some(text)) = (entry.get::<String>("n"), entry.get::<String>("e")) else { continue };
                 let at = entry.get::<String>("a").and_then(|a| a.parse().ok()).unwrap_or_default();
                 if let Ok(event) = serde_json::from_str::<GatewayEvent>(&text) {
-                    gateway.telemetry().events.publish_remote(&name, at, event);
+                    gateway.take_remote_event(&name, at, event);
                 }
             }
         }

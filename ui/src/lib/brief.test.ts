@@ -7,7 +7,7 @@ const event: FinishedEvent = {
   request: {
     id: 'r1', endpoint: '/v1/chat/completions', model: 'm', provider: 'b', outcome: 'ok', status: 200,
     duration_ms: 250, ttft_ms: null, input_tokens: 3, output_tokens: 4, cost_usd: null, cache: 'miss',
-    attempts: ['a:503', 'b:200'], member: null,
+    attempts: ['a:503', 'b:200'], member: null, session: null,
   },
 };
 

@@ -760,7 +760,13 @@ attempts: Array<string>,
  * The member whose key made the request; null for the owner (or a
  * gateway without members). Absent from an older instance's events.
  */
-member: string | null, };
+member: string | null, 
+/**
+ * The session it belongs to ([`crate::session`]): in a team, the
+ * other instances keep the session on the provider that served it.
+ * Absent from an older instance's events.
+ */
+session: string | null, };
 
 export type GatewayEvent = { "type": "request_finished", request: RequestBrief, } | { "type": "fallback", request_id: string, model: string | null, from: string, to: string, reason: string, } | { "type": "breaker", provider: string, from: BreakerState, to: BreakerState, reason: string, request_id?: string | null, } | { "type": "health", provider: string, from: PassiveHealth, to: PassiveHealth, reason: string, request_id?: string | null, } | { "type": "key_revoked", provider: string, label: string, reason: string, request_id?: string | null, } | { "type": "key_cooling", provider: string, label: string | null, until_ms: number, request_id?: string | null, } | { "type": "provider_toggled", provider: string, enabled: boolean, } | { "type": "config_reloaded", ok: boolean, error: string | null, } | { "type": "alert", kind: AlertKind, subject: string, title: string, message: string, suppressed: number, };
 

@@ -14,7 +14,7 @@ pub(crate) mod redact;
 pub(crate) mod relay;
 pub(crate) mod repair;
 pub(crate) mod scrub;
-mod thinking;
+pub(crate) mod thinking;
 pub(crate) mod wire;
 
 use std::fmt::Write as _;

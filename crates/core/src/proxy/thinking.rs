@@ -20,7 +20,7 @@ pub(super) const REMOVED: &str =
 
 /// Who can verify the reasoning `provider` makes: one kind of API at one
 /// address signs alike, whatever the provider is called or which key it used.
-pub(super) fn signer(provider: &Provider) -> String {
+pub(crate) fn signer(provider: &Provider) -> String {
     format!("{}@{}", provider.config.kind.as_str(), provider.config.base_url)
 }
 

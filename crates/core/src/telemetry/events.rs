@@ -43,6 +43,11 @@ pub struct RequestBrief {
     /// gateway without members). Absent from an older instance's events.
     #[serde(default)]
     pub member: Option<String>,
+    /// The session it belongs to ([`crate::session`]): in a team, the
+    /// other instances keep the session on the provider that served it.
+    /// Absent from an older instance's events.
+    #[serde(default)]
+    pub session: Option<String>,
 }
 
 /// Passive health: what real traffic says about a provider.

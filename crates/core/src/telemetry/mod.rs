@@ -205,6 +205,7 @@ fn brief(r: &RequestRecord) -> RequestBrief {
         cost_usd: r.cost_usd,
         cache: r.cache,
         member: r.member.clone(),
+        session: r.session.clone(),
         attempts: r
             .attempts
             .iter()
