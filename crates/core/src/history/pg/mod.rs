@@ -192,6 +192,7 @@ impl PgStore {
             .bind(to)
             .execute(&mut *tx)
             .await?;
+        sqlx::query("DELETE FROM facet_days WHERE day = $1").bind(day).execute(&mut *tx).await?;
         sqlx::query("DELETE FROM captures WHERE started_at >= $1 AND started_at < $2")
             .bind(from)
             .bind(to)
@@ -270,6 +271,57 @@ fn windows(filter: &RequestFilter, now: i64) -> Result<Vec<Window>, StoreError> 
         from -= days * DAY_MS;
     }
     Ok(windows)
+}
+
+impl PgStore {
+    /// The windows a list walks ([`windows`]), each narrowed to the days in
+    /// it that hold the filter's driving facet or its correlation id (by
+    /// `facet_days`); a window without one is not asked at all.
+    async fn windows(&self, filter: &RequestFilter, now: i64) -> Result<Vec<Window>, StoreError> {
+        let windows = windows(filter, now)?;
+        let Some((facet, value, also)) = indexed(filter) else { return Ok(windows) };
+        let mut days: Vec<i64> = sqlx::query_scalar("SELECT day FROM facet_days WHERE facet = $1 AND value = $2")
+            .bind(facet)
+            .bind(value)
+            .fetch_all(&self.pool)
+            .await?;
+        days.extend(also);
+        Ok(narrowed(&windows, &days))
+    }
+}
+
+/// What picks a list's days out in `facet_days`: the driving facet's entry
+/// ([`driving_facet`]) or the correlation id, and any day to look at
+/// besides (the days a correlation id that is a UUIDv7 names).
+/// `None`: no such filter; every day may hold the rows.
+fn indexed(filter: &RequestFilter) -> Option<(i64, String, Vec<i64>)> {
+    let Some(c) = &filter.correlation_id else {
+        return driving_facet(filter).map(|(facet, value)| (facet.code(), value.to_string(), Vec::new()));
+    };
+    // The request whose own id it is has an entry only when that id is not a
+    // UUIDv7 (the gateway's ids), which names its day by itself.
+    let own = stamped_at(c)
+        .map(|at| [at - ID_CLOCK_SLACK_MS, at + ID_CLOCK_SLACK_MS].map(|t| t.div_euclid(DAY_MS)).to_vec())
+        .unwrap_or_default();
+    Some((write::CORRELATION, c.clone(), own))
+}
+
+/// Each window narrowed to the span of `days` (day numbers) within it,
+/// newest first; a window holding none of them is left out.
+fn narrowed(windows: &[Window], days: &[i64]) -> Vec<Window> {
+    windows
+        .iter()
+        .filter_map(|&(from, until)| {
+            let inside = days
+                .iter()
+                .map(|d| (d * DAY_MS, (d + 1) * DAY_MS))
+                .filter(|&(start, end)| from.is_none_or(|f| end > f) && until.is_none_or(|u| start < u));
+            let (first, last) = inside.fold(None, |span: Option<(i64, i64)>, (start, end)| {
+                Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))))
+            })?;
+            Some((Some(from.map_or(first, |f| f.max(first))), Some(until.map_or(last, |u| u.min(last)))))
+        })
+        .collect()
 }
 
 /// How far a request's start may lie from its id's timestamp: both are read
@@ -424,7 +476,7 @@ impl Backend for PgStore {
         let limit = page_size(filter);
         let wanted = limit as usize + 1;
         let mut requests: Vec<RequestSummary> = Vec::with_capacity(wanted);
-        for (since, until) in windows(filter, super::record::now_ms())? {
+        for (since, until) in self.windows(filter, super::record::now_ms()).await? {
             let window =
                 RequestFilter { since, until, limit: Some((wanted - requests.len()) as u32 - 1), ..filter.clone() };
             let rows = list_query(&format!("SELECT {SUMMARY_COLUMNS}"), &window)?.build().fetch_all(&self.pool).await?;
@@ -547,7 +599,7 @@ impl Backend for PgStore {
 
     async fn purge(&self) -> Result<u64, StoreError> {
         let requests = self.count(CountTable::Requests).await?;
-        sqlx::raw_sql("TRUNCATE requests, attempts, request_facets, rollups, clients, events, captures")
+        sqlx::raw_sql("TRUNCATE requests, attempts, request_facets, facet_days, rollups, clients, events, captures")
             .execute(&self.pool)
             .await?;
         Ok(u64::try_from(requests).unwrap_or(0))

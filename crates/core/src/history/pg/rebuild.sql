@@ -3,6 +3,7 @@
 -- history/rebuild.sql.
 DELETE FROM rollups;
 DELETE FROM request_facets;
+DELETE FROM facet_days;
 DELETE FROM clients;
 
 INSERT INTO rollups (instance, span, start, provider, model, outcome, requests, fallbacks, input_tokens,
@@ -25,6 +26,11 @@ UNION ALL SELECT 4, '', started_at, id FROM requests WHERE outcome <> 'ok'
 UNION ALL SELECT 5, '', started_at, id FROM requests WHERE fallback
 UNION ALL SELECT 6, cache, started_at, id FROM requests WHERE cache IS NOT NULL
 ON CONFLICT DO NOTHING;
+
+INSERT INTO facet_days (facet, value, day)
+SELECT DISTINCT facet, value, started_at / 86400000 FROM request_facets
+UNION SELECT 0, correlation_id, started_at / 86400000 FROM requests
+    WHERE correlation_id <> id OR id !~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$';
 
 INSERT INTO clients (instance, user_agent, requests, last_at, last_id, last_model, last_outcome)
 SELECT DISTINCT ON (user_agent) 'rebuild', user_agent, COUNT(*) OVER (PARTITION BY user_agent), started_at, id,

@@ -120,6 +120,17 @@ pub(crate) async fn assert_derived_match_rows(store: &Store) {
         assert!(!rows.is_empty());
         assert_eq!(rollups, rows, "span {span}");
     }
+    // The days each facet entry and correlation id is found on, exactly.
+    let kept = text_rows(pool(store), "SELECT facet, value, day FROM facet_days ORDER BY 1, 2, 3").await;
+    let found = text_rows(
+        pool(store),
+        "SELECT facet, value, started_at / 86400000 AS day FROM request_facets
+         UNION SELECT 0, correlation_id, started_at / 86400000 FROM requests
+            WHERE correlation_id <> id OR id !~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$'
+         ORDER BY 1, 2, 3",
+    )
+    .await;
+    assert_eq!(kept, found, "facet_days");
     let clients = text_rows(
         pool(store),
         "SELECT user_agent, SUM(requests) FROM clients GROUP BY 1 HAVING SUM(requests) > 0 ORDER BY 1",
@@ -256,7 +267,7 @@ async fn lists_and_lookups_over_a_year_of_days_answer_as_sqlite_does() {
     let span = 400 * 86_400_000;
     let now = now_ms();
     let mut records = varied(2000, now - span, span / 2000);
-    let mut ids = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
     for (i, record) in records.iter_mut().enumerate() {
         if let Record::Request(r) = record {
             let stamp = uuid::Builder::from_unix_timestamp_millis(
@@ -264,7 +275,13 @@ async fn lists_and_lookups_over_a_year_of_days_answer_as_sqlite_does() {
                 &(i as u128).to_be_bytes()[6..].try_into().unwrap(),
             );
             r.id = stamp.into_uuid().to_string();
-            r.correlation_id = if i % 100 == 3 { "trace-a".into() } else { r.id.clone() };
+            // A client's trace id on some; on others the id of a request
+            // fifty before (as a replay has its original's).
+            r.correlation_id = match i % 100 {
+                3 => "trace-a".into(),
+                57 if ids.len() >= 50 => ids[ids.len() - 50].clone(),
+                _ => r.id.clone(),
+            };
             ids.push(r.id.clone());
         }
     }
@@ -273,8 +290,20 @@ async fn lists_and_lookups_over_a_year_of_days_answer_as_sqlite_does() {
     }
     let f = RequestFilter::default;
     let mut filters = filters();
+    let replayed = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Request(r) if r.correlation_id != r.id && r.correlation_id != "trace-a" => {
+                Some(r.correlation_id.clone())
+            }
+            _ => None,
+        })
+        .nth(5)
+        .unwrap();
     filters.extend([
         RequestFilter { correlation_id: Some("trace-a".into()), ..f() },
+        RequestFilter { correlation_id: Some(replayed.clone()), ..f() },
+        RequestFilter { correlation_id: Some(uuid::Uuid::now_v7().to_string()), ..f() },
         RequestFilter { since: Some(now - 10 * 86_400_000), ..f() },
         RequestFilter { until: Some(now - 100 * 86_400_000), limit: Some(3), ..f() },
         RequestFilter { outcome: Some(RequestOutcome::Canceled), limit: Some(5), ..f() },
@@ -292,6 +321,10 @@ async fn lists_and_lookups_over_a_year_of_days_answer_as_sqlite_does() {
         assert_eq!(serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap(), "{id}");
     }
     assert!(pg.request(&ids[7]).await.unwrap().is_some());
+    let group = all_pages(&pg, &RequestFilter { correlation_id: Some(replayed.clone()), ..f() }).await;
+    assert_eq!(group.len(), 2, "a replayed request's group: its original and the replay");
+    assert!(group.contains(&replayed));
+    assert_derived_match_rows(&pg).await;
 }
 
 /// Two stores on one database are two instances: their rollups and

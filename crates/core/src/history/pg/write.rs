@@ -5,12 +5,12 @@
 //! were new count towards the derived tables, so a spool replayed after a
 //! crash, or twice, changes no count.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use sqlx::{Postgres, Transaction};
 
 use super::PgStore;
-use crate::history::derived::{Derived, Facts, DAY_MS};
+use crate::history::derived::{Derived, Facet, Facts, DAY_MS};
 use crate::history::record::{CaptureRecord, EventRecord, Record, RequestRecord};
 use crate::history::store::StoreError;
 
@@ -54,6 +54,14 @@ const UPSERT_ROLLUPS: &str = "INSERT INTO rollups (instance, span, start, provid
 const INSERT_FACETS: &str = "INSERT INTO request_facets (facet, value, started_at, id)
     SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::text[]) ON CONFLICT DO NOTHING";
 
+const INSERT_FACET_DAYS: &str = "INSERT INTO facet_days (facet, value, day)
+    SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[]) ON CONFLICT DO NOTHING";
+
+/// `facet_days`' facet for a correlation id, given to a request other than
+/// its own, or a request's own when its id is not a UUIDv7 (which names
+/// its day by itself); the facets proper are numbered from 1.
+pub(super) const CORRELATION: i64 = 0;
+
 const UPSERT_CLIENTS: &str = "INSERT INTO clients (instance, user_agent, requests, last_at, last_id, last_model,
     last_outcome)
     SELECT $1, * FROM UNNEST($2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::text[])
@@ -69,6 +77,33 @@ const INSERT_CAPTURES: &str = "INSERT INTO captures (request_id, started_at, rep
 
 const INSERT_EVENTS: &str = "INSERT INTO events (at, kind, provider, detail, request_id)
     SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[])";
+
+/// The days a batch's new requests put in `facet_days`, each once: every
+/// facet entry's, and each correlation id's (`correlated`).
+fn facet_days<'a>(
+    facets: &[(Facet, &'a str, i64, &'a str)],
+    correlated: impl Iterator<Item = (&'a str, i64)>,
+) -> BTreeSet<(i64, &'a str, i64)> {
+    let day = |at: i64| at.div_euclid(DAY_MS);
+    let entries = facets.iter().map(|(facet, value, at, _)| (facet.code(), *value, day(*at)));
+    entries.chain(correlated.map(|(c, at)| (CORRELATION, c, day(at)))).collect()
+}
+
+async fn insert_facet_days(
+    tx: &mut Transaction<'_, Postgres>,
+    days: BTreeSet<(i64, &str, i64)>,
+) -> Result<(), StoreError> {
+    if days.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(INSERT_FACET_DAYS)
+        .bind(days.iter().map(|d| d.0).collect::<Vec<i64>>())
+        .bind(days.iter().map(|d| d.1.to_string()).collect::<Vec<String>>())
+        .bind(days.iter().map(|d| d.2).collect::<Vec<i64>>())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
 
 impl PgStore {
     /// Writes a batch in one transaction.
@@ -102,6 +137,14 @@ impl PgStore {
             derived.add(&Facts::of(r));
         }
         self.write_derived(&mut tx, &derived).await?;
+        // A request's own id names its day when it is a UUIDv7 (the gateway's
+        // ids): only another form needs an entry for the request itself.
+        let correlated = requests
+            .iter()
+            .filter(|r| new.contains(r.id.as_str()))
+            .filter(|r| r.correlation_id != r.id || super::stamped_at(&r.id).is_none())
+            .map(|r| (r.correlation_id.as_str(), r.started_at_ms));
+        insert_facet_days(&mut tx, facet_days(derived.facets_added(), correlated)).await?;
         insert_events(&mut tx, &events).await?;
         insert_captures(&mut tx, &captures).await?;
         tx.commit().await?;
