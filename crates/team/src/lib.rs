@@ -119,6 +119,13 @@ impl RedisTeam {
         self.background.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The connection for what no request waits on (the runner's reads, the
+    /// admin API's): the runner's own, so it never queues in front of an
+    /// admission; the request path's until the runner has one.
+    fn off_path(&self) -> Option<ConnectionManager> {
+        self.background().or_else(|| self.connection()).filter(|_| self.connected())
+    }
+
     fn set_background(&self, c: Option<ConnectionManager>) {
         *self.background.lock().unwrap_or_else(|p| p.into_inner()) = c;
     }
@@ -183,7 +190,7 @@ impl Team for RedisTeam {
 
     fn spent(&self, counters: Vec<String>) -> BoxFuture<'_, Option<Vec<Option<i64>>>> {
         Box::pin(async move {
-            let mut con = self.connection().filter(|_| self.connected())?;
+            let mut con = self.off_path()?;
             if counters.is_empty() {
                 return Some(Vec::new());
             }
@@ -204,7 +211,7 @@ impl Team for RedisTeam {
     fn claim(&self, what: &str, expires_at_ms: i64) -> BoxFuture<'_, Option<bool>> {
         let key = self.keys.announced(what);
         Box::pin(async move {
-            let mut con = self.background().or_else(|| self.connection()).filter(|_| self.connected())?;
+            let mut con = self.off_path()?;
             // `PXAT`: the claim lives as long as the counter it is about.
             let mut set = redis::cmd("SET");
             set.arg(&key).arg(&self.name).arg("NX").arg("PXAT").arg(expires_at_ms);
