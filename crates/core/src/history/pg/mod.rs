@@ -240,6 +240,21 @@ impl PgStore {
         }
         Ok(sqlx::query(sqlx::AssertSqlSafe(columns)).bind(id).fetch_optional(&self.pool).await?)
     }
+
+    /// The windows a list walks ([`windows`]), each narrowed to the days in
+    /// it that hold the filter's driving facet or its correlation id (by
+    /// `facet_days`); a window without one is not asked at all.
+    async fn list_windows(&self, filter: &RequestFilter, now: i64) -> Result<Vec<Window>, StoreError> {
+        let windows = windows(filter, now)?;
+        let Some((facet, value, also)) = indexed(filter) else { return Ok(windows) };
+        let mut days: Vec<i64> = sqlx::query_scalar("SELECT day FROM facet_days WHERE facet = $1 AND value = $2")
+            .bind(facet)
+            .bind(value)
+            .fetch_all(&self.pool)
+            .await?;
+        days.extend(also);
+        Ok(narrowed(&windows, &days))
+    }
 }
 
 /// A span of time a list asks for at once: from (inclusive), until (exclusive).
@@ -251,7 +266,8 @@ type Window = (Option<i64>, Option<i64>);
 /// time is planned over its days' partitions alone, so a page found in the
 /// newest days (nearly every page) never plans or opens the others. A
 /// filter that picks requests out by correlation id or search asks once:
-/// its index finds them wherever they are.
+/// its index finds them wherever they are (a correlation id's days are then
+/// narrowed, [`PgStore::list_windows`]).
 fn windows(filter: &RequestFilter, now: i64) -> Result<Vec<Window>, StoreError> {
     if filter.correlation_id.is_some() || filter.search.as_deref().is_some_and(|s| !s.trim().is_empty()) {
         return Ok(vec![(filter.since, filter.until)]);
@@ -271,23 +287,6 @@ fn windows(filter: &RequestFilter, now: i64) -> Result<Vec<Window>, StoreError> 
         from -= days * DAY_MS;
     }
     Ok(windows)
-}
-
-impl PgStore {
-    /// The windows a list walks ([`windows`]), each narrowed to the days in
-    /// it that hold the filter's driving facet or its correlation id (by
-    /// `facet_days`); a window without one is not asked at all.
-    async fn windows(&self, filter: &RequestFilter, now: i64) -> Result<Vec<Window>, StoreError> {
-        let windows = windows(filter, now)?;
-        let Some((facet, value, also)) = indexed(filter) else { return Ok(windows) };
-        let mut days: Vec<i64> = sqlx::query_scalar("SELECT day FROM facet_days WHERE facet = $1 AND value = $2")
-            .bind(facet)
-            .bind(value)
-            .fetch_all(&self.pool)
-            .await?;
-        days.extend(also);
-        Ok(narrowed(&windows, &days))
-    }
 }
 
 /// What picks a list's days out in `facet_days`: the driving facet's entry
@@ -476,7 +475,7 @@ impl Backend for PgStore {
         let limit = page_size(filter);
         let wanted = limit as usize + 1;
         let mut requests: Vec<RequestSummary> = Vec::with_capacity(wanted);
-        for (since, until) in self.windows(filter, super::record::now_ms()).await? {
+        for (since, until) in self.list_windows(filter, super::record::now_ms()).await? {
             let window =
                 RequestFilter { since, until, limit: Some((wanted - requests.len()) as u32 - 1), ..filter.clone() };
             let rows = list_query(&format!("SELECT {SUMMARY_COLUMNS}"), &window)?.build().fetch_all(&self.pool).await?;
