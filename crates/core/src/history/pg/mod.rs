@@ -47,9 +47,9 @@ const HISTORY_BYTES: &str = "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)),
 /// Advisory lock keys (any constants, the same in every instance).
 const PARTITION_LOCK: i64 = 0x5359_4849_5354_0001;
 const RETENTION_LOCK: i64 = 0x5359_4849_5354_0002;
-/// Connections per instance: the writer's and a few readers'. Instances ×
-/// this must stay under the server's `max_connections`.
-const POOL_SIZE: u32 = 4;
+/// Connections per instance: the writer's two lanes and a few readers'.
+/// Instances × this must stay under the server's `max_connections`.
+const POOL_SIZE: u32 = 5;
 /// The longest a batch write may take before the writer gives it up.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -59,8 +59,10 @@ pub(crate) struct PgStore {
     pool: PgPool,
     /// Where the spool and the response cache sit: the data directory's database path.
     path: PathBuf,
-    /// The key of this process's rollup and client rows.
-    instance: Arc<str>,
+    /// The keys of this process's rollup and client rows, one per write
+    /// lane ([`write::LANES`]): the instance's own, then `{instance}/1`.
+    /// Readers sum over every key, so no reader tells lanes apart.
+    lanes: Arc<[String; write::LANES]>,
     /// Day partitions known to exist.
     days: Arc<Mutex<HashSet<i64>>>,
 }
@@ -94,8 +96,9 @@ impl PgStore {
             },
             other => fail(&other),
         })?;
-        let instance = uuid::Uuid::now_v7().to_string().into();
-        Ok(PgStore { pool, path: path.to_path_buf(), instance, days: Arc::default() })
+        let instance = uuid::Uuid::now_v7().to_string();
+        let lanes = Arc::new([instance.clone(), format!("{instance}/1")]);
+        Ok(PgStore { pool, path: path.to_path_buf(), lanes, days: Arc::default() })
     }
 
     pub(crate) fn path(&self) -> &Path {

@@ -17,6 +17,17 @@ use crate::history::store::StoreError;
 /// How many days' partitions one transaction creates (three tables a day).
 pub(super) const DAYS_PER_TRANSACTION: usize = 8;
 
+/// How many transactions a large batch is written in at once, each on a
+/// connection of its own: while one waits for its statements' answers or
+/// its commit, the other's run, and the server works on both cores. Each
+/// lane adds to rollup and client rows of its own (see [`PgStore::lanes`]),
+/// so the two never wait on one row's lock.
+pub(super) const LANES: usize = 2;
+
+/// Requests a lane is given at least: a smaller batch goes in one
+/// transaction, where a second would cost more round trips than it saves.
+const LANE_MIN: usize = 128;
+
 /// A rollup's change: span, start, provider, model, outcome, sums.
 type Rollup<'a> = (i64, i64, &'a str, &'a str, &'a str, crate::history::derived::Sums);
 
@@ -106,8 +117,23 @@ async fn insert_facet_days(
 }
 
 impl PgStore {
-    /// Writes a batch in one transaction.
+    /// Writes a batch: a large one in two halves at once ([`LANES`]), a
+    /// small one in one transaction. Should one half fail, the whole batch
+    /// is written again later; the half that went in changes no count then
+    /// (its requests are already on record).
     pub(crate) async fn write_batch(&self, batch: &[Record]) -> Result<(), StoreError> {
+        let requests = batch.iter().filter(|r| matches!(r, Record::Request(_))).count();
+        if requests < LANES * LANE_MIN {
+            return self.write_lane(batch, 0).await;
+        }
+        let (first, second) = batch.split_at(batch.len() / 2);
+        let (a, b) = tokio::join!(self.write_lane(first, 0), self.write_lane(second, 1));
+        a.and(b)
+    }
+
+    /// Writes records in one transaction, adding to lane `lane`'s rollup
+    /// and client rows.
+    async fn write_lane(&self, batch: &[Record], lane: usize) -> Result<(), StoreError> {
         let requests: Vec<&RequestRecord> = batch
             .iter()
             .filter_map(|r| match r {
@@ -136,7 +162,7 @@ impl PgStore {
         for r in requests.iter().filter(|r| new.contains(r.id.as_str())) {
             derived.add(&Facts::of(r));
         }
-        self.write_derived(&mut tx, &derived).await?;
+        write_derived(&mut tx, &derived, &self.lanes[lane]).await?;
         // A request's own id names its day when it is a UUIDv7 (the gateway's
         // ids): only another form needs an entry for the request itself.
         let correlated = requests
@@ -150,56 +176,60 @@ impl PgStore {
         tx.commit().await?;
         Ok(())
     }
+}
 
-    async fn write_derived(&self, tx: &mut Transaction<'_, Postgres>, derived: &Derived<'_>) -> Result<(), StoreError> {
-        let rollups = derived.rollups();
-        if !rollups.is_empty() {
-            let col = |f: fn(&Rollup<'_>) -> i64| rollups.iter().map(f).collect::<Vec<i64>>();
-            let text = |f: fn(&Rollup<'_>) -> String| rollups.iter().map(f).collect::<Vec<String>>();
-            sqlx::query(UPSERT_ROLLUPS)
-                .bind(self.instance.as_ref())
-                .bind(col(|r| r.0))
-                .bind(col(|r| r.1))
-                .bind(text(|r| r.2.to_string()))
-                .bind(text(|r| r.3.to_string()))
-                .bind(text(|r| r.4.to_string()))
-                .bind(col(|r| r.5.requests))
-                .bind(col(|r| r.5.fallbacks))
-                .bind(col(|r| r.5.input_tokens))
-                .bind(col(|r| r.5.output_tokens))
-                .bind(col(|r| r.5.cached_tokens))
-                .bind(rollups.iter().map(|r| r.5.cost_usd).collect::<Vec<f64>>())
-                .bind(col(|r| r.5.priced))
-                .bind(rollups.iter().map(|r| r.5.saved_usd).collect::<Vec<f64>>())
-                .execute(&mut **tx)
-                .await?;
-        }
-        let facets = derived.facets_added();
-        if !facets.is_empty() {
-            sqlx::query(INSERT_FACETS)
-                .bind(facets.iter().map(|f| f.0.code()).collect::<Vec<i64>>())
-                .bind(facets.iter().map(|f| f.1.to_string()).collect::<Vec<String>>())
-                .bind(facets.iter().map(|f| f.2).collect::<Vec<i64>>())
-                .bind(facets.iter().map(|f| f.3.to_string()).collect::<Vec<String>>())
-                .execute(&mut **tx)
-                .await?;
-        }
-        let clients = derived.clients_added();
-        if !clients.is_empty() {
-            sqlx::query(UPSERT_CLIENTS)
-                .bind(self.instance.as_ref())
-                .bind(clients.iter().map(|c| c.0.to_string()).collect::<Vec<String>>())
-                .bind(clients.iter().map(|c| c.1).collect::<Vec<i64>>())
-                .bind(clients.iter().map(|c| c.2 .0).collect::<Vec<i64>>())
-                .bind(clients.iter().map(|c| c.2 .1.to_string()).collect::<Vec<String>>())
-                .bind(clients.iter().map(|c| c.2 .2.map(str::to_string)).collect::<Vec<Option<String>>>())
-                .bind(clients.iter().map(|c| c.2 .3.to_string()).collect::<Vec<String>>())
-                .execute(&mut **tx)
-                .await?;
-        }
-        Ok(())
+/// Adds a batch's new requests to the rollups, facets and clients, under
+/// the rollup and client key `key`.
+async fn write_derived(tx: &mut Transaction<'_, Postgres>, derived: &Derived<'_>, key: &str) -> Result<(), StoreError> {
+    let rollups = derived.rollups();
+    if !rollups.is_empty() {
+        let col = |f: fn(&Rollup<'_>) -> i64| rollups.iter().map(f).collect::<Vec<i64>>();
+        let text = |f: fn(&Rollup<'_>) -> String| rollups.iter().map(f).collect::<Vec<String>>();
+        sqlx::query(UPSERT_ROLLUPS)
+            .bind(key)
+            .bind(col(|r| r.0))
+            .bind(col(|r| r.1))
+            .bind(text(|r| r.2.to_string()))
+            .bind(text(|r| r.3.to_string()))
+            .bind(text(|r| r.4.to_string()))
+            .bind(col(|r| r.5.requests))
+            .bind(col(|r| r.5.fallbacks))
+            .bind(col(|r| r.5.input_tokens))
+            .bind(col(|r| r.5.output_tokens))
+            .bind(col(|r| r.5.cached_tokens))
+            .bind(rollups.iter().map(|r| r.5.cost_usd).collect::<Vec<f64>>())
+            .bind(col(|r| r.5.priced))
+            .bind(rollups.iter().map(|r| r.5.saved_usd).collect::<Vec<f64>>())
+            .execute(&mut **tx)
+            .await?;
     }
+    let facets = derived.facets_added();
+    if !facets.is_empty() {
+        sqlx::query(INSERT_FACETS)
+            .bind(facets.iter().map(|f| f.0.code()).collect::<Vec<i64>>())
+            .bind(facets.iter().map(|f| f.1.to_string()).collect::<Vec<String>>())
+            .bind(facets.iter().map(|f| f.2).collect::<Vec<i64>>())
+            .bind(facets.iter().map(|f| f.3.to_string()).collect::<Vec<String>>())
+            .execute(&mut **tx)
+            .await?;
+    }
+    let clients = derived.clients_added();
+    if !clients.is_empty() {
+        sqlx::query(UPSERT_CLIENTS)
+            .bind(key)
+            .bind(clients.iter().map(|c| c.0.to_string()).collect::<Vec<String>>())
+            .bind(clients.iter().map(|c| c.1).collect::<Vec<i64>>())
+            .bind(clients.iter().map(|c| c.2 .0).collect::<Vec<i64>>())
+            .bind(clients.iter().map(|c| c.2 .1.to_string()).collect::<Vec<String>>())
+            .bind(clients.iter().map(|c| c.2 .2.map(str::to_string)).collect::<Vec<Option<String>>>())
+            .bind(clients.iter().map(|c| c.2 .3.to_string()).collect::<Vec<String>>())
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
 
+impl PgStore {
     /// The days of `batch`'s requests whose partitions this process has
     /// not seen yet, in order. Made (in transactions of
     /// [`DAYS_PER_TRANSACTION`] days, by [`PgStore::create_days`]) before the
