@@ -59,31 +59,17 @@ macro_rules! member_sql {
             Ok(q.build().execute(pool).await?.rows_affected() > 0)
         }
 
-        /// Each member's requests, tokens and spend since `since` (Unix ms).
-        pub(crate) async fn member_spend(
-            pool: &sqlx::Pool<$db>,
-            since: i64,
-        ) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
+        /// A row of a member's spend: `member`, `requests`, `cost_usd`,
+        /// `input_tokens`, `output_tokens` (each backend sums them its own way).
+        fn member_spend_row(r: &<$db as sqlx::Database>::Row) -> Result<crate::members::MemberSpend, StoreError> {
             use sqlx::Row as _;
-            let mut q = sqlx::QueryBuilder::<$db>::new(
-                "SELECT member, COUNT(*) AS requests, COALESCE(SUM(cost_usd), 0.0) AS cost_usd,
-                CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input_tokens,
-                CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output_tokens
-                FROM requests WHERE member IS NOT NULL AND started_at >= ",
-            );
-            q.push_bind(since).push(" GROUP BY member ORDER BY member");
-            let rows = q.build().fetch_all(pool).await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(crate::members::MemberSpend {
-                        member: r.try_get("member")?,
-                        requests: r.try_get("requests")?,
-                        cost_usd: r.try_get("cost_usd")?,
-                        input_tokens: r.try_get("input_tokens")?,
-                        output_tokens: r.try_get("output_tokens")?,
-                    })
-                })
-                .collect()
+            Ok(crate::members::MemberSpend {
+                member: r.try_get("member")?,
+                requests: r.try_get("requests")?,
+                cost_usd: r.try_get("cost_usd")?,
+                input_tokens: r.try_get("input_tokens")?,
+                output_tokens: r.try_get("output_tokens")?,
+            })
         }
     };
 }

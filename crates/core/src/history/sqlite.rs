@@ -394,5 +394,20 @@ mod tests {
 }
 
 super::members::member_sql!(sqlx::Sqlite);
+
+/// Each member's requests, tokens and spend since `since` (Unix ms): the
+/// requests' partial index on (member, started_at) finds them.
+async fn member_spend(pool: &SqlitePool, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT member, COUNT(*) AS requests, COALESCE(SUM(cost_usd), 0.0) AS cost_usd,
+         CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input_tokens,
+         CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output_tokens
+         FROM requests WHERE member IS NOT NULL AND started_at >= ? GROUP BY member ORDER BY member",
+    )
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(member_spend_row).collect()
+}
 // SQLite would otherwise walk the session index for the GROUP BY's order.
 super::sessions::session_sql!(sqlx::Sqlite, "INDEXED BY requests_by_time", "GROUP_CONCAT(DISTINCT r.member)");

@@ -39,7 +39,7 @@ use crate::protocol::usage::Usage;
 /// Bytes the history's tables take on disk, indexes and TOAST included:
 /// the partitions and the tables beside them.
 const HISTORY_BYTES: &str = "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::int8 FROM pg_class c
-    WHERE c.relkind = 'r' AND (c.relname IN ('rollups', 'clients', 'events')
+    WHERE c.relkind = 'r' AND (c.relname IN ('rollups', 'clients', 'events', 'facet_days', 'member_days')
         OR c.oid IN (SELECT i.inhrelid FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
                      WHERE p.relname IN ('requests', 'attempts', 'request_facets')))
         AND c.relnamespace = current_schema()::regnamespace";
@@ -196,6 +196,7 @@ impl PgStore {
             .execute(&mut *tx)
             .await?;
         sqlx::query("DELETE FROM facet_days WHERE day = $1").bind(day).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM member_days WHERE day = $1").bind(day).execute(&mut *tx).await?;
         sqlx::query("DELETE FROM captures WHERE started_at >= $1 AND started_at < $2")
             .bind(from)
             .bind(to)
@@ -601,9 +602,11 @@ impl Backend for PgStore {
 
     async fn purge(&self) -> Result<u64, StoreError> {
         let requests = self.count(CountTable::Requests).await?;
-        sqlx::raw_sql("TRUNCATE requests, attempts, request_facets, facet_days, rollups, clients, events, captures")
-            .execute(&self.pool)
-            .await?;
+        sqlx::raw_sql(
+            "TRUNCATE requests, attempts, request_facets, facet_days, member_days, rollups, clients, events, captures",
+        )
+        .execute(&self.pool)
+        .await?;
         Ok(u64::try_from(requests).unwrap_or(0))
     }
 
@@ -628,4 +631,27 @@ super::rows::sql_common!(Postgres, PgRow, "JOIN requests r ON r.id = f.id AND r.
 pub(crate) mod tests;
 
 super::members::member_sql!(sqlx::Postgres);
+
+/// Each member's requests, tokens and spend since `since` (Unix ms): the
+/// whole days from `member_days`, the rows of the partial day before them
+/// (one partition) from the requests themselves.
+async fn member_spend(pool: &PgPool, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
+    let first_whole_day = since.div_euclid(DAY_MS) + i64::from(since.rem_euclid(DAY_MS) != 0);
+    let rows = sqlx::query(
+        "SELECT member, SUM(requests)::int8 AS requests, COALESCE(SUM(cost_usd), 0.0) AS cost_usd,
+                COALESCE(SUM(input_tokens), 0)::int8 AS input_tokens,
+                COALESCE(SUM(output_tokens), 0)::int8 AS output_tokens
+         FROM (SELECT member, requests, cost_usd, input_tokens, output_tokens FROM member_days WHERE day >= $2
+               UNION ALL
+               SELECT member, 1, cost_usd, input_tokens, output_tokens FROM requests
+               WHERE member IS NOT NULL AND started_at >= $1 AND started_at < $3) AS pieces
+         GROUP BY member ORDER BY member",
+    )
+    .bind(since)
+    .bind(first_whole_day)
+    .bind(first_whole_day * DAY_MS)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(member_spend_row).collect()
+}
 super::sessions::session_sql!(sqlx::Postgres, "", "STRING_AGG(DISTINCT r.member, ',')");

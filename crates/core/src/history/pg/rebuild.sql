@@ -5,6 +5,7 @@ DELETE FROM rollups;
 DELETE FROM request_facets;
 DELETE FROM facet_days;
 DELETE FROM clients;
+DELETE FROM member_days;
 
 INSERT INTO rollups (instance, span, start, provider, model, outcome, requests, fallbacks, input_tokens,
                      output_tokens, cached_tokens, cost_usd, priced, saved_usd)
@@ -37,3 +38,8 @@ SELECT DISTINCT ON (user_agent) 'rebuild', user_agent, COUNT(*) OVER (PARTITION 
        model, outcome
 FROM requests WHERE user_agent IS NOT NULL AND user_agent <> ''
 ORDER BY user_agent, started_at DESC, id DESC;
+
+INSERT INTO member_days (instance, member, day, requests, cost_usd, input_tokens, output_tokens)
+SELECT 'rebuild', member, started_at / 86400000, COUNT(*), COALESCE(SUM(cost_usd), 0),
+       COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
+FROM requests WHERE member IS NOT NULL GROUP BY 2, 3;

@@ -131,6 +131,21 @@ pub(crate) async fn assert_derived_match_rows(store: &Store) {
     )
     .await;
     assert_eq!(kept, found, "facet_days");
+    // Each member's day, summed over the writers' keys, as the rows give it.
+    let kept = text_rows(
+        pool(store),
+        "SELECT member, day, SUM(requests), SUM(input_tokens), SUM(output_tokens), ROUND(SUM(cost_usd)::numeric, 9)
+         FROM member_days GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .await;
+    let found = text_rows(
+        pool(store),
+        "SELECT member, started_at / 86400000, COUNT(*), COALESCE(SUM(input_tokens), 0),
+            COALESCE(SUM(output_tokens), 0), ROUND(COALESCE(SUM(cost_usd), 0)::numeric, 9)
+         FROM requests WHERE member IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .await;
+    assert_eq!(kept, found, "member_days");
     let clients = text_rows(
         pool(store),
         "SELECT user_agent, SUM(requests) FROM clients GROUP BY 1 HAVING SUM(requests) > 0 ORDER BY 1",
@@ -255,6 +270,17 @@ async fn postgres_answers_every_read_as_sqlite_does() {
         assert!((&x.0, &x.1) == (&y.0, &y.1) && (x.2 - y.2).abs() < 1e-12, "{x:?} {y:?}");
     }
     assert_eq!(pg.clients(100).await.unwrap(), sqlite.clients(100).await.unwrap());
+    // Members' spend from a day's start, from within a day, from before the first request.
+    for since in [1_700_006_400_000, 1_700_000_000_000 + 100_000_000, 1_600_000_000_000] {
+        let (a, b) = (pg.member_spend(since).await.unwrap(), sqlite.member_spend(since).await.unwrap());
+        assert_eq!(a.len(), 2, "{a:?}");
+        for (x, y) in a.iter().zip(&b) {
+            let same = (&x.member, x.requests, x.input_tokens, x.output_tokens)
+                == (&y.member, y.requests, y.input_tokens, y.output_tokens)
+                && (x.cost_usd - y.cost_usd).abs() < 1e-12;
+            assert!(same, "since {since}: {x:?} {y:?}");
+        }
+    }
     // A rebuild computes the same derived tables again.
     pg.rebuild().await.unwrap();
     assert_derived_match_rows(&pg).await;

@@ -5,7 +5,7 @@
 //! were new count towards the derived tables, so a spool replayed after a
 //! crash, or twice, changes no count.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use sqlx::{Postgres, Transaction};
 
@@ -73,6 +73,23 @@ const INSERT_FACET_DAYS: &str = "INSERT INTO facet_days (facet, value, day)
 /// its day by itself); the facets proper are numbered from 1.
 pub(super) const CORRELATION: i64 = 0;
 
+const UPSERT_MEMBER_DAYS: &str = "INSERT INTO member_days (instance, member, day, requests, cost_usd,
+    input_tokens, output_tokens)
+    SELECT $1, * FROM UNNEST($2::text[], $3::int8[], $4::int8[], $5::float8[], $6::int8[], $7::int8[])
+    ON CONFLICT (instance, member, day) DO UPDATE SET requests = member_days.requests + excluded.requests,
+    cost_usd = member_days.cost_usd + excluded.cost_usd,
+    input_tokens = member_days.input_tokens + excluded.input_tokens,
+    output_tokens = member_days.output_tokens + excluded.output_tokens";
+
+/// A member's day: requests, spend, input and output tokens.
+#[derive(Debug, Default, Clone, Copy)]
+struct MemberDay {
+    requests: i64,
+    cost_usd: f64,
+    input_tokens: i64,
+    output_tokens: i64,
+}
+
 const UPSERT_CLIENTS: &str = "INSERT INTO clients (instance, user_agent, requests, last_at, last_id, last_model,
     last_outcome)
     SELECT $1, * FROM UNNEST($2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::text[])
@@ -98,6 +115,42 @@ fn facet_days<'a>(
     let day = |at: i64| at.div_euclid(DAY_MS);
     let entries = facets.iter().map(|(facet, value, at, _)| (facet.code(), *value, day(*at)));
     entries.chain(correlated.map(|(c, at)| (CORRELATION, c, day(at)))).collect()
+}
+
+/// The new requests' sums by member and day.
+fn member_days<'a>(requests: impl Iterator<Item = &'a &'a RequestRecord>) -> BTreeMap<(&'a str, i64), MemberDay> {
+    let mut days: BTreeMap<(&str, i64), MemberDay> = BTreeMap::new();
+    for r in requests {
+        let Some(member) = r.member.as_deref() else { continue };
+        let [input, output, _] = r.usage.columns();
+        let day = days.entry((member, r.started_at_ms.div_euclid(DAY_MS))).or_default();
+        day.requests += 1;
+        day.cost_usd += r.cost_usd.unwrap_or(0.0);
+        day.input_tokens += input.unwrap_or(0);
+        day.output_tokens += output.unwrap_or(0);
+    }
+    days
+}
+
+async fn add_member_days(
+    tx: &mut Transaction<'_, Postgres>,
+    days: BTreeMap<(&str, i64), MemberDay>,
+    key: &str,
+) -> Result<(), StoreError> {
+    if days.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(UPSERT_MEMBER_DAYS)
+        .bind(key)
+        .bind(days.keys().map(|k| k.0.to_string()).collect::<Vec<String>>())
+        .bind(days.keys().map(|k| k.1).collect::<Vec<i64>>())
+        .bind(days.values().map(|d| d.requests).collect::<Vec<i64>>())
+        .bind(days.values().map(|d| d.cost_usd).collect::<Vec<f64>>())
+        .bind(days.values().map(|d| d.input_tokens).collect::<Vec<i64>>())
+        .bind(days.values().map(|d| d.output_tokens).collect::<Vec<i64>>())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 async fn insert_facet_days(
@@ -171,6 +224,8 @@ impl PgStore {
             .filter(|r| r.correlation_id != r.id || super::stamped_at(&r.id).is_none())
             .map(|r| (r.correlation_id.as_str(), r.started_at_ms));
         insert_facet_days(&mut tx, facet_days(derived.facets_added(), correlated)).await?;
+        let members = requests.iter().filter(|r| new.contains(r.id.as_str()));
+        add_member_days(&mut tx, member_days(members), &self.lanes[lane]).await?;
         insert_events(&mut tx, &events).await?;
         insert_captures(&mut tx, &captures).await?;
         tx.commit().await?;
