@@ -39,9 +39,9 @@ use crate::protocol::usage::Usage;
 /// Bytes the history's tables take on disk, indexes and TOAST included:
 /// the partitions and the tables beside them.
 const HISTORY_BYTES: &str = "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::int8 FROM pg_class c
-    WHERE c.relkind = 'r' AND (c.relname IN ('rollups', 'clients', 'events', 'facet_days', 'member_days')
+    WHERE c.relkind = 'r' AND (c.relname IN ('clients', 'events', 'facet_days', 'member_days')
         OR c.oid IN (SELECT i.inhrelid FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
-                     WHERE p.relname IN ('requests', 'attempts', 'request_facets')))
+                     WHERE p.relname IN ('requests', 'attempts', 'request_facets', 'rollups')))
         AND c.relnamespace = current_schema()::regnamespace";
 
 /// Advisory lock keys (any constants, the same in every instance).
@@ -127,6 +127,12 @@ impl PgStore {
             match self.drop_days_over(&mut conn, max_bytes).await {
                 Ok(more) => *removed += more,
                 Err(e) => result = Err(e),
+            }
+        }
+        if result.is_ok() {
+            let today = super::record::now_ms().div_euclid(DAY_MS);
+            if let Err(e) = write::fold_rollups(&mut conn, today).await {
+                result = Err(e);
             }
         }
         sqlx::query("SELECT pg_advisory_unlock($1)").bind(RETENTION_LOCK).execute(&mut *conn).await?;
@@ -519,33 +525,35 @@ impl Backend for PgStore {
 
     async fn spend(&self, bucket: Bucket, since: i64) -> Result<Vec<SpendRow>, StoreError> {
         let mut tally = Tally::new(bucket);
+        // Each writer's rows as they are, summed here: the tally adds up
+        // a bucket's rows anyway, and PostgreSQL grouping them first (its
+        // sums of BIGINT are NUMERIC) cost more than the reading.
         for (span, from, to) in spend_pieces(bucket, since) {
             let rows = sqlx::query(
-                "SELECT start, provider, model, outcome <> 'ok' AS failed, SUM(requests)::int8 AS requests,
-                        SUM(fallbacks)::int8 AS fallbacks, SUM(input_tokens)::int8 AS input_tokens,
-                        SUM(output_tokens)::int8 AS output_tokens, SUM(cached_tokens)::int8 AS cached_tokens,
-                        SUM(cost_usd) AS cost_usd, SUM(priced)::int8 AS priced, SUM(saved_usd) AS saved_usd
-                 FROM rollups WHERE span = $1 AND start >= $2 AND start < $3 AND provider <> ''
-                 GROUP BY start, provider, model, outcome",
+                "SELECT start, provider, model, outcome <> 'ok' AS failed, requests, fallbacks, input_tokens,
+                        output_tokens, cached_tokens, cost_usd, priced, saved_usd
+                 FROM rollups WHERE span = $1 AND start >= $2 AND start < $3 AND provider <> ''",
             )
             .bind(span)
             .bind(from)
             .bind(to)
             .fetch_all(&self.pool)
             .await?;
+            // By position: a year is tens of thousands of rows, and a
+            // column looked up by name is a search of the row's columns.
             for r in &rows {
                 let sums = super::derived::Sums {
-                    requests: r.try_get("requests")?,
-                    fallbacks: r.try_get("fallbacks")?,
-                    input_tokens: r.try_get("input_tokens")?,
-                    output_tokens: r.try_get("output_tokens")?,
-                    cached_tokens: r.try_get("cached_tokens")?,
-                    cost_usd: r.try_get("cost_usd")?,
-                    priced: r.try_get("priced")?,
-                    saved_usd: r.try_get("saved_usd")?,
+                    requests: r.try_get(4)?,
+                    fallbacks: r.try_get(5)?,
+                    input_tokens: r.try_get(6)?,
+                    output_tokens: r.try_get(7)?,
+                    cached_tokens: r.try_get(8)?,
+                    cost_usd: r.try_get(9)?,
+                    priced: r.try_get(10)?,
+                    saved_usd: r.try_get(11)?,
                 };
-                let (provider, model): (&str, &str) = (r.try_get("provider")?, r.try_get("model")?);
-                tally.add(r.try_get("start")?, provider, model, r.try_get("failed")?, &sums);
+                let (provider, model): (&str, &str) = (r.try_get(1)?, r.try_get(2)?);
+                tally.add(r.try_get(0)?, provider, model, r.try_get(3)?, &sums);
             }
         }
         Ok(tally.finish())
@@ -637,6 +645,26 @@ super::members::member_sql!(sqlx::Postgres);
 /// (one partition) from the requests themselves.
 async fn member_spend(pool: &PgPool, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
     let first_whole_day = since.div_euclid(DAY_MS) + i64::from(since.rem_euclid(DAY_MS) != 0);
+    // The partial day's requests are read only when its day has a member's:
+    // even pruned to one partition, the query on `requests` is planned
+    // against the parent and its hundreds of partitions (some 3 ms).
+    let partial = since < first_whole_day * DAY_MS
+        && sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM member_days WHERE day = $1)")
+            .bind(first_whole_day - 1)
+            .fetch_one(pool)
+            .await?;
+    if !partial {
+        let rows = sqlx::query(
+            "SELECT member, SUM(requests)::int8 AS requests, COALESCE(SUM(cost_usd), 0.0) AS cost_usd,
+                    COALESCE(SUM(input_tokens), 0)::int8 AS input_tokens,
+                    COALESCE(SUM(output_tokens), 0)::int8 AS output_tokens
+             FROM member_days WHERE day >= $1 GROUP BY member ORDER BY member",
+        )
+        .bind(first_whole_day)
+        .fetch_all(pool)
+        .await?;
+        return rows.iter().map(member_spend_row).collect();
+    }
     let rows = sqlx::query(
         "SELECT member, SUM(requests)::int8 AS requests, COALESCE(SUM(cost_usd), 0.0) AS cost_usd,
                 COALESCE(SUM(input_tokens), 0)::int8 AS input_tokens,

@@ -16,7 +16,7 @@ use crate::history::derived::tests::varied;
 use crate::history::derived::SPANS;
 use crate::history::record::{now_ms, Record};
 use crate::history::spend::tests::first_difference;
-use crate::history::store::{Bucket, CountTable, RequestFilter, Store, StoreError};
+use crate::history::store::{Bucket, CountTable, RequestFilter, SpendRow, Store, StoreError};
 use crate::history::{History, RequestOutcome};
 
 const SERVER: &str = "postgres://postgres@127.0.0.1:5432";
@@ -423,6 +423,57 @@ async fn retention_drops_old_days_and_their_sums() {
     .await
     .unwrap();
     assert!(partitions <= 3, "{partitions} day partitions left");
+}
+
+/// Retention folds past days' rollup rows, whatever wrote them, into one
+/// key: charts read a day's rows once, and sum to what they did.
+#[tokio::test]
+async fn retention_folds_past_days_rollups_into_one_key_and_sums_stay() {
+    let (db, dir, pg, sqlite) = both().await;
+    let day = 86_400_000;
+    let now = now_ms();
+    let today = now - now.rem_euclid(day);
+    // Two instances, each writing large batches (two lanes each), over three past days and today.
+    let other = Store::open_configured(&dir.path().join("other.db"), &db.config()).await.unwrap();
+    let records = varied(1600, today - 3 * day, 3 * day / 1600 + 60_000);
+    let (a, b) = tokio::join!(pg.write(&records[..800]), other.write(&records[800..]));
+    (a.unwrap(), b.unwrap());
+    sqlite.write(&records).await.unwrap();
+    let keys = |past: bool| {
+        let op = if past { "<" } else { ">=" };
+        format!("SELECT COUNT(DISTINCT instance) FROM rollups WHERE start {op} {today}")
+    };
+    let count = |sql: String| {
+        let pool = pool(&pg).clone();
+        async move { sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).fetch_one(&pool).await.unwrap() }
+    };
+    assert!(count(keys(true)).await >= 3, "two instances, two lanes each, over the past days");
+    let config = HistoryConfig { retention: Duration::from_secs(30 * 86_400), ..HistoryConfig::default() };
+    assert_eq!(pg.prune(&config).await.unwrap(), 0);
+    assert_eq!(count(keys(true)).await, 1, "the past days' rows under one key");
+    assert!(count(keys(false)).await >= 1, "today's rows are the writers' own");
+    let folded = count(format!("SELECT COUNT(*) FROM rollups WHERE start < {today} AND instance <> 'folded'")).await;
+    assert_eq!(folded, 0);
+    assert_derived_match_rows(&pg).await;
+    // A late record of a folded day (a replayed spool) adds to its writer's row again.
+    let mut late = crate::history::record::sample_request("late");
+    (late.started_at_ms, late.finished_at_ms, late.cost_usd) = (today - 2 * day + 5, today - 2 * day + 5, Some(0.5));
+    for store in [&pg, &sqlite] {
+        store.write(&[Record::Request(Box::new(late.clone()))]).await.unwrap();
+    }
+    assert_derived_match_rows(&pg).await;
+    for bucket in [Bucket::Day, Bucket::Hour] {
+        let (a, b) =
+            (pg.spend(bucket, today - 4 * day).await.unwrap(), sqlite.spend(bucket, today - 4 * day).await.unwrap());
+        let total = |rows: &[SpendRow]| {
+            (rows.iter().map(|r| r.requests).sum::<i64>(), rows.iter().filter_map(|r| r.cost_usd).sum::<f64>())
+        };
+        let ((n, cost), (m, expected)) = (total(&a), total(&b));
+        assert!(n == m && (cost - expected).abs() < 1e-9, "{bucket:?}: {n} {cost} against {m} {expected}");
+    }
+    assert_eq!(pg.prune(&config).await.unwrap(), 0);
+    assert_eq!(count(keys(true)).await, 1);
+    assert_derived_match_rows(&pg).await;
 }
 
 /// Over the size cap, whole days go, oldest first, until the tables fit;

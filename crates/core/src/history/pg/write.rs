@@ -456,3 +456,43 @@ async fn insert_captures(tx: &mut Transaction<'_, Postgres>, captures: &[&Captur
         .await?;
     Ok(())
 }
+
+/// One day's rollup rows of every writer key, moved into the key `folded`.
+const FOLD_DAY: &str = "WITH moved AS (
+        DELETE FROM rollups WHERE start >= $1 AND start < $2 AND instance <> 'folded' RETURNING *)
+    INSERT INTO rollups (instance, span, start, provider, model, outcome, requests, fallbacks, input_tokens,
+        output_tokens, cached_tokens, cost_usd, priced, saved_usd)
+    SELECT 'folded', span, start, provider, model, outcome, SUM(requests), SUM(fallbacks), SUM(input_tokens),
+        SUM(output_tokens), SUM(cached_tokens), SUM(cost_usd), SUM(priced), SUM(saved_usd)
+    FROM moved GROUP BY span, start, provider, model, outcome
+    ON CONFLICT (instance, span, start, provider, model, outcome) DO UPDATE SET
+    requests = rollups.requests + excluded.requests, fallbacks = rollups.fallbacks + excluded.fallbacks,
+    input_tokens = rollups.input_tokens + excluded.input_tokens,
+    output_tokens = rollups.output_tokens + excluded.output_tokens,
+    cached_tokens = rollups.cached_tokens + excluded.cached_tokens, cost_usd = rollups.cost_usd + excluded.cost_usd,
+    priced = rollups.priced + excluded.priced, saved_usd = rollups.saved_usd + excluded.saved_usd";
+
+/// Folds the rollup rows of the days before `today` (a day number) into
+/// one key (`folded`), a day to a transaction. Each writer (every instance, each of
+/// its two lanes) adds to rows of its own so that none waits on another;
+/// once a day is over, nothing but a replayed spool adds to it, and its
+/// rows are one set summed many times over by every chart that shows it
+/// (a year by day read twice the rows it needed with two lanes, ten times
+/// with five instances). A late write to a folded day adds to its
+/// writer's own row again, folded at the next pass; readers sum every key
+/// either way. Run by retention, under its lock.
+pub(super) async fn fold_rollups(conn: &mut sqlx::PgConnection, today: i64) -> Result<(), StoreError> {
+    let days: Vec<i64> = sqlx::query_scalar(
+        "SELECT DISTINCT start / $1 FROM rollups WHERE span = $1 AND start < $2 AND instance <> 'folded' ORDER BY 1",
+    )
+    .bind(DAY_MS)
+    .bind(today * DAY_MS)
+    .fetch_all(&mut *conn)
+    .await?;
+    for day in days {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        sqlx::query(FOLD_DAY).bind(day * DAY_MS).bind((day + 1) * DAY_MS).execute(&mut *tx).await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
