@@ -437,7 +437,8 @@ async fn retention_folds_past_days_rollups_into_one_key_and_sums_stay() {
     let other = Store::open_configured(&dir.path().join("other.db"), &db.config()).await.unwrap();
     let records = varied(1600, today - 3 * day, 3 * day / 1600 + 60_000);
     let (a, b) = tokio::join!(pg.write(&records[..800]), other.write(&records[800..]));
-    (a.unwrap(), b.unwrap());
+    a.unwrap();
+    b.unwrap();
     sqlite.write(&records).await.unwrap();
     let keys = |past: bool| {
         let op = if past { "<" } else { ">=" };
