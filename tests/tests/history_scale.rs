@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use serde_json::{json, Value};
-use switchyard_core::history::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
 use switchyard_core::config::HistoryConfig;
+use switchyard_core::history::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
 use switchyard_core::protocol::Usage;
 use switchyard_tests::{http, keys_for, ConfigText, PgDatabase, TestGateway, ADMIN_TOKEN};
 

@@ -377,6 +377,13 @@ async fn instances_add_to_rows_of_their_own_and_reads_sum_them() {
         .await
         .unwrap();
     assert_eq!(instances, 2);
+    // Four transactions at once (two instances, two lanes each), sharing facet days: none deadlocked.
+    let deadlocks: i64 =
+        sqlx::query_scalar("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+            .fetch_one(pool(&a))
+            .await
+            .unwrap();
+    assert_eq!(deadlocks, 0);
     assert_eq!(b.requests_on_record().await.unwrap(), 1200);
     assert_derived_match_rows(&a).await;
     let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations").fetch_one(pool(&a)).await.unwrap();
