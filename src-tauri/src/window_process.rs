@@ -72,7 +72,10 @@ type Answer = Result<Value, Failure>;
 async fn connect(relay: tauri::State<'_, Arc<Relay>>) -> Answer {
     // The page's script has loaded and run.
     tracing::debug!("window: connect asked");
-    relay.ask(Call::Connect).await
+    let asked = Instant::now();
+    let answer = relay.ask(Call::Connect).await;
+    tracing::debug!(ms = asked.elapsed().as_millis(), "window: connect answered");
+    answer
 }
 
 #[tauri::command]

@@ -774,6 +774,7 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
     // the menu is closed and walked again, and the time runs from the
     // walk that opened the window.
     let mut tries = 0;
+    let mut clicked_wall = std::time::SystemTime::now();
     let clicked = loop {
         tries += 1;
         xdotool(&display, &["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
@@ -785,6 +786,9 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
         }
         xdotool(&display, &["key", "Return"]);
         let clicked = Instant::now();
+        // The click on the app log's clock (UTC), to read its timings
+        // against: taken here, not once the window shows.
+        clicked_wall = std::time::SystemTime::now();
         while clicked.elapsed() < Duration::from_secs(3) && window_id(&display).is_none() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -795,9 +799,6 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
         println!("reopen: the menu walk opened no window in 3 s; walking it again");
         xdotool(&display, &["key", "Escape"]);
     };
-    // The click on the app log's clock (UTC), to read its timings against.
-    let wall = Command::new("date").args(["-u", "+%H:%M:%S.%6N"]).output().unwrap();
-    let clicked_wall = String::from_utf8_lossy(&wall.stdout).trim().to_string();
     // Frames as fast as they can be taken; read afterwards, so reading
     // them does not slow the sampling.
     let mut frames = Vec::new();
@@ -824,12 +825,15 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
         frame.display()
     );
     let taken: Vec<u128> = frames.iter().map(|(at, _)| at.as_millis()).collect();
-    println!("reopen: menu clicked at {clicked_wall}; frames taken at {taken:?} ms");
+    let since_midnight = clicked_wall.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() % 86_400.0;
+    let (h, m, sec) =
+        ((since_midnight / 3600.0) as u32, (since_midnight % 3600.0 / 60.0) as u32, since_midnight % 60.0);
+    println!("reopen: menu clicked at {h:02}:{m:02}:{sec:09.6} UTC; frames taken at {taken:?} ms");
     // Where the time went, by the app's clock: the window is built at once;
     // most of the wait is WebKit starting its processes before the load starts.
     let timings = std::fs::read_to_string(&log).unwrap_or_default();
     let reopen: Vec<&str> = timings.lines().filter(|l| l.contains("window:")).collect();
-    for line in reopen.iter().skip(reopen.len().saturating_sub(4)) {
+    for line in reopen.iter().skip(reopen.len().saturating_sub(5)) {
         let at = line.split_whitespace().next().unwrap_or("");
         println!("reopen, app log: {at} {}", line.split_once("window:").map_or(*line, |(_, rest)| rest.trim()));
     }
