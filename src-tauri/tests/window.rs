@@ -774,8 +774,7 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
     // the menu is closed and walked again, and the time runs from the
     // walk that opened the window.
     let mut tries = 0;
-    let mut clicked_wall = std::time::SystemTime::now();
-    let clicked = loop {
+    let (clicked, clicked_wall) = loop {
         tries += 1;
         xdotool(&display, &["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
         tokio::time::sleep(Duration::from_millis(800)).await;
@@ -788,12 +787,12 @@ async fn a_closed_window_leaves_no_webkit_and_little_memory_and_the_tray_reopens
         let clicked = Instant::now();
         // The click on the app log's clock (UTC), to read its timings
         // against: taken here, not once the window shows.
-        clicked_wall = std::time::SystemTime::now();
+        let clicked_wall = std::time::SystemTime::now();
         while clicked.elapsed() < Duration::from_secs(3) && window_id(&display).is_none() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         if window_id(&display).is_some() {
-            break clicked;
+            break (clicked, clicked_wall);
         }
         assert!(tries < 3, "three walks of the tray menu opened no window");
         println!("reopen: the menu walk opened no window in 3 s; walking it again");
