@@ -653,33 +653,22 @@ async fn member_spend(pool: &PgPool, since: i64) -> Result<Vec<crate::members::M
             .bind(first_whole_day - 1)
             .fetch_one(pool)
             .await?;
-    if !partial {
-        let rows = sqlx::query(
-            "SELECT member, SUM(requests)::int8 AS requests, COALESCE(SUM(cost_usd), 0.0) AS cost_usd,
-                    COALESCE(SUM(input_tokens), 0)::int8 AS input_tokens,
-                    COALESCE(SUM(output_tokens), 0)::int8 AS output_tokens
-             FROM member_days WHERE day >= $1 GROUP BY member ORDER BY member",
-        )
-        .bind(first_whole_day)
-        .fetch_all(pool)
-        .await?;
-        return rows.iter().map(member_spend_row).collect();
-    }
-    let rows = sqlx::query(
+    let mut q = QueryBuilder::<Postgres>::new(
         "SELECT member, SUM(requests)::int8 AS requests, COALESCE(SUM(cost_usd), 0.0) AS cost_usd,
                 COALESCE(SUM(input_tokens), 0)::int8 AS input_tokens,
                 COALESCE(SUM(output_tokens), 0)::int8 AS output_tokens
-         FROM (SELECT member, requests, cost_usd, input_tokens, output_tokens FROM member_days WHERE day >= $2
-               UNION ALL
-               SELECT member, 1, cost_usd, input_tokens, output_tokens FROM requests
-               WHERE member IS NOT NULL AND started_at >= $1 AND started_at < $3) AS pieces
-         GROUP BY member ORDER BY member",
-    )
-    .bind(since)
-    .bind(first_whole_day)
-    .bind(first_whole_day * DAY_MS)
-    .fetch_all(pool)
-    .await?;
+         FROM (SELECT member, requests, cost_usd, input_tokens, output_tokens FROM member_days WHERE day >= ",
+    );
+    q.push_bind(first_whole_day);
+    if partial {
+        q.push(
+            " UNION ALL SELECT member, 1, cost_usd, input_tokens, output_tokens FROM requests
+             WHERE member IS NOT NULL AND started_at >= ",
+        );
+        q.push_bind(since).push(" AND started_at < ").push_bind(first_whole_day * DAY_MS);
+    }
+    q.push(") AS pieces GROUP BY member ORDER BY member");
+    let rows = q.build().fetch_all(pool).await?;
     rows.iter().map(member_spend_row).collect()
 }
 super::sessions::session_sql!(sqlx::Postgres, "", "STRING_AGG(DISTINCT r.member, ',')");

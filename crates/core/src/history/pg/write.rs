@@ -51,16 +51,27 @@ const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (request_id, seq, request_st
         $23::int8[], $24::text[], $25::text[], $26::bytea[], $27::int8[])
     ON CONFLICT DO NOTHING";
 
-const UPSERT_ROLLUPS: &str = "INSERT INTO rollups (instance, span, start, provider, model, outcome, requests,
-    fallbacks, input_tokens, output_tokens, cached_tokens, cost_usd, priced, saved_usd)
-    SELECT $1, * FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
-        $9::int8[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::float8[])
+/// What an insert into `rollups` does with a row that is there: adds to
+/// it. The writer's upsert and retention's fold both end with it.
+macro_rules! add_to_rollup {
+    () => {
+        "
     ON CONFLICT (instance, span, start, provider, model, outcome) DO UPDATE SET
     requests = rollups.requests + excluded.requests, fallbacks = rollups.fallbacks + excluded.fallbacks,
     input_tokens = rollups.input_tokens + excluded.input_tokens,
     output_tokens = rollups.output_tokens + excluded.output_tokens,
     cached_tokens = rollups.cached_tokens + excluded.cached_tokens, cost_usd = rollups.cost_usd + excluded.cost_usd,
-    priced = rollups.priced + excluded.priced, saved_usd = rollups.saved_usd + excluded.saved_usd";
+    priced = rollups.priced + excluded.priced, saved_usd = rollups.saved_usd + excluded.saved_usd"
+    };
+}
+
+const UPSERT_ROLLUPS: &str = concat!(
+    "INSERT INTO rollups (instance, span, start, provider, model, outcome, requests,
+    fallbacks, input_tokens, output_tokens, cached_tokens, cost_usd, priced, saved_usd)
+    SELECT $1, * FROM UNNEST($2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
+        $9::int8[], $10::int8[], $11::int8[], $12::float8[], $13::int8[], $14::float8[])",
+    add_to_rollup!()
+);
 
 const INSERT_FACETS: &str = "INSERT INTO request_facets (facet, value, started_at, id)
     SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::text[]) ON CONFLICT DO NOTHING";
@@ -458,23 +469,21 @@ async fn insert_captures(tx: &mut Transaction<'_, Postgres>, captures: &[&Captur
 }
 
 /// One day's rollup rows of every writer key, moved into the key `folded`.
-const FOLD_DAY: &str = "WITH moved AS (
+const FOLD_DAY: &str = concat!(
+    "WITH moved AS (
         DELETE FROM rollups WHERE start >= $1 AND start < $2 AND instance <> 'folded' RETURNING *)
     INSERT INTO rollups (instance, span, start, provider, model, outcome, requests, fallbacks, input_tokens,
         output_tokens, cached_tokens, cost_usd, priced, saved_usd)
     SELECT 'folded', span, start, provider, model, outcome, SUM(requests), SUM(fallbacks), SUM(input_tokens),
         SUM(output_tokens), SUM(cached_tokens), SUM(cost_usd), SUM(priced), SUM(saved_usd)
-    FROM moved GROUP BY span, start, provider, model, outcome
-    ON CONFLICT (instance, span, start, provider, model, outcome) DO UPDATE SET
-    requests = rollups.requests + excluded.requests, fallbacks = rollups.fallbacks + excluded.fallbacks,
-    input_tokens = rollups.input_tokens + excluded.input_tokens,
-    output_tokens = rollups.output_tokens + excluded.output_tokens,
-    cached_tokens = rollups.cached_tokens + excluded.cached_tokens, cost_usd = rollups.cost_usd + excluded.cost_usd,
-    priced = rollups.priced + excluded.priced, saved_usd = rollups.saved_usd + excluded.saved_usd";
+    FROM moved GROUP BY span, start, provider, model, outcome",
+    add_to_rollup!()
+);
 
 /// Folds the rollup rows of the days before `today` (a day number) into
-/// one key (`folded`), a day to a transaction. Each writer (every instance, each of
-/// its two lanes) adds to rows of its own so that none waits on another;
+/// one key (`folded`), a day to a transaction. Each writer (every
+/// instance, each of its two lanes) adds to rows of its own so that none
+/// waits on another;
 /// once a day is over, nothing but a replayed spool adds to it, and its
 /// rows are one set summed many times over by every chart that shows it
 /// (a year by day read twice the rows it needed with two lanes, ten times
