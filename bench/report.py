@@ -557,7 +557,7 @@ md = [
     "# Benchmarks",
     "",
     f"Latest run: {r['date']}, {cpu}, {os.cpu_count()} cores, Linux {platform.release()}, {r['oha']}.",
-    "Reproduce with `bench/run` (see the README). Upstream: nginx answering from memory; the gateway",
+    "Reproduce with `bench/run` (see [bench-harness.md](bench-harness.md)). Upstream: nginx answering from memory; the gateway",
     "records every request and attempt to SQLite during the run. Latency and streams are measured on",
     "kept-alive connections, as SDK clients use the gateway; the new-connection rows (a curl process and",
     "connection per stream) show what a cold client adds, mostly the wake-ups of idle processes.",

@@ -7,7 +7,7 @@
 //! Checked: parsing either succeeds or names a place inside the text (a line
 //! that exists, a column within that line or just past its end); an
 //! accepted config never listens off loopback without the access token (the
-//! README's promise) and keeps every number at least the minimum its check
+//! promise docs/security.md makes) and keeps every number at least the minimum its check
 //! asks for, so no large number wrapped or was cut on its way in.
 #![no_main]
 
