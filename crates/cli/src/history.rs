@@ -158,7 +158,7 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
         return Ok(());
     }
     if let Some(Action::Purge) = &args.show {
-        let purged = switchyard_core::history::purge(&store).await?;
+        let purged = switchyard_core::history::purge(&store, switchyard_core::cache::purge_beside).await?;
         println!("deleted {} requests and {} cached answers", purged.requests, purged.cached_answers);
         return Ok(());
     }

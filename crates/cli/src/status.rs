@@ -2,9 +2,9 @@
 
 use anyhow::Result;
 use switchyard_core::admin::routes::RoutesView;
-use switchyard_core::policy::strategy::{Share, Strategy};
 use switchyard_core::team::TeamView;
 use switchyard_core::telemetry::ProviderView;
+use switchyard_core::upstream::strategy::{Share, Strategy};
 
 use crate::remote::{Remote, RemoteArgs};
 

@@ -11,10 +11,8 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cache::fallback::FallbackResponse;
-use crate::cache::CachePolicy;
+use crate::policy::order::{Schedule, Strategy};
 use crate::policy::queue::QueuePolicy;
-use crate::policy::strategy::{Schedule, Strategy};
 use crate::policy::{ProviderPolicy, RequestPolicy};
 use crate::protocol::{Endpoint, Format, Profile, Protocol};
 
@@ -25,9 +23,11 @@ pub(crate) mod edit;
 mod history_url;
 mod policy;
 mod team;
+pub use budgets::AlertPolicy;
 pub use desktop::DesktopConfig;
 use desktop::RawDesktop;
 pub use history_url::HistoryUrl;
+pub use policy::{CachePolicy, FallbackResponse};
 use policy::{PolicyError, RawPolicy};
 pub use team::{redact as redact_redis_url, TeamConfig};
 
@@ -56,7 +56,7 @@ pub struct Config {
     /// Spend limits (`[[budgets]]`), in config order.
     pub budgets: Vec<crate::policy::Budget>,
     /// How often alerts may repeat, and what a fallback storm is (`[alerts]`).
-    pub alerts: crate::telemetry::alerts::AlertPolicy,
+    pub alerts: AlertPolicy,
     /// The desktop app's own settings (`[desktop]`).
     pub desktop: DesktopConfig,
     /// Team mode (`[team]`): state shared with other instances through
@@ -93,7 +93,7 @@ impl Default for HistoryConfig {
             store_bodies: false,
             body_limit: 16 * 1024,
             cache_max_bytes: 64 * 1024 * 1024,
-            spool_max_bytes: crate::history::spool::DEFAULT_LIMIT,
+            spool_max_bytes: crate::ground::limits::SPOOL_BYTES,
             url: None,
         }
     }
@@ -218,7 +218,7 @@ pub struct RouteConfig {
     pub chain: Vec<String>,
     /// The weights `chain` was given (`{ provider = "a", weight = 9 }`),
     /// as a round `weighted` goes by; `None` when no entry has one.
-    pub schedule: Option<crate::policy::strategy::Schedule>,
+    pub schedule: Option<crate::policy::order::Schedule>,
     /// `policy.strategy` is the route's strategy: its own, else `[policy]`'s.
     pub policy: RequestPolicy,
     /// The route's cache: its own `cache`, else `[policy]`'s.

@@ -12,8 +12,10 @@ use crate::admin::config::{ConfigView, KeyNeed, ProviderEntry, RouteEntry, Setti
 use crate::admin::live::{ProviderStats, Snapshot, SnapshotKind, StatsView, StreamMessage};
 use crate::admin::{Spend, SpendTotals};
 use crate::config::edit::{ModelAlias, ProviderForm};
+use crate::ground::outcome::AttemptOutcome;
+use crate::ground::outcome::Reason;
+use crate::ground::outcome::RequestOutcome;
 use crate::history::record::{AttemptDropped, AttemptRecord, AttemptTranslation};
-use crate::history::record::{AttemptOutcome, Reason, RequestOutcome};
 use crate::history::store::{Bucket, Page, RequestDetail, RequestSummary, SpendRow};
 use crate::policy::breaker::BreakerState;
 use crate::protocol::usage::Usage;
@@ -41,7 +43,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         PassiveHealth::decl(cfg),
         KeyStatus::decl(cfg),
         EventKind::decl(cfg),
-        crate::cache::CacheStatus::decl(cfg),
+        crate::ground::outcome::CacheStatus::decl(cfg),
         // Providers.
         Usage::decl(cfg),
         Window::decl(cfg),
@@ -64,8 +66,8 @@ fn declarations(cfg: &Config) -> Vec<String> {
         crate::protocol::Format::decl(cfg),
         AttemptTranslation::decl(cfg),
         AttemptDropped::decl(cfg),
-        crate::policy::strategy::Strategy::decl(cfg),
-        crate::policy::strategy::Routing::decl(cfg),
+        crate::upstream::strategy::Strategy::decl(cfg),
+        crate::upstream::strategy::Routing::decl(cfg),
         crate::history::record::AttemptRouting::decl(cfg),
         RequestDetail::decl(cfg),
         // The inspector.
@@ -112,7 +114,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         ProviderEntry::decl(cfg),
         RouteEntry::decl(cfg),
         crate::config::edit::RouteForm::decl(cfg),
-        crate::policy::strategy::Share::decl(cfg),
+        crate::upstream::strategy::Share::decl(cfg),
         crate::admin::routes::ChainEntry::decl(cfg),
         crate::admin::routes::RouteView::decl(cfg),
         crate::admin::routes::UnroutedView::decl(cfg),

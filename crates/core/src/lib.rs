@@ -55,6 +55,7 @@ pub mod config;
 #[cfg(test)]
 mod contract;
 pub mod gateway;
+pub mod ground;
 pub mod history;
 pub mod http;
 pub mod members;

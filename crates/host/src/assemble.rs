@@ -175,7 +175,7 @@ pub async fn prepare(
     let watcher = files.config.clone().map(|path| tokio::spawn(watch_config(gateway.clone(), path)));
     let team = runner.map(|runner| {
         let stop = CancellationToken::new();
-        (tokio::spawn(runner.run(gateway.clone(), stop.clone())), stop)
+        (tokio::spawn(runner.run(gateway.inbound(), stop.clone())), stop)
     });
     Ok(Prepared { gateway, history, cache, watcher, team })
 }

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use anyhow::Result;
 use secrecy::SecretString;
 use serde_json::Value;
-use switchyard_core::http;
+use switchyard_core::admin;
 
 use crate::paths;
 
@@ -51,15 +51,15 @@ pub enum VerifyError {
 }
 
 /// Asks the gateway at `addr` to prove it holds `token` (an HMAC of a fresh
-/// nonce and its own address, see `switchyard_core::http::challenge`), without
+/// nonce and its own address, see `switchyard_core::admin::whoami`), without
 /// revealing the token. Anything but a valid proof is an impostor.
 pub async fn verify_gateway(http: &reqwest::Client, addr: SocketAddr, token: &SecretString) -> Result<(), VerifyError> {
     let nonce = paths::random_hex(32);
-    let url = format!("http://{addr}{}?nonce={nonce}", http::WHOAMI_PATH);
+    let url = format!("http://{addr}{}?nonce={nonce}", admin::whoami::PATH);
     let response = http.get(url).send().await.map_err(|_| VerifyError::Unreachable(addr))?;
     let body: Value = response.json().await.unwrap_or(Value::Null);
     let proof = body["proof"].as_str().unwrap_or("");
-    if http::verify_proof(token, &nonce, addr, proof) {
+    if admin::whoami::verify(token, &nonce, addr, proof) {
         Ok(())
     } else {
         Err(VerifyError::Impostor(addr))

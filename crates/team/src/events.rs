@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
-use switchyard_core::gateway::Gateway;
+use switchyard_core::gateway::Inbound;
 use switchyard_core::telemetry::{Envelope, GatewayEvent};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
@@ -29,8 +29,8 @@ const KEEP: usize = 5000;
 const BLOCK: Duration = Duration::from_secs(1);
 
 /// Writes this instance's events to the team's stream.
-pub async fn fan_out(team: Arc<RedisTeam>, gateway: Gateway, stop: CancellationToken) {
-    let mut rx = gateway.telemetry().events.subscribe();
+pub async fn fan_out(team: Arc<RedisTeam>, gateway: Inbound, stop: CancellationToken) {
+    let mut rx = gateway.events();
     let key = team.keys.events();
     loop {
         let first = tokio::select! {
@@ -70,7 +70,7 @@ pub async fn fan_out(team: Arc<RedisTeam>, gateway: Gateway, stop: CancellationT
 /// Reads the other instances' events from the team's stream into this
 /// instance's live feed, on a connection of its own (a blocking read would
 /// stall a shared one).
-pub async fn fan_in(client: redis::Client, team: Arc<RedisTeam>, gateway: Gateway, stop: CancellationToken) {
+pub async fn fan_in(client: redis::Client, team: Arc<RedisTeam>, gateway: Inbound, stop: CancellationToken) {
     let key = team.keys.events();
     let mut last = "$".to_string();
     let config = redis::AsyncConnectionConfig::new()
@@ -109,7 +109,7 @@ pub async fn fan_in(client: redis::Client, team: Arc<RedisTeam>, gateway: Gatewa
                 let (Some(name), Some(text)) = (entry.get::<String>("n"), entry.get::<String>("e")) else { continue };
                 let at = entry.get::<String>("a").and_then(|a| a.parse().ok()).unwrap_or_default();
                 if let Ok(event) = serde_json::from_str::<GatewayEvent>(&text) {
-                    gateway.take_remote_event(&name, at, event);
+                    gateway.take_event(&name, at, event);
                 }
             }
         }

@@ -37,8 +37,8 @@ use redis::aio::ConnectionManager;
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use switchyard_core::config::{redact_redis_url, TeamConfig};
-use switchyard_core::gateway::Gateway;
-use switchyard_core::team::{solo_name, AdmitAsk, Admitted, BoxFuture, Change, Member, Seed, Shared, Team, TeamView};
+use switchyard_core::gateway::Inbound;
+use switchyard_core::team::{solo_name, Admitted, Asking, BoxFuture, Change, Member, Seed, Shared, Team, TeamView};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -141,10 +141,15 @@ impl Team for RedisTeam {
         &self.name
     }
 
-    fn share(&self, change: Change) {
+    fn share(&self, change: Change) -> bool {
+        // Out of reach, the decision stays this instance's own.
+        if !self.connected() {
+            return false;
+        }
         if let Err(e) = self.outbox.try_send(change) {
             warn!("team: a decision was not shared ({e}); the others learn it at the next resync");
         }
+        true
     }
 
     fn connected(&self) -> bool {
@@ -184,8 +189,23 @@ impl Team for RedisTeam {
         })
     }
 
-    fn admit(&self, ask: AdmitAsk) -> BoxFuture<'_, Admitted> {
-        Box::pin(lease::take(self, ask, self.lease_ttl, CALL_TIMEOUT))
+    fn admit<'a>(&'a self, ask: Asking<'a>) -> BoxFuture<'a, Admitted> {
+        Box::pin(async move {
+            // Out of reach since before this ask: this instance's share of
+            // the caps (set when Redis was lost) decides alone.
+            if !self.connected() {
+                return Admitted::Alone;
+            }
+            let Some(ask) = ask() else { return Admitted::Alone };
+            let admitted = lease::take(self, ask, self.lease_ttl, CALL_TIMEOUT).await;
+            // Lost during this ask: the runner checks at once, so every
+            // instance takes its share of the caps rather than at its next
+            // heartbeat.
+            if matches!(admitted, Admitted::Unreachable) && self.connected() {
+                self.out_of_reach();
+            }
+            admitted
+        })
     }
 
     fn spent(&self, counters: Vec<String>) -> BoxFuture<'_, Option<Vec<Option<i64>>>> {
@@ -235,8 +255,19 @@ impl Team for RedisTeam {
         Box::pin(async move { cache::fill(self, &key, lock_ttl, CALL_TIMEOUT).await })
     }
 
-    fn cache_store(&self, key: &str, entry: Vec<u8>, ttl: Duration, lock: Option<String>) {
-        cache::store(self, key, Some(entry), ttl, lock, CALL_TIMEOUT);
+    fn cache_store(&self, key: &str, entry: &mut dyn FnMut() -> Option<Vec<u8>>, ttl: Duration, lock: Option<String>) {
+        if !self.connected() {
+            return;
+        }
+        match entry() {
+            Some(entry) => cache::store(self, key, Some(entry), ttl, lock, CALL_TIMEOUT),
+            // An answer that cannot be kept: the fill lock goes at once.
+            None => {
+                if let Some(lock) = lock {
+                    self.cache_release(key, lock);
+                }
+            }
+        }
     }
 
     fn cache_release(&self, key: &str, lock: String) {
@@ -302,7 +333,7 @@ pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, 
 
 impl Runner {
     /// Keeps the instance in its team until `stop`.
-    pub async fn run(mut self, gateway: Gateway, stop: CancellationToken) {
+    pub async fn run(mut self, gateway: Inbound, stop: CancellationToken) {
         let team = self.team.clone();
         info!(instance = %team.name, redis = %team.redis_shown, namespace = %team.namespace, "team mode");
         let (due_tx, mut due_rx) = mpsc::unbounded_channel::<String>();
@@ -336,7 +367,7 @@ impl Runner {
     }
 
     /// Connects when not connected; heartbeats; reads the shared state back.
-    async fn sync(&mut self, gateway: &Gateway, due: &mut HashSet<String>) {
+    async fn sync(&mut self, gateway: &Inbound, due: &mut HashSet<String>) {
         let team = &self.team;
         let mut con = match team.background() {
             Some(con) => con,
@@ -358,15 +389,15 @@ impl Runner {
             }
         }
         self.reachable(gateway, true);
-        gateway.keep_team_spend().await;
-        let names: Vec<String> = gateway.live().providers.iter().map(|p| p.name().to_string()).collect();
+        gateway.keep_spend(team.connected()).await;
+        let names = gateway.providers();
         match tokio::time::timeout(CALL_TIMEOUT * 4, sync::state(&mut con, &team.keys, &names)).await {
             Ok(Ok(state)) => {
                 for (by, change) in state {
                     if matches!(change, Change::BreakerTripped { .. }) {
                         due.insert(change.provider().to_string());
                     }
-                    gateway.apply_team(&by, &change);
+                    gateway.apply(&by, &change);
                 }
             }
             Ok(Err(e)) => warn!("team: cannot read the shared state: {e}"),
@@ -394,7 +425,7 @@ impl Runner {
     }
 
     /// Notes whether Redis is in reach, telling the gateway when that changes.
-    fn reachable(&self, gateway: &Gateway, now: bool) {
+    fn reachable(&self, gateway: &Inbound, now: bool) {
         let was = self.team.connected.swap(now, Ordering::Relaxed);
         if was != now {
             if now {
@@ -402,10 +433,10 @@ impl Runner {
             } else {
                 warn!(instance = %self.team.name, "team: Redis out of reach; deciding alone (degraded) until it is back");
             }
-            gateway.team_reachable(now);
+            gateway.reachable(now);
             // Out of reach, each instance takes its share of the caps,
             // never the whole caps N times over.
-            gateway.team_share(if now { 1 } else { self.team.instances() });
+            gateway.share_caps(if now { 1 } else { self.team.instances() });
         }
     }
 
@@ -428,7 +459,7 @@ impl Runner {
     }
 
     /// Claims due probes: the one instance that wins probes for the team.
-    async fn probes(&self, gateway: &Gateway, due: &mut HashSet<String>) {
+    async fn probes(&self, gateway: &Inbound, due: &mut HashSet<String>) {
         let Some(mut con) = self.team.background() else { return };
         for provider in due.clone() {
             let claim = sync::claim_probe(&mut con, &self.scripts, &self.team, &provider, PROBE_TTL);
@@ -436,13 +467,13 @@ impl Runner {
                 Ok(Ok(sync::Claim::Won)) => {
                     due.remove(&provider);
                     info!(provider = %provider, "team: this instance probes for the team");
-                    gateway.team_probe(&provider);
+                    gateway.probe(&provider);
                 }
                 Ok(Ok(sync::Claim::NotOpen)) => {
                     // Not open in the team (a local trip no one confirmed,
                     // or closed meanwhile): this instance's own timer leads.
                     due.remove(&provider);
-                    gateway.team_release(&provider);
+                    gateway.release(&provider);
                 }
                 Ok(Ok(sync::Claim::Later)) => {}
                 Ok(Err(e)) => warn!("team: cannot claim a probe: {e}"),
@@ -464,7 +495,7 @@ impl Runner {
 async fn listen(
     client: redis::Client,
     team: Arc<RedisTeam>,
-    gateway: Gateway,
+    gateway: Inbound,
     due: mpsc::UnboundedSender<String>,
     stop: CancellationToken,
 ) {
@@ -502,7 +533,7 @@ async fn listen(
             if matches!(a.change, Change::BreakerTripped { .. }) {
                 let _ = due.send(a.change.provider().to_string());
             }
-            gateway.apply_team(&a.by, &a.change);
+            gateway.apply(&a.by, &a.change);
         }
     }
 }

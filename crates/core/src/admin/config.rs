@@ -66,7 +66,7 @@ pub(crate) enum KeyNeed {
 pub(crate) struct RouteEntry {
     model: String,
     chain: Vec<String>,
-    strategy: crate::policy::strategy::Strategy,
+    strategy: crate::upstream::strategy::Strategy,
     /// Each chain entry's weight, on a weighted route that gives weights.
     weights: Option<Vec<u32>>,
 }

@@ -221,14 +221,8 @@ struct Feed {
 /// the Redis it shares through; a lone gateway says so.
 async fn team(State(gw): State<Gateway>) -> Json<crate::team::TeamView> {
     let history = gw.store().map_or("none", crate::history::Store::backend);
-    let view = match gw.team() {
-        Some(team) => {
-            let mut view = team.view().await;
-            view.history = history.into();
-            view
-        }
-        None => crate::team::TeamView::solo(&crate::team::solo_name(gw.live().config.server.listen), history),
-    };
+    let mut view = gw.team().view().await;
+    view.history = history.into();
     Json(crate::team::TeamView { history_status: gw.sink().map(|s| s.recorder.status()), ..view })
 }
 

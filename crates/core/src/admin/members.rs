@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::admin::AdminError;
 use crate::gateway::Gateway;
-use crate::history::record::now_ms;
+use crate::ground::clock::now_ms;
 use crate::members::ops::{self, MemberView};
 use crate::members::{Member, MemberError, NewMember};
 

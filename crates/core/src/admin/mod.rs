@@ -12,6 +12,7 @@ pub(crate) mod sessions;
 pub(crate) mod tools;
 pub mod try_it;
 pub(crate) mod ui;
+pub mod whoami;
 
 pub use inspector::Inspection;
 pub use live::StreamMessage;
@@ -36,9 +37,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::gateway::Gateway;
-use crate::history::record::{now_ms, RequestOutcome};
+use crate::ground::clock::now_ms;
+use crate::ground::compare::constant_time_eq;
+use crate::ground::outcome::RequestOutcome;
 use crate::history::store::{Bucket, RequestFilter, StoreError};
-use crate::http::guard::constant_time_eq;
 
 /// The admin routes; the caller supplies the state.
 pub fn router(gateway: Gateway) -> Router<Gateway> {
@@ -236,7 +238,7 @@ fn outcome_param(value: &str) -> Result<RequestOutcome, AdminError> {
 }
 
 /// `cache=`, one of the statuses history records.
-fn cache_param(value: &str) -> Result<crate::cache::CacheStatus, AdminError> {
+fn cache_param(value: &str) -> Result<crate::ground::outcome::CacheStatus, AdminError> {
     serde_json::from_value(serde_json::Value::String(value.into())).map_err(|_| {
         AdminError::new(
             StatusCode::BAD_REQUEST,

@@ -9,7 +9,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use crate::gateway::{Gateway, Live};
-use crate::policy::strategy::{Share, Strategy, SPLIT_WINDOW};
+use crate::upstream::strategy::{Share, Strategy, SPLIT_WINDOW};
 
 pub fn routes() -> Router<Gateway> {
     Router::new().route("/admin/routes", get(show))

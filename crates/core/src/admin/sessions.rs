@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::admin::{store, time_param, AdminError};
 use crate::gateway::Gateway;
-use crate::history::record::now_ms;
+use crate::ground::clock::now_ms;
 use crate::history::sessions::{client_of, SessionFilter, SessionSummary, DETAIL_WINDOW_MS, MAX_TIMELINE};
 
 pub fn routes() -> Router<Gateway> {

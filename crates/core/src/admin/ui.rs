@@ -18,9 +18,9 @@ use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use crate::admin::{admin_token_sent, AdminError};
+use crate::gateway::sessions::{cookie, cookie_name, SESSION_HEADER, SESSION_IDLE_SECS};
 use crate::gateway::Gateway;
-use crate::http::guard::constant_time_eq;
-use crate::http::session::{cookie, cookie_name, SESSION_HEADER, SESSION_IDLE_SECS};
+use crate::ground::compare::constant_time_eq;
 use signin::Notice;
 
 mod assets {

@@ -19,9 +19,8 @@
 //!   the problem `type` is `/problems/<code>`, as for OpenAI.
 
 use axum::body::Body;
-use axum::http::{header, HeaderValue, Response, StatusCode};
+use axum::http::{header, HeaderValue, Response};
 use axum::response::IntoResponse;
-use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use crate::protocol::error::ApiError;
@@ -30,13 +29,7 @@ use crate::protocol::Protocol;
 pub const X_FALLBACK_RESPONSE: &str = "x-fallback-response";
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// A route's static answer for when its chain has failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FallbackResponse {
-    pub status: StatusCode,
-    pub body: Bytes,
-    pub content_type: HeaderValue,
-}
+pub use crate::config::FallbackResponse;
 
 impl FallbackResponse {
     /// The answer, marked as a fallback; `attempts` as the gateway's errors count them.
@@ -46,7 +39,7 @@ impl FallbackResponse {
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, self.content_type.clone());
         headers.insert(X_FALLBACK_RESPONSE, HeaderValue::from_static("true"));
-        headers.insert(crate::proxy::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(attempts));
+        headers.insert(crate::ground::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(attempts));
         headers.insert("x-should-retry", HeaderValue::from_static("false"));
         response
     }
@@ -98,6 +91,8 @@ pub fn problem(error: &ApiError, request_id: Option<&str>) -> Response<Body> {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+    use bytes::Bytes;
     use http_body_util::BodyExt;
     use serde_json::json;
 

@@ -4,37 +4,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// What the cache did for a request, as the `x-switchyard-cache` header
-/// says it, and as its history row records it (none when the cache was not
-/// consulted). The variants' order is the spool's encoding: add new ones last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "lowercase")]
-pub enum CacheStatus {
-    /// Answered from the cache, fresh.
-    Hit,
-    /// Looked up and not found (or too old): the chain answered, and the
-    /// answer was stored if it could be.
-    Miss,
-    /// The chain failed and an expired entry (within `ttl + stale`) answered.
-    Stale,
-    /// Not looked up: the client said `off` or `refresh`, or the request is
-    /// not one the cache takes (sampled, a tool turn, stateful).
-    Bypass,
-}
-
-impl CacheStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheStatus::Hit => "hit",
-            CacheStatus::Miss => "miss",
-            CacheStatus::Stale => "stale",
-            CacheStatus::Bypass => "bypass",
-        }
-    }
-}
+pub use crate::ground::outcome::CacheStatus;
 
 /// Counters of one cache. Counts only go up; `entries` and `bytes` are gauges.
 #[derive(Debug, Default)]

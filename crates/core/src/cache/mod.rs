@@ -24,6 +24,7 @@ pub(crate) mod replay;
 pub mod shared;
 pub(crate) mod store;
 
+pub use crate::config::CachePolicy;
 pub use capture::Capture;
 pub use fallback::{problem, problem_body, FallbackResponse, PROBLEM_JSON, X_FALLBACK_RESPONSE};
 pub use fold::{is_whole, FoldError};
@@ -33,30 +34,14 @@ pub use reframe::ReframeError;
 pub use replay::{set_headers, Ask, Replay, ReplayError, X_SWITCHYARD_CACHE};
 pub use store::{path_beside, purge_file, CacheError, Entry, Form, Freshness, Hit, Lifetime, Limits, Store};
 
-use std::time::Duration;
+/// Deletes every answer in the cache beside the history database at `db`
+/// (none there: nothing to delete), for [`crate::history::purge`].
+pub fn purge_beside(db: &std::path::Path) -> Result<u64, CacheError> {
+    purge_file(&path_beside(db))
+}
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Response};
-
-/// `cache = { ttl = "10m", stale = "1h", tools = false, sampled = false }`,
-/// in `[policy]` or a route's policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CachePolicy {
-    /// How long an answer is served fresh.
-    pub ttl: Duration,
-    /// How much longer an expired answer may stand in when the chain fails.
-    pub stale: Duration,
-    /// Cache conversations that hold tool calls or results too.
-    pub tools: bool,
-    /// Cache sampled answers too (any temperature): a repeat gets the same answer.
-    pub sampled: bool,
-}
-
-impl Default for CachePolicy {
-    fn default() -> CachePolicy {
-        CachePolicy { ttl: Duration::from_secs(600), stale: Duration::ZERO, tools: false, sampled: false }
-    }
-}
 
 impl CachePolicy {
     pub fn lifetime(&self) -> Lifetime {
@@ -183,6 +168,8 @@ pub fn serve_stale(hit: &Hit, ask: replay::Ask) -> Option<Response<Body>> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use axum::http::HeaderValue;
 
     use super::*;

@@ -788,7 +788,7 @@ impl Writer {
     fn run(mut self, mut queue: mpsc::Receiver<Job>) {
         let mut jobs = Vec::with_capacity(MAX_BATCH);
         let urgent = |job: &Job| matches!(job, Job::Flush(_) | Job::Purge(_));
-        while crate::history::writer::gather(&mut queue, &mut jobs, MAX_BATCH, LINGER, urgent, || false) {
+        while crate::ground::batch::gather(&mut queue, &mut jobs, MAX_BATCH, LINGER, urgent, || false) {
             self.batch(&mut jobs);
         }
     }

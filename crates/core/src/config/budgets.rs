@@ -8,7 +8,6 @@ use toml::Spanned;
 
 use super::{ConfigError, ProviderConfig, Validator};
 use crate::policy::budget::{Budget, BudgetAction, BudgetPeriod, BudgetScope};
-use crate::telemetry::alerts::AlertPolicy;
 
 /// A `[[budgets]]` entry as written.
 #[derive(Debug, Deserialize)]
@@ -199,5 +198,20 @@ mod tests {
         assert_eq!(field, "alerts.fallback_storm");
         let (_, field, _) = invalid("[alerts]\nevery = \"often\"\n");
         assert_eq!(field, "alerts.every");
+    }
+}
+
+/// `[alerts]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertPolicy {
+    /// More fallbacks than this in a minute is a storm.
+    pub fallback_storm: u32,
+    /// At most one alert per kind and subject this often.
+    pub every: std::time::Duration,
+}
+
+impl Default for AlertPolicy {
+    fn default() -> AlertPolicy {
+        AlertPolicy { fallback_storm: 20, every: std::time::Duration::from_secs(600) }
     }
 }

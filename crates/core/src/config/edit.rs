@@ -317,7 +317,7 @@ max_concurrency = 4
 
     #[test]
     fn a_route_takes_a_strategy_and_weights_and_keeps_what_is_left_out() {
-        use crate::policy::strategy::Strategy;
+        use crate::policy::order::Strategy;
         let mut e = ConfigEdit::parse(TEXT).unwrap();
         e.upsert_provider("b", &form(&[("m", "m")])).unwrap();
         assert!(matches!(e.set_route("m", &RouteForm::default()), Err(EditError::NoChain(_))));

@@ -8,9 +8,8 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
-use crate::cache::CachePolicy;
+use crate::policy::order::Strategy;
 use crate::policy::queue::QueuePolicy;
-use crate::policy::strategy::Strategy;
 use crate::policy::{ProviderPolicy, RequestPolicy};
 
 /// Every policy knob, each optional so a table sets only what it changes.
@@ -326,4 +325,37 @@ impl RawPolicy {
             .or_else(|| counts.into_iter().find_map(|(n, v)| v.as_ref().map(|v| (n, v.span()))))
             .or_else(|| fractions.into_iter().find_map(|(n, v)| v.as_ref().map(|v| (n, v.span()))))
     }
+}
+
+/// `cache = { ttl = "10m", stale = "1h", tools = false, sampled = false }`,
+/// in `[policy]` or a route's policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachePolicy {
+    /// How long an answer is served fresh.
+    pub ttl: std::time::Duration,
+    /// How much longer an expired answer may stand in when the chain fails.
+    pub stale: std::time::Duration,
+    /// Cache conversations that hold tool calls or results too.
+    pub tools: bool,
+    /// Cache sampled answers too (any temperature): a repeat gets the same answer.
+    pub sampled: bool,
+}
+
+impl Default for CachePolicy {
+    fn default() -> CachePolicy {
+        CachePolicy {
+            ttl: std::time::Duration::from_secs(600),
+            stale: std::time::Duration::ZERO,
+            tools: false,
+            sampled: false,
+        }
+    }
+}
+
+/// A route's static answer for when its chain has failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FallbackResponse {
+    pub status: axum::http::StatusCode,
+    pub body: bytes::Bytes,
+    pub content_type: axum::http::HeaderValue,
 }

@@ -113,9 +113,9 @@ impl From<RequestDetail> for RequestRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ground::clock::now_ms;
     use crate::history::derived::tests::varied;
     use crate::history::pg::tests::{assert_derived_match_rows, TestDb};
-    use crate::history::record::now_ms;
     use crate::history::spend::tests::first_difference;
     use crate::history::store::Bucket;
 

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
 
-use super::record::{RequestOutcome, RequestRecord};
+use super::record::RequestRecord;
+use crate::ground::outcome::RequestOutcome;
 
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 3_600_000;
@@ -82,7 +83,7 @@ impl<'a> Facts<'a> {
             output_tokens,
             cached_tokens,
             cost_usd: r.cost_usd,
-            cache: r.cache.map(crate::cache::CacheStatus::as_str),
+            cache: r.cache.map(crate::ground::outcome::CacheStatus::as_str),
             saved_usd: r.saved_usd,
             tried: r.attempts.iter().map(|a| a.provider.as_str()).collect(),
         }
@@ -351,8 +352,10 @@ pub fn rebuild(conn: &mut Connection) -> rusqlite::Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cache::CacheStatus;
-    use crate::history::record::{sample_request, AttemptOutcome, AttemptRecord, Reason, Record};
+    use crate::ground::outcome::AttemptOutcome;
+    use crate::ground::outcome::CacheStatus;
+    use crate::ground::outcome::Reason;
+    use crate::history::record::{sample_request, AttemptRecord, Record};
     use crate::history::store::{RequestFilter, Store};
     use crate::protocol::usage::Usage;
     use sqlx::Row;
@@ -424,7 +427,7 @@ pub(crate) mod tests {
                     r.attempts.insert(0, attempt(0, "down", Reason::First));
                     r.attempts[1] = attempt(1, provider, Reason::Fallback);
                     // Routed by a strategy: what it weighed for each.
-                    use crate::policy::strategy::{Routing, Strategy};
+                    use crate::policy::order::{Routing, Strategy};
                     let routed = |seq, rank, latency_ms| crate::history::record::AttemptRouting {
                         seq,
                         routing: Routing {

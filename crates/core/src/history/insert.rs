@@ -164,7 +164,7 @@ fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestReco
         r.error,
         r.request_body,
         r.response_body,
-        r.cache.map(crate::cache::CacheStatus::as_str),
+        r.cache.map(crate::ground::outcome::CacheStatus::as_str),
         r.saved_usd,
         r.instance,
         r.member,

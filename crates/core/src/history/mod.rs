@@ -146,16 +146,21 @@ pub struct Purged {
     pub cached_answers: u64,
 }
 
-/// Deletes every request (with its attempts) and event on record, and every
-/// answer in the response cache beside the database, whose stored answers
-/// are as sensitive as the record: `switchyard history purge`. Safe while a
-/// gateway runs on the same files: it finds nothing of what was deleted.
-pub async fn purge(store: &Store) -> Result<Purged, StoreError> {
+/// Deletes every request (with its attempts) and event on record, and
+/// what `beside` deletes beside the database given its path (the response
+/// cache's answers, [`crate::cache::purge_beside`], as sensitive as the
+/// record): `switchyard history purge`. Safe while a gateway runs on the
+/// same files: it finds nothing of what was deleted.
+pub async fn purge<E>(store: &Store, beside: fn(&Path) -> Result<u64, E>) -> Result<Purged, StoreError>
+where
+    E: std::fmt::Display + Send + 'static,
+{
     let requests = store.purge().await?;
-    let cache = crate::cache::store::path_beside(store.path());
-    let cached_answers = tokio::task::spawn_blocking(move || crate::cache::store::purge_file(&cache))
+    let db = store.path().to_path_buf();
+    let cached_answers = tokio::task::spawn_blocking(move || beside(&db))
         .await
-        .map_err(|e| StoreError::WriteTask(e.to_string()))??;
+        .map_err(|e| StoreError::WriteTask(e.to_string()))?
+        .map_err(|e| StoreError::Beside(e.to_string()))?;
     Ok(Purged { requests, cached_answers })
 }
 
@@ -171,10 +176,20 @@ async fn prune_forever(store: Store, config: HistoryConfig) {
     }
 }
 
+/// Where history goes, shared by every request.
+#[derive(Debug, Clone)]
+pub struct Sink {
+    pub recorder: Recorder,
+    pub prices: std::sync::Arc<pricing::Prices>,
+    /// Body bytes to keep per request, when bodies are stored.
+    pub keep_bodies: Option<usize>,
+}
+
 #[cfg(test)]
 mod tests {
-    use super::record::{now_ms, RequestRecord};
+    use super::record::RequestRecord;
     use super::*;
+    use crate::ground::clock::now_ms;
 
     fn request(id: &str, started_at_ms: i64, body: Option<String>) -> Record {
         let r = record::sample_request(id);
@@ -227,7 +242,7 @@ mod tests {
         assert_eq!(prune(&store, &config).await.unwrap(), 1);
         assert!(store.capture("old").await.unwrap().is_none(), "retention took the old request's capture");
         assert!(store.capture("recent").await.unwrap().is_some());
-        purge(&store).await.unwrap();
+        purge(&store, crate::cache::purge_beside).await.unwrap();
         assert!(store.capture("recent").await.unwrap().is_none(), "a purge takes every capture");
     }
 
@@ -240,7 +255,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
         let store = Store::open(&db).await.unwrap();
-        let spool = spool::Spool::open(&db, spool::DEFAULT_LIMIT).unwrap().unwrap();
+        let spool = spool::Spool::open(&db, crate::ground::limits::SPOOL_BYTES).unwrap().unwrap();
         // A linger no test waits out: nothing is committed.
         let (recorder, _) = writer::spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
         let now = now_ms();
@@ -282,14 +297,14 @@ mod tests {
         };
         answers.put(key, entry);
         answers.flush().await;
-        assert_eq!(purge(&store).await.unwrap(), Purged { requests: 2, cached_answers: 1 });
+        assert_eq!(purge(&store, crate::cache::purge_beside).await.unwrap(), Purged { requests: 2, cached_answers: 1 });
         assert_eq!(store.count(store::CountTable::Requests).await.unwrap(), 0);
         assert_eq!(store.requests_on_record().await.unwrap(), 0, "the rollups went with the rows");
         let forever = Lifetime { ttl: Duration::from_secs(3600), stale: Duration::ZERO };
         assert!(answers.get(&key, now, forever).await.is_none(), "the running cache misses it");
         // Without a cache file beside it, a purge still purges.
         let alone = Store::open(&dir.path().join("other.db")).await.unwrap();
-        assert_eq!(purge(&alone).await.unwrap(), Purged { requests: 0, cached_answers: 0 });
+        assert_eq!(purge(&alone, crate::cache::purge_beside).await.unwrap(), Purged { requests: 0, cached_answers: 0 });
     }
 
     #[tokio::test]

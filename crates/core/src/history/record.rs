@@ -3,94 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::CacheStatus;
+pub use crate::ground::clock::now_ms;
+use crate::ground::outcome::CacheStatus;
+pub use crate::ground::outcome::{AttemptOutcome, Reason, RequestOutcome};
 use crate::protocol::usage::Usage;
-
-/// Why an attempt started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "snake_case")]
-pub enum Reason {
-    First,
-    Retry,
-    Fallback,
-    /// Let through by a half-open breaker to test the provider.
-    Probe,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::First => "first",
-            Reason::Retry => "retry",
-            Reason::Fallback => "fallback",
-            Reason::Probe => "probe",
-        }
-    }
-}
-
-/// How an attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "snake_case")]
-pub enum AttemptOutcome {
-    Ok,
-    /// The provider answered with an error status.
-    HttpError,
-    ConnectError,
-    TransportError,
-    Timeout,
-    /// An error event before any content.
-    StreamError,
-    /// The stream ended or broke before any content.
-    StreamDropped,
-    /// The stream failed after content had been sent.
-    MidStreamFailure,
-    /// The client went away.
-    Canceled,
-    /// Passed over without a call: the provider cannot take this request
-    /// (a field it cannot be translated for, tools it lacks) or a policy
-    /// keeps it from doing so; the attempt's `error` says which and why.
-    /// Last, so the variants before it keep their postcard index (spool.rs).
-    Skipped,
-}
-
-impl AttemptOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptOutcome::Ok => "ok",
-            AttemptOutcome::HttpError => "http_error",
-            AttemptOutcome::ConnectError => "connect_error",
-            AttemptOutcome::TransportError => "transport_error",
-            AttemptOutcome::Timeout => "timeout",
-            AttemptOutcome::StreamError => "stream_error",
-            AttemptOutcome::StreamDropped => "stream_dropped",
-            AttemptOutcome::MidStreamFailure => "mid_stream_failure",
-            AttemptOutcome::Canceled => "canceled",
-            AttemptOutcome::Skipped => "skipped",
-        }
-    }
-
-    /// Whether the provider was called at all: a skipped attempt made no
-    /// call, so it has no latency, says nothing of the provider's health
-    /// and is no hop between providers.
-    pub fn called(self) -> bool {
-        self != AttemptOutcome::Skipped
-    }
-}
-
-/// The names history stores and the admin API sends.
-macro_rules! display_as_str {
-    ($($t:ty),*) => {$(
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    )*};
-}
-
-display_as_str!(Reason, AttemptOutcome, RequestOutcome);
 
 /// One upstream attempt: what the journal records, the history stores and
 /// the admin API returns (as `AttemptRow`).
@@ -121,37 +37,6 @@ pub struct AttemptRecord {
     pub breaker_state: Option<String>,
     pub error: Option<String>,
     pub usage: Usage,
-}
-
-/// How a request ended, as the client saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "snake_case")]
-pub enum RequestOutcome {
-    /// A 2xx answer delivered in full.
-    Ok,
-    /// A provider's error (4xx) relayed to the client.
-    ProviderError,
-    /// The gateway's own error after trying (or refusing) providers.
-    Error,
-    /// Refused before any provider was considered (bad body, unknown model).
-    Rejected,
-    /// A stream that failed after content had been sent.
-    Failed,
-    Canceled,
-}
-
-impl RequestOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RequestOutcome::Ok => "ok",
-            RequestOutcome::ProviderError => "provider_error",
-            RequestOutcome::Error => "error",
-            RequestOutcome::Rejected => "rejected",
-            RequestOutcome::Failed => "failed",
-            RequestOutcome::Canceled => "canceled",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -220,12 +105,12 @@ pub struct RequestRecord {
 
 /// Which strategy put an attempt's provider where it was, and the figures
 /// it weighed then. Stored as figures; text is made when it is read
-/// ([`crate::policy::strategy::Routing::describe`]).
+/// ([`crate::policy::order::Routing::describe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 pub struct AttemptRouting {
     pub seq: u32,
-    pub routing: crate::policy::strategy::Routing,
+    pub routing: crate::policy::order::Routing,
 }
 
 impl AttemptRouting {
@@ -246,7 +131,7 @@ impl AttemptRouting {
 }
 
 /// The first byte of a stored [`AttemptRouting`]: a field added to
-/// [`crate::policy::strategy::Routing`] needs a new one (see spool.rs).
+/// [`crate::policy::order::Routing`] needs a new one (see spool.rs).
 const ROUTING_V1: u8 = 1;
 
 /// An attempt translated for its provider: the client's format and the one
@@ -345,13 +230,6 @@ pub enum Record {
     Request(Box<RequestRecord>),
     Event(EventRecord),
     Capture(Box<CaptureRecord>),
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A finished, successful request, for tests to change what they need.

@@ -246,7 +246,7 @@ impl Backend for SqliteStore {
     /// By age, then the oldest tenth at a time until under the size cap,
     /// then returns the freed pages to the file system.
     async fn prune(&self, config: &HistoryConfig) -> Result<u64, StoreError> {
-        let cutoff = super::record::now_ms() - i64::try_from(config.retention.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = crate::ground::clock::now_ms() - i64::try_from(config.retention.as_millis()).unwrap_or(i64::MAX);
         let mut removed = self.prune_older_than(cutoff).await?;
         let max = i64::try_from(config.max_size_bytes).unwrap_or(i64::MAX);
         while self.used_bytes().await? > max {
@@ -293,9 +293,9 @@ super::rows::sql_common!(Sqlite, SqliteRow, "CROSS JOIN requests r ON r.id = f.i
 #[cfg(test)]
 mod tests {
     use super::super::derived::{HOUR_MS, MINUTE_MS};
-    use super::super::record::RequestOutcome;
     use super::*;
-    use crate::cache::CacheStatus;
+    use crate::ground::outcome::CacheStatus;
+    use crate::ground::outcome::RequestOutcome;
 
     async fn plan(store: &SqliteStore, filter: &RequestFilter) -> Vec<String> {
         let mut q = list_query("EXPLAIN QUERY PLAN SELECT r.id", filter).unwrap();

@@ -14,11 +14,12 @@ use serde::Serialize;
 use super::derived::{Facet, DAY_MS, HOUR_MS, MINUTE_MS, SPANS};
 use super::pg::{PgSink, PgStore};
 use super::pricing::Prices;
-use super::record::{AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, Record, RequestOutcome};
+use super::record::{AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, Record};
 use super::sessions::{SessionDetail, SessionFilter, SessionPage};
 use super::sqlite::SqliteStore;
-use crate::cache::CacheStatus;
 use crate::config::HistoryConfig;
+use crate::ground::outcome::CacheStatus;
+use crate::ground::outcome::RequestOutcome;
 use crate::protocol::usage::Usage;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,8 +44,10 @@ pub enum StoreError {
     Cursor(String),
     #[error("history row: {0}")]
     Corrupt(String),
-    #[error(transparent)]
-    Cache(#[from] crate::cache::store::CacheError),
+    /// What a purge deletes beside the record (the response cache's
+    /// answers) could not be deleted.
+    #[error("{0}")]
+    Beside(String),
     /// PostgreSQL unreachable, refused, or not a schema this binary knows.
     /// The URL is shown redacted.
     #[error("history.url {url}: {message}")]
@@ -493,7 +496,7 @@ impl Store {
     /// Sessions with a request in the filter's window (the last week by
     /// default), newest last request first, one page at a time.
     pub async fn sessions(&self, filter: &SessionFilter) -> Result<SessionPage, StoreError> {
-        each!(self, b => b.sessions(filter, super::record::now_ms()).await)
+        each!(self, b => b.sessions(filter, crate::ground::clock::now_ms()).await)
     }
 
     /// One session's figures within `window`, with its latest `timeline`

@@ -4,7 +4,7 @@
 
 use axum::http::HeaderMap;
 
-use crate::proxy::headers::name;
+use crate::ground::headers::name;
 
 /// Longest client-supplied correlation id kept; longer ones are replaced.
 const MAX_CORRELATION_LEN: usize = 128;

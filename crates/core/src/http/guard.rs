@@ -15,9 +15,10 @@ use secrecy::ExposeSecret;
 
 use crate::config::ServerConfig;
 use crate::gateway::Gateway;
+use crate::ground::compare::constant_time_eq;
+use crate::ground::headers::name;
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::Protocol;
-use crate::proxy::headers::name;
 
 /// Fetch Metadata: which site a browser request was made for.
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
@@ -131,11 +132,6 @@ pub(crate) fn client_token<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -
     url::form_urlencoded::parse(query?.as_bytes()).find(|(k, _)| k == "key").map(|(_, v)| v)
 }
 
-/// Compares without an early exit, so timing does not reveal a token.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn cors(response: &mut Response, origin: &HeaderValue) {
     let h = response.headers_mut();
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
@@ -207,7 +203,7 @@ pub fn admit<B>(
     peer: Option<SocketAddr>,
 ) -> Result<Admitted, Box<Response>> {
     // Credentials never reach a log or a trace.
-    for name in crate::proxy::headers::CREDENTIALS {
+    for name in crate::ground::headers::CREDENTIALS {
         if let Some(v) = request.headers_mut().get_mut(name) {
             v.set_sensitive(true);
         }

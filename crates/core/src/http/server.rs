@@ -27,10 +27,10 @@ use tower::ServiceExt;
 use tracing::{debug, debug_span, warn, Instrument};
 
 use crate::gateway::Gateway;
+use crate::ground::headers::name;
 use crate::http::correlation::RequestIds;
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::{Endpoint, Protocol};
-use crate::proxy::headers::name;
 use crate::proxy::{self, Inbound};
 use crate::upstream::routing;
 
@@ -42,7 +42,7 @@ fn routes(gateway: Gateway) -> Router {
         .route("/", get(root))
         .route("/healthz", get(healthz))
         .route("/metrics", get(crate::admin::live::metrics))
-        .route(crate::http::challenge::PATH, get(crate::http::challenge::whoami))
+        .route(crate::admin::whoami::PATH, get(crate::admin::whoami::whoami))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model))
         .route("/v1beta/models", get(list_gemini_models))
@@ -312,7 +312,7 @@ impl Front {
             None => {
                 request.extensions_mut().insert(ConnectInfo(self.peer));
                 if let Some(local) = self.local {
-                    request.extensions_mut().insert(crate::http::challenge::LocalAddr(local));
+                    request.extensions_mut().insert(crate::admin::whoami::LocalAddr(local));
                 }
                 match self.app.clone().oneshot(request).await {
                     Ok(response) => response,

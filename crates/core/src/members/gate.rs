@@ -21,12 +21,12 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{glob_match, hash_text, Member, MemberState, KEY_PREFIX};
+use crate::ground::compare::constant_time_eq;
 use crate::history::Store;
-use crate::http::guard::constant_time_eq;
 use crate::policy::budget::{Blocked, BudgetPeriod, Covering};
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::Protocol;
-use crate::team::{AdmitAsk, Admitted, Held, Team};
+use crate::team::{AdmitAsk, Admitted, Asking, Held, Team};
 
 /// How often the gateway reads the members again, in the background: a
 /// revocation or a change made anywhere (the CLI, another instance) is in
@@ -431,28 +431,38 @@ pub enum AcrossTeam {
 
 /// A member's requests and tokens a minute, and its budget, across a team:
 /// one Redis bucket per member (named `member:NAME` beside the providers'
-/// own) and the budget's spend counter (`budget`, reserving the request's
-/// estimated cost), taken in the same atomic step as a provider's.
+/// own) and the budget's spend counter (reserving the request's estimated
+/// cost), taken in the same atomic step as a provider's. `count` gives the
+/// budget's counter when the team asks for it; what it gave is left in
+/// `budget`, to seed or to name.
 pub async fn across_team(
     team: &dyn Team,
     member: &Member,
     tokens: u64,
-    budget: &[Covering],
+    budget: &mut Vec<Covering>,
+    count: impl FnOnce() -> Vec<Covering> + Send,
 ) -> Result<AcrossTeam, Refusal> {
-    if member.rpm.is_none() && member.tpm.is_none() && budget.is_empty() {
-        return Ok(AcrossTeam::Alone);
-    }
-    let ask = AdmitAsk {
-        provider: format!("member:{}", member.name),
-        provider_max: None,
-        key: None,
-        requests_per_minute: member.rpm,
-        tokens_per_minute: member.tpm.map(|t| u32::try_from(t).unwrap_or(u32::MAX)),
-        tokens,
-        budgets: budget.iter().map(|c| c.ask.clone()).collect(),
-        line: None,
+    let answer = {
+        let slot = &mut *budget;
+        let ask: Asking<'_> = Box::new(move || {
+            *slot = count();
+            if member.rpm.is_none() && member.tpm.is_none() && slot.is_empty() {
+                return None;
+            }
+            Some(AdmitAsk {
+                provider: format!("member:{}", member.name),
+                provider_max: None,
+                key: None,
+                requests_per_minute: member.rpm,
+                tokens_per_minute: member.tpm.map(|t| u32::try_from(t).unwrap_or(u32::MAX)),
+                tokens,
+                budgets: slot.iter().map(|c| c.ask.clone()).collect(),
+                line: None,
+            })
+        });
+        team.admit(ask).await
     };
-    match team.admit(ask).await {
+    match answer {
         Admitted::Granted(held) => Ok(AcrossTeam::Granted(held)),
         Admitted::Wait(retry_after) => {
             let (what, limit) = match (member.rpm, member.tpm) {
@@ -466,9 +476,11 @@ pub async fn across_team(
             None => Ok(AcrossTeam::Alone),
         },
         Admitted::Unseeded(missing) => Ok(AcrossTeam::Unseeded(missing)),
-        Admitted::Full | Admitted::Queued { .. } | Admitted::LineFull { .. } | Admitted::Unreachable => {
-            Ok(AcrossTeam::Alone)
-        }
+        Admitted::Full
+        | Admitted::Queued { .. }
+        | Admitted::LineFull { .. }
+        | Admitted::Unreachable
+        | Admitted::Alone => Ok(AcrossTeam::Alone),
     }
 }
 

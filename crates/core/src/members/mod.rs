@@ -105,7 +105,7 @@ pub enum MemberError {
     #[error("the members need the history database, and this gateway has none")]
     NoStore,
     #[error(transparent)]
-    Store(#[from] crate::history::StoreError),
+    Store(#[from] crate::history::store::StoreError),
 }
 
 /// What `members add` asks for, as text (the CLI's flags, the admin API's body).

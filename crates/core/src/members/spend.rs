@@ -1,7 +1,7 @@
-//! A member's budget on the request path: the budget engine's scope
+//! What a member's request holds of its budget: the budget engine's scope
 //! `member:NAME` ([`crate::policy::budget`]), checked once per request
-//! before any provider is considered, reserving the request's estimated
-//! cost until its real cost is recorded.
+//! before any provider is considered ([`crate::proxy`]'s `member`),
+//! reserving the request's estimated cost until its real cost is recorded.
 //!
 //! In a team within reach the reservation is the team's (its Redis spend
 //! counter, in the same atomic step as the member's requests and tokens a
@@ -10,10 +10,7 @@
 
 use std::sync::Arc;
 
-use super::gate::{across_team, AcrossTeam, Refusal};
-use super::Member;
-use crate::gateway::Gateway;
-use crate::history::record::now_ms;
+use crate::ground::clock::now_ms;
 use crate::policy::budget::Reserved;
 use crate::team::{Held, Used};
 use crate::telemetry::Telemetry;
@@ -24,12 +21,12 @@ use crate::telemetry::Telemetry;
 /// (the estimate less the real cost; all of it when nothing was settled).
 #[derive(Debug)]
 pub struct MemberHold {
-    telemetry: Arc<Telemetry>,
-    local: Option<Reserved>,
-    team: Option<Box<dyn Held>>,
+    pub(crate) telemetry: Arc<Telemetry>,
+    pub(crate) local: Option<Reserved>,
+    pub(crate) team: Option<Box<dyn Held>>,
     /// The request's estimated tokens, which the member's token bucket keeps.
-    tokens: u64,
-    settled: bool,
+    pub(crate) tokens: u64,
+    pub(crate) settled: bool,
 }
 
 impl MemberHold {
@@ -53,39 +50,5 @@ impl Drop for MemberHold {
             // member's tokens are still the estimate's, its spend nothing.
             held.settle(Used { tokens: Some(self.tokens), cost_usd: Some(0.0) });
         }
-    }
-}
-
-/// Whether `member` may make a request of about `tokens` tokens costing
-/// about `estimate_usd` now: its budget (with what its requests in flight
-/// reserve) and, in a team, its requests and tokens a minute across the
-/// team. The hold goes with the request's record.
-pub async fn admit(gateway: &Gateway, member: &Member, tokens: u64, estimate_usd: f64) -> Result<MemberHold, Refusal> {
-    let mut hold =
-        MemberHold { telemetry: gateway.telemetry().clone(), local: None, team: None, tokens, settled: false };
-    if let Some(team) = gateway.team() {
-        let counter = match team.connected() {
-            true => gateway.budgets().member_counter(&member.name, estimate_usd, now_ms()),
-            false => Vec::new(),
-        };
-        let mut answer = across_team(team.as_ref(), member, tokens, &counter).await?;
-        if let AcrossTeam::Unseeded(missing) = &answer {
-            gateway.seed_team_spend(&counter, missing).await;
-            answer = across_team(team.as_ref(), member, tokens, &counter).await?;
-        }
-        if let AcrossTeam::Granted(held) = answer {
-            hold.team = held;
-            if !counter.is_empty() {
-                return Ok(hold);
-            }
-        }
-    }
-    // No team, Redis out of reach, or a counter that could not be seeded.
-    match gateway.budgets().reserve(&member.name, estimate_usd, now_ms()) {
-        Ok(reserved) => {
-            hold.local = reserved;
-            Ok(hold)
-        }
-        Err(blocked) => Err(Refusal::over_budget(&member.name, &blocked)),
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use axum::http::{header, HeaderMap, HeaderName};
 use rand::Rng;
 
-use crate::proxy::headers::name;
+use crate::ground::headers::name;
 
 /// Full jitter: a uniform wait in `[0, min(cap, base * 2^retry)]`. Spreading
 /// retries out is what keeps many clients from retrying in lock-step.

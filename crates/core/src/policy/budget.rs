@@ -30,7 +30,7 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 use serde::Serialize;
 
-use crate::team::{micros, SpendAsk};
+use crate::ground::money::micros;
 
 /// What a budget counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -797,3 +797,23 @@ impl Budgets {
 #[cfg(test)]
 #[path = "budget_tests.rs"]
 mod tests;
+
+/// One budget's spend in one period, counted across the team: the
+/// attempt's estimated cost is reserved at admission (refused when the
+/// spend, reservations included, has reached the limit), then settled
+/// with the real cost. So a budget of $X admits at most $X plus one
+/// request's estimate, however many instances ask at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendAsk {
+    /// Names the counter: the budget, its scope, its period and the
+    /// period's start, so a new period starts a new counter.
+    pub counter: String,
+    /// Micro-dollars at which the budget refuses; `None` never refuses
+    /// (a `warn` budget, counted all the same).
+    pub limit_micros: Option<i64>,
+    /// The attempt's estimated cost in micro-dollars (its prompt and its
+    /// output limit at the provider's prices; 0 when unpriced).
+    pub estimate_micros: i64,
+    /// When the counter expires (Unix ms): a while after the period ends.
+    pub expires_at_ms: i64,
+}

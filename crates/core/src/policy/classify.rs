@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 
-use crate::history::record::AttemptOutcome;
+use crate::ground::outcome::AttemptOutcome;
+use crate::ground::outcome::Verdict;
 use crate::protocol::Protocol;
-use crate::upstream::provider::Verdict;
 
 /// What happened when the gateway called a provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,8 +178,8 @@ pub fn recorded(outcome: AttemptOutcome, status: Option<u16>) -> Verdict {
 
 /// Classifies a transport error from the HTTP client. (Timeouts are the
 /// gateway's own, outside the client.)
-pub fn of_error(error: &crate::upstream::Error) -> Outcome {
-    if error.is_connect() {
+pub fn of_transport(could_not_connect: bool) -> Outcome {
+    if could_not_connect {
         Outcome::Connect
     } else {
         Outcome::Transport

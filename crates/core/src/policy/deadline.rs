@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use tokio::time::Instant;
 
-use crate::proxy::headers::name;
+use crate::ground::headers::name;
 
 /// Where a request's deadline came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

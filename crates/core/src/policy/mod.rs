@@ -11,7 +11,7 @@
 //! - [`share`]: the cap on traffic a provider may take as a fallback.
 //! - [`step`]: after an attempt, what the request does next.
 //! - [`budget`]: spend per budget and period, and the candidates a budget blocks.
-//! - [`strategy`]: the order a route's chain is tried in, per request.
+//! - [`order`]: the order a route's chain is tried in, as configured.
 //!
 //! The settings live here too: [`RequestPolicy`] applies to a request (global,
 //! overridable per route) and [`ProviderPolicy`] to a provider (global,
@@ -25,12 +25,12 @@ pub(crate) mod breaker;
 pub mod budget;
 pub(crate) mod deadline;
 pub(crate) mod limiter;
+pub mod order;
 pub(crate) mod queue;
 pub mod reach;
 pub(crate) mod share;
 pub(crate) mod step;
 pub mod stick;
-pub mod strategy;
 
 pub use breaker::BreakerState;
 pub use budget::{Budget, BudgetAction, BudgetPeriod, BudgetRow, BudgetScope, Budgets};
@@ -62,7 +62,7 @@ pub struct RequestPolicy {
     /// it, an SSE comment keeps its connection and read timers alive.
     pub stream_keepalive: Duration,
     /// The order the chain is tried in, per request.
-    pub strategy: strategy::Strategy,
+    pub strategy: order::Strategy,
     /// `cheapest`: providers recently slower than this go after the
     /// others, whatever their price.
     pub max_latency: Option<Duration>,
@@ -87,7 +87,7 @@ impl Default for RequestPolicy {
             // client is kept alive meanwhile (`stream_keepalive`).
             stream_idle_timeout: Duration::from_secs(300),
             stream_keepalive: Duration::from_secs(15),
-            strategy: strategy::Strategy::Ordered,
+            strategy: order::Strategy::Ordered,
             max_latency: None,
             session_stick: Duration::from_secs(120),
         }

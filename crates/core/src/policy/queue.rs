@@ -167,7 +167,7 @@ impl QueueCounters {
         self.served.fetch_add(1, Ordering::Relaxed);
         self.wait_total_us.fetch_add(waited_us, Ordering::Relaxed);
         self.wait_max_us.fetch_max(waited_us, Ordering::Relaxed);
-        let first = self.served_at_ms.swap(crate::history::record::now_ms(), Ordering::Relaxed) == 0;
+        let first = self.served_at_ms.swap(crate::ground::clock::now_ms(), Ordering::Relaxed) == 0;
         // Two served at once may each weigh the other's old average: a
         // figure for people to read, it need not be exact.
         let _ = self.wait_recent_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {

@@ -247,7 +247,7 @@ impl IntoResponse for ApiError {
 /// `retry-after` (whole seconds, rounded up) and `x-switchyard-budget-reset`
 /// (RFC 3339) for a refusal that ends at `at_ms`.
 fn reset_headers(headers: &mut axum::http::HeaderMap, at_ms: i64) {
-    let left_ms = (at_ms - crate::history::record::now_ms()).max(0);
+    let left_ms = (at_ms - crate::ground::clock::now_ms()).max(0);
     headers.insert(axum::http::header::RETRY_AFTER, HeaderValue::from((left_ms + 999) / 1000));
     if let Ok(at) = jiff::Timestamp::from_millisecond(at_ms) {
         if let Ok(value) = HeaderValue::from_str(&at.to_string()) {

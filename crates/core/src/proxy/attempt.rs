@@ -156,7 +156,7 @@ pub async fn run(
     let work = async {
         let response = match tokio::time::timeout_at(until, client.send(request)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Attempted::failed(classify::of_error(&e), error_chain(&e)),
+            Ok(Err(e)) => return Attempted::failed(classify::of_transport(e.is_connect()), error_chain(&e)),
             Err(_) => return no_answer(patience.timeout),
         };
         let (head, rest) = response.into_parts();

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use crate::cache::shared::{self, FillLock, Flight, Joined};
 use crate::cache::{self, Ask, CacheKey, CacheStatus, Capture, Entry, Form, Hit, Lookup, Plan, Store, Wire};
 use crate::config::Config;
-use crate::history::record::now_ms;
+use crate::ground::clock::now_ms;
 use crate::protocol::usage::Usage;
 use crate::proxy::body::RequestHead;
 use crate::proxy::journal::Journal;
@@ -45,8 +45,8 @@ pub(crate) struct Cached {
     model: String,
     /// An expired answer, served only if the chain fails.
     stale: Option<Box<Hit>>,
-    /// The team whose cache this one shares, in team mode.
-    team: Option<Arc<dyn Team>>,
+    /// The team whose cache this one shares (alone, a team of one).
+    team: Arc<dyn Team>,
     /// The key's flight, when this request fills it.
     flight: Option<Arc<Flight>>,
 }
@@ -56,7 +56,7 @@ impl Cached {
     /// (no store, no settings, no header): no header is sent either.
     pub fn plan(
         store: Option<&Store>,
-        team: Option<&Arc<dyn Team>>,
+        team: &Arc<dyn Team>,
         config: &Config,
         inbound: &Inbound,
         head: &RequestHead,
@@ -77,7 +77,7 @@ impl Cached {
             endpoint: inbound.endpoint.gateway_path(),
             model: head.model.clone(),
             stale: None,
-            team: team.cloned(),
+            team: team.clone(),
             flight: None,
         })
     }
@@ -112,7 +112,7 @@ impl Cached {
             }
         }
         self.flight.as_ref()?;
-        let team = self.team.clone().filter(|t| t.connected())?;
+        let team = self.team.clone();
         let hex = key.hex();
         let wait_until = wait_until.min(Instant::now() + FILL_LOCK_TTL + FILL_POLL);
         // Bounded by the wait: at most one ask per poll interval.
@@ -218,7 +218,7 @@ pub(crate) struct Keeper {
     key: CacheKey,
     /// How long the team keeps the answer.
     ttl: Duration,
-    team: Option<Arc<dyn Team>>,
+    team: Arc<dyn Team>,
     /// The key's flight, which ends (waking the requests that wait for the
     /// answer) once the answer is stored or will not be.
     flight: Option<Arc<Flight>>,
@@ -277,16 +277,8 @@ impl Keeping {
             created_at_ms: now_ms(),
         };
         let lock = keeper.flight.as_ref().and_then(|f| f.take_lock());
-        if let Some(team) = &keeper.team {
-            match shared::encode(&entry) {
-                Some(bytes) => team.cache_store(&keeper.key.hex(), bytes, keeper.ttl, lock.map(|l| l.token)),
-                None => {
-                    if let Some(l) = lock {
-                        team.cache_release(&l.key, l.token);
-                    }
-                }
-            }
-        }
+        let mut encoded = || shared::encode(&entry);
+        keeper.team.cache_store(&keeper.key.hex(), &mut encoded, keeper.ttl, lock.map(|l| l.token));
         keeper.store.put(keeper.key, entry);
     }
 }

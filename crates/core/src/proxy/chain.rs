@@ -12,15 +12,29 @@ use axum::http::Response;
 use tokio::time::Instant;
 
 use super::{Run, Tried};
-use crate::history::record::now_ms;
+use crate::ground::clock::now_ms;
 use crate::policy::queue::earliest;
 use crate::upstream::provider::{Pass, Provider};
 use crate::upstream::routing::Candidate;
 
 impl Run<'_> {
+    /// Walks `candidates` in order, then waits for the busy ones' queues:
+    /// the answer, or none when no provider gave one.
+    pub(super) async fn chain<'c>(&mut self, candidates: &'c [Candidate<'c>]) -> Option<Response<Body>> {
+        for candidate in candidates {
+            candidate.provider.note_planned();
+        }
+        // Candidates passed over only for want of capacity, in chain order.
+        let mut busy = Vec::new();
+        if let Some(response) = self.walk(candidates.iter(), &mut busy).await {
+            return Some(response);
+        }
+        self.wait_for_capacity(busy).await
+    }
+
     /// Tries `candidates` in chain order until one answers. Those passed
     /// over only for want of capacity are added to `busy`, in order.
-    pub(super) async fn walk<'c>(
+    async fn walk<'c>(
         &mut self,
         candidates: impl Iterator<Item = &'c Candidate<'c>> + Send,
         busy: &mut Vec<&'c Candidate<'c>>,
@@ -56,7 +70,7 @@ impl Run<'_> {
     /// others go on as after any failure: walked again, and queued for
     /// while some are still busy. Each turn takes one candidate out of
     /// `busy` for good, so the loop ends.
-    pub(super) async fn wait_for_capacity<'c>(&mut self, mut busy: Vec<&'c Candidate<'c>>) -> Option<Response<Body>> {
+    async fn wait_for_capacity<'c>(&mut self, mut busy: Vec<&'c Candidate<'c>>) -> Option<Response<Body>> {
         while !busy.is_empty() && !self.out_of_time {
             let waits = busy.iter().map(|c| c.provider.capacity().expected_wait());
             let candidate = busy.remove(earliest(waits)?);
@@ -86,7 +100,7 @@ impl Run<'_> {
     fn answered(&mut self, provider: &Provider, response: &Response<Body>) {
         self.route.answered(provider.name());
         if let Some(session) = self.session.filter(|_| response.status().is_success()) {
-            let signer = super::thinking::signer(provider);
+            let signer = provider.signer();
             self.gateway.conversations().served(&session.id, provider.name(), &signer, Instant::now());
         }
     }

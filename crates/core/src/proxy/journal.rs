@@ -10,24 +10,19 @@ use axum::http::StatusCode;
 use tokio::time::Instant;
 
 use crate::cache::{CacheStatus, Entry};
-use crate::history::pricing::Prices;
-use crate::history::record::{
-    now_ms, AttemptOutcome, AttemptRecord, AttemptRouting, Reason, Record, RequestOutcome, RequestRecord,
-};
-use crate::history::Recorder;
-use crate::policy::strategy::Routing;
+
+use crate::ground::clock::now_ms;
+use crate::ground::outcome::AttemptOutcome;
+use crate::ground::outcome::Reason;
+use crate::ground::outcome::RequestOutcome;
+use crate::history::record::{AttemptRecord, AttemptRouting, Record, RequestRecord};
+
 use crate::protocol::error::ApiError;
 use crate::protocol::usage::Usage;
 use crate::telemetry::Telemetry;
+use crate::upstream::strategy::Routing;
 
-/// Where history goes, shared by every request.
-#[derive(Debug, Clone)]
-pub struct Sink {
-    pub recorder: Recorder,
-    pub prices: Arc<Prices>,
-    /// Body bytes to keep per request, when bodies are stored.
-    pub keep_bodies: Option<usize>,
-}
+pub use crate::history::Sink;
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0

@@ -72,7 +72,7 @@ impl Run<'_> {
         estimate: u64,
         covering: &[Covering],
     ) -> TeamGate {
-        let Some(team) = self.gateway.team().cloned() else { return TeamGate::Full };
+        let team = self.gateway.team().clone();
         let mut place = Place { team, provider: provider.name().to_string(), ticket: line.ticket.clone(), held: true };
         let start = Instant::now();
         let by_deadline = self.deadline.at.checked_sub(self.policy.min_fallback_budget).unwrap_or(self.deadline.at);
@@ -82,8 +82,7 @@ impl Run<'_> {
                 return TeamGate::Waited(start.elapsed());
             }
             tokio::time::sleep(ASK_EVERY).await;
-            let asks = covering.iter().map(|c| c.ask.clone()).collect();
-            match ticket.team_admit(estimate, asks, Some(line.clone())).await {
+            match ticket.team_admit(estimate, || (super::provider::asks(covering), Some(line.clone()))).await {
                 TeamGate::Queued { .. } => {}
                 gate => {
                     // Admitted: the same step took the place out of the line.

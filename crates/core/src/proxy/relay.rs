@@ -18,6 +18,7 @@ use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt};
 use tracing::warn;
 
+use crate::ground::outcome::Verdict;
 use crate::policy::classify;
 use crate::protocol::sse;
 use crate::protocol::translate::ir::ErrorClass;
@@ -31,7 +32,7 @@ use crate::proxy::journal::Journal;
 use crate::proxy::scrub;
 use crate::team::Used;
 use crate::upstream;
-use crate::upstream::provider::{Ticket, Verdict};
+use crate::upstream::provider::Ticket;
 
 /// Who answered, for the response headers.
 #[derive(Debug, Clone, Copy)]
@@ -85,9 +86,9 @@ pub fn respond(
         ticket.record(verdict);
     }
     if let Ok(name) = HeaderValue::from_str(delivery.answered.provider) {
-        headers.insert(crate::proxy::headers::name::X_SWITCHYARD_PROVIDER, name);
+        headers.insert(crate::ground::headers::name::X_SWITCHYARD_PROVIDER, name);
     }
-    headers.insert(crate::proxy::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
+    headers.insert(crate::ground::headers::name::X_SWITCHYARD_ATTEMPTS, HeaderValue::from(delivery.answered.attempts));
     let status = upstream.status;
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     let keeping = delivery.keep.and_then(|k| k.capture(status, upstream.sse, content_type)).map(Box::new);

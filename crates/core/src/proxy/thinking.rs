@@ -18,12 +18,6 @@ use crate::upstream::provider::Provider;
 pub(super) const REMOVED: &str =
     "thinking: removed: signed by another provider (this session's last), which this one cannot verify";
 
-/// Who can verify the reasoning `provider` makes: one kind of API at one
-/// address signs alike, whatever the provider is called or which key it used.
-pub(crate) fn signer(provider: &Provider) -> String {
-    format!("{}@{}", provider.config.kind.as_str(), provider.config.base_url)
-}
-
 /// Who made the reasoning a session's request carries, as it goes to one
 /// provider.
 pub(super) struct Owners {
@@ -33,7 +27,7 @@ pub(super) struct Owners {
 
 impl Owners {
     pub(super) fn of(gateway: &Gateway, session: Option<&Session>, provider: &Provider) -> Owners {
-        let target = signer(provider);
+        let target = provider.signer();
         let reasoning = session.and_then(|s| gateway.conversations().reasoning(&s.id, &target, Instant::now()));
         Owners { target, reasoning }
     }

@@ -3,13 +3,16 @@
 //!
 //! The core makes every decision; a [`Team`] (the `switchyard-team` crate,
 //! on Redis) carries decisions between instances and keeps the shared
-//! state, so the core builds and tests without a Redis client, and a lone
-//! gateway (no `[team]`) has no team at all and pays nothing for it.
+//! state, so the core builds and tests without a Redis client. A lone
+//! gateway (no `[team]`) is a team of one, [`Solo`]: it shares nothing,
+//! counts nothing beyond this instance and pays nothing for it. The core
+//! asks whichever it has the same way; whether the shared state is in
+//! reach is the team's own business.
 //!
 //! What is shared here are *verdicts*, read on every request and changed
 //! rarely: breaker states, rate-limit cool-downs, refused keys, provider
 //! toggles. Each instance keeps its own copy, changed by what the team
-//! says ([`crate::gateway::Gateway::apply_team`]), so the request path
+//! says ([`crate::gateway::Inbound::apply`]), so the request path
 //! never waits on Redis for them. Keys are named by their
 //! [`crate::upstream::keys::fingerprint`], never by their secret.
 
@@ -18,6 +21,12 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
+
+mod solo;
+
+pub use crate::ground::money::micros;
+pub use crate::policy::budget::SpendAsk;
+pub use solo::Solo;
 
 /// A decision one instance makes that the others follow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,26 +106,6 @@ pub struct Line {
     pub age_ms: u64,
 }
 
-/// One budget's spend in one period, counted across the team: the
-/// attempt's estimated cost is reserved at admission (refused when the
-/// spend, reservations included, has reached the limit), then settled
-/// with the real cost. So a budget of $X admits at most $X plus one
-/// request's estimate, however many instances ask at once.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpendAsk {
-    /// Names the counter: the budget, its scope, its period and the
-    /// period's start, so a new period starts a new counter.
-    pub counter: String,
-    /// Micro-dollars at which the budget refuses; `None` never refuses
-    /// (a `warn` budget, counted all the same).
-    pub limit_micros: Option<i64>,
-    /// The attempt's estimated cost in micro-dollars (its prompt and its
-    /// output limit at the provider's prices; 0 when unpriced).
-    pub estimate_micros: i64,
-    /// When the counter expires (Unix ms): a while after the period ends.
-    pub expires_at_ms: i64,
-}
-
 /// What an attempt really used, once known. `None` for either: not known
 /// (the provider said nothing of its usage, or the model has no price),
 /// and the reservation stands as it was.
@@ -159,10 +148,19 @@ pub enum Admitted {
     /// period began) or this instance has not added its part to them yet:
     /// seed them ([`Team::seed_spend`]) and ask again. Nothing was taken.
     Unseeded(Vec<usize>),
-    /// The shared state is out of reach: this instance's share of the caps
-    /// decides alone.
+    /// The shared state failed this ask: this instance's share of the caps
+    /// decides alone, from this request on.
     Unreachable,
+    /// Nothing is counted across a team for this ask (a gateway alone, a
+    /// team whose shared state has been out of reach since before it, or
+    /// an ask with no shared limit): this instance's own limits decide.
+    Alone,
 }
+
+/// An admission's ask, built only by a team that counts it: a gateway
+/// alone, or a team out of reach, never pays for building it. `None`:
+/// nothing in it is limited.
+pub type Asking<'a> = Box<dyn FnOnce() -> Option<AdmitAsk> + Send + 'a>;
 
 /// A boxed future, for the object-safe [`Team`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -173,11 +171,15 @@ pub trait Team: Send + Sync + fmt::Debug {
     /// and in the team's view.
     fn instance(&self) -> &str;
 
-    /// Hands a decision to the team; never waits for it to arrive.
-    fn share(&self, change: Change);
+    /// Hands a decision to the team; never waits for it to arrive. Whether
+    /// the team took it: alone, or out of reach, the decision stays this
+    /// instance's own (a tripped breaker follows its own timer).
+    fn share(&self, change: Change) -> bool;
 
     /// Whether the shared state is in reach. While it is not, every
-    /// decision is this instance's alone (breakers follow their own timers).
+    /// decision is this instance's alone (breakers follow their own
+    /// timers). For views and the team's own runner; the request path
+    /// asks the team and takes its answer.
     fn connected(&self) -> bool;
 
     /// Live instances at the last word from the shared state, this one
@@ -195,8 +197,9 @@ pub trait Team: Send + Sync + fmt::Debug {
     fn view(&self) -> BoxFuture<'_, TeamView>;
 
     /// An attempt's admission under the team's shared caps and rate
-    /// limits, in one atomic step.
-    fn admit(&self, ask: AdmitAsk) -> BoxFuture<'_, Admitted>;
+    /// limits, in one atomic step. `ask` is called only when the team
+    /// counts it ([`Admitted::Alone`] otherwise).
+    fn admit<'a>(&'a self, ask: Asking<'a>) -> BoxFuture<'a, Admitted>;
 
     /// Seeds a spend counter Redis lost (or a new period's) with what
     /// this instance's history has on record, `micros`, once per instance
@@ -242,10 +245,17 @@ pub trait Team: Send + Sync + fmt::Debug {
         Box::pin(async { Shared::Unreachable })
     }
 
-    /// Stores an answer's `entry` bytes under `key` for `ttl`, and lets go
-    /// of the fill `lock` this instance held for it, off the request path:
-    /// never waits for Redis.
-    fn cache_store(&self, key: &str, entry: Vec<u8>, ttl: std::time::Duration, lock: Option<String>) {
+    /// Stores the answer `entry` gives (its bytes; `None`: it cannot be
+    /// kept) under `key` for `ttl`, and lets go of the fill `lock` this
+    /// instance held for it, off the request path: never waits for Redis.
+    /// A team without a shared cache never calls `entry`.
+    fn cache_store(
+        &self,
+        key: &str,
+        entry: &mut dyn FnMut() -> Option<Vec<u8>>,
+        ttl: std::time::Duration,
+        lock: Option<String>,
+    ) {
         let _ = (key, entry, ttl, lock);
     }
 
@@ -260,7 +270,8 @@ pub trait Team: Send + Sync + fmt::Debug {
 /// What the team's cache said of one answer, in one round trip.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Shared {
-    /// An instance stored it: the entry's bytes ([`crate::cache::shared`]).
+    /// An instance stored it: the entry's bytes, as the response cache
+    /// encodes them for the team.
     Found(Vec<u8>),
     /// No instance has it and none is filling it: this one fills it, under
     /// the fill lock this token names, until it stores the answer
@@ -281,16 +292,6 @@ pub enum Seed {
     Whole,
     /// This instance's own spend (its SQLite history).
     Own,
-}
-
-/// USD as whole micro-dollars, as the team counts spend (never negative).
-pub fn micros(usd: f64) -> i64 {
-    if usd.is_finite() && usd > 0.0 {
-        // Saturates at i64::MAX for absurd values.
-        (usd * 1_000_000.0).round() as i64
-    } else {
-        0
-    }
 }
 
 /// The team, for `/admin/team`, `switchyard status` and the dashboard.

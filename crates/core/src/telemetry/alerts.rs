@@ -20,20 +20,7 @@ use crate::policy::BreakerState;
 /// The window a fallback storm is counted over.
 const STORM_WINDOW: Duration = Duration::from_secs(60);
 
-/// `[alerts]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AlertPolicy {
-    /// More fallbacks than this in a minute is a storm.
-    pub fallback_storm: u32,
-    /// At most one alert per kind and subject this often.
-    pub every: Duration,
-}
-
-impl Default for AlertPolicy {
-    fn default() -> AlertPolicy {
-        AlertPolicy { fallback_storm: 20, every: Duration::from_secs(600) }
-    }
-}
+pub use crate::config::AlertPolicy;
 
 /// What an alert is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::alerts::AlertKind;
-use crate::history::record::{now_ms, EventRecord, Record, RequestOutcome};
+use crate::ground::clock::now_ms;
+use crate::ground::outcome::RequestOutcome;
+use crate::history::record::{EventRecord, Record};
 use crate::history::Recorder;
 use crate::policy::breaker::BreakerState;
 
@@ -36,7 +38,7 @@ pub struct RequestBrief {
     pub output_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
     /// What the response cache did; null when it was not consulted.
-    pub cache: Option<crate::cache::CacheStatus>,
+    pub cache: Option<crate::ground::outcome::CacheStatus>,
     /// `provider:status-or-outcome` per attempt, in order.
     pub attempts: Vec<String>,
     /// The member whose key made the request; null for the owner (or a

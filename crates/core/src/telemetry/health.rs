@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::gateway::Gateway;
-use crate::history::record::now_ms;
+use crate::ground::clock::now_ms;
 use crate::policy::breaker::{BreakerState, State};
 use crate::policy::reach::Probed;
 use crate::proxy::headers;

@@ -13,10 +13,13 @@ pub use events::{Envelope, GatewayEvent};
 pub use health::{views, ProviderStateName, ProviderView};
 pub use stats::{Window, MAX_MODELS, OTHER_MODEL};
 
-use crate::history::record::{now_ms, AttemptOutcome, AttemptRecord, Reason, RequestRecord};
+use crate::ground::clock::now_ms;
+use crate::ground::outcome::AttemptOutcome;
+use crate::ground::outcome::Reason;
+use crate::ground::outcome::Verdict;
+use crate::history::record::{AttemptRecord, RequestRecord};
 use crate::history::Recorder;
 use crate::policy::budget::{Budgets, Crossing};
-use crate::upstream::provider::Verdict;
 use events::{EventBus, PassiveHealth, RequestBrief};
 use metrics::Metrics;
 use metrics::{FallbackLabels, RequestLabels};
@@ -219,7 +222,8 @@ fn brief(r: &RequestRecord) -> RequestBrief {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::record::{sample_request, AttemptOutcome};
+    use crate::ground::outcome::AttemptOutcome;
+    use crate::history::record::sample_request;
     use crate::protocol::usage::Usage;
 
     fn attempt(seq: u32, provider: &str, reason: Reason, outcome: AttemptOutcome) -> AttemptRecord {

@@ -15,7 +15,9 @@
 
 pub(crate) mod keys;
 pub(crate) mod provider;
+pub mod recent;
 pub(crate) mod routing;
+pub mod strategy;
 
 mod pool;
 

@@ -13,21 +13,22 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::config::ProviderConfig;
-use crate::history::record::now_ms;
+use crate::ground::clock::now_ms;
+pub use crate::ground::outcome::Verdict;
 use crate::policy::breaker::{Admission, Breaker, State};
 use crate::policy::deadline::Deadline;
 use crate::policy::limiter::Rates;
 use crate::policy::queue::{Capacity, KeyLease, Permit, Ready};
 use crate::policy::reach::{Probed, Reach};
 use crate::policy::share::{self, WindowCounter};
-use crate::policy::strategy::Recent;
 use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
-use crate::team::{AdmitAsk, Admitted, Change, Held, Line, SpendAsk, Team, Used};
+use crate::team::{AdmitAsk, Admitted, Asking, Change, Held, Line, Solo, SpendAsk, Team, Used};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::keys::{KeyPool, NoKey};
+use crate::upstream::recent::Recent;
 
 /// Live policy state, behind one short-held lock.
 #[derive(Debug)]
@@ -62,8 +63,8 @@ pub struct Provider {
     /// The provider rejected `stream_options` under a profile that probes
     /// for it: it is not sent again while the gateway runs.
     stream_options_refused: AtomicBool,
-    /// The team this instance shares verdicts with, in team mode.
-    team: Option<Arc<dyn Team>>,
+    /// The team this instance shares verdicts with: alone, a team of one.
+    team: Arc<dyn Team>,
     /// Its recent speed, as routing strategies weigh it.
     recent: Recent,
 }
@@ -175,19 +176,28 @@ impl Ticket {
 
     /// Takes what this attempt needs of the team's shared limits (a place
     /// under the caps, room in the rate buckets), when the provider has
-    /// any and the team is in reach. One script, one round trip.
+    /// any and a team counts them. One script, one round trip.
     ///
-    /// `tokens` is the attempt's estimate (prompt and output limit), and
-    /// `budgets` the team-wide spend counters that cover it; both are
-    /// reserved here and settled when the ticket goes ([`Ticket::settle`]).
-    ///
-    /// `line` is the request's place in the provider's line across the
-    /// team, when it may wait there for a place under the cap.
-    pub async fn team_admit(&mut self, tokens: u64, budgets: Vec<SpendAsk>, line: Option<Line>) -> TeamGate {
-        let Some((team, ask)) = self.provider.team_admit_ask(self.key.as_ref(), tokens, budgets, line) else {
-            return TeamGate::Go;
+    /// `tokens` is the attempt's estimate (prompt and output limit).
+    /// `shared` gives, when the team asks for them, the team-wide spend
+    /// counters that cover the attempt (reserved here and settled when the
+    /// ticket goes, [`Ticket::settle`]) and the request's place in the
+    /// provider's line across the team, when it may wait there for a place
+    /// under the cap.
+    pub async fn team_admit(
+        &mut self,
+        tokens: u64,
+        shared: impl FnOnce() -> (Vec<SpendAsk>, Option<Line>) + Send,
+    ) -> TeamGate {
+        let answer = {
+            let (provider, key) = (&self.provider, self.key.as_ref());
+            let ask: Asking<'_> = Box::new(move || {
+                let (budgets, line) = shared();
+                provider.team_admit_ask(key, tokens, budgets, line)
+            });
+            provider.team.admit(ask).await
         };
-        match team.admit(ask).await {
+        match answer {
             Admitted::Granted(held) => {
                 self.team_hold = held;
                 TeamGate::Go
@@ -198,14 +208,12 @@ impl Ticket {
             Admitted::LineFull { waiting } => TeamGate::LineFull { waiting },
             Admitted::OverBudget { budget, spent_micros } => TeamGate::OverBudget { budget, spent_micros },
             Admitted::Unseeded(missing) => TeamGate::Unseeded(missing),
+            Admitted::Alone => TeamGate::Go,
             // This instance's share of the caps decides, from this request
             // on: one admitted under the whole cap while the team was in
             // reach does not keep this instance over its share.
             Admitted::Unreachable => {
-                if team.connected() {
-                    team.out_of_reach();
-                }
-                if self.provider.capacity.over_share(team.instances()) {
+                if self.provider.capacity.over_share(self.provider.team.instances()) {
                     TeamGate::Full
                 } else {
                     TeamGate::Go
@@ -273,20 +281,6 @@ pub enum TeamGate {
     Unseeded(Vec<usize>),
 }
 
-/// What an attempt's outcome means for the provider's health.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Healthy,
-    Failed,
-    /// Could not connect: a failure for this instance's breaker, which may
-    /// be only this instance's (its DNS, its network).
-    Unreachable,
-    /// Rate-limited: cool down until then; not a breaker failure.
-    RateLimited(Duration),
-    /// No outcome (canceled, or the client's own error).
-    Neutral,
-}
-
 /// Cool-down after a 429 that named no reset time.
 const DEFAULT_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 
@@ -320,27 +314,33 @@ impl Provider {
             config,
             keys,
             stream_options_refused: AtomicBool::new(false),
-            team: None,
+            team: Arc::new(Solo::new(String::new())),
             recent: Recent::default(),
         }
     }
 
-    /// The provider as one instance of a team: its verdicts shared.
-    pub fn with_team(mut self, team: Option<Arc<dyn Team>>) -> Provider {
+    /// The provider as one instance of `team`: its verdicts shared.
+    pub fn with_team(mut self, team: Arc<dyn Team>) -> Provider {
         self.team = team;
         self
     }
 
+    /// Who can verify the reasoning this provider makes: one kind of API
+    /// at one address signs alike, whatever the provider is called or
+    /// which key it used ([`crate::proxy`]'s thinking).
+    pub(crate) fn signer(&self) -> String {
+        format!("{}@{}", self.config.kind.as_str(), self.config.base_url)
+    }
+
     /// What a team-wide lease for an attempt with `key` asks, when the
-    /// provider has a cap and the team is in reach.
+    /// provider (or a budget) has a limit to share.
     fn team_admit_ask(
         &self,
         key: Option<&ProviderKey>,
         tokens: u64,
         budgets: Vec<SpendAsk>,
         line: Option<Line>,
-    ) -> Option<(Arc<dyn Team>, AdmitAsk)> {
-        let team = self.team()?;
+    ) -> Option<AdmitAsk> {
         let provider_max = self.capacity.limit();
         let key = match (self.capacity.key_limit(), key) {
             (Some(max), Some(k)) => self.keys.fingerprint_of(&k.label).map(|fp| (fp, max)),
@@ -367,7 +367,7 @@ impl Provider {
             budgets,
             line: line.filter(|_| capped),
         };
-        Some((team.clone(), ask))
+        Some(ask)
     }
 
     /// Takes `1 / instances` of the concurrency caps and rate limits (see
@@ -379,15 +379,9 @@ impl Provider {
         self.health().rates = Rates::new(share(p.requests_per_minute), share(p.tokens_per_minute), Instant::now());
     }
 
-    /// The team, while it is in reach.
-    fn team(&self) -> Option<&Arc<dyn Team>> {
-        self.team.as_ref().filter(|t| t.connected())
-    }
-
-    fn share(&self, change: Change) {
-        if let Some(team) = self.team() {
-            team.share(change);
-        }
+    /// Whether the team took the decision (see [`Team::share`]).
+    fn share(&self, change: Change) -> bool {
+        self.team.share(change)
     }
 
     /// The profile requests are written under: the configured one, less
@@ -435,7 +429,7 @@ impl Provider {
             }
         };
         let uri = uri.unwrap_or_else(|| Uri::try_from(self.config.base_url.as_str()).unwrap_or_default());
-        let query = query.map(crate::proxy::headers::forwarded_query);
+        let query = query.map(crate::ground::headers::forwarded_query);
         match query.as_deref().filter(|q| !q.is_empty()) {
             // A query the client sent came in a valid URI, so it fits in this one too.
             Some(q) => format!("{uri}?{q}").parse().unwrap_or(uri),
@@ -784,9 +778,6 @@ impl Provider {
     /// team the ones this instance's own traffic caused.
     fn log_transitions(&self, h: &mut Health, cause: Option<&str>) {
         let transitions = h.breaker.take_transitions();
-        let Some(_team) = self.team() else {
-            return self.publish_transitions(transitions, cause);
-        };
         for t in &transitions {
             match (t.from, t.to) {
                 (_, State::Open { until: Some(until) }) => {
@@ -794,9 +785,11 @@ impl Provider {
                     let local = h.upstream_failed_at.is_none_or(|at| at.elapsed() > window);
                     let for_ms = millis(until.saturating_duration_since(Instant::now()));
                     let reason = t.reason.clone();
-                    self.share(Change::BreakerTripped { provider: self.name().into(), for_ms, reason, local });
-                    // The team decides who probes when the cool-down ends.
-                    h.breaker.hold();
+                    // A team that took the trip decides who probes when the
+                    // cool-down ends.
+                    if self.share(Change::BreakerTripped { provider: self.name().into(), for_ms, reason, local }) {
+                        h.breaker.hold();
+                    }
                 }
                 (State::HalfOpen, State::Closed) => {
                     self.share(Change::BreakerClosed { provider: self.name().into(), reason: t.reason.clone() });

@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::config::RouteConfig;
-use crate::policy::strategy::Routing;
+use crate::policy::order::Routing;
 use crate::protocol::{Endpoint, Protocol};
 use crate::upstream::provider::Provider;
 

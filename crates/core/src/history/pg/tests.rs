@@ -12,9 +12,10 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use crate::config::{HistoryConfig, HistoryUrl};
+use crate::ground::clock::now_ms;
 use crate::history::derived::tests::varied;
 use crate::history::derived::SPANS;
-use crate::history::record::{now_ms, Record};
+use crate::history::record::Record;
 use crate::history::spend::tests::first_difference;
 use crate::history::store::{Bucket, CountTable, RequestFilter, SpendRow, Store, StoreError};
 use crate::history::{History, RequestOutcome};
@@ -196,7 +197,7 @@ fn filters() -> Vec<RequestFilter> {
         RequestFilter { provider: Some("p2".into()), ..f() },
         RequestFilter { provider: Some("down".into()), ..f() },
         RequestFilter { model: Some("m1".into()), ..f() },
-        RequestFilter { cache: Some(crate::cache::CacheStatus::Hit), ..f() },
+        RequestFilter { cache: Some(crate::ground::outcome::CacheStatus::Hit), ..f() },
         RequestFilter { search: Some("r00012".into()), ..f() },
         RequestFilter { correlation_id: Some("r0000042".into()), ..f() },
         RequestFilter { failed: true, provider: Some("p1".into()), limit: Some(7), ..f() },
@@ -818,13 +819,15 @@ async fn captures_are_kept_linked_and_retired_with_their_requests() {
     pg.prune(&config).await.unwrap();
     assert!(pg.capture(&old_id).await.unwrap().is_none(), "retention took the old day's capture");
     assert!(pg.capture(&first).await.unwrap().is_some());
-    crate::history::purge(&pg).await.unwrap();
+    crate::history::purge(&pg, crate::cache::purge_beside).await.unwrap();
     assert!(pg.capture(&first).await.unwrap().is_none(), "a purge takes every capture");
 }
 
 /// An attempt that served `r`, for tests to change what they need.
 pub(crate) fn attempt_like(r: &crate::history::record::RequestRecord) -> crate::history::record::AttemptRecord {
-    use crate::history::record::{AttemptOutcome, AttemptRecord, Reason};
+    use crate::ground::outcome::AttemptOutcome;
+    use crate::ground::outcome::Reason;
+    use crate::history::record::AttemptRecord;
     AttemptRecord {
         seq: 0,
         provider: r.provider.clone().unwrap_or_default(),

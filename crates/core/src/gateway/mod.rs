@@ -1,7 +1,14 @@
 //! The gateway's shared state: the live configuration with its providers
 //! (swapped whole on reload; providers whose settings did not change keep
 //! their breakers and statistics), one pooled HTTP client for every upstream
-//! call, where history goes, and the live telemetry.
+//! call, where history goes, and the live telemetry. Its side of the team
+//! seam is [`team`]'s.
+
+pub mod capture;
+pub mod sessions;
+mod team;
+
+pub use team::Inbound;
 
 use arc_swap::ArcSwap;
 use secrecy::SecretString;
@@ -11,19 +18,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::config::{Config, RouteConfig};
+use crate::gateway::sessions::Sessions;
+use crate::ground::clock::now_ms;
 use crate::history::pricing::Prices;
-use crate::history::record::{now_ms, RequestOutcome};
-use crate::history::{History, Store};
-use crate::http::session::Sessions;
-use crate::policy::budget::{Budgets, Covering};
+use crate::history::{History, Sink, Store};
+use crate::policy::budget::Budgets;
 use crate::policy::clients::ClientRates;
-use crate::policy::strategy::RouteState;
-use crate::proxy::journal::Sink;
 use crate::secrets::SecretStore;
-use crate::team::{micros, AdmitAsk, Admitted, Change, Seed, Team};
+use crate::team::{Change, Solo, Team};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::provider::Provider;
+use crate::upstream::strategy::RouteState;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
@@ -102,8 +108,9 @@ struct Inner {
     /// Browser origins of the host application's own pages (the desktop
     /// window), allowed whatever the config says.
     trusted_origins: Vec<String>,
-    /// The other instances this one shares verdicts with (`[team]`).
-    team: Option<Arc<dyn Team>>,
+    /// The other instances this one shares verdicts with (`[team]`);
+    /// alone, a team of one.
+    team: Arc<dyn Team>,
     /// Proxied requests served since the start, for the team's view.
     served: AtomicU64,
     /// The share of every provider's limits this instance takes (1: the
@@ -112,7 +119,7 @@ struct Inner {
     /// `x-switchyard-instance`, on every response in team mode.
     instance_header: Option<axum::http::HeaderValue>,
     /// Which requests are captured beyond `store_bodies` ([`crate::proxy::capture`]).
-    capture: crate::proxy::capture::Switch,
+    capture: capture::Switch,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
@@ -204,13 +211,18 @@ impl Builder {
         let recorder = self.history.as_ref().map(|(sink, _)| sink.recorder.clone());
         let telemetry = Arc::new(Telemetry::with(recorder, budgets, self.config.alerts.clone()));
         let toggles = self.state_file.as_deref().map(read_toggles).unwrap_or_default();
+        // Named in a team; alone, `x-switchyard-instance` is not sent.
+        let instance_header = self.team.as_deref().and_then(|t| axum::http::HeaderValue::from_str(t.instance()).ok());
+        let team = self
+            .team
+            .unwrap_or_else(|| Arc::new(Solo::new(crate::team::solo_name(self.config.server.listen))) as Arc<dyn Team>);
         let providers = self
             .config
             .providers
             .iter()
             .cloned()
             .map(|p| {
-                let provider = Provider::load(p, self.secrets.as_ref(), telemetry.clone()).with_team(self.team.clone());
+                let provider = Provider::load(p, self.secrets.as_ref(), telemetry.clone()).with_team(team.clone());
                 if let Some(enabled) = toggles.get(provider.name()) {
                     provider.set_enabled(*enabled);
                 }
@@ -247,34 +259,16 @@ impl Builder {
                 state_file: self.state_file,
                 config_path: self.config_path,
                 trusted_origins: self.trusted_origins,
-                instance_header: self
-                    .team
-                    .as_deref()
-                    .and_then(|t| axum::http::HeaderValue::from_str(t.instance()).ok()),
-                team: self.team,
+                instance_header,
+                team,
                 served: AtomicU64::new(0),
-                capture: crate::proxy::capture::Switch::default(),
+                capture: capture::Switch::default(),
                 share: std::sync::atomic::AtomicU32::new(1),
             }),
         };
         gateway.keep_members_fresh();
         Ok(gateway)
     }
-}
-
-/// What the history has on record for `scope` since `since`: the rollups'
-/// cost by provider and model, or the rows' by member.
-async fn on_record(
-    store: &Store,
-    scope: &crate::policy::BudgetScope,
-    since: i64,
-) -> Result<f64, crate::history::StoreError> {
-    if let Some(member) = scope.member() {
-        let spent = store.member_spend(since).await?;
-        return Ok(spent.iter().filter(|m| m.member == member).map(|m| m.cost_usd).sum());
-    }
-    let rows = store.cost_since(since).await?;
-    Ok(rows.iter().filter(|(p, m, _)| scope.covers(p, m)).map(|(_, _, usd)| usd).sum())
 }
 
 fn read_toggles(path: &std::path::Path) -> BTreeMap<String, bool> {
@@ -332,7 +326,7 @@ impl Gateway {
     }
 
     /// Which requests are captured beyond `store_bodies`.
-    pub fn capture_switch(&self) -> &crate::proxy::capture::Switch {
+    pub fn capture_switch(&self) -> &capture::Switch {
         &self.inner.capture
     }
 
@@ -480,123 +474,6 @@ impl Gateway {
         Ok(())
     }
 
-    /// Seeds the team's spend counters for `covering[i]`, each `i` of
-    /// `missing`: what the history has on record for the budget's scope
-    /// since its period began, or what this instance's own ledger counts
-    /// when that is more (the history is written in batches, a moment
-    /// behind). A shared history seeds the whole counter once; a history
-    /// per instance adds this instance's part, once (see [`Team::seed_spend`]).
-    pub async fn seed_team_spend(&self, covering: &[Covering], missing: &[usize]) {
-        let Some(team) = self.team() else { return };
-        let now = now_ms();
-        let seed = match self.store().map(Store::backend) {
-            Some("postgres") => Seed::Whole,
-            _ => Seed::Own,
-        };
-        for c in missing.iter().filter_map(|i| covering.get(*i)) {
-            let scope = &c.budget.scope;
-            let on_record = match self.store() {
-                Some(store) => match on_record(store, scope, c.bounds.start_ms).await {
-                    Ok(usd) => usd,
-                    Err(e) => {
-                        tracing::warn!("team: the spend on record could not be read to seed a budget: {e}");
-                        0.0
-                    }
-                },
-                None => 0.0,
-            };
-            let ours = self.budgets().spent(scope, c.budget.period, c.bounds, now);
-            let usd = f64::max(on_record, ours);
-            team.seed_spend(&c.ask.counter, micros(usd), c.ask.expires_at_ms, seed).await;
-        }
-    }
-
-    /// Takes in an event another instance of the team published: onto this
-    /// instance's feed and, for a request of a session it answered, into
-    /// the session's stick ([`crate::policy::stick`]), so the session's
-    /// next turn starts where its last was served, whichever instance the
-    /// balancer sends it to. (What it failed is not carried: a turn that
-    /// failed everywhere leaves the stick as it was, costing one attempt.)
-    pub fn take_remote_event(&self, instance: &str, at_ms: i64, event: GatewayEvent) {
-        if let GatewayEvent::RequestFinished { request } = &event {
-            let served = request.provider.as_deref().filter(|_| request.outcome == RequestOutcome::Ok);
-            if let (Some(session), Some(name)) = (&request.session, served) {
-                if let Some(provider) = self.live().provider(name) {
-                    let signer = crate::proxy::thinking::signer(provider);
-                    self.conversations().served(session, name, &signer, tokio::time::Instant::now());
-                }
-            }
-        }
-        self.telemetry().events.publish_remote(instance, at_ms, event);
-    }
-
-    /// Brings back the team's spend counters Redis lost (it restarted) or
-    /// a new period starts, each instance adding what its history holds,
-    /// without waiting for a request to find them missing. The team's
-    /// runner calls it every second.
-    pub async fn keep_team_spend(&self) {
-        let team = self.team().filter(|t| t.connected());
-        // Out of reach, this instance's ledger raises the alerts it can see.
-        self.budgets().alert_by_team(team.is_some());
-        let Some(team) = team else { return };
-        let covering = self.budgets().every_counter(now_ms());
-        if covering.is_empty() {
-            return;
-        }
-        let ask = AdmitAsk {
-            provider: String::new(),
-            provider_max: None,
-            key: None,
-            requests_per_minute: None,
-            tokens_per_minute: None,
-            tokens: 0,
-            budgets: covering.iter().map(|c| c.ask.clone()).collect(),
-            line: None,
-        };
-        // Reserves nothing, refuses nothing: says which counters need seeding.
-        if let Admitted::Unseeded(missing) = team.admit(ask).await {
-            self.seed_team_spend(&covering, &missing).await;
-        }
-        self.raise_team_alerts(team.as_ref(), covering).await;
-    }
-
-    /// Alerts for the thresholds the team's spend has crossed, each raised
-    /// by the one instance that claims it first and seen by the others on
-    /// the team's events; every instance's ledger sees only its own part.
-    async fn raise_team_alerts(&self, team: &dyn Team, covering: Vec<Covering>) {
-        let counters = covering.iter().map(|c| c.ask.counter.clone()).collect();
-        let Some(spent) = team.spent(counters).await.filter(|s| s.len() == covering.len()) else { return };
-        let counted: Vec<(Covering, i64)> =
-            covering.into_iter().zip(spent).filter_map(|(c, micros)| Some((c, micros?))).collect();
-        for (c, crossing) in self.budgets().crossed_by_team(&counted, now_ms()) {
-            let what = format!("{}|{}", c.ask.counter, crossing.threshold);
-            // Out of reach now: raising it here twice beats not at all.
-            if team.claim(&what, c.ask.expires_at_ms).await != Some(false) {
-                self.telemetry().budget_crossed(&crossing);
-            }
-        }
-    }
-
-    /// Each budget's spend in its current period: in a team within reach,
-    /// the team's counter (every instance's spend, and what is reserved for
-    /// requests in flight); else, or for a counter Redis does not have yet,
-    /// this instance's own ledger.
-    /// The members' budgets (`member:NAME`) come last, as last read.
-    pub async fn budget_rows(&self, now_ms: i64) -> Vec<crate::policy::BudgetRow> {
-        self.refresh_members().await;
-        let rows = self.budgets().rows(now_ms);
-        let Some(team) = self.team().filter(|t| t.connected()) else { return rows };
-        let counters = self.budgets().every_counter(now_ms).into_iter().map(|c| c.ask.counter).collect();
-        let Some(spent) = team.spent(counters).await.filter(|s| s.len() == rows.len()) else { return rows };
-        rows.into_iter()
-            .zip(spent)
-            .map(|(row, micros)| match micros {
-                Some(micros) => row.counted_by_team(micros),
-                None => row,
-            })
-            .collect()
-    }
-
     /// Reads every provider's keys again (after a key was set or removed).
     pub fn reload_keys(&self) {
         for provider in &self.live().providers {
@@ -608,20 +485,19 @@ impl Gateway {
     /// a restart; in a team, every instance follows.
     pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<(), ToggleError> {
         self.toggle(name, enabled)?;
-        if let Some(team) = self.team().filter(|t| t.connected()) {
-            team.share(Change::Toggled { provider: name.to_string(), enabled });
-        }
+        self.team().share(Change::Toggled { provider: name.to_string(), enabled });
         Ok(())
     }
 
-    /// The team this instance belongs to, in team mode.
-    pub fn team(&self) -> Option<&Arc<dyn Team>> {
-        self.inner.team.as_ref()
+    /// The team this instance belongs to: alone, a team of one.
+    pub fn team(&self) -> &Arc<dyn Team> {
+        &self.inner.team
     }
 
-    /// This instance's name in its team, for responses and views.
+    /// This instance's name in its team, for responses and views; none
+    /// for a gateway alone.
     pub fn instance(&self) -> Option<&str> {
-        self.inner.team.as_deref().map(Team::instance)
+        self.inner.instance_header.as_ref().map(|_| self.inner.team.instance())
     }
 
     /// The `x-switchyard-instance` value, in team mode.
@@ -637,57 +513,6 @@ impl Gateway {
     /// Proxied requests served since the start.
     pub fn served(&self) -> u64 {
         self.inner.served.load(Ordering::Relaxed)
-    }
-
-    /// Follows a decision another instance of the team made (`by` names it).
-    pub fn apply_team(&self, by: &str, change: &Change) {
-        let live = self.live();
-        let Some(provider) = live.provider(change.provider()) else { return };
-        match change {
-            Change::BreakerTripped { for_ms, reason, .. } => provider.team_open(*for_ms, reason, by),
-            Change::BreakerClosed { reason, .. } => provider.team_close(reason, by),
-            Change::BreakerForced { open, .. } => provider.force_breaker(*open),
-            Change::Cooling { key, for_ms, .. } => provider.team_cooling(key.as_deref(), *for_ms),
-            Change::Revoked { key, reason, .. } => provider.team_revoked(key, reason, by),
-            Change::Toggled { provider: name, enabled } => {
-                if provider.is_enabled() != *enabled {
-                    if let Err(e) = self.toggle(name, *enabled) {
-                        tracing::warn!("{e}");
-                    }
-                }
-            }
-        }
-    }
-
-    /// The team's one probe of `provider` after a trip is this instance's.
-    pub fn team_probe(&self, provider: &str) {
-        if let Some(p) = self.live().provider(provider) {
-            p.team_probe();
-        }
-    }
-
-    /// The team holds no verdict for `provider`'s held breaker: its own
-    /// timer leads again.
-    pub fn team_release(&self, provider: &str) {
-        if let Some(p) = self.live().provider(provider) {
-            p.team_release();
-        }
-    }
-
-    /// Each provider takes `1 / instances` of its concurrency caps (1: the
-    /// whole caps), while the team's shared caps are out of reach.
-    pub fn team_share(&self, instances: u32) {
-        self.inner.share.store(instances, Ordering::Relaxed);
-        for p in &self.live().providers {
-            p.share_caps(instances);
-        }
-    }
-
-    /// The team went out of reach (`false`) or came back (`true`).
-    pub fn team_reachable(&self, reachable: bool) {
-        for p in &self.live().providers {
-            p.team_reachable(reachable);
-        }
     }
 
     /// Enables or disables a provider here, and saves the choice.

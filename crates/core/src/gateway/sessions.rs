@@ -25,7 +25,7 @@ const SESSION_IDLE: Duration = Duration::from_secs(SESSION_IDLE_SECS);
 const MAX_ENTRIES: usize = 256;
 
 /// The request header that carries a session id where a cookie cannot.
-pub const SESSION_HEADER: axum::http::HeaderName = axum::http::HeaderName::from_static("x-switchyard-session");
+pub const SESSION_HEADER: axum::http::HeaderName = crate::ground::headers::name::X_SWITCHYARD_SESSION;
 
 /// The cookie that carries a session. Cookies ignore ports, so the port is
 /// in the name: two gateways on one machine keep separate sessions.

@@ -1,0 +1,12 @@
+//! The ground floor: what every layer of the gateway uses and nothing
+//! here imports from above. The clock, how attempts and requests end,
+//! header names and which carry credentials, comparing secrets, batching
+//! off a channel, and limits more than one layer knows.
+
+pub mod batch;
+pub mod clock;
+pub mod compare;
+pub mod headers;
+pub mod limits;
+pub mod money;
+pub mod outcome;

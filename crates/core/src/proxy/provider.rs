@@ -1,0 +1,490 @@
+//! One provider of the chain: its gate and the team's, then attempts,
+//! retries with backoff and repairs, until it answers, fails for good or
+//! the policy says to move on. What each attempt sends is
+//! [`super::attempt`]'s; an answer is delivered by [`super::relay`].
+
+use std::time::{Duration, SystemTime};
+
+use axum::http::StatusCode;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::journal::{AttemptEnd, AttemptStart};
+use super::relay::{Answered, Delivery};
+use super::{attempt, capture, relay, repair, wire, Run, Tried};
+use crate::ground::clock::now_ms;
+use crate::ground::outcome::{AttemptOutcome, Reason, Verdict};
+use crate::policy::backoff;
+use crate::policy::breaker::Admission;
+use crate::policy::budget::Covering;
+use crate::policy::classify::{self, Outcome, Repair};
+use crate::policy::step::{self, Facts, GiveUp, Next, Repairs};
+use crate::protocol::usage::Usage;
+use crate::protocol::Endpoint;
+use crate::upstream::provider::{Gate, Need, Pass, Provider, TeamGate, Ticket};
+use crate::upstream::routing::Candidate;
+
+/// What the gates said to one attempt.
+enum Admit {
+    Go(Ticket),
+    /// Waited (the provider's or the team's rate limit): ask again.
+    Again,
+    /// Not tried this time.
+    Done(Tried),
+}
+
+/// One attempt sent and judged, before its answer is delivered or its
+/// failure weighed.
+struct Sent {
+    index: usize,
+    attempted: attempt::Attempted,
+    /// What the provider said, before a translated answer is rewritten for the client.
+    status: Option<StatusCode>,
+    /// The wait the provider asked for, when it refused.
+    wait: Option<Duration>,
+    verdict: Verdict,
+    key_label: Option<String>,
+    /// Whether the gateway asked for stream usage the client did not.
+    strip_usage: bool,
+    /// A refusal the request can be mended for, in the provider's own words.
+    refusal: Option<Repair>,
+    /// The endpoint the attempt went to.
+    endpoint: Endpoint,
+}
+
+impl Sent {
+    fn end(&self, error: Option<String>) -> AttemptEnd {
+        AttemptEnd {
+            status: self.status,
+            ttfb: self.attempted.ttfb,
+            ttft: self.attempted.ttft,
+            retry_after: self.wait,
+            error,
+        }
+    }
+}
+
+/// The team-wide spend counters `covering` asks to reserve.
+pub(super) fn asks(covering: &[Covering]) -> Vec<crate::team::SpendAsk> {
+    covering.iter().map(|c| c.ask.clone()).collect()
+}
+
+fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
+    match outcome {
+        Outcome::Status(s) if s.is_success() => AttemptOutcome::Ok,
+        Outcome::Status(_) => AttemptOutcome::HttpError,
+        Outcome::Connect => AttemptOutcome::ConnectError,
+        Outcome::Transport => AttemptOutcome::TransportError,
+        Outcome::Timeout => AttemptOutcome::Timeout,
+        Outcome::StreamError => AttemptOutcome::StreamError,
+        Outcome::StreamDropped => AttemptOutcome::StreamDropped,
+        Outcome::BrokenAfterContent => AttemptOutcome::MidStreamFailure,
+    }
+}
+
+impl Run<'_> {
+    /// Tries one provider: attempts, retries with backoff, until it answers,
+    /// fails for good, or the budget says to move on.
+    pub(super) async fn provider(&mut self, candidate: &Candidate<'_>, mut queued: Option<Ticket>) -> Tried {
+        let provider = candidate.provider;
+        // Translated once per provider, not per attempt: retries send the
+        // same body (a repair changes it, below).
+        let mut out = match self.outgoing(candidate) {
+            Ok(out) => out,
+            Err(refused) => {
+                let why = match refused.field.as_str() {
+                    "" => refused.reason.clone(),
+                    field => format!("`{field}`: {}", refused.reason),
+                };
+                self.skip(candidate, why);
+                return Tried::Refused(refused);
+            }
+        };
+        let mut repairs_left = repair::allowed(provider);
+        let mut retry = 0u32;
+        loop {
+            let mut ticket = match self.admit(candidate, queued.take(), retry).await {
+                Admit::Go(ticket) => ticket,
+                Admit::Again => continue,
+                Admit::Done(tried) => return tried,
+            };
+            let timeout = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
+            if timeout.is_zero() {
+                self.out_of_time = true;
+                return Tried::Failed;
+            }
+            let mut sent = self.send(candidate, &ticket, &out, retry, repairs_left, timeout).await;
+            // A refusal the request can be mended for goes to the step,
+            // which says whether to; the mended request is made now, so
+            // one that would change nothing is delivered as it is.
+            let mended = sent.refusal.and_then(|r| self.mend(provider, r, &sent, &out, retry, repairs_left));
+            let deliver = classify::delivers(sent.attempted.outcome) && mended.is_none();
+            // Taken out in place, not as a tuple: a tuple would be another
+            // copy of the answer, kept in this future while it is relayed.
+            if let Some(upstream) = sent.attempted.upstream.take_if(|_| deliver) {
+                debug!(
+                    provider = provider.name(),
+                    status = upstream.status.as_u16(),
+                    attempts = self.attempts,
+                    "answered"
+                );
+                let delivery = self.delivery(candidate, &sent, &out, upstream.status, upstream.sse);
+                let mut response = relay::respond(upstream, ticket, sent.verdict, delivery).await;
+                if let Some(c) = self.cached {
+                    c.mark_live(response.headers_mut());
+                }
+                return Tried::Answered(response);
+            }
+            // A repaired request keeps the ticket: same provider, same
+            // key, and one breaker outcome for the pair.
+            if mended.is_none() {
+                ticket.record(sent.verdict);
+            }
+            let detail = self.failed_attempt(provider, &mut sent).await;
+            if let Some((r, mended)) = mended {
+                if r == Repair::WithoutStreamOptions {
+                    provider.refuse_stream_options();
+                }
+                self.note(provider.name(), repair::described(r));
+                repairs_left.spend(r);
+                out = mended;
+                queued = Some(ticket);
+                retry += 1;
+                continue;
+            }
+            drop(ticket);
+            match self.after(provider, &sent, &detail, retry).await {
+                Some(tried) => return tried,
+                None => retry += 1,
+            }
+        }
+    }
+
+    /// Asks the provider's gate (unless its queue already admitted
+    /// `queued`), then the team's, for one attempt.
+    async fn admit(&mut self, candidate: &Candidate<'_>, queued: Option<Ticket>, retry: u32) -> Admit {
+        let provider = candidate.provider;
+        let gate = match queued {
+            Some(ticket) => Gate::Go(ticket),
+            None => {
+                provider.gate(self.need(), &self.deadline, self.policy.max_retry_wait, self.policy.min_fallback_budget)
+            }
+        };
+        match gate {
+            Gate::Go(ticket) => self.past_team(candidate, ticket, retry).await,
+            Gate::Wait(wait) => {
+                self.pause(wait).await;
+                Admit::Again
+            }
+            // A dead server is on record, so the user sees why it was not tried.
+            Gate::Pass(pass @ Pass::Unreachable { .. }) => {
+                self.skip(candidate, pass.to_string());
+                Admit::Done(Tried::Passed)
+            }
+            Gate::Pass(pass) => {
+                self.note(provider.name(), &format!("not tried: {pass}"));
+                Admit::Done(match retry {
+                    0 if Provider::queueable(&pass) => Tried::Busy,
+                    0 => Tried::Passed,
+                    _ => Tried::Failed,
+                })
+            }
+        }
+    }
+
+    /// The team's word on an attempt the provider's own gate let through.
+    /// A refusal lets the ticket go before anything else (a wait, a note).
+    async fn past_team(&mut self, candidate: &Candidate<'_>, mut ticket: Ticket, retry: u32) -> Admit {
+        let (gate, covering) = self.team_gate(&mut ticket, candidate).await;
+        // Unseeded twice: seeding failed, this instance's ledger decides.
+        if matches!(gate, TeamGate::Go | TeamGate::Unseeded(_)) {
+            ticket.caused_by(&self.inbound.ids.request_id);
+            return Admit::Go(ticket);
+        }
+        drop(ticket);
+        let name = candidate.provider.name();
+        let done = |tried| Admit::Done(if retry == 0 { tried } else { Tried::Failed });
+        match gate {
+            TeamGate::Go | TeamGate::Unseeded(_) => Admit::Again,
+            TeamGate::OverBudget { budget, spent_micros } => {
+                if let Some(c) = covering.get(budget) {
+                    self.blocked(candidate, c.blocked(spent_micros));
+                }
+                done(Tried::Passed)
+            }
+            TeamGate::Full | TeamGate::Queued { .. } => {
+                self.note(name, "not tried: at its concurrency cap across the team");
+                done(Tried::Busy)
+            }
+            TeamGate::LineFull { waiting } => {
+                self.note(name, &format!("not queued: its line across the team is full ({waiting} waiting)"));
+                done(Tried::Passed)
+            }
+            TeamGate::Waited(waited) => {
+                let waited = humantime::format_duration(Duration::from_millis(waited.as_millis() as u64));
+                self.note(name, &format!("not tried: waited {waited} in its line across the team"));
+                done(Tried::Passed)
+            }
+            TeamGate::Wait(wait) => {
+                let (max, min) = (self.policy.max_retry_wait, self.policy.min_fallback_budget);
+                if step::may_wait(wait, &self.deadline, max, min, Instant::now()) {
+                    self.pause(wait).await;
+                    return Admit::Again;
+                }
+                let pass = Pass::Throttled { wait };
+                self.note(name, &format!("not tried: across the team, {pass}"));
+                done(Tried::Passed)
+            }
+        }
+    }
+
+    /// Sends one attempt holding `ticket` and judges its outcome: on
+    /// record as begun, its answer read (and translated back) up to its
+    /// first content, what the provider said of its quota and its speed
+    /// taken in.
+    async fn send(
+        &mut self,
+        candidate: &Candidate<'_>,
+        ticket: &Ticket,
+        out: &repair::Outgoing,
+        retry: u32,
+        repairs_left: Repairs,
+        timeout: Duration,
+    ) -> Sent {
+        let provider = candidate.provider;
+        let fallback = self.last_failed.is_some() && retry == 0;
+        if fallback {
+            provider.note_fallback();
+        }
+        let reason = match (ticket.admission(), retry, fallback) {
+            (Some(Admission::Probe), _, _) => Reason::Probe,
+            (_, 0, true) => Reason::Fallback,
+            (_, 0, false) => Reason::First,
+            _ => Reason::Retry,
+        };
+        self.attempts += 1;
+        let translated = out.translated.as_ref();
+        let native = out.native.as_ref().map(|(body, head)| (body, head));
+        let (request, strip_usage) = self.request(candidate, ticket.key.as_ref(), translated, native);
+        let key_label = ticket.key.as_ref().map(|k| k.label.clone());
+        let index = self.journal.begin(AttemptStart {
+            provider: provider.name().to_string(),
+            key_label: key_label.clone(),
+            model: candidate.upstream_model.to_string(),
+            reason,
+            fallback_from: if fallback { self.last_failed.clone() } else { None },
+            timeout,
+            backoff: std::mem::take(&mut self.backoff),
+            breaker_state: provider.breaker_state().name(),
+            translation: translated.map(|t| (t.client, t.upstream)),
+            dropped: translated.map_or_else(|| out.removed.clone(), |t| t.dropped.clone()),
+            routing: candidate.routing,
+        });
+        let request = capture::outgoing(self.gateway, self.journal, index, request).await;
+        let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
+        let patience = attempt::Patience {
+            timeout,
+            thinking: self.policy.stream_idle_timeout,
+            deadline: self.deadline.at,
+            keepalive: self.policy.stream_keepalive,
+        };
+        let mut attempted = attempt::run(self.gateway.client(), request, endpoint, patience, &self.scrub).await;
+        let status = attempted.upstream.as_ref().map(|u| u.status);
+        // Read in the provider's own words, before a translation rewrites them.
+        let refusal = repair::refusal(provider, &mut attempted, repairs_left).await;
+        let attempted = match translated {
+            Some(t) => {
+                let left = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
+                wire::answer(attempted, t, left).await
+            }
+            None => attempted,
+        };
+        // A wait is asked for by a refusal. On a success, reset headers
+        // tell when a quota window starts over, not that anyone should wait.
+        let wait = attempted
+            .upstream
+            .as_ref()
+            .filter(|u| !u.status.is_success())
+            .and_then(|u| backoff::requested_wait(&u.headers, SystemTime::now()));
+        if let Some(u) = &attempted.upstream {
+            let (requests, tokens) = backoff::remaining_quota(&u.headers);
+            provider.observe_quota(requests, tokens);
+        }
+        let verdict = classify::verdict(attempted.outcome, wait);
+        self.observe_speed(provider, &attempted, verdict, timeout);
+        Sent { index, attempted, status, wait, verdict, key_label, strip_usage, refusal, endpoint }
+    }
+
+    /// The mended request for `refusal`, when the step says to mend it and
+    /// mending changes anything.
+    fn mend(
+        &self,
+        provider: &Provider,
+        refusal: Repair,
+        sent: &Sent,
+        out: &repair::Outgoing,
+        retry: u32,
+        repairs_left: Repairs,
+    ) -> Option<(Repair, repair::Outgoing)> {
+        let facts = Facts {
+            repair: Some(refusal),
+            repairs_left,
+            ..self.facts(provider, sent.attempted.outcome, sent.wait, retry, sent.key_label.as_deref())
+        };
+        match step::next(&facts, self.policy) {
+            Next::Repair(r) => repair::mend(r, out, self.client(), sent.strip_usage).map(|m| (r, m)),
+            _ => None,
+        }
+    }
+
+    /// How an answer goes to the client: on record as delivered, a stream
+    /// translated back when it went translated, tapped, and kept by the
+    /// cache where the cache keeps it.
+    fn delivery<'c>(
+        &mut self,
+        candidate: &Candidate<'c>,
+        sent: &Sent,
+        out: &repair::Outgoing,
+        status: StatusCode,
+        sse: bool,
+    ) -> Delivery<'c> {
+        let provider = candidate.provider;
+        self.journal.end(sent.index, attempt_outcome(sent.attempted.outcome), sent.end(None));
+        self.journal.deliver(sent.index, status);
+        let translator = out.translated.as_ref().and_then(|t| t.stream(sse && status.is_success(), self.head));
+        Delivery {
+            answered: Answered { provider: provider.name(), attempts: self.attempts },
+            endpoint: self.inbound.endpoint,
+            // A stream is tapped as the provider sent it; a whole
+            // translated answer is already in the client's format.
+            upstream_endpoint: if translator.is_some() { sent.endpoint } else { self.inbound.endpoint },
+            translator,
+            idle: self.policy.stream_idle_timeout,
+            keepalive: self.policy.stream_keepalive,
+            strip_usage: sent.strip_usage,
+            journal: self.journal.take(),
+            keep: self.cached.and_then(|c| c.keeper(provider.name())),
+        }
+    }
+
+    /// A failed attempt on record, with what went wrong in words.
+    async fn failed_attempt(&mut self, provider: &Provider, sent: &mut Sent) -> String {
+        let detail = match sent.attempted.upstream.take() {
+            Some(u) => {
+                let status = u.status;
+                let reason = status.canonical_reason().unwrap_or("");
+                format!("HTTP {} {reason}: {}", status.as_u16(), u.error_text().await)
+            }
+            None => std::mem::take(&mut sent.attempted.detail),
+        };
+        self.journal.end(sent.index, attempt_outcome(sent.attempted.outcome), sent.end(Some(detail.clone())));
+        self.note(provider.name(), &detail);
+        detail
+    }
+
+    /// What follows a failed attempt, asked once the verdict is in (a rate
+    /// limit has cooled the key by now): `None` to try this provider again.
+    async fn after(&mut self, provider: &Provider, sent: &Sent, detail: &str, retry: u32) -> Option<Tried> {
+        let facts = self.facts(provider, sent.attempted.outcome, sent.wait, retry, sent.key_label.as_deref());
+        match step::next(&facts, self.policy) {
+            // The pool's next key goes at once; no retry is spent.
+            Next::AnotherKey => None,
+            Next::Retry(pause) => {
+                self.pause(pause).await;
+                None
+            }
+            Next::RevokeKey { another } => {
+                if let Some(label) = &sent.key_label {
+                    provider.revoke_key(label, detail, &self.inbound.ids.request_id);
+                }
+                (!another).then_some(Tried::Failed)
+            }
+            Next::AnotherProvider(why) => {
+                self.out_of_time |= why == GiveUp::OutOfTime;
+                Some(Tried::Failed)
+            }
+            // What classify delivers took its way above, and a repair was
+            // asked about there.
+            Next::Deliver | Next::Repair(_) => Some(Tried::Failed),
+        }
+    }
+
+    /// What the team says to an attempt at `candidate` holding `ticket`:
+    /// its caps, rate buckets and budgets, in one round trip. The tokens
+    /// reserved are the prompt and the output limit; the spend reserved is
+    /// what they would cost at the provider's prices. Budget counters a
+    /// Redis restart lost are seeded from the history first, then asked
+    /// again. A provider full across the team that has a queue keeps the
+    /// request in its line across the team ([`super::line`]) until its turn.
+    /// Also the budgets asked about, to name one that refuses: none when
+    /// the team asked for none (a gateway alone builds nothing here).
+    async fn team_gate(&mut self, ticket: &mut Ticket, candidate: &Candidate<'_>) -> (TeamGate, Vec<Covering>) {
+        let output = self.head.max_output.unwrap_or(0);
+        let estimate = self.tokens.saturating_add(output);
+        let (mut covering, mut line) = (Vec::new(), None);
+        let mut gate = ticket
+            .team_admit(estimate, || {
+                covering = self.covering(candidate, output);
+                line = self.line(candidate.provider);
+                (asks(&covering), line.clone())
+            })
+            .await;
+        if let TeamGate::Unseeded(missing) = &gate {
+            self.gateway.seed_team_spend(&covering, missing).await;
+            gate = ticket.team_admit(estimate, || (asks(&covering), line.clone())).await;
+        }
+        if let (TeamGate::Queued { .. }, Some(line)) = (&gate, line) {
+            gate = self.wait_in_line(ticket, candidate.provider, line, estimate, &covering).await;
+        }
+        (gate, covering)
+    }
+
+    /// The budgets that cover an attempt at `candidate`, each reserving
+    /// what its prompt and `output` tokens would cost at its prices.
+    fn covering(&self, candidate: &Candidate<'_>, output: u64) -> Vec<Covering> {
+        let (provider, model) = (candidate.provider.name(), candidate.upstream_model);
+        let usage = Usage {
+            input_tokens: Some(self.tokens),
+            output_tokens: Some(output),
+            cached_tokens: None,
+            cache_write_tokens: None,
+        };
+        let usd = self.journal.price(provider, model, &usage).unwrap_or(0.0);
+        self.gateway.budgets().covering(provider, model, usd, now_ms())
+    }
+
+    /// What each attempt asks of a provider's gate.
+    pub(super) fn need(&self) -> Need {
+        Need { tokens: self.tokens, affinity: self.session.map(crate::session::Session::affinity) }
+    }
+
+    async fn pause(&mut self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+        self.backoff += wait;
+    }
+
+    /// Feeds what the attempt took to the provider's recent speed (the
+    /// strategies' measure): an answer's time to first token or to its
+    /// head, or the whole timeout for one that timed out (a provider too
+    /// slow to answer is slow). A quick failure says nothing of its speed,
+    /// but puts a provider never measured after the measured ones; the
+    /// client's own errors and rate limits say nothing at all.
+    fn observe_speed(&self, provider: &Provider, attempted: &attempt::Attempted, verdict: Verdict, timeout: Duration) {
+        let took = match attempted.outcome {
+            Outcome::Timeout => Some(timeout),
+            Outcome::Status(s) if s.is_success() => {
+                if self.head.stream {
+                    attempted.ttft.or(attempted.ttfb)
+                } else {
+                    attempted.ttfb
+                }
+            }
+            _ => None,
+        };
+        match (took, verdict) {
+            (Some(took), _) => provider.recent().observe(self.head.stream, took),
+            (None, Verdict::Failed | Verdict::Unreachable) => provider.recent().failed(self.head.stream),
+            (None, Verdict::Healthy | Verdict::RateLimited(_) | Verdict::Neutral) => {}
+        }
+    }
+}
