@@ -24,22 +24,8 @@ pub struct HistoryArgs {
     /// Only requests that fell back.
     #[arg(long)]
     fallback: bool,
-    /// Only requests this provider answered or was tried for.
-    #[arg(long)]
-    provider: Option<String>,
-    #[arg(long)]
-    model: Option<String>,
-    /// Only requests made with this member's key.
-    #[arg(long)]
-    member: Option<String>,
-    /// Since when: a duration ago (`1h`, `2days`), RFC 3339, or Unix milliseconds.
-    #[arg(long)]
-    since: Option<String>,
-    #[arg(long, default_value_t = 50)]
-    limit: u32,
-    /// One JSON document instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    list: crate::list::ListArgs,
     /// The config (for `[history] url`) and the data directory.
     #[command(flatten)]
     place: crate::remote::RemoteArgs,
@@ -183,22 +169,23 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
         return Ok(());
     }
     let since = args
+        .list
         .since
         .as_deref()
         .map(|s| parse_time(s).with_context(|| format!("--since {s:?} is not a time")))
         .transpose()?;
     let filter = RequestFilter {
-        provider: args.provider,
-        model: args.model,
-        member: args.member,
+        provider: args.list.provider,
+        model: args.list.model,
+        member: args.list.member,
         failed: args.failed,
         fallback: args.fallback,
         since,
-        limit: Some(args.limit),
+        limit: Some(args.list.limit),
         ..RequestFilter::default()
     };
     let page = store.requests(&filter).await?;
-    if args.json {
+    if args.list.json {
         println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(());
     }

@@ -6,6 +6,7 @@ mod demo;
 mod history;
 mod inspect;
 mod keys;
+mod list;
 mod members;
 mod open;
 pub mod paths;

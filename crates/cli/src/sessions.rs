@@ -27,21 +27,9 @@ pub struct SessionsArgs {
     /// Only sessions of this client: claude-code, codex, gemini-cli, or a user agent's product name.
     #[arg(long)]
     client: Option<String>,
-    #[arg(long)]
-    model: Option<String>,
-    #[arg(long)]
-    provider: Option<String>,
-    /// Only this team member's requests (and the sessions they are in).
-    #[arg(long)]
-    member: Option<String>,
-    /// Since when: a duration ago (`1d`, `2h`), RFC 3339, or Unix milliseconds (default: a week).
-    #[arg(long)]
-    since: Option<String>,
-    #[arg(long, default_value_t = 50)]
-    limit: u32,
-    /// One JSON document instead of a table.
-    #[arg(long)]
-    json: bool,
+    // A week back unless `--since` says otherwise (the admin API's default).
+    #[command(flatten)]
+    list: crate::list::ListArgs,
     #[command(flatten)]
     remote: RemoteArgs,
 }
@@ -66,26 +54,30 @@ pub async fn run(args: SessionsArgs) -> Result<()> {
     let remote = Remote::connect(&args.remote).await?;
     if let Some(Action::Show { id, json }) = &args.show {
         let detail: Value = remote.get_query(&format!("/admin/sessions/{}", segment(id)), &[]).await?;
-        if *json || args.json {
+        if *json || args.list.json {
             println!("{}", serde_json::to_string_pretty(&detail)?);
         } else {
             print!("{}", show_text(&detail));
         }
         return Ok(());
     }
-    let mut query = vec![("limit", args.limit.to_string())];
-    let filters =
-        [("client", &args.client), ("model", &args.model), ("provider", &args.provider), ("member", &args.member)];
+    let mut query = vec![("limit", args.list.limit.to_string())];
+    let filters = [
+        ("client", &args.client),
+        ("model", &args.list.model),
+        ("provider", &args.list.provider),
+        ("member", &args.list.member),
+    ];
     for (name, value) in filters {
         if let Some(v) = value {
             query.push((name, v.clone()));
         }
     }
-    if let Some(since) = &args.since {
+    if let Some(since) = &args.list.since {
         query.push(("since", since.clone()));
     }
     let page: SessionPage = remote.get_query("/admin/sessions", &query).await?;
-    if args.json {
+    if args.list.json {
         println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(());
     }

@@ -4,50 +4,61 @@
 //! [`Config`], picks a [`SecretStore`], binds a listener and calls [`serve`].
 //!
 //! # Layout
-//! Each folder has one public entry (its `mod.rs`); the modules inside are
-//! crate-private, and the entry re-exports what other crates use.
-//! - [`http`]: the listener, the one pipeline every request takes, the guard,
-//!   correlation ids, dashboard sessions, the gateway's proof of identity.
-//! - [`proxy`]: a proxied request from body to answer: attempts, relaying,
-//!   the journal that becomes its history row, headers, secret scrubbing.
-//! - [`protocol`]: everything that knows a wire format: endpoints, error
-//!   bodies, event streams, usage shapes, translation between formats.
-//! - [`upstream`]: the providers: HTTP client, per-provider state, key pool,
-//!   which providers may serve a model and in what order.
-//! - [`policy`]: retry, breaker, deadline, limits, fallback share; the judge
-//!   of an outcome ([`policy`]'s `classify`) and what to do next (`step`).
-//! - [`admin`]: the admin API, the live stream, the dashboard and its sign-in.
-//! - [`telemetry`]: events, statistics, metrics, provider health and probes.
-//! - [`cache`]: the exact response cache (canonical key, store, replay),
-//!   and the static and problem-document fallbacks.
-//! - [`history`]: the SQLite record of every request and attempt.
-//! - [`config`]: TOML parsing and validation with file/line/field errors.
-//! - [`secrets`]: the key-store trait and the environment and memory stores.
-//! - [`gateway`]: the shared state every handler reads, and its builder.
-//! - [`private`]: owner-only files and directories.
-//! - [`team`]: team mode's seam: the verdicts instances share.
+//! The modules stand in layers, lowest first; a module imports its own
+//! layer and those below, never above (`dev/imports` checks it, and
+//! docs/architecture.md draws it).
+//! 1. [`ground`]: the clock, outcomes, header names, constant-time
+//!    compare, money, shared limits. Imports nothing else of the core.
+//! 2. [`protocol`] (wire formats: endpoints, errors, streams, usage,
+//!    translation), [`session`] (a coding agent's conversation, from its
+//!    request), [`secrets`] (the key-store trait), [`private`] (owner-only
+//!    files).
+//! 3. [`policy`]: retry, breaker, deadline, limits and queues, budgets,
+//!    the fallback share; the judge of an outcome (`classify`) and the next
+//!    step (`step`); a route's configured order (`order`).
+//! 4. [`config`]: TOML parsing and validation with file/line/field errors.
+//! 5. [`history`]: every request and attempt on record, behind one
+//!    [`history::Store`] over SQLite or PostgreSQL, with the spool and the
+//!    writer thread; the members' records ([`members`]'s entry) beside it.
+//! 6. [`team`]: the seam a gateway shares state through, and [`team::Solo`],
+//!    a gateway alone as a team of one.
+//! 7. [`cache`]: the exact response cache and the static fallbacks.
+//! 8. [`telemetry`]: events, statistics, metrics, alerts.
+//! 9. [`upstream`]: the providers: HTTP client, per-provider state, key
+//!    pool, routing and the strategies that order a chain.
+//! 10. [`members`]: members' keys, limits and budgets on the request path.
+//! 11. [`gateway`]: the shared state every handler reads, its builder,
+//!     dashboard sessions, the capture switch, and its side of the team
+//!     seam ([`gateway::Inbound`], what the team's runner drives).
+//! 12. [`http`]: the guard every request passes, correlation ids.
+//! 13. [`proxy`]: a proxied request from body to answer, in stages.
+//! 14. [`admin`]: the admin API, the live stream, the dashboard; and
+//!     `telemetry::health`'s probes, which send requests as the proxy does.
+//! 15. `http::server`: the listener, routing each request to the proxy or
+//!     the admin API.
 //!
 //! # The path of one request
-//! From accept to history row, each step one call from the last:
-//! 1. `http::server::serve` accepts the connection and serves it with a `Front`.
-//! 2. `Front::call` gives the request its ids (`Correlated::begin`);
-//!    `Front::serve` runs the guard (`http::guard::admit`).
-//! 3. `Front::serve` then hands a proxy endpoint's `POST` to `proxy::handle`
-//!    (anything else to the admin and dashboard routes).
-//! 4. `proxy::handle` opens the request's `Journal`; `proxy::serve` reads
-//!    the body (`read_body`, `body::inspect`) and plans the providers
-//!    (`upstream::routing::plan`).
-//! 5. `Run::provider` asks the provider for capacity (`Provider::gate`) and
-//!    the policy for the next step (`policy::step::next`).
-//! 6. `proxy::attempt::run` sends the attempt and waits for its first content.
-//! 7. `policy::classify::decide` judges the outcome; `Journal::end` records
-//!    the attempt.
-//! 8. `proxy::relay::respond` relays the answer to the client and, when it
-//!    ends, calls `Journal::finish_delivery`.
-//! 9. `Journal::send` hands the record to `history::Recorder::complete`,
-//!    which spools it first: a request the client saw end is on record.
-//! 10. The writer thread (`history::writer::spawn`) inserts it
-//!     (`history::insert::Inserter::write`): the history row.
+//! Each stage is a file of [`proxy`] with one entry, in this order:
+//! 1. `http::server::serve` accepts the connection; `Front::call` gives
+//!    the request its ids and runs the guard (`http::guard::admit`), then
+//!    hands a proxy endpoint's `POST` to `proxy::handle`.
+//! 2. **admit** (`proxy/admit.rs`): who sends it (`identify`), the body
+//!    read within the limits and looked at, a member's limits and budget
+//!    taken (`request`).
+//! 3. **plan** (`proxy/plan.rs`): a token count answered here, a cached
+//!    answer, or the chain in the strategy's order (`chain`).
+//! 4. **chain** (`proxy/chain.rs`): each candidate in order within the
+//!    fallback share, then the busy ones' queues (`Run::chain`).
+//! 5. **provider** (`proxy/provider.rs`): the provider's gate and the
+//!    team's, then attempts, retries and repairs (`Run::provider`).
+//! 6. **attempt** (`proxy/attempt.rs`): one attempt on the wire, up to
+//!    its first content (`run`).
+//! 7. **deliver** (`proxy/relay.rs`): the answer relayed, translated back
+//!    and tapped as it goes (`respond`).
+//! 8. **record** (`proxy/journal.rs`): the journal that becomes the
+//!    history row, handed to `history::Recorder::complete`, which spools it
+//!    first: a request the client saw end is on record. The writer thread
+//!    (`history::writer`) inserts it.
 
 pub mod admin;
 pub mod cache;

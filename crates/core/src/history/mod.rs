@@ -114,14 +114,13 @@ async fn replay(store: &Store, spool: &spool::Spool) -> Result<(), StoreError> {
     let spool_error = |source| StoreError::Spool { path: spool.path().display().to_string(), source };
     let (mut count, mut unreadable) = (0, 0);
     for segment in spool.backlog() {
-        let leftovers = segment.read().map_err(spool_error)?;
-        unreadable += leftovers.unreadable;
-        count += leftovers.records.len();
-        let mut records = leftovers.into_records().peekable();
-        while records.peek().is_some() {
-            let batch: Vec<Record> = records.by_ref().take(REPLAY_BATCH).collect();
+        // A batch at a time: a file is never in memory whole.
+        let mut reader = segment.reader().map_err(spool_error)?;
+        while let Some(batch) = reader.batch(REPLAY_BATCH).map_err(spool_error)? {
             store.write(&batch).await?;
         }
+        unreadable += reader.unreadable();
+        count += reader.requests();
         spool.replayed(&segment).map_err(spool_error)?;
     }
     if unreadable > 0 {

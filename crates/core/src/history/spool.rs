@@ -110,12 +110,15 @@ const UPGRADE_V8: &[u8] = &[NONE];
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
 const KEEP_BUFFER: usize = 256 * 1024;
+/// How much of a file a [`Reader`] reads at a time.
+const READ_CHUNK: usize = 64 * 1024;
+/// The most of a file a [`Reader`]'s batch takes (one record may pass it):
+/// a batch of captures, which can be large, holds about this much rather
+/// than its count of them.
+const BATCH_BYTES: u64 = 1024 * 1024;
 
 /// Which file a record went to.
 pub type Generation = u64;
-
-/// The spool's default bound (`[history] spool_max_size_mb`).
-pub const DEFAULT_LIMIT: u64 = 256 * 1024 * 1024;
 
 #[derive(Debug)]
 pub struct Spool {
@@ -167,11 +170,26 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Its records, read back.
+    /// Its records, read back whole (what the tests look at; a replay
+    /// reads a batch at a time, [`Segment::reader`]).
+    #[cfg(test)]
     pub fn read(&self) -> std::io::Result<Leftovers> {
+        let mut reader = self.reader()?;
         let mut leftovers = Leftovers::default();
-        read_into(&self.path, &mut leftovers)?;
+        while let Some(frame) = reader.next_frame()? {
+            match frame {
+                Frame::Request(record) => leftovers.records.push(*record),
+                Frame::Capture(capture) => leftovers.captures.push(*capture),
+            }
+        }
+        leftovers.unreadable = reader.unreadable;
         Ok(leftovers)
+    }
+
+    /// Its records, to be read back a batch at a time: a replay holds a
+    /// batch, not the file.
+    pub fn reader(&self) -> std::io::Result<Reader> {
+        Reader::open(&self.path)
     }
 }
 
@@ -187,6 +205,7 @@ pub struct Depth {
 
 /// What a spool file held: requests that completed but may not have
 /// reached the database, and their captures.
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub struct Leftovers {
     pub records: Vec<RequestRecord>,
@@ -194,15 +213,6 @@ pub struct Leftovers {
     /// Records that could not be read back: a write cut short by a crash,
     /// or damaged (a run of damaged bytes counts as one).
     pub unreadable: usize,
-}
-
-impl Leftovers {
-    /// Everything read, to be written again: the requests, then their
-    /// captures (a second write of either changes nothing).
-    pub fn into_records(self) -> impl Iterator<Item = Record> {
-        let requests = self.records.into_iter().map(|r| Record::Request(Box::new(r)));
-        requests.chain(self.captures.into_iter().map(|c| Record::Capture(Box::new(c))))
-    }
 }
 
 /// What can go in the spool: a request's record or its capture. An event
@@ -328,7 +338,8 @@ impl Spool {
                     let generation = state.generation;
                     // A grown file is retired here too, not only once its
                     // records are committed: while the database is out of
-                    // reach nothing is, and a replay reads a file whole.
+                    // reach nothing is, and a replay removes a file only
+                    // once all of it is written.
                     if state.bytes >= ROTATE_BYTES {
                         if let Err(e) = self.retire(state) {
                             warn!("history spool {}: {e}", self.current_path.display());
@@ -401,6 +412,14 @@ impl Spool {
             .filter(|(_, r)| r.outstanding.is_none())
             .map(|(&generation, _)| Segment { generation, path: numbered(&self.current_path, generation) })
             .collect()
+    }
+
+    /// Every generation below this one is sealed, or gone (replayed, or
+    /// removed once every record in it was committed): a record that went
+    /// to one is in the database already, or the replay's to write.
+    pub fn sealed_below(&self) -> Generation {
+        let state = self.lock();
+        state.retired.iter().find(|(_, r)| r.outstanding.is_some()).map_or(state.generation, |(&g, _)| g)
     }
 
     /// A sealed file's records are in the database: it goes.
@@ -609,48 +628,200 @@ impl Extend<u8> for Tail<'_> {
     }
 }
 
-fn read_into(path: &Path, leftovers: &mut Leftovers) -> std::io::Result<()> {
-    let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => f.read_to_end(&mut bytes)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    // A file is written in one format throughout: the one a run finds is
-    // sealed at the start, and nothing new is appended to it.
-    if bytes.first() == Some(&b'{') {
-        read_json_lines(&bytes, leftovers);
-    } else {
-        read_frames(&bytes, leftovers);
-    }
-    Ok(())
+/// A spool file read from start to end a window at a time, so that a
+/// replay holds a batch of its records, never the whole file.
+pub struct Reader {
+    window: Window,
+    /// A file of JSON lines, from before frames.
+    json: bool,
+    requests: usize,
+    unreadable: usize,
 }
 
-fn read_frames(mut rest: &[u8], leftovers: &mut Leftovers) {
-    while !rest.is_empty() {
-        match read_frame(rest) {
-            Some((read, after)) => {
-                match read {
-                    Some(Frame::Request(record)) => leftovers.records.push(*record),
-                    Some(Frame::Capture(capture)) => leftovers.captures.push(*capture),
-                    None => leftovers.unreadable += 1,
-                }
-                rest = after;
+/// What the next bytes of a file hold.
+enum Next {
+    Frame(Frame),
+    /// A record that could not be read back.
+    Unreadable,
+    End,
+}
+
+impl Reader {
+    fn open(path: &Path) -> std::io::Result<Reader> {
+        let mut window = Window::open(path)?;
+        // A file is written in one format throughout: the one a run finds is
+        // sealed at the start, and nothing new is appended to it.
+        let json = window.fill(1)?.first() == Some(&b'{');
+        Ok(Reader { window, json, requests: 0, unreadable: 0 })
+    }
+
+    /// The next records, in the order they were written: at most `max`,
+    /// and none past the first that brings the batch to [`BATCH_BYTES`] of
+    /// the file; `None` at its end.
+    pub fn batch(&mut self, max: usize) -> std::io::Result<Option<Vec<Record>>> {
+        let (mut batch, start) = (Vec::new(), self.window.consumed);
+        while batch.len() < max.max(1) && (batch.is_empty() || self.window.consumed - start < BATCH_BYTES) {
+            match self.next_frame()? {
+                Some(Frame::Request(record)) => batch.push(Record::Request(record)),
+                Some(Frame::Capture(capture)) => batch.push(Record::Capture(capture)),
+                None => break,
             }
-            None => {
-                // Cut short or damaged (a failed append leaves part of a
-                // frame before the next one): counted once, and reading
-                // resumes at the next whole frame.
-                leftovers.unreadable += 1;
-                rest = next_frame(&rest[1..]);
+        }
+        Ok((!batch.is_empty()).then_some(batch))
+    }
+
+    /// Requests read so far.
+    pub fn requests(&self) -> usize {
+        self.requests
+    }
+
+    /// Records that could not be read back so far: a write cut short by a
+    /// crash, or damaged (a run of damaged bytes counts as one).
+    pub fn unreadable(&self) -> usize {
+        self.unreadable
+    }
+
+    /// The next record that reads, counting those that do not; `None` at
+    /// the end of the file.
+    fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
+        loop {
+            let next = if self.json { self.window.line()? } else { self.window.frame()? };
+            match next {
+                Next::Frame(frame) => {
+                    if let Frame::Request(_) = frame {
+                        self.requests += 1;
+                    }
+                    return Ok(Some(frame));
+                }
+                Next::Unreadable => self.unreadable += 1,
+                Next::End => return Ok(None),
             }
         }
     }
 }
 
-/// From the first whole frame in `bytes` on (empty if there is none).
-fn next_frame(bytes: &[u8]) -> &[u8] {
-    (0..bytes.len()).map(|i| &bytes[i..]).find(|b| read_frame(b).is_some()).unwrap_or(&[])
+/// A file read a window at a time: its bytes not yet consumed, as many as
+/// asked for unless the file ends first.
+struct Window {
+    file: Box<dyn Read + Send>,
+    /// What is left of the file beyond `buf`.
+    unread: u64,
+    buf: Vec<u8>,
+    /// Where the bytes not yet consumed start in `buf`.
+    start: usize,
+    /// Bytes consumed since the start of the file.
+    consumed: u64,
+}
+
+impl Window {
+    /// A file that is not there reads as empty.
+    fn open(path: &Path) -> std::io::Result<Window> {
+        let (file, unread): (Box<dyn Read + Send>, u64) = match File::open(path) {
+            Ok(file) => {
+                let len = file.metadata()?.len();
+                (Box::new(file), len)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Box::new(std::io::empty()), 0),
+            Err(e) => return Err(e),
+        };
+        Ok(Window { file, unread, buf: Vec::new(), start: 0, consumed: 0 })
+    }
+
+    /// The bytes not yet consumed: at least `n` of them, unless the file
+    /// ends first.
+    fn fill(&mut self, n: usize) -> std::io::Result<&[u8]> {
+        let have = self.buf.len() - self.start;
+        if have < n && self.unread > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+            let want = ((n.max(READ_CHUNK) - have) as u64).min(self.unread);
+            self.buf.reserve(want as usize);
+            let got = (&mut self.file).take(want).read_to_end(&mut self.buf)? as u64;
+            // A file found shorter than it was when opened ends here.
+            self.unread = if got < want { 0 } else { self.unread - got };
+            if self.unread == 0 {
+                // Closed once read, as a replay removes it next.
+                self.file = Box::new(std::io::empty());
+            }
+        }
+        Ok(&self.buf[self.start..])
+    }
+
+    /// Bytes not yet consumed, in the window and in the file beyond it.
+    fn left(&self) -> u64 {
+        (self.buf.len() - self.start) as u64 + self.unread
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        self.consumed += n as u64;
+    }
+
+    /// The frame the window starts with, consumed.
+    fn frame(&mut self) -> std::io::Result<Next> {
+        if self.left() == 0 {
+            return Ok(Next::End);
+        }
+        if let Some((read, len)) = self.whole_frame()? {
+            self.consume(len);
+            return Ok(read.map_or(Next::Unreadable, Next::Frame));
+        }
+        // Cut short or damaged (a failed append leaves part of a frame
+        // before the next one): counted once, and reading resumes at the
+        // next whole frame.
+        self.consume(1);
+        while self.left() > 0 && self.whole_frame()?.is_none() {
+            self.consume(1);
+        }
+        Ok(Next::Unreadable)
+    }
+
+    /// The whole frame the window starts with, as [`read_frame`] reads it,
+    /// and its length, not consumed; `None` if it is cut short or damaged.
+    fn whole_frame(&mut self) -> std::io::Result<Option<(Option<Frame>, usize)>> {
+        let len = FRAME_HEADER + frame_len(self.fill(FRAME_HEADER)?);
+        // Longer than the rest of the file: cut short, and not read.
+        if len as u64 > self.left() {
+            return Ok(None);
+        }
+        Ok(read_frame(self.fill(len)?).map(|(read, _)| (read, len)))
+    }
+
+    /// The next line that is not blank, of a file of JSON lines (one
+    /// request each), consumed.
+    fn line(&mut self) -> std::io::Result<Next> {
+        loop {
+            let len = self.line_len()?;
+            if len == 0 {
+                return Ok(Next::End);
+            }
+            let line = self.fill(len)?[..len].trim_ascii();
+            let next = (!line.is_empty()).then(|| match serde_json::from_slice(line) {
+                Ok(record) => Next::Frame(Frame::Request(Box::new(record))),
+                Err(_) => Next::Unreadable,
+            });
+            self.consume(len);
+            if let Some(next) = next {
+                return Ok(next);
+            }
+        }
+    }
+
+    /// The length of the line the window starts with, its newline
+    /// included (the file's last line may have none); 0 at the end.
+    fn line_len(&mut self) -> std::io::Result<usize> {
+        let mut want = READ_CHUNK;
+        loop {
+            let bytes = self.fill(want)?;
+            if let Some(i) = bytes.iter().position(|b| *b == b'\n') {
+                return Ok(i + 1);
+            }
+            if bytes.len() < want {
+                return Ok(bytes.len());
+            }
+            want = 2 * bytes.len();
+        }
+    }
 }
 
 /// A frame read back.
@@ -698,16 +869,6 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<Frame>, &[u8])> {
     Some((record.map(|r| Frame::Request(Box::new(r))), after))
 }
 
-/// A spool written before frames: one JSON record per line.
-fn read_json_lines(bytes: &[u8], leftovers: &mut Leftovers) {
-    for line in bytes.split(|b| *b == b'\n').map(<[u8]>::trim_ascii).filter(|l| !l.is_empty()) {
-        match serde_json::from_slice(line) {
-            Ok(record) => leftovers.records.push(record),
-            Err(_) => leftovers.unreadable += 1,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -727,7 +888,7 @@ mod tests {
     }
 
     fn open(db: &Path) -> Spool {
-        Spool::open(db, DEFAULT_LIMIT).unwrap().unwrap()
+        Spool::open(db, crate::ground::limits::SPOOL_BYTES).unwrap().unwrap()
     }
 
     /// Everything sealed in `spool`, read back in order.
@@ -778,7 +939,10 @@ mod tests {
     /// it: either way the frame format needs a new byte (see [`FRAME_V2`]).
     #[test]
     fn the_frame_format_is_pinned() {
-        use crate::history::record::{AttemptOutcome, AttemptRecord, Reason, RequestOutcome};
+        use crate::ground::outcome::AttemptOutcome;
+        use crate::ground::outcome::Reason;
+        use crate::ground::outcome::RequestOutcome;
+        use crate::history::record::AttemptRecord;
         let attempt = AttemptRecord {
             seq: 0,
             provider: "p".into(),
@@ -838,16 +1002,16 @@ mod tests {
                 client: crate::protocol::Format::Messages,
                 provider: crate::protocol::Format::Chat,
             }],
-            cache: Some(crate::cache::CacheStatus::Stale),
+            cache: Some(crate::ground::outcome::CacheStatus::Stale),
             saved_usd: Some(0.5),
             dropped: vec![crate::history::record::AttemptDropped { seq: 0, fields: vec!["f".into()] }],
             instance: Some("gw".into()),
             routing: vec![crate::history::record::AttemptRouting {
                 seq: 0,
-                routing: crate::policy::strategy::Routing {
+                routing: crate::policy::order::Routing {
                     latency_ms: Some(12.5),
                     weight: Some(9),
-                    ..crate::policy::strategy::Routing::by(crate::policy::strategy::Strategy::Latency)
+                    ..crate::policy::order::Routing::by(crate::policy::order::Strategy::Latency)
                 },
             }],
             member: Some("al".into()),
@@ -927,7 +1091,7 @@ mod tests {
     /// a record with one goes through the spool whole.
     #[test]
     fn a_skipped_attempt_takes_the_next_index_and_reads_back() {
-        use crate::history::record::AttemptOutcome;
+        use crate::ground::outcome::AttemptOutcome;
         assert_eq!(postcard::to_allocvec(&AttemptOutcome::Canceled).unwrap(), [8]);
         assert_eq!(postcard::to_allocvec(&AttemptOutcome::Skipped).unwrap(), [9]);
         let (_dir, db, _file) = paths();
@@ -1117,6 +1281,42 @@ mod tests {
         assert_eq!((ids.as_slice(), leftovers.captures.len(), leftovers.unreadable), (["a", "b"].as_slice(), 1, 0));
     }
 
+    /// A file is read back a batch at a time, each record once and in the
+    /// order written: a batch holds at most the count asked for, and ends
+    /// at the record that brings it to [`BATCH_BYTES`] of the file.
+    #[test]
+    fn a_file_is_read_back_in_bounded_batches_in_order() {
+        let (_dir, db, _file) = paths();
+        let spool = open(&db);
+        let big = BATCH_BYTES as usize * 6 / 10;
+        let mut written = Vec::new();
+        for i in 0..7 {
+            written.push(Record::Request(Box::new(record(&format!("r{i}")))));
+            if i < 2 {
+                written.push(Record::Capture(Box::new(capture(&format!("r{i}"), big))));
+            }
+        }
+        assert!(spool.append(&written).iter().all(Option::is_some));
+        spool.seal().unwrap();
+        let [segment] = spool.backlog().try_into().unwrap();
+        let name = |r: &Record| match r {
+            Record::Request(r) => format!("request {}", r.id),
+            Record::Capture(c) => format!("capture {} of {}", c.request_id, c.data.len()),
+            Record::Event(_) => "event".into(),
+        };
+        for (max, sizes) in [(100, vec![4, 5]), (2, vec![2, 2, 2, 2, 1])] {
+            let mut reader = segment.reader().unwrap();
+            let (mut read, mut batches) = (Vec::new(), Vec::new());
+            while let Some(batch) = reader.batch(max).unwrap() {
+                batches.push(batch.len());
+                read.extend(batch.iter().map(name));
+            }
+            assert_eq!(read, written.iter().map(name).collect::<Vec<_>>(), "max {max}");
+            assert_eq!(batches, sizes, "max {max}: two large captures end the first batch");
+            assert_eq!((reader.requests(), reader.unreadable()), (7, 0));
+        }
+    }
+
     #[test]
     fn what_was_not_committed_is_there_on_the_next_open() {
         let dir = tempfile::tempdir().unwrap();
@@ -1239,7 +1439,7 @@ mod tests {
         let db = dir.path().join("h.db");
         let spool = open(&db);
         append(&spool, &record("pending")).unwrap();
-        assert!(Spool::open(&db, DEFAULT_LIMIT).unwrap().is_none(), "the owner holds the lock");
+        assert!(Spool::open(&db, crate::ground::limits::SPOOL_BYTES).unwrap().is_none(), "the owner holds the lock");
         drop(spool);
         let (_spool, leftovers) = open_replayed(&db);
         assert_eq!(leftovers.records.len(), 1, "released with the owner, untouched");

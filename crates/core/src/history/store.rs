@@ -292,6 +292,53 @@ pub(crate) trait Backend {
     async fn replays(&self, id: &str) -> Result<Vec<String>, StoreError>;
 }
 
+/// The [`Backend`] methods both SQL databases answer alike: members and
+/// sessions, read and written by the functions [`super::members`]'s and
+/// [`super::sessions`]'s macros expand in each backend's module, on its
+/// `pool`. Expanded inside each `impl Backend`.
+macro_rules! pooled_backend {
+    () => {
+        async fn members(&self) -> Result<Vec<crate::members::Member>, StoreError> {
+            list_members(&self.pool).await
+        }
+
+        async fn put_member(&self, member: &crate::members::Member) -> Result<(), StoreError> {
+            put_member(&self.pool, member).await
+        }
+
+        async fn remove_member(&self, name: &str) -> Result<bool, StoreError> {
+            remove_member(&self.pool, name).await
+        }
+
+        async fn sessions(
+            &self,
+            filter: &crate::history::sessions::SessionFilter,
+            now: i64,
+        ) -> Result<crate::history::sessions::SessionPage, StoreError> {
+            list_sessions(&self.pool, filter, now).await
+        }
+
+        async fn session(
+            &self,
+            id: &str,
+            window: crate::history::store::Window,
+            timeline: u32,
+            prices: Option<&crate::history::pricing::Prices>,
+        ) -> Result<Option<crate::history::sessions::SessionDetail>, StoreError> {
+            one_session(&self.pool, id, window, timeline, prices).await
+        }
+
+        async fn agent_spend(&self, since: i64) -> Result<Vec<crate::history::store::AgentSpend>, StoreError> {
+            agent_spend(&self.pool, since).await
+        }
+
+        async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
+            member_spend(&self.pool, since).await
+        }
+    };
+}
+pub(crate) use pooled_backend;
+
 /// A request's captured bodies as the store holds them: see
 /// [`crate::proxy::capture`] for what the data holds.
 #[derive(Debug, Clone)]

@@ -33,6 +33,7 @@
 //! replays the spool, file by file, and is caught up. [`Recorder::status`]
 //! tells health and the dashboard which of these it is doing.
 
+use crate::ground::batch::gather;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,15 +43,20 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
-use super::record::{now_ms, Record};
+use super::record::Record;
 use super::spool::{Generation, Segment, Spool};
 use super::store::{Sink, Store, StoreError};
+use crate::ground::clock::now_ms;
 
-/// Records queued before senders must wait: two full batches. The bound is
-/// also the memory a writer that has fallen behind can hold (a couple of
-/// kilobytes a record); the writer yields the CPU to requests, so under a
-/// load that leaves it no idle time the queue does fill, and then slows
-/// requests to the pace at which their records are written.
+/// Records queued at most: two full batches. The writer yields the CPU to
+/// requests, so under a load that leaves it no idle time the queue does
+/// fill. Then a record in the spool is left out, to be replayed from there,
+/// and one that is not (an event; a request the spool could not take) waits
+/// for room. What the writer holds is bounded by the queue (a couple of
+/// kilobytes a record), one batch it writes, which a replay reads from the
+/// spool file as it goes ([`Reader`](super::spool::Reader)), and, while the
+/// database is out of reach, up to [`MAX_PENDING`] records that could not
+/// be spooled.
 const CHANNEL: usize = 2 * MAX_BATCH;
 /// Records written in one transaction at most.
 const MAX_BATCH: usize = 1024;
@@ -288,6 +294,19 @@ impl Recorder {
 }
 
 impl Shared {
+    fn new(backend: &'static str) -> Shared {
+        Shared {
+            backend,
+            lost: AtomicU64::new(0),
+            overflowed: AtomicBool::new(false),
+            behind_since_ms: AtomicI64::new(0),
+            last_commit_ms: AtomicI64::new(0),
+            pending: AtomicU64::new(0),
+            flushing: AtomicUsize::new(0),
+            error: Mutex::new(None),
+        }
+    }
+
     fn lose(&self, n: u64, why: &str) {
         let total = self.lost.fetch_add(n, Ordering::Relaxed) + n;
         error!(lost_total = total, "history record lost: {why}");
@@ -337,25 +356,9 @@ pub fn spawn(
 ) -> Result<(Recorder, oneshot::Receiver<()>), StoreError> {
     let (tx, rx) = mpsc::channel(CHANNEL);
     let (done, finished) = oneshot::channel();
-    let shared = Arc::new(Shared {
-        backend: store.backend(),
-        lost: AtomicU64::new(0),
-        overflowed: AtomicBool::new(false),
-        behind_since_ms: AtomicI64::new(0),
-        last_commit_ms: AtomicI64::new(0),
-        pending: AtomicU64::new(0),
-        flushing: AtomicUsize::new(0),
-        error: Mutex::new(None),
-    });
+    let shared = Arc::new(Shared::new(store.backend()));
     let spool = spool.map(Arc::new);
-    let writer = Writer {
-        sink: store.sink(),
-        spool: spool.clone(),
-        shared: shared.clone(),
-        linger,
-        pending: VecDeque::new(),
-        behind: None,
-    };
+    let writer = Writer::new(&store, spool.clone(), shared.clone(), linger);
     let thread = std::thread::Builder::new()
         .name("switchyard-history".into())
         .spawn(move || {
@@ -390,35 +393,6 @@ fn yield_to_requests() {
     if let Err(e) = lowered {
         tracing::debug!("history writer keeps its priority: {e:?}");
     }
-}
-
-/// A group commit's batch, for a writer thread: waits for one item, then,
-/// unless `urgent` says someone waits on it (or `hurry`, that someone waits
-/// on an item further back), lets more gather for `linger`
-/// without reading the queue (so senders do not wake the thread per item;
-/// whoever sends an urgent item unparks it), then takes what is queued, up
-/// to `max` in all. False once the queue is closed and drained.
-pub(crate) fn gather<T>(
-    rx: &mut mpsc::Receiver<T>,
-    into: &mut Vec<T>,
-    max: usize,
-    linger: Duration,
-    urgent: impl Fn(&T) -> bool,
-    hurry: impl Fn() -> bool,
-) -> bool {
-    let Some(first) = rx.blocking_recv() else { return false };
-    let wait = !urgent(&first) && !hurry();
-    into.push(first);
-    if wait {
-        std::thread::park_timeout(linger);
-    }
-    while into.len() < max {
-        match rx.try_recv() {
-            Ok(item) => into.push(item),
-            Err(_) => break,
-        }
-    }
-    true
 }
 
 /// While the writer waits out the database: records as they come in,
@@ -464,6 +438,10 @@ struct Behind {
 }
 
 impl Writer {
+    fn new(store: &Store, spool: Option<Arc<Spool>>, shared: Arc<Shared>, linger: Duration) -> Writer {
+        Writer { sink: store.sink(), spool, shared, linger, pending: VecDeque::new(), behind: None }
+    }
+
     fn run(mut self, mut rx: mpsc::Receiver<Item>) {
         let mut items = Vec::with_capacity(MAX_BATCH);
         loop {
@@ -496,8 +474,13 @@ impl Writer {
         let mut records = Vec::with_capacity(items.len());
         let mut generations = Vec::with_capacity(items.len());
         let mut flushes = Vec::new();
+        // A record in a sealed file is the replay's to write, and has been
+        // written by it unless the database is out of reach (then it waits
+        // in the file, as `hold` leaves it): not written a second time.
+        let sealed_below = self.spool.as_ref().map_or(0, |spool| spool.sealed_below());
         for item in items.drain(..) {
             match item {
+                Item::Record(_, Some(generation)) if generation < sealed_below => {}
                 Item::Record(record, generation) => {
                     records.push(record);
                     generations.push(generation);
@@ -632,20 +615,20 @@ impl Writer {
         Ok(replayed)
     }
 
+    /// Writes a sealed file's records a batch at a time, reading each as it
+    /// goes, then removes the file; the count of requests in it.
     fn replay_segment(&mut self, spool: &Spool, segment: &Segment) -> Result<usize, StoreError> {
-        let leftovers = segment.read().map_err(|e| spool_error(spool, e))?;
-        if leftovers.unreadable > 0 {
-            warn!("history spool: {} records cut short or damaged were skipped", leftovers.unreadable);
-        }
-        let count = leftovers.records.len();
-        let mut records = leftovers.into_records().peekable();
-        while records.peek().is_some() {
-            let batch: Vec<Record> = records.by_ref().take(MAX_BATCH).collect();
+        let io = |e| spool_error(spool, e);
+        let mut reader = segment.reader().map_err(io)?;
+        while let Some(batch) = reader.batch(MAX_BATCH).map_err(io)? {
             self.sink.write(&batch)?;
             self.committed();
         }
-        spool.replayed(segment).map_err(|e| spool_error(spool, e))?;
-        Ok(count)
+        if reader.unreadable() > 0 {
+            warn!("history spool: {} records cut short or damaged were skipped", reader.unreadable());
+        }
+        spool.replayed(segment).map_err(io)?;
+        Ok(reader.requests())
     }
 }
 
@@ -669,7 +652,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
         let store = Store::open(&db).await.unwrap();
-        let spool = Spool::open(&db, super::super::spool::DEFAULT_LIMIT).unwrap().unwrap();
+        let spool = Spool::open(&db, crate::ground::limits::SPOOL_BYTES).unwrap().unwrap();
         let (recorder, finished) = spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
         (dir, store, recorder, finished)
     }
@@ -697,7 +680,7 @@ mod tests {
         // a copy of the file replays all three.
         let spooled = std::fs::read(dir.path().join("h.db.spool")).unwrap();
         std::fs::write(dir.path().join("copy.db.spool"), spooled).unwrap();
-        let copy = Spool::open(&dir.path().join("copy.db"), super::super::spool::DEFAULT_LIMIT).unwrap().unwrap();
+        let copy = Spool::open(&dir.path().join("copy.db"), crate::ground::limits::SPOOL_BYTES).unwrap().unwrap();
         let leftovers: Vec<crate::history::RequestRecord> =
             copy.backlog().iter().flat_map(|s| s.read().unwrap().records).collect();
         let mut found: Vec<_> = leftovers.iter().map(|r| r.id.as_str()).collect();
@@ -744,6 +727,69 @@ mod tests {
         recorder.flush().await;
         assert_eq!(store.count(CountTable::Requests).await.unwrap(), n as i64 + 1);
         assert_eq!(std::fs::metadata(dir.path().join("h.db.spool")).unwrap().len(), 0);
+    }
+
+    /// A store in a fresh directory (its database `h.db`) that logs every
+    /// insert into `requests`, in order, one that is ignored (a copy of a
+    /// row on record) included; and a writer on it, with a spool.
+    async fn logging() -> (tempfile::TempDir, Arc<Spool>, Writer) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let store = Store::open(&db).await.unwrap();
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE written (id TEXT);
+                 CREATE TRIGGER log_written BEFORE INSERT ON requests BEGIN INSERT INTO written VALUES (NEW.id); END;",
+            )
+            .unwrap();
+        let spool = Arc::new(Spool::open(&db, crate::ground::limits::SPOOL_BYTES).unwrap().unwrap());
+        let writer = Writer::new(&store, Some(spool.clone()), Arc::new(Shared::new(store.backend())), LINGER);
+        (dir, spool, writer)
+    }
+
+    /// The ids of the requests written in `dir`'s `h.db`, as [`logging`] logged them.
+    fn written(dir: &tempfile::TempDir) -> Vec<String> {
+        let db = rusqlite::Connection::open(dir.path().join("h.db")).unwrap();
+        let mut statement = db.prepare("SELECT id FROM written ORDER BY rowid").unwrap();
+        statement.query_map([], |row| row.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
+    }
+
+    /// A spool file of more than one batch is replayed a batch at a time:
+    /// every record in it written once, in the order it was spooled, and
+    /// then the file removed.
+    #[tokio::test]
+    async fn a_spool_file_of_several_batches_is_replayed_once_and_in_order() {
+        let (dir, spool, mut writer) = logging().await;
+        let ids: Vec<String> = (0..2 * MAX_BATCH + 7).map(|i| format!("r{i:05}")).collect();
+        for chunk in ids.chunks(100) {
+            let records: Vec<Record> = chunk.iter().map(|id| request(id)).collect();
+            assert!(spool.append(&records).iter().all(Option::is_some));
+        }
+        spool.seal().unwrap();
+        let [segment] = spool.backlog().try_into().unwrap();
+        assert_eq!(writer.replay_segment(&spool, &segment).unwrap(), ids.len());
+        assert_eq!(written(&dir), ids);
+        assert!(spool.backlog().is_empty());
+        assert!(!dir.path().join("h.db.spool.1").exists(), "the file is gone");
+    }
+
+    /// A queued record whose spool file was sealed is the replay's to write:
+    /// taken off the queue after the replay, it is not written again; one
+    /// in the current file is, and counted.
+    #[tokio::test]
+    async fn a_queued_record_of_a_sealed_file_is_left_to_the_replay() {
+        let (dir, spool, mut writer) = logging().await;
+        let [sealed] = spool.append(&[request("sealed")]).try_into().unwrap();
+        // A full queue left a record out: the writer seals and replays.
+        writer.shared.overflowed.store(true, Ordering::Release);
+        writer.catch_up(false);
+        let [current] = spool.append(&[request("current")]).try_into().unwrap();
+        assert!(sealed < current);
+        let mut items = vec![Item::Record(request("sealed"), sealed), Item::Record(request("current"), current)];
+        assert!(writer.take(&mut items).is_empty());
+        assert_eq!(written(&dir), ["sealed", "current"]);
+        assert_eq!(spool.depth().records, 0, "the current file's record is counted in");
     }
 
     /// The scheduling policy of every history writer thread in this

@@ -412,43 +412,7 @@ impl PgSink {
 }
 
 impl Backend for PgStore {
-    async fn members(&self) -> Result<Vec<crate::members::Member>, StoreError> {
-        list_members(&self.pool).await
-    }
-
-    async fn put_member(&self, member: &crate::members::Member) -> Result<(), StoreError> {
-        put_member(&self.pool, member).await
-    }
-
-    async fn remove_member(&self, name: &str) -> Result<bool, StoreError> {
-        remove_member(&self.pool, name).await
-    }
-
-    async fn sessions(
-        &self,
-        filter: &super::sessions::SessionFilter,
-        now: i64,
-    ) -> Result<super::sessions::SessionPage, StoreError> {
-        list_sessions(&self.pool, filter, now).await
-    }
-
-    async fn session(
-        &self,
-        id: &str,
-        window: super::store::Window,
-        timeline: u32,
-        prices: Option<&super::pricing::Prices>,
-    ) -> Result<Option<super::sessions::SessionDetail>, StoreError> {
-        one_session(&self.pool, id, window, timeline, prices).await
-    }
-
-    async fn agent_spend(&self, since: i64) -> Result<Vec<super::store::AgentSpend>, StoreError> {
-        agent_spend(&self.pool, since).await
-    }
-
-    async fn member_spend(&self, since: i64) -> Result<Vec<crate::members::MemberSpend>, StoreError> {
-        member_spend(&self.pool, since).await
-    }
+    super::store::pooled_backend!();
 
     async fn capture(&self, id: &str) -> Result<Option<crate::history::store::StoredCapture>, StoreError> {
         let row = sqlx::query("SELECT replay_of, data FROM captures WHERE request_id = $1")
