@@ -15,7 +15,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::admin::AdminError;
+use crate::admin::base::AdminError;
 use crate::config::edit::{ConfigEdit, ModelAlias, ProviderForm, RouteForm};
 use crate::config::{Auth, Config, EMBEDDED_DEFAULT};
 use crate::gateway::Gateway;
@@ -216,7 +216,7 @@ async fn edit(
     };
     let g = gw.clone();
     // File I/O and, for changed providers, the keychain block: off the runtime.
-    crate::admin::blocking(move || {
+    crate::admin::base::blocking(move || {
         let _one_at_a_time = g.edit_lock();
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,

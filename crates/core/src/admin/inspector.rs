@@ -8,14 +8,14 @@
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{store, AdminError};
+use super::base::{store, AdminError};
 use crate::gateway::Gateway;
 use crate::history::store::RequestDetail;
 use crate::proxy::capture::{self, Captured, SwitchState};
@@ -24,7 +24,6 @@ pub(crate) fn routes() -> Router<Gateway> {
     Router::new()
         .route("/admin/requests/{id}/bodies", get(bodies))
         .route("/admin/requests/{id}/replay", post(replay))
-        .route("/admin/requests/{id}/export", get(export))
         .route("/admin/capture", get(switch_state).put(set_switch))
 }
 
@@ -219,16 +218,6 @@ fn replay_body(captured: &Captured, ask: &ReplayAsk) -> Result<(bytes::Bytes, St
     };
     let bytes = serde_json::to_vec(&body).map_err(|e| AdminError::internal("internal", e.to_string()))?;
     Ok((bytes.into(), path))
-}
-
-async fn export(State(gw): State<Gateway>, Path(id): Path<String>) -> Result<Response, AdminError> {
-    let report = super::report::build(&gw, &id).await?;
-    let mut headers = HeaderMap::new();
-    let disposition = format!("attachment; filename=\"switchyard-{id}.json\"");
-    if let Ok(v) = HeaderValue::from_str(&disposition) {
-        headers.insert(axum::http::header::CONTENT_DISPOSITION, v);
-    }
-    Ok((headers, Json(report)).into_response())
 }
 
 async fn switch_state(State(gw): State<Gateway>) -> Json<SwitchState> {

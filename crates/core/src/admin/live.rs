@@ -20,7 +20,7 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::broadcast::Receiver;
 
-use crate::admin::AdminError;
+use crate::admin::base::AdminError;
 use crate::config::Config;
 use crate::gateway::{Gateway, ToggleError};
 use crate::protocol::error::{ApiError, ErrorCode};
@@ -148,7 +148,7 @@ pub async fn reload(State(gw): State<Gateway>) -> Result<Response, AdminError> {
     }
     // Reading the file (and, for new providers, the keychain) blocks.
     let g = gw.clone();
-    let loaded = crate::admin::blocking(move || Config::load(&path).map(|config| g.reload(config))).await?;
+    let loaded = crate::admin::base::blocking(move || Config::load(&path).map(|config| g.reload(config))).await?;
     match loaded {
         Ok(()) => Ok(Json(json!({ "reloaded": true })).into_response()),
         Err(e) => {
@@ -272,8 +272,8 @@ async fn events(State(gw): State<Gateway>, headers: HeaderMap) -> Sse<impl Strea
 /// session, which see more than this already, do too.
 fn metrics_allowed(gw: &Gateway, headers: &HeaderMap) -> bool {
     gw.access_token().is_none()
-        || crate::admin::access_token_sent(gw, headers)
-        || crate::admin::admin_token_sent(gw, headers)
+        || crate::admin::base::access_token_sent(gw, headers)
+        || crate::admin::base::admin_token_sent(gw, headers)
         || crate::admin::ui::has_session(gw, headers)
 }
 

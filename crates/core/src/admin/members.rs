@@ -10,7 +10,7 @@ use axum::{Json, Router};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 
-use crate::admin::AdminError;
+use crate::admin::base::AdminError;
 use crate::gateway::Gateway;
 use crate::ground::clock::now_ms;
 use crate::members::ops::{self, MemberView};

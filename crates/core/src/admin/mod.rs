@@ -1,6 +1,7 @@
 //! The admin API: JSON over HTTP for the dashboard and the CLI, behind the
 //! admin token. Nothing here ever returns a key.
 
+pub(crate) mod base;
 pub(crate) mod config;
 pub(crate) mod inspector;
 pub(crate) mod live;
@@ -14,6 +15,8 @@ pub mod try_it;
 pub(crate) mod ui;
 pub mod whoami;
 
+pub(crate) use base::{admin_token_sent, blocking, store, time_param};
+pub use base::{parse_time, AdminError};
 pub use inspector::Inspection;
 pub use live::StreamMessage;
 
@@ -24,23 +27,20 @@ pub async fn inspection(store: &crate::history::Store, id: &str) -> Result<Optio
     inspector::inspect(store, id).await.map_err(|e| e.message)
 }
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use secrecy::ExposeSecret;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::gateway::Gateway;
 use crate::ground::clock::now_ms;
-use crate::ground::compare::constant_time_eq;
 use crate::ground::outcome::RequestOutcome;
-use crate::history::store::{Bucket, RequestFilter, StoreError};
+use crate::history::store::{Bucket, RequestFilter};
 
 /// The admin routes; the caller supplies the state.
 pub fn router(gateway: Gateway) -> Router<Gateway> {
@@ -61,96 +61,8 @@ pub fn router(gateway: Gateway) -> Router<Gateway> {
         .merge(crate::admin::members::routes())
         .merge(crate::admin::sessions::routes())
         .merge(crate::admin::inspector::routes())
+        .route("/admin/requests/{id}/export", get(report::export))
         .route_layer(middleware::from_fn_with_state(gateway, require_token))
-}
-
-/// An admin API error: `{"error":{"code","message"}}`.
-#[derive(Debug)]
-pub struct AdminError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-}
-
-impl AdminError {
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> AdminError {
-        AdminError::new(StatusCode::NOT_FOUND, code, message)
-    }
-
-    pub fn internal(code: &'static str, message: impl Into<String>) -> AdminError {
-        AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, code, message)
-    }
-
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> AdminError {
-        AdminError::new(StatusCode::CONFLICT, code, message)
-    }
-
-    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> AdminError {
-        AdminError::new(StatusCode::UNAUTHORIZED, code, message)
-    }
-
-    /// The gateway was started without an admin token.
-    pub fn admin_disabled() -> AdminError {
-        AdminError::not_found("admin_disabled", "the admin API is not enabled on this gateway")
-    }
-
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> AdminError {
-        AdminError::new(StatusCode::BAD_REQUEST, code, message)
-    }
-
-    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> AdminError {
-        AdminError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
-    }
-
-    /// No provider of that name (in the running gateway, or in its config file).
-    pub fn provider_not_found(name: &str) -> AdminError {
-        AdminError::not_found("provider_not_found", format!("no provider named {name:?}"))
-    }
-
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> AdminError {
-        AdminError { status, code, message: message.into() }
-    }
-}
-
-impl IntoResponse for AdminError {
-    fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": { "code": self.code, "message": self.message } }))).into_response()
-    }
-}
-
-impl From<StoreError> for AdminError {
-    fn from(e: StoreError) -> AdminError {
-        match e {
-            StoreError::Cursor(_) => AdminError::new(StatusCode::BAD_REQUEST, "bad_cursor", e.to_string()),
-            other => AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "history_unavailable", other.to_string()),
-        }
-    }
-}
-
-/// Runs blocking work (files, the keychain) off the runtime. A task that
-/// panicked answers as the gateway's internal error.
-pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, AdminError> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| AdminError::internal("internal", e.to_string()))
-}
-
-/// The `Authorization: Bearer` credential a request carries.
-pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
-}
-
-/// Whether the request carries the admin token as its bearer credential.
-pub(crate) fn admin_token_sent(gw: &Gateway, headers: &axum::http::HeaderMap) -> bool {
-    bearer_is(gw.admin_token(), headers)
-}
-
-/// Whether `Authorization: Bearer` carries the local access token.
-pub(crate) fn access_token_sent(gw: &Gateway, headers: &axum::http::HeaderMap) -> bool {
-    bearer_is(gw.access_token(), headers)
-}
-
-fn bearer_is(expected: Option<&secrecy::SecretString>, headers: &axum::http::HeaderMap) -> bool {
-    let (Some(expected), Some(given)) = (expected, bearer(headers)) else { return false };
-    constant_time_eq(given.trim().as_bytes(), expected.expose_secret().as_bytes())
 }
 
 async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) -> Result<Response, AdminError> {
@@ -165,31 +77,6 @@ async fn require_token(State(gw): State<Gateway>, request: Request, next: Next) 
         ));
     }
     Ok(next.run(request).await)
-}
-
-/// The history database, with every record queued so far written to it.
-pub(crate) async fn store(gw: &Gateway) -> Result<&crate::history::Store, AdminError> {
-    let store = gw.store().ok_or_else(|| {
-        AdminError::new(StatusCode::NOT_FOUND, "history_disabled", "history is not recorded on this gateway")
-    })?;
-    if let Some(sink) = gw.sink() {
-        sink.recorder.flush().await;
-    }
-    Ok(store)
-}
-
-/// A point in time: Unix milliseconds, RFC 3339, or a duration ago (`90m`, `7d`).
-pub fn parse_time(text: &str) -> Option<i64> {
-    let text = text.trim();
-    if let Ok(ms) = text.parse::<i64>() {
-        return Some(ms);
-    }
-    if let Ok(at) = humantime::parse_rfc3339_weak(text) {
-        return at.duration_since(UNIX_EPOCH).ok().and_then(|d| i64::try_from(d.as_millis()).ok());
-    }
-    let ago = humantime::parse_duration(text).ok()?;
-    let at = SystemTime::now().checked_sub(ago)?;
-    at.duration_since(UNIX_EPOCH).ok().and_then(|d| i64::try_from(d.as_millis()).ok())
 }
 
 #[derive(Debug, Deserialize)]
@@ -214,16 +101,6 @@ struct ListQuery {
     until: Option<String>,
     cursor: Option<String>,
     limit: Option<u32>,
-}
-
-pub(crate) fn time_param(name: &str, value: Option<&str>) -> Result<Option<i64>, AdminError> {
-    value
-        .map(|v| {
-            parse_time(v).ok_or_else(|| {
-                AdminError::new(StatusCode::BAD_REQUEST, "bad_time", format!("{name}={v:?} is not a time"))
-            })
-        })
-        .transpose()
 }
 
 /// `outcome=`, one of the outcomes history records.

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use secrecy::ExposeSecret;
 
-use super::AdminError;
+use super::base::AdminError;
 use crate::gateway::Gateway;
 use crate::http::correlation::RequestIds;
 use crate::proxy::capture::{Captured, CAPTURE_HEADER};

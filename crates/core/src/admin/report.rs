@@ -3,10 +3,13 @@
 //! row and attempts, and its captured bodies — searched for every secret
 //! the gateway knows, and for common credential shapes, before it leaves.
 
-use axum::http::HeaderMap;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 use serde_json::{json, Value};
 
-use super::{store, AdminError};
+use super::base::{store, AdminError};
 use crate::gateway::Gateway;
 use crate::proxy::scrub::Scrubber;
 
@@ -38,4 +41,15 @@ fn cleaned(gw: &Gateway, text: &str) -> String {
     let known = Scrubber::for_request(gw, &live.providers, &HeaderMap::new(), None);
     let text = known.text(text).into_owned();
     crate::proxy::redact::shapes_in_json(&text).0
+}
+
+/// `GET /admin/requests/{id}/export`: the report as a file to attach.
+pub(super) async fn export(State(gw): State<Gateway>, Path(id): Path<String>) -> Result<Response, AdminError> {
+    let report = build(&gw, &id).await?;
+    let mut headers = HeaderMap::new();
+    let disposition = format!("attachment; filename=\"switchyard-{id}.json\"");
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
+        headers.insert(axum::http::header::CONTENT_DISPOSITION, v);
+    }
+    Ok((headers, Json(report)).into_response())
 }

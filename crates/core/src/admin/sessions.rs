@@ -9,7 +9,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use crate::admin::{store, time_param, AdminError};
+use crate::admin::base::{store, time_param, AdminError};
 use crate::gateway::Gateway;
 use crate::ground::clock::now_ms;
 use crate::history::sessions::{client_of, SessionFilter, SessionSummary, DETAIL_WINDOW_MS, MAX_TIMELINE};

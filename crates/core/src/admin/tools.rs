@@ -14,7 +14,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
-use crate::admin::{store, AdminError};
+use crate::admin::base::{store, AdminError};
 use crate::history::Client;
 use crate::Gateway;
 

@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 
-use crate::admin::AdminError;
+use crate::admin::base::AdminError;
 use crate::http::correlation::RequestIds;
 use crate::protocol::Endpoint;
 use crate::proxy::{self, Inbound};

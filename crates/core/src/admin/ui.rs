@@ -17,7 +17,7 @@ use axum::{Form, Json, Router};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 
-use crate::admin::{admin_token_sent, AdminError};
+use crate::admin::base::{admin_token_sent, AdminError};
 use crate::gateway::sessions::{cookie, cookie_name, SESSION_HEADER, SESSION_IDLE_SECS};
 use crate::gateway::Gateway;
 use crate::ground::compare::constant_time_eq;

@@ -17,7 +17,7 @@ use axum::{Extension, Json};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-use crate::admin::AdminError;
+use crate::admin::base::AdminError;
 use crate::gateway::Gateway;
 
 /// Where the gateway answers the challenge.

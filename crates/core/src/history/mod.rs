@@ -3,26 +3,27 @@
 //! - [`record`]: what is kept.
 //! - [`store`]: [`Store`], the one interface every reader and writer of
 //!   the record goes through, whichever backend holds it.
-//! - [`sqlite`]: the SQLite backend (the default), its database and queries.
+//! - [`sqlite`] and [`pg`]: the two backends, SQLite (the default, a file
+//!   beside the gateway) and PostgreSQL (a team's shared history), each a
+//!   folder with its queries, its writer's connection and its retention.
+//! - [`members`], [`sessions`], [`rows`]: the SQL both backends speak,
+//!   expanded in each.
 //! - [`writer`]: the batching writer and the [`Recorder`] that feeds it.
-//! - [`insert`]: the rows it writes.
 //! - [`derived`]: the rollups and facets kept with the rows.
-//! - [`retire`]: retention's deletes, in small batches.
 //! - [`spend`]: the spend chart, summed from the rollups.
 //! - [`spool`]: the append-only file that keeps completed requests across a crash.
 //! - [`pricing`]: what tokens cost.
+//! - [`copy`]: one history's requests into another.
 //! - this file: [`History`], which owns the writer and prunes by age and
-//!   size, and [`purge`], which deletes everything on record and every
-//!   cached answer beside it.
+//!   size, and [`purge`], which deletes everything on record and what it is
+//!   given to delete beside it.
 
 pub mod copy;
 pub(crate) mod derived;
-pub(crate) mod insert;
 mod members;
 pub(crate) mod pg;
 pub(crate) mod pricing;
 pub(crate) mod record;
-pub(crate) mod retire;
 mod rows;
 pub mod sessions;
 pub(crate) mod spend;

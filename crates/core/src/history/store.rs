@@ -367,7 +367,7 @@ enum Backends {
 /// The writer thread's side of a backend: a blocking write of one batch.
 #[derive(Debug)]
 pub(crate) enum Sink {
-    Sqlite(super::insert::SqliteSink),
+    Sqlite(super::sqlite::insert::SqliteSink),
     Postgres(PgSink),
 }
 

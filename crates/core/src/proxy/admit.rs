@@ -20,7 +20,9 @@ use crate::members::gate::{across_team, AcrossTeam, Refusal};
 use crate::members::spend::MemberHold;
 use crate::members::Member;
 use crate::protocol::error::{ApiError, ErrorCode};
+use crate::protocol::usage::Usage;
 use crate::session::Session;
+use crate::upstream::routing;
 
 /// A request let in: its body, what it asks, the conversation it is part
 /// of, and its rough size in tokens (for the token buckets and prices;
@@ -89,7 +91,7 @@ pub(super) async fn request(
         // Only a budget reserves it: pricing plans the route, which a
         // member without one need not pay for on every request.
         let estimate = match m.budget {
-            Some(_) => super::plan::estimate_usd(gateway, live, inbound, &head, tokens),
+            Some(_) => estimate_usd(gateway, live, inbound, &head, tokens),
             None => 0.0,
         };
         let hold = member_admit(gateway, m, tokens, estimate).await;
@@ -101,6 +103,23 @@ pub(super) async fn request(
 /// Whether `member` may make a request of about `tokens` tokens costing
 /// about `estimate_usd` now: its budget (with what its requests in flight
 /// reserve) and, in a team, its requests and tokens a minute across the
+/// What a request may cost, for its member's budget to reserve: its prompt
+/// and its output limit at the dearest of its candidates' prices, as an
+/// attempt reserves at its own provider's (0 when unpriced or unrouted).
+fn estimate_usd(gateway: &Gateway, live: &Live, inbound: &Inbound, head: &RequestHead, tokens: u64) -> f64 {
+    let Some(prices) = gateway.sink().map(|s| &s.prices) else { return 0.0 };
+    let Ok(plan) = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model) else {
+        return 0.0;
+    };
+    let usage = Usage {
+        input_tokens: Some(tokens),
+        output_tokens: head.max_output,
+        cached_tokens: None,
+        cache_write_tokens: None,
+    };
+    plan.candidates.iter().filter_map(|c| prices.cost(c.provider.name(), c.upstream_model, &usage)).fold(0.0, f64::max)
+}
+
 /// team. The hold goes with the request's record.
 async fn member_admit(
     gateway: &Gateway,

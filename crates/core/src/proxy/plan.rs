@@ -13,7 +13,6 @@ use crate::gateway::{Gateway, Live};
 use crate::policy::RequestPolicy;
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::translate::error as translate_error;
-use crate::protocol::usage::Usage;
 use crate::protocol::Endpoint;
 use crate::upstream::routing::{self, Candidate, RouteError};
 use crate::upstream::strategy::{self, Ask, RouteState, Strategy};
@@ -63,23 +62,6 @@ fn stick_first(
     let at = candidates.iter().position(|c| c.provider.name() == provider).filter(|&i| i > 0)?;
     candidates[..=at].rotate_right(1);
     Some(provider)
-}
-
-/// What a request may cost, for its member's budget to reserve: its prompt
-/// and its output limit at the dearest of its candidates' prices, as an
-/// attempt reserves at its own provider's (0 when unpriced or unrouted).
-pub(super) fn estimate_usd(gateway: &Gateway, live: &Live, inbound: &Inbound, head: &RequestHead, tokens: u64) -> f64 {
-    let Some(prices) = gateway.sink().map(|s| &s.prices) else { return 0.0 };
-    let Ok(plan) = routing::plan(&live.providers, &live.config.routes, inbound.endpoint, &head.model) else {
-        return 0.0;
-    };
-    let usage = Usage {
-        input_tokens: Some(tokens),
-        output_tokens: head.max_output,
-        cached_tokens: None,
-        cache_write_tokens: None,
-    };
-    plan.candidates.iter().filter_map(|c| prices.cost(c.provider.name(), c.upstream_model, &usage)).fold(0.0, f64::max)
 }
 
 /// Output tokens a request that sets no limit is priced for, by `cheapest`.

@@ -1,8 +1,11 @@
 //! The SQLite backend: a file in the data directory, WAL mode, migrations
 //! embedded, runtime-checked queries. Filters are always bound parameters,
 //! never spliced into SQL. Writes go through rusqlite on connections of
-//! their own ([`super::insert`], [`super::retire`], [`super::spend`]); reads
+//! their own ([`insert`], [`retire`], [`super::spend`]); reads
 //! through the sqlx pool.
+
+pub(crate) mod insert;
+pub(crate) mod retire;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -14,15 +17,14 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::derived::{Facet, DAY_MS};
-use super::insert::{Inserter, SqliteSink};
 use super::record::{AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, Record};
-use super::retire;
 use super::store::{
     driving_facet, from_name, page_size, parse_cursor, spend_pieces, Backend, Bucket, Client, CountTable, Page,
     RequestDetail, RequestFilter, RequestSummary, Sink, SpendRow, StoreError,
 };
 use crate::config::HistoryConfig;
 use crate::protocol::usage::Usage;
+use insert::{Inserter, SqliteSink};
 
 /// The SQLite history; cheap to clone.
 #[derive(Debug, Clone)]
@@ -204,7 +206,7 @@ impl Backend for SqliteStore {
     }
 
     async fn rebuild(&self) -> Result<(), StoreError> {
-        self.blocking(|path| super::derived::rebuild(&mut super::insert::connect(path)?)).await
+        self.blocking(|path| super::derived::rebuild(&mut insert::connect(path)?)).await
     }
 
     /// By age, then the oldest tenth at a time until under the size cap,

@@ -4,15 +4,15 @@
 //! record seen twice (replayed from the spool after it was committed) is the
 //! same record, so the second copy is ignored, which also spares each insert
 //! the statement journal a replace would need. The writer thread owns one;
-//! [`Store::write`](super::Store::write) opens one for a one-off batch.
+//! [`Store::write`](crate::history::Store::write) opens one for a one-off batch.
 
 use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
-use super::derived::{Derived, Facts};
-use super::record::{
+use crate::history::derived::{Derived, Facts};
+use crate::history::record::{
     AttemptDropped, AttemptRecord, AttemptRouting, AttemptTranslation, CaptureRecord, EventRecord, Record,
     RequestRecord,
 };
@@ -49,7 +49,7 @@ impl SqliteSink {
         SqliteSink { path: path.to_path_buf(), inserter: None }
     }
 
-    pub fn write(&mut self, records: &[Record]) -> Result<(), super::StoreError> {
+    pub fn write(&mut self, records: &[Record]) -> Result<(), crate::history::StoreError> {
         let inserter = match &mut self.inserter {
             Some(inserter) => inserter,
             None => self.inserter.insert(Inserter::open(&self.path)?),
@@ -69,7 +69,7 @@ pub struct Inserter {
 }
 
 impl Inserter {
-    /// Opens the database, which [`Store::open`](super::Store::open) has
+    /// Opens the database, which [`Store::open`](crate::history::Store::open) has
     /// already created, migrated and put in WAL mode.
     pub fn open(path: &Path) -> rusqlite::Result<Inserter> {
         // SQLite's default page cache (2 MiB): 16 MiB gained the writer 3%
@@ -113,7 +113,7 @@ impl Inserter {
 }
 
 /// A connection for writing: the writer's, retention's and a rebuild's.
-/// The database must exist: [`Store::open`](super::Store::open) has
+/// The database must exist: [`Store::open`](crate::history::Store::open) has
 /// created, migrated and put it in WAL mode.
 pub fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, TransactionBehavior};
 
-use super::derived::{Derived, Facts};
 use super::insert::connect;
+use crate::history::derived::{Derived, Facts};
 
 /// Requests deleted per transaction: a few milliseconds of work, bodies
 /// and all, on this class of machine.
