@@ -33,6 +33,16 @@ enum Admit {
     Done(Tried),
 }
 
+/// What follows a failed attempt at the same provider.
+enum After {
+    /// A retry, after its backoff.
+    Retry,
+    /// The pool's next key, at once: no retry spent.
+    AnotherKey,
+    /// This provider is done with.
+    Done(Tried),
+}
+
 /// One attempt sent and judged, before its answer is delivered or its
 /// failure weighed.
 struct Sent {
@@ -154,8 +164,10 @@ impl Run<'_> {
             }
             drop(ticket);
             match self.after(provider, &sent, &detail, retry).await {
-                Some(tried) => return tried,
-                None => retry += 1,
+                After::Done(tried) => return tried,
+                After::Retry => retry += 1,
+                // Another key of the pool goes at once: no retry is spent.
+                After::AnotherKey => {}
             }
         }
     }
@@ -383,29 +395,32 @@ impl Run<'_> {
     }
 
     /// What follows a failed attempt, asked once the verdict is in (a rate
-    /// limit has cooled the key by now): `None` to try this provider again.
-    async fn after(&mut self, provider: &Provider, sent: &Sent, detail: &str, retry: u32) -> Option<Tried> {
+    /// limit has cooled the key by now).
+    async fn after(&mut self, provider: &Provider, sent: &Sent, detail: &str, retry: u32) -> After {
         let facts = self.facts(provider, sent.attempted.outcome, sent.wait, retry, sent.key_label.as_deref());
         match step::next(&facts, self.policy) {
-            // The pool's next key goes at once; no retry is spent.
-            Next::AnotherKey => None,
+            Next::AnotherKey => After::AnotherKey,
             Next::Retry(pause) => {
                 self.pause(pause).await;
-                None
+                After::Retry
             }
             Next::RevokeKey { another } => {
                 if let Some(label) = &sent.key_label {
                     provider.revoke_key(label, detail, &self.inbound.ids.request_id);
                 }
-                (!another).then_some(Tried::Failed)
+                if another {
+                    After::AnotherKey
+                } else {
+                    After::Done(Tried::Failed)
+                }
             }
             Next::AnotherProvider(why) => {
                 self.out_of_time |= why == GiveUp::OutOfTime;
-                Some(Tried::Failed)
+                After::Done(Tried::Failed)
             }
             // What classify delivers took its way above, and a repair was
             // asked about there.
-            Next::Deliver | Next::Repair(_) => Some(Tried::Failed),
+            Next::Deliver | Next::Repair(_) => After::Done(Tried::Failed),
         }
     }
 
