@@ -262,6 +262,17 @@ async fn a_refused_key_is_revoked_and_the_next_key_serves() {
     let sent: Vec<String> =
         p.requests().iter().map(|r| r.headers["authorization"].to_str().unwrap().to_string()).collect();
     assert_eq!(sent, ["Bearer sk-first-1111", "Bearer sk-second-2222"]);
+    // The pool's next key is no retry: both attempts are the request's first at `p`.
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    gw.recorded(1).await;
+    let detail = gw.admin(&format!("/admin/requests/{id}")).await;
+    let tries: Vec<(&str, &str)> = detail["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["key_label"].as_str().unwrap(), a["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(tries, [("first", "first"), ("second", "first")]);
     let keys = gw.admin("/admin/keys").await;
     let pool = &keys.as_array().unwrap().iter().find(|k| k["provider"] == "p").unwrap()["keys"];
     assert_eq!(pool[0]["status"], "revoked");
