@@ -116,6 +116,9 @@ struct Inner {
     /// The share of every provider's limits this instance takes (1: the
     /// whole limits; N while the team's shared ones are out of reach).
     share: std::sync::atomic::AtomicU32,
+    /// Whether this gateway was given a team (`[team]`): alone, it has no
+    /// name to give in responses and records.
+    in_team: bool,
     /// `x-switchyard-instance`, on every response in team mode.
     instance_header: Option<axum::http::HeaderValue>,
     /// Which requests are captured beyond `store_bodies` ([`crate::proxy::capture`]).
@@ -212,6 +215,7 @@ impl Builder {
         let telemetry = Arc::new(Telemetry::with(recorder, budgets, self.config.alerts.clone()));
         let toggles = self.state_file.as_deref().map(read_toggles).unwrap_or_default();
         // Named in a team; alone, `x-switchyard-instance` is not sent.
+        let in_team = self.team.is_some();
         let instance_header = self.team.as_deref().and_then(|t| axum::http::HeaderValue::from_str(t.instance()).ok());
         let team = self
             .team
@@ -259,6 +263,7 @@ impl Builder {
                 state_file: self.state_file,
                 config_path: self.config_path,
                 trusted_origins: self.trusted_origins,
+                in_team,
                 instance_header,
                 team,
                 served: AtomicU64::new(0),
@@ -497,7 +502,7 @@ impl Gateway {
     /// This instance's name in its team, for responses and views; none
     /// for a gateway alone.
     pub fn instance(&self) -> Option<&str> {
-        self.inner.instance_header.as_ref().map(|_| self.inner.team.instance())
+        self.inner.in_team.then(|| self.inner.team.instance())
     }
 
     /// The `x-switchyard-instance` value, in team mode.
