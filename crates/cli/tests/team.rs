@@ -415,6 +415,7 @@ fn capped(
 ) -> std::path::PathBuf {
     let text = format!(
         "[team]\nredis = \"{}\"\nnamespace = \"cap\"\ninstance = \"{name}\"\nlease_ttl = \"1500ms\"\n\n\
+         [server]\nrate_limit_per_minute = 1000000\n\n\
          [policy]\nmax_retries = 0\n\n\
          {}policy = {{ max_concurrency = 2 }}\n\n{}\n[[routes]]\nmodel = \"m\"\nchain = [\"slow\", \"spare\"]\n",
         redis.url(),
