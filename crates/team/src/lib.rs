@@ -38,7 +38,10 @@ use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use switchyard_core::config::{redact_redis_url, TeamConfig};
 use switchyard_core::gateway::Inbound;
-use switchyard_core::team::{solo_name, Admitted, Asking, BoxFuture, Change, Member, Seed, Shared, Team, TeamView};
+use switchyard_core::team::{
+    solo_name, Admission, Admitted, Asking, BoxFuture, Change, Member, Seed, Shared, SharedCache, SpendCounters, Team,
+    TeamView, Verdicts,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -141,17 +144,6 @@ impl Team for RedisTeam {
         &self.name
     }
 
-    fn share(&self, change: Change) -> bool {
-        // Out of reach, the decision stays this instance's own.
-        if !self.connected() {
-            return false;
-        }
-        if let Err(e) = self.outbox.try_send(change) {
-            warn!("team: a decision was not shared ({e}); the others learn it at the next resync");
-        }
-        true
-    }
-
     fn connected(&self) -> bool {
         self.connected.load(Ordering::Relaxed)
     }
@@ -188,7 +180,22 @@ impl Team for RedisTeam {
             view
         })
     }
+}
 
+impl Verdicts for RedisTeam {
+    fn share(&self, change: Change) -> bool {
+        // Out of reach, the decision stays this instance's own.
+        if !self.connected() {
+            return false;
+        }
+        if let Err(e) = self.outbox.try_send(change) {
+            warn!("team: a decision was not shared ({e}); the others learn it at the next resync");
+        }
+        true
+    }
+}
+
+impl Admission for RedisTeam {
     fn admit<'a>(&'a self, ask: Asking<'a>) -> BoxFuture<'a, Admitted> {
         Box::pin(async move {
             // Out of reach since before this ask: this instance's share of
@@ -208,6 +215,12 @@ impl Team for RedisTeam {
         })
     }
 
+    fn leave_line(&self, provider: &str, ticket: &str) {
+        lease::leave(self, provider, ticket);
+    }
+}
+
+impl SpendCounters for RedisTeam {
     fn spent(&self, counters: Vec<String>) -> BoxFuture<'_, Option<Vec<Option<i64>>>> {
         Box::pin(async move {
             let mut con = self.off_path()?;
@@ -246,10 +259,26 @@ impl Team for RedisTeam {
         })
     }
 
-    fn leave_line(&self, provider: &str, ticket: &str) {
-        lease::leave(self, provider, ticket);
+    fn seed_spend(&self, counter: &str, micros: i64, expires_at_ms: i64, seed: Seed) -> BoxFuture<'_, bool> {
+        let (key, seeded) = (self.keys.spend(counter), self.keys.spend_seeded(counter));
+        Box::pin(async move {
+            let Some(mut con) = self.connection().filter(|_| self.connected()) else { return false };
+            let mut call = self.scripts.seed_spend.prepare_invoke();
+            call.key(&key).key(&seeded).arg(&self.name).arg(micros).arg(expires_at_ms);
+            call.arg(u8::from(seed == Seed::Whole));
+            match tokio::time::timeout(CALL_TIMEOUT, call.invoke_async::<Vec<i64>>(&mut con)).await {
+                Ok(Ok(_)) => true,
+                Ok(Err(e)) => {
+                    warn!("team: a budget's spend could not be seeded: {e}");
+                    false
+                }
+                Err(_) => false,
+            }
+        })
     }
+}
 
+impl SharedCache for RedisTeam {
     fn cache_fill(&self, key: &str, lock_ttl: Duration) -> BoxFuture<'_, Shared> {
         let key = key.to_owned();
         Box::pin(async move { cache::fill(self, &key, lock_ttl, CALL_TIMEOUT).await })
@@ -272,24 +301,6 @@ impl Team for RedisTeam {
 
     fn cache_release(&self, key: &str, lock: String) {
         cache::store(self, key, None, Duration::ZERO, Some(lock), CALL_TIMEOUT);
-    }
-
-    fn seed_spend(&self, counter: &str, micros: i64, expires_at_ms: i64, seed: Seed) -> BoxFuture<'_, bool> {
-        let (key, seeded) = (self.keys.spend(counter), self.keys.spend_seeded(counter));
-        Box::pin(async move {
-            let Some(mut con) = self.connection().filter(|_| self.connected()) else { return false };
-            let mut call = self.scripts.seed_spend.prepare_invoke();
-            call.key(&key).key(&seeded).arg(&self.name).arg(micros).arg(expires_at_ms);
-            call.arg(u8::from(seed == Seed::Whole));
-            match tokio::time::timeout(CALL_TIMEOUT, call.invoke_async::<Vec<i64>>(&mut con)).await {
-                Ok(Ok(_)) => true,
-                Ok(Err(e)) => {
-                    warn!("team: a budget's spend could not be seeded: {e}");
-                    false
-                }
-                Err(_) => false,
-            }
-        })
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use super::key::CacheKey;
 use super::store::{Entry, Form};
 use crate::protocol::Usage;
-use crate::team::Team;
+use crate::team::SharedCache;
 
 /// An answer larger than this is not shared (it is still kept locally).
 pub const MAX_SHARED_BYTES: usize = 1024 * 1024;
@@ -163,7 +163,7 @@ pub struct Flight {
 /// The team's fill lock on a key, held by this instance.
 #[derive(Debug)]
 pub struct FillLock {
-    pub team: Arc<dyn Team>,
+    pub team: Arc<dyn SharedCache>,
     /// The key's hex, as the team knows it.
     pub key: String,
     pub token: String,

@@ -24,7 +24,7 @@ use crate::protocol::usage::Usage;
 use crate::proxy::body::RequestHead;
 use crate::proxy::journal::Journal;
 use crate::proxy::Inbound;
-use crate::team::{Shared, Team};
+use crate::team::{Shared, SharedCache, Team};
 
 /// How long the team's fill lock holds: past it, a waiting instance takes
 /// the lock over (its holder died, or its answer runs long).
@@ -46,7 +46,7 @@ pub(crate) struct Cached {
     /// An expired answer, served only if the chain fails.
     stale: Option<Box<Hit>>,
     /// The team whose cache this one shares (alone, a team of one).
-    team: Arc<dyn Team>,
+    team: Arc<dyn SharedCache>,
     /// The key's flight, when this request fills it.
     flight: Option<Arc<Flight>>,
 }
@@ -77,7 +77,7 @@ impl Cached {
             endpoint: inbound.endpoint.gateway_path(),
             model: head.model.clone(),
             stale: None,
-            team: team.clone(),
+            team: team.clone() as Arc<dyn SharedCache>,
             flight: None,
         })
     }
@@ -218,7 +218,7 @@ pub(crate) struct Keeper {
     key: CacheKey,
     /// How long the team keeps the answer.
     ttl: Duration,
-    team: Arc<dyn Team>,
+    team: Arc<dyn SharedCache>,
     /// The key's flight, which ends (waking the requests that wait for the
     /// answer) once the answer is stored or will not be.
     flight: Option<Arc<Flight>>,

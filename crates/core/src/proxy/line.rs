@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::Run;
 use crate::policy::budget::Covering;
-use crate::team::{Line, Team};
+use crate::team::{Admission, Line};
 use crate::upstream::provider::{Provider, TeamGate, Ticket};
 
 /// How often a request in line asks for its turn (and keeps its place).
@@ -29,7 +29,7 @@ const ASK_EVERY: Duration = Duration::from_millis(20);
 /// A place held in a provider's line, given up when dropped unless the
 /// admission already took it out of the line.
 struct Place {
-    team: Arc<dyn Team>,
+    team: Arc<dyn Admission>,
     provider: String,
     ticket: String,
     held: bool,
@@ -72,7 +72,7 @@ impl Run<'_> {
         estimate: u64,
         covering: &[Covering],
     ) -> TeamGate {
-        let team = self.gateway.team().clone();
+        let team = self.gateway.team().clone() as Arc<dyn Admission>;
         let mut place = Place { team, provider: provider.name().to_string(), ticket: line.ticket.clone(), held: true };
         let start = Instant::now();
         let by_deadline = self.deadline.at.checked_sub(self.policy.min_fallback_budget).unwrap_or(self.deadline.at);

@@ -165,16 +165,13 @@ pub type Asking<'a> = Box<dyn FnOnce() -> Option<AdmitAsk> + Send + 'a>;
 /// A boxed future, for the object-safe [`Team`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// This instance's link to the rest of its team.
-pub trait Team: Send + Sync + fmt::Debug {
+/// This instance's link to the rest of its team: one trait per concern
+/// the instances share, each with a local implementation ([`Solo`], a
+/// gateway alone) and the Redis one (`switchyard_team::RedisTeam`).
+pub trait Team: Verdicts + Admission + SpendCounters + SharedCache {
     /// This instance's name: on every response (`x-switchyard-instance`)
     /// and in the team's view.
     fn instance(&self) -> &str;
-
-    /// Hands a decision to the team; never waits for it to arrive. Whether
-    /// the team took it: alone, or out of reach, the decision stays this
-    /// instance's own (a tripped breaker follows its own timer).
-    fn share(&self, change: Change) -> bool;
 
     /// Whether the shared state is in reach. While it is not, every
     /// decision is this instance's alone (breakers follow their own
@@ -195,12 +192,37 @@ pub trait Team: Send + Sync + fmt::Debug {
 
     /// The team as its shared state knows it, for `/admin/team`.
     fn view(&self) -> BoxFuture<'_, TeamView>;
+}
 
+/// Decisions one instance makes that the others follow: breakers,
+/// cool-downs, refused keys, toggles.
+pub trait Verdicts: Send + Sync + fmt::Debug {
+    /// Hands a decision to the team; never waits for it to arrive. Whether
+    /// the team took it: alone, or out of reach, the decision stays this
+    /// instance's own (a tripped breaker follows its own timer).
+    fn share(&self, change: Change) -> bool;
+}
+
+/// Places under the providers' caps, room in their rate buckets, their
+/// lines, and the spend a budget reserves, across the team.
+pub trait Admission: Send + Sync + fmt::Debug {
     /// An attempt's admission under the team's shared caps and rate
     /// limits, in one atomic step. `ask` is called only when the team
     /// counts it ([`Admitted::Alone`] otherwise).
     fn admit<'a>(&'a self, ask: Asking<'a>) -> BoxFuture<'a, Admitted>;
 
+    /// Gives up `ticket`'s place in `provider`'s line (admitted elsewhere,
+    /// out of time, or the client left), off the request path: never
+    /// waits for Redis. A place not given up expires by itself shortly
+    /// after its last ask.
+    fn leave_line(&self, provider: &str, ticket: &str) {
+        let _ = (provider, ticket);
+    }
+}
+
+/// The budgets' spend counted across the team, and the one instance that
+/// announces each threshold crossed.
+pub trait SpendCounters: Send + Sync + fmt::Debug {
     /// Seeds a spend counter Redis lost (or a new period's) with what
     /// this instance's history has on record, `micros`, once per instance
     /// name: [`Seed::Whole`] when the history is the team's (PostgreSQL),
@@ -227,15 +249,11 @@ pub trait Team: Send + Sync + fmt::Debug {
         let _ = (what, expires_at_ms);
         Box::pin(async { None })
     }
+}
 
-    /// Gives up `ticket`'s place in `provider`'s line (admitted elsewhere,
-    /// out of time, or the client left), off the request path: never
-    /// waits for Redis. A place not given up expires by itself shortly
-    /// after its last ask.
-    fn leave_line(&self, provider: &str, ticket: &str) {
-        let _ = (provider, ticket);
-    }
-
+/// The response cache across the team: an answer stored by one instance
+/// is found by the others, and one instance at a time fills a key.
+pub trait SharedCache: Send + Sync + fmt::Debug {
     /// The team's cached answer under `key` (a cache key's hex) or, when
     /// there is none, the fill lock on it if no other instance holds it
     /// (held for `lock_ttl` at most): one round trip. A team without a

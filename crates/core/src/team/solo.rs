@@ -2,7 +2,9 @@
 //! beyond this instance, so every ask is answered at once, without
 //! building it: this instance's own limits, ledger and cache decide.
 
-use super::{Admitted, Asking, BoxFuture, Change, Seed, Team, TeamView};
+use super::{
+    Admission, Admitted, Asking, BoxFuture, Change, Seed, SharedCache, SpendCounters, Team, TeamView, Verdicts,
+};
 
 /// A team of one, named as a team would name it.
 #[derive(Debug)]
@@ -21,11 +23,6 @@ impl Team for Solo {
         &self.name
     }
 
-    fn share(&self, change: Change) -> bool {
-        let _ = change;
-        false
-    }
-
     fn connected(&self) -> bool {
         false
     }
@@ -33,17 +30,34 @@ impl Team for Solo {
     fn view(&self) -> BoxFuture<'_, TeamView> {
         Box::pin(async move { TeamView::solo(&self.name, "") })
     }
+}
 
+/// Alone, every decision stays this instance's own.
+impl Verdicts for Solo {
+    fn share(&self, change: Change) -> bool {
+        let _ = change;
+        false
+    }
+}
+
+/// Alone, this instance's own caps and buckets are the only ones.
+impl Admission for Solo {
     fn admit<'a>(&'a self, ask: Asking<'a>) -> BoxFuture<'a, Admitted> {
         drop(ask);
         Box::pin(std::future::ready(Admitted::Alone))
     }
+}
 
+/// Alone, this instance's ledger is the whole spend.
+impl SpendCounters for Solo {
     fn seed_spend(&self, counter: &str, micros: i64, expires_at_ms: i64, seed: Seed) -> BoxFuture<'_, bool> {
         let _ = (counter, micros, expires_at_ms, seed);
         Box::pin(std::future::ready(false))
     }
 }
+
+/// Alone, the local cache is the whole cache.
+impl SharedCache for Solo {}
 
 #[cfg(test)]
 mod tests {
