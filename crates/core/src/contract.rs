@@ -82,7 +82,7 @@ fn declarations(cfg: &Config) -> Vec<String> {
         crate::admin::inspector::Inspection::decl(cfg),
         crate::admin::inspector::ReplayAsk::decl(cfg),
         crate::admin::inspector::Replayed::decl(cfg),
-        crate::proxy::capture::SwitchState::decl(cfg),
+        crate::gateway::capture::SwitchState::decl(cfg),
         // The team.
         crate::team::Member::decl(cfg),
         crate::team::TeamView::decl(cfg),

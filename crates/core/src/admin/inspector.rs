@@ -16,9 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::base::{store, AdminError};
+use crate::gateway::capture::SwitchState;
 use crate::gateway::Gateway;
 use crate::history::store::RequestDetail;
-use crate::proxy::capture::{self, Captured, SwitchState};
+use crate::proxy::capture::{self, Captured};
 
 pub(crate) fn routes() -> Router<Gateway> {
     Router::new()

@@ -77,7 +77,8 @@ fn headers(gw: &Gateway, captured: &Captured) -> HeaderMap {
     let mut map = HeaderMap::new();
     for (name, value) in &captured.client.headers {
         let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else { continue };
-        if proxy::headers::CREDENTIALS.contains(&name) || name == header::CONTENT_LENGTH || name == header::HOST {
+        if crate::ground::headers::CREDENTIALS.contains(&name) || name == header::CONTENT_LENGTH || name == header::HOST
+        {
             continue;
         }
         if let Ok(value) = HeaderValue::from_str(value) {

@@ -38,7 +38,9 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-pub use record::{now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord};
+pub use crate::ground::clock::now_ms;
+pub use crate::ground::outcome::{AttemptOutcome, Reason, RequestOutcome};
+pub use record::{AttemptRecord, Record, RequestRecord};
 pub use sessions::{SessionDetail, SessionFilter, SessionPage, SessionProvider, SessionSummary};
 pub use store::{Client, CountTable, RequestDetail, RequestFilter, RequestSummary, Store, StoreError};
 pub use writer::{HistoryStatus, Recorder};

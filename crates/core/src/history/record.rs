@@ -3,9 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::ground::clock::now_ms;
 use crate::ground::outcome::CacheStatus;
-pub use crate::ground::outcome::{AttemptOutcome, Reason, RequestOutcome};
+use crate::ground::outcome::{AttemptOutcome, Reason, RequestOutcome};
 use crate::protocol::usage::Usage;
 
 /// One upstream attempt: what the journal records, the history stores and

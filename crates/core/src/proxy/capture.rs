@@ -21,12 +21,12 @@ use axum::http::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::headers;
 use super::journal::Journal;
 use super::scrub::Scrubber;
 use super::Inbound;
-pub use crate::gateway::capture::{Switch, SwitchState};
+use crate::gateway::capture::Switch;
 use crate::gateway::Gateway;
+use crate::ground::headers;
 
 use crate::history::record::CaptureRecord;
 
@@ -398,6 +398,7 @@ fn scrub_all(doc: &mut Captured, scrub: &Scrubber) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::capture::SwitchState;
 
     fn capture(limit: usize) -> Capture {
         let mut scrub = Scrubber::new();

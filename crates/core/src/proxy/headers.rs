@@ -6,9 +6,7 @@
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 
-pub use crate::ground::headers::{
-    forwarded_query, is_credential, name, CREDENTIALS, CREDENTIAL_PARAMS, DEFAULT_ANTHROPIC_VERSION,
-};
+use crate::ground::headers::{is_credential, name, DEFAULT_ANTHROPIC_VERSION};
 use crate::protocol::translate::Profile;
 use crate::protocol::Protocol;
 use crate::secrets::ProviderKey;
@@ -182,6 +180,7 @@ pub fn client_response(upstream: &HeaderMap) -> HeaderMap {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::ground::headers::CREDENTIALS;
     use secrecy::SecretString;
 
     /// Headers as a client or provider sends them, in order.

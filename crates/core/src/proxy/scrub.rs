@@ -25,7 +25,7 @@ use memchr::memmem;
 use secrecy::ExposeSecret;
 
 use crate::gateway::Gateway;
-use crate::proxy::headers;
+use crate::ground::headers;
 
 use crate::upstream::provider::Provider;
 

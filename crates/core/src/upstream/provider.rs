@@ -14,7 +14,7 @@ use tracing::warn;
 
 use crate::config::ProviderConfig;
 use crate::ground::clock::now_ms;
-pub use crate::ground::outcome::Verdict;
+use crate::ground::outcome::Verdict;
 use crate::policy::breaker::{Admission, Breaker, State};
 use crate::policy::deadline::Deadline;
 use crate::policy::limiter::Rates;

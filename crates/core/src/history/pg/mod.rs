@@ -130,7 +130,7 @@ impl PgStore {
             }
         }
         if result.is_ok() {
-            let today = super::record::now_ms().div_euclid(DAY_MS);
+            let today = crate::ground::clock::now_ms().div_euclid(DAY_MS);
             if let Err(e) = write::fold_rollups(&mut conn, today).await {
                 result = Err(e);
             }
@@ -449,7 +449,7 @@ impl Backend for PgStore {
         let limit = page_size(filter);
         let wanted = limit as usize + 1;
         let mut requests: Vec<RequestSummary> = Vec::with_capacity(wanted);
-        for (since, until) in self.list_windows(filter, super::record::now_ms()).await? {
+        for (since, until) in self.list_windows(filter, crate::ground::clock::now_ms()).await? {
             let window =
                 RequestFilter { since, until, limit: Some((wanted - requests.len()) as u32 - 1), ..filter.clone() };
             let rows = list_query(&format!("SELECT {SUMMARY_COLUMNS}"), &window)?.build().fetch_all(&self.pool).await?;
@@ -568,7 +568,7 @@ impl Backend for PgStore {
 
     /// By age: whole days dropped. The size cap is not applied here yet.
     async fn prune(&self, config: &HistoryConfig) -> Result<u64, StoreError> {
-        let cutoff = super::record::now_ms() - i64::try_from(config.retention.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = crate::ground::clock::now_ms() - i64::try_from(config.retention.as_millis()).unwrap_or(i64::MAX);
         self.retire(cutoff, config.max_size_bytes).await
     }
 
