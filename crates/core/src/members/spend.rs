@@ -1,6 +1,6 @@
 //! What a member's request holds of its budget: the budget engine's scope
 //! `member:NAME` ([`crate::policy::budget`]), checked once per request
-//! before any provider is considered ([`crate::proxy`]'s `member`),
+//! before any provider is considered (the proxy's admit stage),
 //! reserving the request's estimated cost until its real cost is recorded.
 //!
 //! In a team within reach the reservation is the team's (its Redis spend
@@ -21,15 +21,30 @@ use crate::telemetry::Telemetry;
 /// (the estimate less the real cost; all of it when nothing was settled).
 #[derive(Debug)]
 pub struct MemberHold {
-    pub(crate) telemetry: Arc<Telemetry>,
-    pub(crate) local: Option<Reserved>,
-    pub(crate) team: Option<Box<dyn Held>>,
+    telemetry: Arc<Telemetry>,
+    local: Option<Reserved>,
+    team: Option<Box<dyn Held>>,
     /// The request's estimated tokens, which the member's token bucket keeps.
-    pub(crate) tokens: u64,
-    pub(crate) settled: bool,
+    tokens: u64,
+    settled: bool,
 }
 
 impl MemberHold {
+    /// Holds nothing yet, for a request of about `tokens` tokens.
+    pub(crate) fn new(telemetry: Arc<Telemetry>, tokens: u64) -> MemberHold {
+        MemberHold { telemetry, local: None, team: None, tokens, settled: false }
+    }
+
+    /// What the team took (its spend counter's reservation, its buckets).
+    pub(crate) fn hold_team(&mut self, held: Option<Box<dyn Held>>) {
+        self.team = held;
+    }
+
+    /// What this instance's ledger reserved.
+    pub(crate) fn hold_local(&mut self, reserved: Option<Reserved>) {
+        self.local = reserved;
+    }
+
     /// The request's cost is on record (`None`: it cost nothing known): the
     /// team's counter keeps it in place of the estimate.
     pub fn settle(&mut self, cost_usd: Option<f64>) {

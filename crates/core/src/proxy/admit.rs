@@ -100,9 +100,6 @@ pub(super) async fn request(
     Ok(Admitted { bytes, head, session, tokens })
 }
 
-/// Whether `member` may make a request of about `tokens` tokens costing
-/// about `estimate_usd` now: its budget (with what its requests in flight
-/// reserve) and, in a team, its requests and tokens a minute across the
 /// What a request may cost, for its member's budget to reserve: its prompt
 /// and its output limit at the dearest of its candidates' prices, as an
 /// attempt reserves at its own provider's (0 when unpriced or unrouted).
@@ -120,6 +117,9 @@ fn estimate_usd(gateway: &Gateway, live: &Live, inbound: &Inbound, head: &Reques
     plan.candidates.iter().filter_map(|c| prices.cost(c.provider.name(), c.upstream_model, &usage)).fold(0.0, f64::max)
 }
 
+/// Whether `member` may make a request of about `tokens` tokens costing
+/// about `estimate_usd` now: its budget (with what its requests in flight
+/// reserve) and, in a team, its requests and tokens a minute across the
 /// team. The hold goes with the request's record.
 async fn member_admit(
     gateway: &Gateway,
@@ -127,8 +127,7 @@ async fn member_admit(
     tokens: u64,
     estimate_usd: f64,
 ) -> Result<MemberHold, Refusal> {
-    let mut hold =
-        MemberHold { telemetry: gateway.telemetry().clone(), local: None, team: None, tokens, settled: false };
+    let mut hold = MemberHold::new(gateway.telemetry().clone(), tokens);
     let team = gateway.team().as_ref();
     // The member's budget counter, built only when the team asks for it.
     let mut counter = Vec::new();
@@ -139,7 +138,7 @@ async fn member_admit(
         answer = across_team(team, member, tokens, &mut counter, count).await?;
     }
     if let AcrossTeam::Granted(held) = answer {
-        hold.team = held;
+        hold.hold_team(held);
         if !counter.is_empty() {
             return Ok(hold);
         }
@@ -147,7 +146,7 @@ async fn member_admit(
     // Alone, Redis out of reach, or a counter that could not be seeded.
     match gateway.budgets().reserve(&member.name, estimate_usd, now_ms()) {
         Ok(reserved) => {
-            hold.local = reserved;
+            hold.hold_local(reserved);
             Ok(hold)
         }
         Err(blocked) => Err(Refusal::over_budget(&member.name, &blocked)),

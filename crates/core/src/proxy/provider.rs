@@ -205,18 +205,34 @@ impl Run<'_> {
     }
 
     /// The team's word on an attempt the provider's own gate let through.
-    /// A refusal lets the ticket go before anything else (a wait, a note).
     async fn past_team(&mut self, candidate: &Candidate<'_>, mut ticket: Ticket, retry: u32) -> Admit {
         let (gate, covering) = self.team_gate(&mut ticket, candidate).await;
-        // Unseeded twice: seeding failed, this instance's ledger decides.
-        if matches!(gate, TeamGate::Go | TeamGate::Unseeded(_)) {
-            ticket.caused_by(&self.inbound.ids.request_id);
-            return Admit::Go(ticket);
+        match gate {
+            // Unseeded twice: seeding failed, this instance's ledger decides.
+            TeamGate::Go | TeamGate::Unseeded(_) => {
+                ticket.caused_by(&self.inbound.ids.request_id);
+                Admit::Go(ticket)
+            }
+            // A refusal lets the ticket go before anything else (a wait, a note).
+            refused => {
+                drop(ticket);
+                self.refused_by_team(candidate, refused, &covering, retry).await
+            }
         }
-        drop(ticket);
+    }
+
+    /// What follows the team's refusal of an attempt at `candidate`.
+    async fn refused_by_team(
+        &mut self,
+        candidate: &Candidate<'_>,
+        refused: TeamGate,
+        covering: &[Covering],
+        retry: u32,
+    ) -> Admit {
         let name = candidate.provider.name();
         let done = |tried| Admit::Done(if retry == 0 { tried } else { Tried::Failed });
-        match gate {
+        match refused {
+            // Not a refusal: asked again.
             TeamGate::Go | TeamGate::Unseeded(_) => Admit::Again,
             TeamGate::OverBudget { budget, spent_micros } => {
                 if let Some(c) = covering.get(budget) {
