@@ -400,7 +400,7 @@ impl Runner {
             }
         }
         self.reachable(gateway, true);
-        gateway.keep_spend(team.connected()).await;
+        gateway.keep_spend().await;
         let names = gateway.providers();
         match tokio::time::timeout(CALL_TIMEOUT * 4, sync::state(&mut con, &team.keys, &names)).await {
             Ok(Ok(state)) => {

@@ -158,25 +158,23 @@ impl Inbound {
         }
     }
 
-    /// The team went out of reach (`false`) or came back (`true`).
+    /// The team went out of reach (`false`) or came back (`true`): the
+    /// breakers follow their own timers or the team's again, and the
+    /// budgets' alerts are raised from this instance's ledger or from the
+    /// team's counters.
     pub fn reachable(&self, reachable: bool) {
         for p in &self.gateway.live().providers {
             p.team_reachable(reachable);
         }
+        self.gateway.budgets().alert_by_team(reachable);
     }
 
     /// Brings back the team's spend counters Redis lost (it restarted) or
     /// a new period starts, each instance adding what its history holds,
     /// without waiting for a request to find them missing. The team's
-    /// runner calls it every second, saying whether its shared state is
-    /// `in_reach`: out of reach, this instance's ledger raises the alerts
-    /// it can see.
-    pub async fn keep_spend(&self, in_reach: bool) {
+    /// runner calls it every second while its shared state is in reach.
+    pub async fn keep_spend(&self) {
         let gateway = &self.gateway;
-        gateway.budgets().alert_by_team(in_reach);
-        if !in_reach {
-            return;
-        }
         let team = gateway.team();
         let covering = gateway.budgets().every_counter(now_ms());
         if covering.is_empty() {
