@@ -9,7 +9,8 @@
 //! client left. Settling and the lease's release go in one pipeline.
 //!
 //! A lease is renewed every third of its TTL while the request (and its
-//! stream) runs, and released by id when its guard drops, whatever ended
+//! stream) runs (all of an instance's at once, [`crate::outage`]), and
+//! released by id when its guard drops, whatever ended
 //! the request: an answer, an error, the client gone. Release is by id and
 //! idempotent, so a late one (an instance paused past the TTL) removes
 //! nothing but its own expired entry; an instance killed while holding
@@ -27,9 +28,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use switchyard_core::team::{micros, AdmitAsk, Admitted, Held, Team, Used};
-use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use crate::outage::Boarded;
 use crate::scripts::{self, Scripts};
 use crate::RedisTeam;
 
@@ -58,7 +59,9 @@ pub struct Reservation {
     used: Option<Used>,
     con: ConnectionManager,
     scripts: Arc<Scripts>,
-    renewing: CancellationToken,
+    /// On this instance's books while the lease is held: renewed with the
+    /// others, and counted again should Redis lose it.
+    boarded: Option<Boarded>,
 }
 
 impl Held for Reservation {
@@ -98,7 +101,9 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.renewing.cancel();
+        if let Some(boarded) = &self.boarded {
+            boarded.close();
+        }
         let back = self.tokens_back();
         let spend: Vec<(String, i64)> =
             self.spend.iter().map(|(key, estimate)| (key.clone(), self.spend_change(*estimate))).collect();
@@ -136,9 +141,9 @@ impl Drop for Reservation {
 
 /// Asks the team to admit an attempt: its caps and rate buckets in one
 /// script, its budgets in another, both in one round trip.
-pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duration) -> Admitted {
+pub async fn take(team: &RedisTeam, ask: &AdmitAsk, ttl: Duration, limit: Duration) -> Admitted {
     let Some(mut con) = team.connection().filter(|_| team.connected.load(std::sync::atomic::Ordering::Relaxed)) else {
-        return Admitted::Unreachable;
+        return Admitted::Unreachable(None);
     };
     let scripts = team.scripts.clone();
     let provider_key = team.keys.leases(&ask.provider);
@@ -187,12 +192,12 @@ pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duratio
     };
     let answers = match tokio::time::timeout(limit, ask_once).await {
         Ok(Ok(answers)) if answers.len() == calls.len() => answers,
-        Ok(Ok(_)) => return Admitted::Unreachable,
+        Ok(Ok(_)) => return Admitted::Unreachable(None),
         Ok(Err(e)) => {
             warn!("team: shared limits could not be checked ({e}); this instance's share of them decides");
-            return Admitted::Unreachable;
+            return Admitted::Unreachable(None);
         }
-        Err(_) => return Admitted::Unreachable,
+        Err(_) => return Admitted::Unreachable(None),
     };
     drop(calls);
     let mut answers = answers.into_iter();
@@ -209,17 +214,9 @@ pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duratio
     } else {
         Vec::new()
     };
-    let hold = Reservation {
-        id: id.clone(),
-        lease_keys,
-        leased: admit_taken && capped,
-        tokens,
-        spend: spend_held,
-        used: None,
-        con: con.clone(),
-        scripts: scripts.clone(),
-        renewing: CancellationToken::new(),
-    };
+    let leased = admit_taken && capped;
+    let boarded = leased.then(|| team.outage.fly(id.clone(), lease_keys.clone(), true));
+    let hold = Reservation { id, lease_keys, leased, tokens, spend: spend_held, used: None, con, scripts, boarded };
     let refusal = match (spend.first().copied(), admit.first().copied()) {
         (Some(-2), _) => {
             Some(Admitted::Unseeded(spend.iter().skip(1).filter_map(|i| usize::try_from(*i).ok()).collect()))
@@ -244,39 +241,7 @@ pub async fn take(team: &RedisTeam, ask: AdmitAsk, ttl: Duration, limit: Duratio
     if !hold.holds_anything() {
         return Admitted::Granted(None);
     }
-    if hold.leased {
-        let keys = vec![hold.lease_keys.0.clone(), hold.lease_keys.1.clone()];
-        tokio::spawn(renew(con, scripts, keys, id, ttl, hold.renewing.clone()));
-    }
     Admitted::Granted(Some(Box::new(hold)))
-}
-
-/// Renews a lease every third of its TTL until it is released.
-async fn renew(
-    mut con: ConnectionManager,
-    scripts: Arc<Scripts>,
-    keys: Vec<String>,
-    id: String,
-    ttl: Duration,
-    stop: CancellationToken,
-) {
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(ttl / 3) => {}
-        }
-        let mut call = scripts.renew.prepare_invoke();
-        call.key(&keys[0]).key(keys.get(1).unwrap_or(&keys[0])).arg(&id).arg(millis(ttl));
-        match tokio::time::timeout(ttl / 3, call.invoke_async::<i64>(&mut con)).await {
-            Ok(Ok(1)) => {}
-            Ok(Ok(_)) => {
-                warn!(lease = %id, "team: a lease expired while its request ran (this instance was paused or cut off); the request goes on");
-                return;
-            }
-            // Out of reach for now: the next renewal may still make it.
-            _ => {}
-        }
-    }
 }
 
 fn count(n: Option<&i64>) -> u32 {

@@ -23,12 +23,13 @@ mod cache;
 mod events;
 pub mod keys;
 mod lease;
+mod outage;
 pub mod scripts;
 mod sync;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,15 +39,17 @@ use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use switchyard_core::config::{redact_redis_url, TeamConfig};
 use switchyard_core::gateway::Inbound;
+use switchyard_core::ground::share::AtomicRoll;
 use switchyard_core::team::{
-    solo_name, Admission, Admitted, Asking, BoxFuture, Change, Member, Seed, Shared, SharedCache, SpendCounters, Team,
-    TeamView, Verdicts,
+    solo_name, Admission, Admitted, Asking, BoxFuture, Change, Member, Roll, Seed, Shared, SharedCache, SpendCounters,
+    Team, TeamView, Verdicts,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use keys::Keys;
+use outage::Outage;
 use scripts::Scripts;
 
 /// How long an instance stays on the roll call without a heartbeat.
@@ -59,6 +62,10 @@ const PROBE_EVERY: Duration = Duration::from_millis(100);
 const PROBE_TTL: Duration = Duration::from_secs(10);
 /// Every Redis call's limit: a slow Redis is a Redis out of reach.
 const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long an instance back from an outage keeps to its share beside the
+/// team's limits: past every other instance's next heartbeat, at which it
+/// comes back too and counts its requests in flight in the team's leases.
+const REJOIN_GRACE: Duration = Duration::from_millis(2500);
 /// Decisions waiting to be written; past this, the oldest are dropped.
 const OUTBOX: usize = 1024;
 /// How long a local trip waits for a second instance to confirm it.
@@ -99,9 +106,12 @@ pub struct RedisTeam {
     background: Mutex<Option<ConnectionManager>>,
     scripts: Arc<Scripts>,
     lease_ttl: Duration,
-    /// Live instances at the last heartbeat, this one included: the share
-    /// each takes of the caps while Redis is out of reach.
-    members: AtomicU32,
+    /// This instance's place in the roll call at the last heartbeat: the
+    /// share it takes of every limit while Redis is out of reach.
+    roll: AtomicRoll,
+    /// What keeps the team inside its limits while Redis is out of reach,
+    /// and what this instance brings back when it answers again.
+    outage: Arc<Outage>,
     /// Numbers this process's fill locks (unique with its id).
     locks: std::sync::atomic::AtomicU64,
     /// Rung when a request finds Redis gone: the runner checks at once
@@ -133,6 +143,11 @@ impl RedisTeam {
         *self.background.lock().unwrap_or_else(|p| p.into_inner()) = c;
     }
 
+    /// An admission while Redis is out of reach (see [`Outage::admit`]).
+    fn alone(&self, ask: &switchyard_core::team::AdmitAsk) -> Admitted {
+        self.outage.admit(&self.keys, ask, self.roll(), self.connection(), &self.scripts)
+    }
+
     /// This instance's unique id (per process start).
     pub fn id(&self) -> &str {
         &self.id
@@ -148,8 +163,8 @@ impl Team for RedisTeam {
         self.connected.load(Ordering::Relaxed)
     }
 
-    fn instances(&self) -> u32 {
-        self.members.load(Ordering::Relaxed).max(1)
+    fn roll(&self) -> Roll {
+        self.roll.load()
     }
 
     fn out_of_reach(&self) {
@@ -198,20 +213,23 @@ impl Verdicts for RedisTeam {
 impl Admission for RedisTeam {
     fn admit<'a>(&'a self, ask: Asking<'a>) -> BoxFuture<'a, Admitted> {
         Box::pin(async move {
-            // Out of reach since before this ask: this instance's share of
-            // the caps (set when Redis was lost) decides alone.
-            if !self.connected() {
-                return Admitted::Alone;
-            }
             let Some(ask) = ask() else { return Admitted::Alone };
-            let admitted = lease::take(self, ask, self.lease_ttl, CALL_TIMEOUT).await;
-            // Lost during this ask: the runner checks at once, so every
-            // instance takes its share of the caps rather than at its next
-            // heartbeat.
-            if matches!(admitted, Admitted::Unreachable) && self.connected() {
-                self.out_of_reach();
+            // Out of reach since before this ask: this instance's share of
+            // the caps (set when Redis was lost) and of the budgets decides.
+            if !self.connected() {
+                return self.alone(&ask);
             }
-            admitted
+            match lease::take(self, &ask, self.lease_ttl, CALL_TIMEOUT).await {
+                // Lost during this ask: every instance takes its share of
+                // every limit from now on, not at its next heartbeat.
+                Admitted::Unreachable(_) => {
+                    if self.connected() {
+                        self.out_of_reach();
+                    }
+                    self.alone(&ask)
+                }
+                admitted => admitted,
+            }
         })
     }
 
@@ -231,7 +249,10 @@ impl SpendCounters for RedisTeam {
             let mut mget = redis::cmd("MGET");
             mget.arg(&keys);
             match tokio::time::timeout(CALL_TIMEOUT, mget.query_async::<Vec<Option<i64>>>(&mut con)).await {
-                Ok(Ok(spent)) => Some(spent),
+                Ok(Ok(spent)) => {
+                    self.outage.read(&counters, &spent);
+                    Some(spent)
+                }
                 Ok(Err(e)) => {
                     warn!("team: the budgets' spend could not be read ({e}); this instance's ledger is shown");
                     None
@@ -311,6 +332,8 @@ pub struct Runner {
     client: redis::Client,
     outbox: mpsc::Receiver<Change>,
     scripts: Arc<Scripts>,
+    /// Back from an outage: when this instance's limits open whole again.
+    whole_at: Option<tokio::time::Instant>,
 }
 
 /// Joins the team `config` describes, as the instance listening on
@@ -334,11 +357,12 @@ pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, 
         background: Mutex::new(None),
         scripts: Arc::new(Scripts::new()),
         lease_ttl: config.lease_ttl,
-        members: AtomicU32::new(1),
+        roll: AtomicRoll::default(),
+        outage: Arc::default(),
         locks: std::sync::atomic::AtomicU64::new(0),
         lost: tokio::sync::Notify::new(),
     });
-    let runner = Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone() };
+    let runner = Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone(), whole_at: None };
     Ok((team, runner))
 }
 
@@ -352,6 +376,7 @@ impl Runner {
             tokio::spawn(listen(self.client.clone(), team.clone(), gateway.clone(), due_tx.clone(), stop.clone()));
         let fan_out = tokio::spawn(events::fan_out(team.clone(), gateway.clone(), stop.clone()));
         let fan_in = tokio::spawn(events::fan_in(self.client.clone(), team.clone(), gateway.clone(), stop.clone()));
+        let renewals = tokio::spawn(renew(team.clone(), self.scripts.clone(), stop.clone()));
         let mut due: HashSet<String> = HashSet::new();
         let mut sync_tick = tokio::time::interval(SYNC_EVERY);
         let mut probe_tick = tokio::time::interval(PROBE_EVERY);
@@ -361,7 +386,12 @@ impl Runner {
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = sync_tick.tick() => self.sync(&gateway, &mut due).await,
-                () = team.lost.notified() => self.sync(&gateway, &mut due).await,
+                () = team.lost.notified() => {
+                    // A request found Redis gone: every limit at this
+                    // instance's share at once, then see whether it is.
+                    self.reachable(&gateway, false);
+                    self.sync(&gateway, &mut due).await;
+                }
                 _ = probe_tick.tick(), if !due.is_empty() => self.probes(&gateway, &mut due).await,
                 Some(provider) = due_rx.recv() => { due.insert(provider); }
                 Some(change) = self.outbox.recv() => {
@@ -372,14 +402,14 @@ impl Runner {
             }
         }
         self.leave().await;
-        for task in [listener, fan_out, fan_in] {
+        for task in [listener, fan_out, fan_in, renewals] {
             task.abort();
         }
     }
 
     /// Connects when not connected; heartbeats; reads the shared state back.
     async fn sync(&mut self, gateway: &Inbound, due: &mut HashSet<String>) {
-        let team = &self.team;
+        let team = self.team.clone();
         let mut con = match team.background() {
             Some(con) => con,
             None => match self.connect().await {
@@ -387,9 +417,9 @@ impl Runner {
                 None => return self.reachable(gateway, false),
             },
         };
-        let beat = sync::heartbeat(&mut con, &self.scripts, team, gateway.served(), MEMBER_TTL);
+        let beat = sync::heartbeat(&mut con, &self.scripts, &team, gateway.served(), MEMBER_TTL);
         match tokio::time::timeout(CALL_TIMEOUT, beat).await {
-            Ok(Ok(members)) => team.members.store(members.max(1), Ordering::Relaxed),
+            Ok(Ok(roll)) => team.roll.store(roll),
             Ok(Err(e)) => {
                 warn!("team: Redis did not take the heartbeat: {e}");
                 return self.reachable(gateway, false);
@@ -398,6 +428,13 @@ impl Runner {
                 warn!("team: Redis did not answer within {CALL_TIMEOUT:?}");
                 return self.reachable(gateway, false);
             }
+        }
+        // Back (or still here): what this instance did alone is brought to
+        // the team's count before the team's limits open again, so no
+        // burst goes in beside the requests admitted under its share.
+        if let Err(e) = self.bring_back(&mut con).await {
+            warn!("team: Redis answered, but what this instance did alone could not be brought back yet: {e}");
+            return self.reachable(gateway, false);
         }
         self.reachable(gateway, true);
         gateway.keep_spend().await;
@@ -413,6 +450,23 @@ impl Runner {
             }
             Ok(Err(e)) => warn!("team: cannot read the shared state: {e}"),
             Err(_) => warn!("team: reading the shared state took over {:?}", CALL_TIMEOUT * 4),
+        }
+    }
+
+    /// Counts this instance's requests in flight in the team's leases
+    /// (only when coming back: while connected they are there already) and
+    /// adds what it spent alone to the team's budgets.
+    async fn bring_back(&self, con: &mut ConnectionManager) -> redis::RedisResult<()> {
+        let team = &self.team;
+        let step = async {
+            if !team.connected() {
+                team.outage.adopt(con, &self.scripts, team.lease_ttl).await?;
+            }
+            team.outage.settle_back(con, &self.scripts, &team.keys, &team.name).await
+        };
+        match tokio::time::timeout(CALL_TIMEOUT * 2, step).await {
+            Ok(done) => done,
+            Err(_) => Err(redis::RedisError::from((redis::ErrorKind::Io, "timed out"))),
         }
     }
 
@@ -436,19 +490,33 @@ impl Runner {
     }
 
     /// Notes whether Redis is in reach, telling the gateway when that changes.
-    fn reachable(&self, gateway: &Inbound, now: bool) {
+    ///
+    /// Out of reach, each instance takes its share of every limit by the
+    /// last roll call: the shares add up to the limit. Back, the team's
+    /// shared limits decide again at once, but this instance keeps to its
+    /// share beside them for [`REJOIN_GRACE`]: the other instances come
+    /// back at their own next heartbeat, and until each has counted its
+    /// requests in the team's leases, only the shares keep the sum within
+    /// the cap.
+    fn reachable(&mut self, gateway: &Inbound, now: bool) {
         let was = self.team.connected.swap(now, Ordering::Relaxed);
-        if was != now {
-            if now {
-                info!(instance = %self.team.name, "team: connected to Redis; shared state in force");
-            } else {
-                warn!(instance = %self.team.name, "team: Redis out of reach; deciding alone (degraded) until it is back");
+        if was == now {
+            if now && self.whole_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                self.whole_at = None;
+                gateway.share_caps(Roll::WHOLE);
             }
-            gateway.reachable(now);
-            // Out of reach, each instance takes its share of the caps,
-            // never the whole caps N times over.
-            gateway.share_caps(if now { 1 } else { self.team.instances() });
+            return;
         }
+        if now {
+            info!(instance = %self.team.name, "team: connected to Redis; shared state in force");
+            self.whole_at = Some(tokio::time::Instant::now() + REJOIN_GRACE);
+        } else {
+            warn!(instance = %self.team.name, "team: Redis out of reach; deciding alone (degraded) until it is back");
+            self.team.outage.begin();
+            self.whole_at = None;
+            gateway.share_caps(self.team.roll());
+        }
+        gateway.reachable(now);
     }
 
     /// Writes a decision to the shared state and announces it; returns a
@@ -497,6 +565,23 @@ impl Runner {
     async fn leave(&self) {
         if let Some(mut con) = self.team.background() {
             let _ = tokio::time::timeout(CALL_TIMEOUT, sync::leave(&mut con, &self.team.keys, &self.team.id)).await;
+        }
+    }
+}
+
+/// Renews the leases of this instance's requests in flight every third of
+/// their TTL, all in one round trip, while Redis is in reach.
+async fn renew(team: Arc<RedisTeam>, scripts: Arc<Scripts>, stop: CancellationToken) {
+    let every = (team.lease_ttl / 3).max(Duration::from_millis(10));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Some(mut con) = team.connection().filter(|_| team.connected()) {
+            team.outage.renew(&mut con, &scripts, team.lease_ttl).await;
         }
     }
 }

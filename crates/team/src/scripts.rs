@@ -23,7 +23,9 @@ pub struct Scripts {
     pub claim_probe: Script,
     pub admit: Script,
     pub renew: Script,
+    pub adopt: Script,
     pub settle: Script,
+    pub settle_outage: Script,
     pub reserve_spend: Script,
     pub settle_spend: Script,
     pub seed_spend: Script,
@@ -44,6 +46,8 @@ impl Scripts {
             claim_probe: Script::new(&format!("{NOW}\n{CLAIM_PROBE}")),
             admit: Script::new(&format!("{NOW}\n{ADMIT}")),
             renew: Script::new(&format!("{NOW}\n{RENEW}")),
+            adopt: Script::new(&format!("{NOW}\n{ADOPT}")),
+            settle_outage: Script::new(SETTLE_OUTAGE),
             settle: Script::new(&format!("{NOW}\n{SETTLE}")),
             reserve_spend: Script::new(RESERVE_SPEND),
             settle_spend: Script::new(SETTLE_SPEND),
@@ -144,7 +148,9 @@ return tonumber(ARGV[1])
 
 /// An instance's heartbeat. KEYS: members sorted set, this member's hash.
 /// ARGV: id, ttl_ms, then field/value pairs. Drops members whose heartbeat
-/// expired, and returns how many are live.
+/// expired, and returns the roll call: {how many are live, this instance's
+/// rank among them}, ranked by id (ids are time-ordered and unique), so
+/// every instance that reads the same roll call ranks it the same way.
 const HEARTBEAT: &str = r"
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -153,7 +159,13 @@ redis.call('PEXPIRE', KEYS[1], ttl * 4)
 for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[2], 'seen_at', now)
 redis.call('PEXPIRE', KEYS[2], ttl * 2)
-return redis.call('ZCARD', KEYS[1])
+local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+table.sort(ids)
+local rank = 0
+for i, id in ipairs(ids) do
+  if id == ARGV[1] then rank = i - 1 end
+end
+return {#ids, rank}
 ";
 
 /// Claims the one probe of an open breaker whose cool-down is over.
@@ -266,18 +278,35 @@ return {1, 0}
 /// Renews a lease still held. KEYS: the provider's leases, the key's
 /// leases (or the same key again). ARGV: lease id, ttl_ms. A lease that
 /// already expired is not brought back (its place may be another's now):
-/// returns 0, and the holder goes on without it.
+/// returns {0}, and the holder goes on without it.
 const RENEW: &str = r"
 local ttl = tonumber(ARGV[2])
 local at = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0')
-if at <= now then return 0 end
+if at <= now then return {0} end
 redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ttl * 2)
 if KEYS[2] ~= KEYS[1] then
   redis.call('ZADD', KEYS[2], 'XX', now + ttl, ARGV[1])
   redis.call('PEXPIRE', KEYS[2], ttl * 2)
 end
-return 1
+return {1}
+";
+
+/// Counts a request this instance has in flight in the team's leases,
+/// whatever they hold now: one it admitted under its own share while
+/// Redis was out of reach, or one whose lease a Redis restart lost. So
+/// the team's cap sees every request in flight before it admits more.
+/// KEYS: the provider's leases, the key's leases (or the same key again).
+/// ARGV: lease id, ttl_ms. Returns {1}.
+const ADOPT: &str = r"
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl * 2)
+if KEYS[2] ~= KEYS[1] then
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ttl * 2)
+end
+return {1}
 ";
 
 /// Ends an admission: releases its lease and settles its reserved tokens.
@@ -349,6 +378,20 @@ for i = 1, #KEYS do
   end
 end
 return {1}
+";
+
+/// Brings what an instance spent while Redis was out of reach to a
+/// budget's counter. KEYS: the spend counter, its set of seeded instances.
+/// ARGV: the instance's name, micro-dollars. Added only to a counter that
+/// still holds this instance's part from before: one Redis lost (or that
+/// another instance seeded anew) is seeded from the history, which has
+/// that spend on record already. Returns {1} when added, {0} when not.
+const SETTLE_OUTAGE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
+  redis.call('INCRBY', KEYS[1], ARGV[2])
+  return {1}
+end
+return {0}
 ";
 
 /// Seeds a budget's spend counter from an instance's history, once per
@@ -438,6 +481,26 @@ mod tests {
         call.arg(lease).arg(60_000).arg(1).arg(0).arg(0).arg(0).arg(0);
         call.arg(ticket).arg(2).arg(age).arg(if ticket.is_empty() { 0 } else { 2000 });
         call.invoke_async(con).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_instance_reads_the_same_roll_call_and_a_rank_of_its_own() {
+        let (mut con, ns) = redis().await;
+        let scripts = Scripts::new();
+        let (members, ids) = (format!("{ns}:members"), ["01-c", "01-a", "01-b"]);
+        let mut beat = async |id: &str| -> Vec<i64> {
+            let mut call = scripts.heartbeat.prepare_invoke();
+            call.key(&members).key(format!("{ns}:member:{id}")).arg(id).arg(5000).arg("name").arg(id);
+            call.invoke_async(&mut con).await.unwrap()
+        };
+        for id in ids {
+            beat(id).await;
+        }
+        let mut rolls = Vec::new();
+        for id in ids {
+            rolls.push(beat(id).await);
+        }
+        assert_eq!(rolls, vec![vec![3, 2], vec![3, 0], vec![3, 1]], "ranked by id, the same on every instance");
     }
 
     #[tokio::test]

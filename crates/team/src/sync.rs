@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
-use switchyard_core::team::{Change, Member};
+use switchyard_core::team::{Change, Member, Roll};
 
 use crate::keys::Keys;
 use crate::scripts::Scripts;
@@ -16,15 +16,15 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// This instance's heartbeat: on the roll call for `ttl` more. Returns how
-/// many instances are live.
+/// This instance's heartbeat: on the roll call for `ttl` more. Returns the
+/// roll call: how many instances are live, and this one's rank among them.
 pub async fn heartbeat(
     con: &mut ConnectionManager,
     scripts: &Scripts,
     team: &RedisTeam,
     served: u64,
     ttl: Duration,
-) -> redis::RedisResult<u32> {
+) -> redis::RedisResult<Roll> {
     let mut call = scripts.heartbeat.prepare_invoke();
     call.key(team.keys.members()).key(team.keys.member(&team.id));
     call.arg(&team.id).arg(ms(ttl));
@@ -40,7 +40,15 @@ pub async fn heartbeat(
         call.arg(k).arg(v);
     }
     call.arg("requests").arg(served);
-    call.invoke_async::<u32>(con).await
+    let answer: Vec<i64> = call.invoke_async(con).await?;
+    let int = |i: usize| answer.get(i).and_then(|n| u32::try_from(*n).ok());
+    match (int(0), int(1)) {
+        (Some(live), Some(rank)) if live > 0 && rank < live => Ok(Roll::new(live, rank)),
+        _ => Err(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "a roll call this version cannot read",
+        ))),
+    }
 }
 
 /// Off the roll call (a clean stop).

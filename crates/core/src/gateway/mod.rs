@@ -113,9 +113,10 @@ struct Inner {
     team: Arc<dyn Team>,
     /// Proxied requests served since the start, for the team's view.
     served: AtomicU64,
-    /// The share of every provider's limits this instance takes (1: the
-    /// whole limits; N while the team's shared ones are out of reach).
-    share: std::sync::atomic::AtomicU32,
+    /// The share of every limit this instance takes: the whole, or its
+    /// part by the last roll call while the team's shared state is out
+    /// of reach.
+    share: crate::ground::share::AtomicRoll,
     /// Whether this gateway was given a team (`[team]`): alone, it has no
     /// name to give in responses and records.
     in_team: bool,
@@ -268,7 +269,7 @@ impl Builder {
                 team,
                 served: AtomicU64::new(0),
                 capture: capture::Switch::default(),
-                share: std::sync::atomic::AtomicU32::new(1),
+                share: crate::ground::share::AtomicRoll::default(),
             }),
         };
         gateway.keep_members_fresh();
@@ -495,6 +496,12 @@ impl Gateway {
     }
 
     /// The team this instance belongs to: alone, a team of one.
+    /// The share of every limit this instance takes now: the whole, or
+    /// its part while the team's shared state is out of reach.
+    pub fn share(&self) -> crate::ground::share::Roll {
+        self.inner.share.load()
+    }
+
     pub fn team(&self) -> &Arc<dyn Team> {
         &self.inner.team
     }
@@ -554,8 +561,8 @@ impl Gateway {
                         .with_team(self.inner.team.clone());
                     // A provider new to a reload while the team is out of
                     // reach takes the same share as the others.
-                    let share = self.inner.share.load(Ordering::Relaxed);
-                    if share > 1 {
+                    let share = self.inner.share.load();
+                    if !share.is_whole() {
                         provider.share_caps(share);
                     }
                     if let Some(enabled) = toggles.get(&c.name) {

@@ -5,14 +5,12 @@
 //! decisions other instances made, the share of the caps while the shared
 //! state is out of reach, the spend counters kept, the events heard.
 
-use std::sync::atomic::Ordering;
-
 use super::Gateway;
 use crate::ground::clock::now_ms;
 use crate::ground::outcome::RequestOutcome;
 use crate::history::Store;
 use crate::policy::budget::Covering;
-use crate::team::{micros, AdmitAsk, Admitted, Change, Seed, Team};
+use crate::team::{micros, AdmitAsk, Admitted, Change, Roll, Seed, Team};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Envelope;
 
@@ -149,12 +147,13 @@ impl Inbound {
         }
     }
 
-    /// Each provider takes `1 / instances` of its concurrency caps (1: the
-    /// whole caps), while the team's shared caps are out of reach.
-    pub fn share_caps(&self, instances: u32) {
-        self.gateway.inner.share.store(instances, Ordering::Relaxed);
+    /// Every provider's limits and every member's take `share` of what
+    /// they allow ([`Roll::WHOLE`]: all of it), while the team's shared
+    /// state is out of reach.
+    pub fn share_caps(&self, share: Roll) {
+        self.gateway.inner.share.store(share);
         for p in &self.gateway.live().providers {
-            p.share_caps(instances);
+            p.share_caps(share);
         }
     }
 

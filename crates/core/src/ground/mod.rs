@@ -1,7 +1,8 @@
 //! The ground floor: what every layer of the gateway uses and nothing
 //! here imports from above. The clock, how attempts and requests end,
 //! header names and which carry credentials, comparing secrets, batching
-//! off a channel, and limits more than one layer knows.
+//! off a channel, limits more than one layer knows, and a team's limits
+//! shared out among its instances.
 
 pub mod batch;
 pub mod clock;
@@ -10,3 +11,4 @@ pub mod headers;
 pub mod limits;
 pub mod money;
 pub mod outcome;
+pub mod share;

@@ -22,6 +22,7 @@ use tracing::warn;
 
 use super::{glob_match, hash_text, Member, MemberState, KEY_PREFIX};
 use crate::ground::compare::constant_time_eq;
+use crate::ground::share::Roll;
 use crate::history::Store;
 use crate::policy::budget::{Blocked, BudgetPeriod, Covering};
 use crate::protocol::error::{ApiError, ErrorCode};
@@ -383,19 +384,23 @@ impl Members {
     }
 
     /// Whether `member` may ask for `model` now, with about `tokens` tokens;
-    /// counts the request against its per-minute limits when it may. (Its
-    /// budget is the budget engine's: [`super::spend`].)
-    pub fn check(&self, member: &Member, model: &str, tokens: u64) -> Result<(), Refusal> {
+    /// counts the request against its per-minute limits when it may, or
+    /// against `share` of them while its team's shared state is out of
+    /// reach ([`Roll::WHOLE`]: alone, or in reach). (Its budget is the
+    /// budget engine's: [`super::spend`].)
+    pub fn check(&self, member: &Member, model: &str, tokens: u64, share: Roll) -> Result<(), Refusal> {
         if !member.models.is_empty() && !member.models.iter().any(|p| glob_match(p, model)) {
             return Err(Refusal::ModelNotAllowed { member: member.name.clone(), model: model.to_string() });
         }
-        self.per_minute(member, tokens)
+        self.per_minute(member, tokens, share)
     }
 
-    fn per_minute(&self, member: &Member, tokens: u64) -> Result<(), Refusal> {
+    fn per_minute(&self, member: &Member, tokens: u64, share: Roll) -> Result<(), Refusal> {
         if member.rpm.is_none() && member.tpm.is_none() {
             return Ok(());
         }
+        let rpm = share.share_of(member.rpm);
+        let tpm = member.tpm.map(|t| share.share_u64(t));
         let now = Instant::now();
         let mut all = lock(&self.per_member);
         let w = Window::current(all.entry(member.name.clone()).or_default(), now);
@@ -405,10 +410,12 @@ impl Members {
             limit,
             retry_after: w.left(now),
         };
-        if let Some(rpm) = member.rpm.map(u64::from).filter(|rpm| w.requests >= *rpm) {
+        if let Some(rpm) = rpm.map(u64::from).filter(|rpm| w.requests >= *rpm) {
             return Err(limited("requests", rpm));
         }
-        if let Some(tpm) = member.tpm.filter(|tpm| w.tokens > 0 && w.tokens.saturating_add(tokens) > *tpm) {
+        // One request larger than the whole limit still goes alone, but not
+        // on a share of nothing.
+        if let Some(tpm) = tpm.filter(|tpm| (w.tokens > 0 || *tpm == 0) && w.tokens.saturating_add(tokens) > *tpm) {
             return Err(limited("tokens", tpm));
         }
         w.requests += 1;
@@ -425,8 +432,9 @@ pub enum AcrossTeam {
     /// The member's budget counter is missing: seed it and ask again.
     Unseeded(Vec<usize>),
     /// Redis is out of reach (or the member has no limit to share): this
-    /// instance's own counts decide alone.
-    Alone,
+    /// instance's own counts decide, with what its share of the member's
+    /// budget holds while Redis is out of reach.
+    Alone(Option<Box<dyn Held>>),
 }
 
 /// A member's requests and tokens a minute, and its budget, across a team:
@@ -473,14 +481,13 @@ pub async fn across_team(
         }
         Admitted::OverBudget { budget: at, spent_micros } => match budget.get(at) {
             Some(c) => Err(Refusal::over_budget(&member.name, &c.blocked(spent_micros))),
-            None => Ok(AcrossTeam::Alone),
+            None => Ok(AcrossTeam::Alone(None)),
         },
         Admitted::Unseeded(missing) => Ok(AcrossTeam::Unseeded(missing)),
-        Admitted::Full
-        | Admitted::Queued { .. }
-        | Admitted::LineFull { .. }
-        | Admitted::Unreachable
-        | Admitted::Alone => Ok(AcrossTeam::Alone),
+        Admitted::Unreachable(held) => Ok(AcrossTeam::Alone(held)),
+        Admitted::Full | Admitted::Queued { .. } | Admitted::LineFull { .. } | Admitted::Alone => {
+            Ok(AcrossTeam::Alone(None))
+        }
     }
 }
 
@@ -610,11 +617,27 @@ mod tests {
     async fn requests_a_minute_hold_until_the_minute_ends() {
         let gate = Members::new();
         let al = member("al", &new_key(), Some(2));
-        assert!(gate.check(&al, "m", 1).is_ok());
-        assert!(gate.check(&al, "m", 1).is_ok());
-        assert!(matches!(gate.check(&al, "m", 1), Err(Refusal::RateLimited { what: "requests", .. })));
+        assert!(gate.check(&al, "m", 1, Roll::WHOLE).is_ok());
+        assert!(gate.check(&al, "m", 1, Roll::WHOLE).is_ok());
+        assert!(matches!(gate.check(&al, "m", 1, Roll::WHOLE), Err(Refusal::RateLimited { what: "requests", .. })));
         tokio::time::advance(MINUTE).await;
-        assert!(gate.check(&al, "m", 1).is_ok());
+        assert!(gate.check(&al, "m", 1, Roll::WHOLE).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn out_of_reach_each_instance_takes_its_share_of_a_member_s_minute() {
+        let admitted = |rpm: u32, tpm: Option<u64>, roll: Roll, tokens: u64| {
+            let gate = Members::new();
+            let mut al = member("al", &new_key(), Some(rpm));
+            al.tpm = tpm;
+            (0..20).take_while(|_| gate.check(&al, "m", tokens, roll).is_ok()).count()
+        };
+        let shares: Vec<usize> = (0..3).map(|rank| admitted(5, None, Roll::new(3, rank), 1)).collect();
+        assert_eq!(shares, vec![2, 2, 1], "5 requests a minute over three instances");
+        assert_eq!(admitted(1, None, Roll::new(2, 1), 1), 0, "a share of nothing admits nothing");
+        let tokens: Vec<usize> = (0..2).map(|rank| admitted(100, Some(30), Roll::new(2, rank), 5)).collect();
+        assert_eq!(tokens, vec![3, 3], "30 tokens a minute over two: 15 each, 5 a request");
+        assert_eq!(admitted(100, Some(1), Roll::new(2, 1), 5), 0, "nor a share of no tokens");
     }
 
     #[test]
@@ -622,8 +645,8 @@ mod tests {
         let gate = Members::new();
         let mut al = member("al", &new_key(), None);
         al.models = vec!["claude-*".into()];
-        assert!(matches!(gate.check(&al, "gpt-4.1", 1), Err(Refusal::ModelNotAllowed { .. })));
-        assert!(gate.check(&al, "claude-x", 1).is_ok());
+        assert!(matches!(gate.check(&al, "gpt-4.1", 1, Roll::WHOLE), Err(Refusal::ModelNotAllowed { .. })));
+        assert!(gate.check(&al, "claude-x", 1, Roll::WHOLE).is_ok());
     }
 
     #[tokio::test]

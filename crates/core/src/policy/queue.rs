@@ -40,6 +40,8 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::ground::share::{AtomicRoll, Roll};
+
 /// How long and how many may wait for one provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueuePolicy {
@@ -206,9 +208,10 @@ pub struct QueueStats {
 pub struct Capacity {
     limit: Option<u32>,
     key_limit: Option<u32>,
-    /// In a team whose shared state is out of reach, the instances it
-    /// knows live: each takes this share of the caps, never N times them.
-    share: std::sync::atomic::AtomicU32,
+    /// In a team whose shared state is out of reach, this instance's place
+    /// in the last roll call: it takes its share of the caps and of the
+    /// queue, the shares adding up to them.
+    share: AtomicRoll,
     policy: QueuePolicy,
     state: Mutex<State>,
     counters: QueueCounters,
@@ -239,7 +242,7 @@ impl Capacity {
         Arc::new(Capacity {
             limit: limit.map(|n| n.max(1)),
             key_limit: key_limit.map(|n| n.max(1)),
-            share: std::sync::atomic::AtomicU32::new(1),
+            share: AtomicRoll::default(),
             policy,
             state: Mutex::default(),
             counters: QueueCounters::default(),
@@ -260,24 +263,30 @@ impl Capacity {
         self.key_limit
     }
 
-    /// Takes `1 / instances` of the caps (at least one request each), while
-    /// a team's shared caps are out of reach; 1 restores the whole caps.
-    pub fn set_share(&self, instances: u32) {
-        self.share.store(instances.max(1), Ordering::Relaxed);
+    /// Takes `share` of the caps and of the queue (its part by the last
+    /// roll call, [`Roll::share`]) while a team's shared caps are out of
+    /// reach; [`Roll::WHOLE`] restores them.
+    pub fn set_share(&self, share: Roll) {
+        self.share.store(share);
     }
 
-    /// Whether more permits are held than `instances`' share of the cap
-    /// allows (the caller's own among them): an instance that finds its
-    /// team out of reach goes no further over its share.
-    pub fn over_share(&self, instances: u32) -> bool {
-        let share = self.limit.map(|l| l.div_ceil(instances.max(1)).max(1));
-        share.is_some_and(|s| self.state().in_use > s)
+    /// Whether more permits (or leases on `key`) are held than `share` of
+    /// the caps allows, the caller's own among them: an instance that
+    /// finds its team out of reach goes no further past its share.
+    pub fn over_share(&self, share: Roll, key: Option<&str>) -> bool {
+        let s = self.state();
+        let over = |held: u32, cap: Option<u32>| share.share_of(cap).is_some_and(|c| held > c);
+        over(s.in_use, self.limit) || key.is_some_and(|k| over(s.keys.get(k).copied().unwrap_or(0), self.key_limit))
     }
 
-    /// A cap as this instance may use it now.
+    /// A cap as this instance may use it now (0: not at all).
     fn shared(&self, cap: Option<u32>) -> Option<u32> {
-        let n = self.share.load(Ordering::Relaxed).max(1);
-        cap.map(|c| c.div_ceil(n).max(1))
+        self.share.load().share_of(cap)
+    }
+
+    /// How many may wait in line here now.
+    fn max_queue(&self) -> u32 {
+        self.share.load().share(self.policy.max_queue)
     }
 
     pub fn counters(&self) -> &QueueCounters {
@@ -343,7 +352,8 @@ impl Capacity {
     /// for choosing the provider that frees up first.
     pub fn expected_wait(&self) -> Option<Duration> {
         let s = self.state();
-        if self.policy.max_queue == 0 || s.waiters.len() >= self.policy.max_queue as usize {
+        let max_queue = self.max_queue();
+        if max_queue == 0 || s.waiters.len() >= max_queue as usize {
             return None;
         }
         Some(self.expectation(&s).unwrap_or(Duration::ZERO))
@@ -352,10 +362,11 @@ impl Capacity {
     /// Permits to see released before a newcomer has one, in rounds of the
     /// cap, times the average hold. `None` when no hold time is known.
     fn expectation(&self, s: &State) -> Option<Duration> {
-        let (limit, hold) = (self.limit?, s.hold?);
+        let (limit, hold) = (self.shared(self.limit)?, s.hold?);
         let free = limit.saturating_sub(s.in_use) as usize;
         let needed = (s.waiters.len() + 1).saturating_sub(free);
-        let rounds = needed.div_ceil(limit as usize);
+        // A share of nothing frees nothing: the wait is not known.
+        let rounds = needed.div_ceil(usize::try_from(limit).ok().filter(|l| *l > 0)?);
         Some(hold.saturating_mul(rounds as u32))
     }
 
@@ -410,13 +421,14 @@ impl Capacity {
     /// A place at the end of the line, unless the line is full or the
     /// expected wait does not fit.
     fn join(self: &Arc<Self>, now: Instant, until: Instant) -> Result<Place, Refusal> {
+        let max_queue = self.max_queue();
         if self.policy.max_queue == 0 {
             return Err(Refusal::NoQueue);
         }
         let mut s = self.state();
-        if s.waiters.len() >= self.policy.max_queue as usize {
+        if s.waiters.len() >= max_queue as usize {
             self.counters.refused_full.fetch_add(1, Ordering::Relaxed);
-            return Err(Refusal::QueueFull { max: self.policy.max_queue });
+            return Err(Refusal::QueueFull { max: max_queue });
         }
         if let Some(expected) = self.expectation(&s).filter(|e| now + *e > until) {
             self.counters.refused_time.fetch_add(1, Ordering::Relaxed);

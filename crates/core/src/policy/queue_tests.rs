@@ -287,3 +287,51 @@ async fn the_expected_wait_counts_rounds_of_the_cap() {
     drop(waiters);
     assert_eq!(Capacity::new(Some(1), None, QueuePolicy::default()).expected_wait(), None, "no queue");
 }
+
+#[test]
+fn out_of_reach_three_instances_take_shares_of_a_cap_of_four_that_add_up_to_four() {
+    let taken: Vec<usize> = (0..3)
+        .map(|rank| {
+            let c = capacity(4, 0);
+            c.set_share(Roll::new(3, rank));
+            let mut held = Vec::new();
+            while let Ok(p) = c.try_enter() {
+                held.push(p);
+                assert!(held.len() <= 4, "never past the whole cap");
+            }
+            held.len()
+        })
+        .collect();
+    assert_eq!(taken, vec![2, 1, 1]);
+}
+
+#[test]
+fn a_share_of_nothing_passes_the_provider_over_and_the_whole_cap_comes_back() {
+    let c = Capacity::new(Some(1), Some(1), QueuePolicy { max_queue: 2, max_wait: Duration::from_secs(1) });
+    c.set_share(Roll::new(3, 2));
+    assert_eq!(c.try_enter().err(), Some(Busy::Full), "a server with one slot: this instance's share is none");
+    assert!(c.try_lease("k").is_none(), "nor of the key's cap");
+    assert_eq!(c.expected_wait(), None, "its part of a line of two is none either");
+    c.set_share(Roll::WHOLE);
+    let permit = c.try_enter().expect("the whole cap again");
+    let lease = c.try_lease("k").expect("and the key's");
+    assert!(!c.over_share(Roll::WHOLE, Some("k")));
+    assert!(c.over_share(Roll::new(3, 1), Some("k")), "one held is past a share of none");
+    drop((permit, lease));
+    assert!(!c.over_share(Roll::new(3, 1), Some("k")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_line_holds_only_this_instance_s_part_of_max_queue() {
+    let c = Capacity::new(Some(1), None, QueuePolicy { max_queue: 4, max_wait: Duration::from_secs(60) });
+    c.set_share(Roll::new(3, 0));
+    let _held = c.try_enter().unwrap();
+    let waiting: Vec<_> = (0..2).map(|_| request(&c, Duration::from_secs(30), Duration::from_millis(1))).collect();
+    settle().await;
+    assert_eq!(c.counters().depth.load(Ordering::Relaxed), 2, "a share of 2 of a line of 4 over three");
+    let refused = c.wait(Instant::now() + Duration::from_secs(30), go).await.err();
+    assert_eq!(refused, Some(Refusal::QueueFull { max: 2 }));
+    for w in waiting {
+        w.abort();
+    }
+}

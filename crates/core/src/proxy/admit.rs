@@ -87,7 +87,7 @@ pub(super) async fn request(
     journal.session(session.as_ref(), head.conversation.turn());
     let tokens = (bytes.len() / 4) as u64;
     if let Some(m) = member {
-        gateway.members().check(m, &head.model, tokens).map_err(|r| r.in_protocol(protocol))?;
+        gateway.members().check(m, &head.model, tokens, gateway.share()).map_err(|r| r.in_protocol(protocol))?;
         // Only a budget reserves it: pricing plans the route, which a
         // member without one need not pay for on every request.
         let estimate = match m.budget {
@@ -137,11 +137,15 @@ async fn member_admit(
         gateway.seed_team_spend(&counter, missing).await;
         answer = across_team(team, member, tokens, &mut counter, count).await?;
     }
-    if let AcrossTeam::Granted(held) = answer {
-        hold.hold_team(held);
-        if !counter.is_empty() {
-            return Ok(hold);
+    match answer {
+        AcrossTeam::Granted(held) => {
+            hold.hold_team(held);
+            if !counter.is_empty() {
+                return Ok(hold);
+            }
         }
+        AcrossTeam::Alone(held) => hold.hold_team(held),
+        AcrossTeam::Unseeded(_) => {}
     }
     // Alone, Redis out of reach, or a counter that could not be seeded.
     match gateway.budgets().reserve(&member.name, estimate_usd, now_ms()) {

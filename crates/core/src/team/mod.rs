@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 mod solo;
 
 pub use crate::ground::money::micros;
+pub use crate::ground::share::Roll;
 pub use crate::policy::budget::SpendAsk;
 pub use solo::Solo;
 
@@ -148,11 +149,13 @@ pub enum Admitted {
     /// period began) or this instance has not added its part to them yet:
     /// seed them ([`Team::seed_spend`]) and ask again. Nothing was taken.
     Unseeded(Vec<usize>),
-    /// The shared state failed this ask: this instance's share of the caps
-    /// decides alone, from this request on.
-    Unreachable,
-    /// Nothing is counted across a team for this ask (a gateway alone, a
-    /// team whose shared state has been out of reach since before it, or
+    /// The shared state is out of reach (it failed this ask, or has been
+    /// since before it): this instance's share of every limit decides
+    /// alone, from this request on. What it holds is counted toward this
+    /// instance's share of the budgets and brought to the team's count
+    /// when the shared state is back.
+    Unreachable(Option<Box<dyn Held>>),
+    /// Nothing is counted across a team for this ask (a gateway alone, or
     /// an ask with no shared limit): this instance's own limits decide.
     Alone,
 }
@@ -179,10 +182,11 @@ pub trait Team: Verdicts + Admission + SpendCounters + SharedCache {
     /// asks the team and takes its answer.
     fn connected(&self) -> bool;
 
-    /// Live instances at the last word from the shared state, this one
-    /// included: out of reach, each takes this share of the caps.
-    fn instances(&self) -> u32 {
-        1
+    /// This instance's place in the last roll call it saw: out of reach,
+    /// each instance takes its [`Roll::share`] of every limit, and the
+    /// shares add up to the limit.
+    fn roll(&self) -> Roll {
+        Roll::WHOLE
     }
 
     /// A request found the shared state out of reach while this instance

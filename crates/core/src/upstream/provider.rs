@@ -24,7 +24,7 @@ use crate::policy::share::{self, WindowCounter};
 use crate::protocol::translate::profile::{Profile, StreamOptions};
 use crate::protocol::Endpoint;
 use crate::secrets::{ProviderKey, SecretStore};
-use crate::team::{AdmitAsk, Admitted, Asking, Change, Held, Line, Solo, SpendAsk, Team, Used};
+use crate::team::{AdmitAsk, Admitted, Asking, Change, Held, Line, Roll, Solo, SpendAsk, Team, Used};
 use crate::telemetry::events::GatewayEvent;
 use crate::telemetry::Telemetry;
 use crate::upstream::keys::{KeyPool, NoKey};
@@ -46,6 +46,9 @@ struct Health {
     upstream_failed_at: Option<Instant>,
     /// Whether its server answers, as the active probes found.
     reach: Reach,
+    /// Its share of a team's rate limits is nothing (the team out of
+    /// reach, this instance's part of a small limit 0): passed over.
+    no_share: bool,
 }
 
 #[derive(Debug)]
@@ -92,6 +95,9 @@ pub enum Pass {
         wait: Duration,
     },
     FallbackShare,
+    /// The team's shared state is out of reach, and this instance's share
+    /// of the provider's rate limits is nothing.
+    NoShare,
     /// The last active probe got no answer, so no request waits on a dead
     /// socket until a probe gets one again.
     Unreachable {
@@ -117,6 +123,9 @@ impl fmt::Display for Pass {
             Pass::KeysBusy => f.write_str("every key is serving as many requests as it may"),
             Pass::Throttled { wait } => write!(f, "throttled (next slot in {})", humantime::format_duration(*wait)),
             Pass::FallbackShare => f.write_str("took its share of fallback traffic"),
+            Pass::NoShare => {
+                f.write_str("this instance's share of its rate limits is none while the team is out of reach")
+            }
             Pass::Unreachable { error, probed_at_ms } => {
                 let ago = Duration::from_secs(u64::try_from((now_ms() - probed_at_ms) / 1000).unwrap_or(0));
                 write!(f, "unreachable: the probe {} ago got no answer ({error})", humantime::format_duration(ago))
@@ -212,8 +221,10 @@ impl Ticket {
             // This instance's share of the caps decides, from this request
             // on: one admitted under the whole cap while the team was in
             // reach does not keep this instance over its share.
-            Admitted::Unreachable => {
-                if self.provider.capacity.over_share(self.provider.team.instances()) {
+            Admitted::Unreachable(held) => {
+                self.team_hold = held;
+                let (capacity, roll) = (&self.provider.capacity, self.provider.team.roll());
+                if capacity.over_share(roll, self.key.as_ref().map(|k| k.label.as_str())) {
                     TeamGate::Full
                 } else {
                     TeamGate::Go
@@ -297,6 +308,7 @@ impl Provider {
             fallbacks: WindowCounter::new(p.fallback_window, now),
             upstream_failed_at: None,
             reach: Reach::default(),
+            no_share: false,
         };
         let urls = Endpoint::FIXED
             .iter()
@@ -370,13 +382,17 @@ impl Provider {
         Some(ask)
     }
 
-    /// Takes `1 / instances` of the concurrency caps and rate limits (see
-    /// [`Capacity::set_share`]), while the team's shared ones are out of reach.
-    pub(crate) fn share_caps(&self, instances: u32) {
-        self.capacity.set_share(instances);
+    /// Takes `share` of the concurrency caps, the queue and the rate
+    /// limits (see [`Capacity::set_share`]) while the team's shared ones
+    /// are out of reach; [`Roll::WHOLE`] gives them back whole. A rate
+    /// limit whose share is nothing passes the provider over.
+    pub(crate) fn share_caps(&self, share: Roll) {
+        self.capacity.set_share(share);
         let p = &self.config.policy;
-        let share = |limit: Option<u32>| limit.map(|l| l.div_ceil(instances.max(1)).max(1));
-        self.health().rates = Rates::new(share(p.requests_per_minute), share(p.tokens_per_minute), Instant::now());
+        let (rpm, tpm) = (share.share_of(p.requests_per_minute), share.share_of(p.tokens_per_minute));
+        let mut h = self.health();
+        h.no_share = rpm == Some(0) || tpm == Some(0);
+        h.rates = Rates::new(rpm, tpm, Instant::now());
     }
 
     /// Whether the team took the decision (see [`Team::share`]).
@@ -526,6 +542,9 @@ impl Provider {
         }
         if let Some(until) = h.cooling_until.filter(|t| *t > now) {
             return Gate::Pass(Pass::CoolingDown { until });
+        }
+        if h.no_share {
+            return Gate::Pass(Pass::NoShare);
         }
         let wait = h.rates.wait_for(tokens, now);
         if !wait.is_zero() {
