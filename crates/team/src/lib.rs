@@ -9,7 +9,9 @@
 //! backstop for announcements missed while disconnected.
 //!
 //! Redis out of reach never stops a request: the instance says `degraded`,
-//! its breakers follow their own timers, and it reconnects on its own.
+//! its breakers follow their own timers, every limit is this instance's
+//! share of it (the shares add up to the limit), and it reconnects on its
+//! own, bringing back what it did alone before the team's limits open.
 //! Nothing secret is written: keys are named by their fingerprint, and the
 //! Redis URL is shown only with its password redacted.
 //!
@@ -17,6 +19,9 @@
 //! - [`keys`]: the names of every key and channel.
 //! - [`scripts`]: the Lua scripts, one per decision.
 //! - `sync`: what the runner reads back from the shared state.
+//! - `lease`: one admission under the team's caps, buckets and budgets.
+//! - `outage`: what keeps the team inside its limits while Redis is out
+//!   of reach, and what this instance brings back when it answers.
 //! - `events`: every instance's events on every instance's live feed.
 
 mod cache;
