@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
-use switchyard_core::cache::shared::MAX_SHARED_BYTES;
 use switchyard_core::team::Shared;
 use switchyard_core::team::Team;
 use tracing::debug;
 
+use crate::decode;
 use crate::scripts::Scripts;
 use crate::RedisTeam;
 
@@ -33,7 +33,12 @@ pub(crate) async fn fill(team: &RedisTeam, key: &str, lock_ttl: Duration, limit:
     call.key(team.keys.cache_entry(key)).key(team.keys.cache_lock(key)).arg(&token).arg(ms(lock_ttl));
     match tokio::time::timeout(limit, call.invoke_async::<Value>(&mut con)).await {
         Ok(Ok(answer)) => {
-            let shared = read(answer, token);
+            // An entry that does not read back as an answer is a miss: this
+            // instance answers and stores its own in its place.
+            let shared = decode::cache_fill(&answer, token, switchyard_core::history::now_ms()).unwrap_or_else(|d| {
+                decode::report(&d);
+                Shared::Unreachable
+            });
             if let Shared::Fill(token) = &shared {
                 let lock = team.keys.cache_lock(key);
                 tokio::spawn(keep(con, team.scripts.clone(), lock, token.clone(), lock_ttl, limit));
@@ -78,19 +83,6 @@ async fn keep(
     }
 }
 
-/// What [`crate::scripts::CACHE_FILL`] answered.
-fn read(answer: Value, token: String) -> Shared {
-    let Value::Array(items) = answer else { return Shared::Unreachable };
-    match items.as_slice() {
-        [Value::Int(1), Value::BulkString(entry)] if entry.len() <= MAX_SHARED_BYTES + 4096 => {
-            Shared::Found(entry.clone())
-        }
-        [Value::Int(2)] => Shared::Fill(token),
-        [Value::Int(3)] => Shared::Filling,
-        _ => Shared::Unreachable,
-    }
-}
-
 /// Stores `entry` (and lets go of `lock`), or lets go of `lock` alone,
 /// on a task of its own: the request never waits for it.
 pub(crate) fn store(
@@ -126,18 +118,4 @@ pub(crate) fn store(
             Err(_) => debug!("team: sharing a cached answer took over {limit:?}"),
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_fill_script_answers_an_entry_a_lock_or_a_wait() {
-        let found = Value::Array(vec![Value::Int(1), Value::BulkString(b"e".to_vec())]);
-        assert_eq!(read(found, "t".into()), Shared::Found(b"e".to_vec()));
-        assert_eq!(read(Value::Array(vec![Value::Int(2)]), "t".into()), Shared::Fill("t".into()));
-        assert_eq!(read(Value::Array(vec![Value::Int(3)]), "t".into()), Shared::Filling);
-        assert_eq!(read(Value::Nil, "t".into()), Shared::Unreachable);
-    }
 }

@@ -10,14 +10,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::streams::{StreamReadOptions, StreamReadReply};
-use redis::AsyncCommands;
+use redis::streams::StreamReadOptions;
+use redis::{AsyncCommands, Value};
 use switchyard_core::gateway::Inbound;
-use switchyard_core::telemetry::{Envelope, GatewayEvent};
+use switchyard_core::telemetry::Envelope;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::decode::{self, Dropped, Kind, Why};
 use crate::RedisTeam;
 
 /// Events written at once, and how long the first of a batch may wait.
@@ -69,7 +70,9 @@ pub async fn fan_out(team: Arc<RedisTeam>, gateway: Inbound, stop: CancellationT
 
 /// Reads the other instances' events from the team's stream into this
 /// instance's live feed, on a connection of its own (a blocking read would
-/// stall a shared one).
+/// stall a shared one). The reply is read untyped and each entry decoded
+/// on its own ([`decode::stream_entries`], [`decode::event`]): an entry
+/// this version cannot read is dropped and passed, never read again.
 pub async fn fan_in(client: redis::Client, team: Arc<RedisTeam>, gateway: Inbound, stop: CancellationToken) {
     let key = team.keys.events();
     let mut last = "$".to_string();
@@ -91,25 +94,34 @@ pub async fn fan_in(client: redis::Client, team: Arc<RedisTeam>, gateway: Inboun
             let (keys, ids) = ([key.as_str()], [last.as_str()]);
             let read = tokio::select! {
                 () = stop.cancelled() => return,
-                r = con.xread_options::<_, _, Option<StreamReadReply>>(&keys, &ids, &options) => r,
+                r = con.xread_options::<_, _, Value>(&keys, &ids, &options) => r,
             };
-            let reply = match read {
-                Ok(Some(reply)) => reply,
-                Ok(None) => continue,
+            let entries = match &read {
+                Ok(reply) => decode::stream_entries(reply),
                 Err(e) => {
                     debug!("team: reading the team's events: {e}");
-                    break;
+                    None
                 }
             };
-            for entry in reply.keys.into_iter().flat_map(|k| k.ids) {
-                last.clone_from(&entry.id);
-                if entry.get::<String>("i").as_deref() == Some(team.id.as_str()) {
-                    continue;
+            let Some(entries) = entries else {
+                if read.is_ok() {
+                    decode::report(&Dropped { kind: Kind::Event, why: Why::Form });
                 }
-                let (Some(name), Some(text)) = (entry.get::<String>("n"), entry.get::<String>("e")) else { continue };
-                let at = entry.get::<String>("a").and_then(|a| a.parse().ok()).unwrap_or_default();
-                if let Ok(event) = serde_json::from_str::<GatewayEvent>(&text) {
-                    gateway.take_event(&name, at, event);
+                // An error that stays (the key is not a stream) is not
+                // asked again at once, on a connection after another.
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(200)) => break,
+                }
+            };
+            for entry in entries {
+                last.clone_from(&entry.id);
+                let fields = entry.fields.ok_or(Dropped { kind: Kind::Event, why: Why::Form });
+                match fields.and_then(|fields| decode::event(&team.id, &fields)) {
+                    Ok(Some(heard)) => gateway.take_event(&heard.name, heard.at_ms, heard.event),
+                    // This instance's own, on its feed already.
+                    Ok(None) => {}
+                    Err(dropped) => decode::report(&dropped),
                 }
             }
         }

@@ -25,6 +25,7 @@
 //! - `events`: every instance's events on every instance's live feed.
 
 mod cache;
+pub mod decode;
 mod events;
 pub mod keys;
 mod lease;
@@ -623,14 +624,15 @@ async fn listen(
                 msg = messages.next() => msg,
             };
             let Some(msg) = msg else { break };
-            let Ok(payload) = msg.get_payload::<String>() else { continue };
-            let Ok(a) = serde_json::from_str::<Announcement>(&payload) else {
-                warn!("team: an announcement this version cannot read was ignored");
-                continue;
+            let a = match decode::announcement(&team.id, msg.get_payload_bytes()) {
+                Ok(Some(a)) => a,
+                // This instance's own, applied when it was made.
+                Ok(None) => continue,
+                Err(dropped) => {
+                    decode::report(&dropped);
+                    continue;
+                }
             };
-            if a.id == team.id {
-                continue;
-            }
             if matches!(a.change, Change::BreakerTripped { .. }) {
                 let _ = due.send(a.change.provider().to_string());
             }
@@ -639,16 +641,12 @@ async fn listen(
     }
 }
 
-/// A member of the team as the roll call holds it.
+/// A member of the team as the roll call holds it; `None` for a hash that
+/// is gone, or (logged) one no instance of this version wrote.
 fn member(fields: &std::collections::HashMap<String, String>) -> Option<Member> {
-    let int = |k: &str| fields.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-    Some(Member {
-        name: fields.get("name")?.clone(),
-        id: fields.get("id")?.clone(),
-        started_at: int("started_at"),
-        version: fields.get("version").cloned().unwrap_or_default(),
-        address: fields.get("address").cloned().unwrap_or_default(),
-        requests: u64::try_from(int("requests")).unwrap_or(0),
-        seen_at: int("seen_at"),
+    let fields: Vec<(&[u8], &[u8])> = fields.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
+    decode::member(None, &fields).unwrap_or_else(|dropped| {
+        decode::report(&dropped);
+        None
     })
 }
