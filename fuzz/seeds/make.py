@@ -247,6 +247,103 @@ write("config", "bad-chain", '[[providers]]\nname = "a"\nkind = "openai"\nbase_u
       '[[routes]]\nmodel = "m"\nchain = ["a", "b"]\npolicy = { max_concurrency = 1 }\n')
 write("config", "unicode", '# é\n[server]\nlisten = "127.0.0.1:４１４１"\n')
 
+# --- redis_replies: a byte that picks what is read (see the target's docs), then its bytes ---
+ANNOUNCEMENT, EVENT, CACHE_ENTRY, MEMBER, REPLY = range(5)
+OWN_ID = "0197a5c0-0000-7000-8000-000000000001"
+OTHER_ID = "0197a5c0-0000-7000-8000-000000000002"
+
+
+def redis_seed(name, what, data):
+    write("redis_replies", name, bytes([what]) + (data if isinstance(data, bytes) else data.encode()))
+
+
+def fields(*pairs):
+    """Fields as XREAD and HGETALL give them: field NUL value NUL ..."""
+    return b"\0".join(p if isinstance(p, bytes) else p.encode() for kv in pairs for p in kv)
+
+
+def resp(value):
+    """RESP2, as Redis writes a reply."""
+    if isinstance(value, list):
+        return b"*%d\r\n" % len(value) + b"".join(resp(v) for v in value)
+    if isinstance(value, int):
+        return b":%d\r\n" % value
+    if value is None:
+        return b"$-1\r\n"
+    value = value if isinstance(value, bytes) else value.encode()
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def announced(change, by="gw-2", id=OTHER_ID):
+    return j({"by": by, "id": id, "change": change})
+
+
+redis_seed("announcement-tripped", ANNOUNCEMENT, announced(
+    {"change": "breaker_tripped", "provider": "openai", "for_ms": 30000, "reason": "5 failures in a row; open for 30s", "local": True}))
+redis_seed("announcement-closed", ANNOUNCEMENT, announced(
+    {"change": "breaker_closed", "provider": "openai", "reason": "2 probes succeeded"}))
+redis_seed("announcement-forced", ANNOUNCEMENT, announced({"change": "breaker_forced", "provider": "openai", "open": True}))
+redis_seed("announcement-cooling", ANNOUNCEMENT, announced(
+    {"change": "cooling", "provider": "anthropic", "key": "0123456789abcdef0123456789abcdef", "for_ms": 1500}))
+redis_seed("announcement-revoked", ANNOUNCEMENT, announced(
+    {"change": "revoked", "provider": "groq", "key": "fedcba9876543210fedcba9876543210", "reason": "HTTP 401 Unauthorized: invalid key \u00e9"}))
+redis_seed("announcement-toggled", ANNOUNCEMENT, announced({"change": "toggled", "provider": "local", "enabled": False}))
+redis_seed("announcement-own", ANNOUNCEMENT, announced({"change": "cooling", "provider": "p", "key": None, "for_ms": 1}, "gw-1", OWN_ID))
+redis_seed("announcement-years", ANNOUNCEMENT, announced(
+    {"change": "cooling", "provider": "openai", "key": None, "for_ms": 18446744073709551615}))
+
+brief = {"id": "0197a5c1-aaaa-7bbb-8ccc-dddddddddddd", "endpoint": "/v1/chat/completions", "model": "gpt-4o-mini",
+         "provider": "openai", "outcome": "ok", "status": 200, "duration_ms": 812.5, "ttft_ms": 201.0,
+         "input_tokens": 19, "output_tokens": 10, "cost_usd": 0.000123, "cache": "miss",
+         "attempts": ["groq:429", "openai:200"], "member": None, "session": "claude-code-1234"}
+redis_seed("event-finished", EVENT, fields(
+    ("i", OTHER_ID), ("n", "gw-2"), ("a", "1750000000123"), ("e", j({"type": "request_finished", "request": brief}))))
+redis_seed("event-breaker", EVENT, fields(
+    ("i", OTHER_ID), ("n", "gw-2"), ("a", "1750000000456"),
+    ("e", j({"type": "breaker", "provider": "openai", "from": "closed", "to": "open", "reason": "5 failures in a row"}))))
+redis_seed("event-alert", EVENT, fields(
+    ("i", OTHER_ID), ("n", "host.example:4141"), ("a", "1750000000789"),
+    ("e", j({"type": "alert", "kind": "budget_threshold", "subject": "daily", "title": "Budget at 80%", "message": "$8.00 of $10.00", "suppressed": 0}))))
+redis_seed("event-own", EVENT, fields(("i", OWN_ID), ("n", "gw-1"), ("a", "1"), ("e", "{}")))
+redis_seed("event-odd-fields", EVENT, fields(
+    (b"\xff", b"x"), ("i", OTHER_ID), ("n", "gw-2"), ("a", "-5"), ("e", j({"type": "provider_toggled", "provider": "p", "enabled": True}))))
+
+
+def cache_entry(form, body, **head):
+    h = {"v": 1, "endpoint": "/v1/chat/completions", "model": "gpt-4o-mini", "provider": "openai", "status": 200,
+         "content_type": "text/event-stream" if form == "sse" else "application/json", "form": form,
+         "input_tokens": 12, "output_tokens": 3, "cached_tokens": None, "cost_usd": 0.25, "created_at_ms": 1749999999000}
+    h.update(head)
+    return j(h).encode() + b"\n" + body.encode()
+
+
+json_answer = cache_entry("json", j({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini",
+                                      "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],
+                                      "usage": {"prompt_tokens": 12, "completion_tokens": 3}}))
+sse_answer = cache_entry("sse", chat_stream)
+redis_seed("cache-json", CACHE_ENTRY, json_answer)
+redis_seed("cache-sse", CACHE_ENTRY, sse_answer)
+redis_seed("cache-future", CACHE_ENTRY, cache_entry("json", "{}", created_at_ms=9999999999999, cost_usd=-1, status=500))
+redis_seed("cache-no-body-line", CACHE_ENTRY, j({"v": 1}))
+# A cost serde_json does not read back exactly once written (it reads floats to about an ULP).
+redis_seed("cache-long-cost", CACHE_ENTRY, cache_entry("sse", chat_stream).replace(
+    b'"cost_usd":0.25', b'"cost_usd":0.233333333333333333333333333333333333333333333333333333335'))
+
+heartbeat = (("name", "gw-2"), ("id", OTHER_ID), ("started_at", "1749999999000"), ("version", "0.1.0"),
+             ("address", "[::1]:4141"), ("requests", "42"), ("seen_at", "1750000000123"))
+redis_seed("member", MEMBER, fields(*heartbeat))
+redis_seed("member-older", MEMBER, fields(("name", "gw-3"), ("id", OTHER_ID)))
+redis_seed("member-odd", MEMBER, fields(("name", "gw\n2"), ("id", OTHER_ID), ("requests", "-1"), ("requests", "2")))
+
+event_fields = ["i", OTHER_ID, "n", "gw-2", "a", "1750000000456", "e", j({"type": "provider_toggled", "provider": "p", "enabled": True})]
+redis_seed("reply-xread", REPLY, resp([["ns:events", [["1750000000456-0", event_fields],
+                                                      ["1750000000457-0", [b"\xff", "x"] + event_fields]]]]))
+redis_seed("reply-xread-resp3", REPLY, b"%1\r\n" + resp("ns:events") + resp([["1-0", event_fields]]))
+redis_seed("reply-xread-none", REPLY, b"*-1\r\n")
+redis_seed("reply-fill-found", REPLY, resp([1, json_answer]))
+redis_seed("reply-fill-lock", REPLY, resp([2]))
+redis_seed("reply-fill-wait", REPLY, resp([3]))
+
 # --- inputs that broke a parser once (see the fixes' tests) ---
 write("request_body", "stream-options-null", b"\x01" + b'{"model":"m","stream":true,"stream_options":null}')
 write("request_body", "unbuildable-values", b"\x02" + b'{"model":"m","n":1e999,"s":"\\udc00"}')
