@@ -71,7 +71,8 @@ pub const MAX_REQUESTS: u64 = (1 << 53) - 1;
 /// A roll-call hash or an event-stream entry has a handful of fields.
 pub const MAX_FIELDS: usize = 32;
 /// A cached answer's particulars (the JSON line before its body): a few
-/// hundred bytes with a model name of any sane length.
+/// hundred bytes with a model name of any sane length. (One whose model
+/// name runs to kilobytes is a miss on the other instances.)
 pub const MAX_HEAD_BYTES: usize = 4096;
 /// A cached answer whole: its body at most [`MAX_SHARED_BYTES`] (the core
 /// shares no larger one) and its particulars.
@@ -464,7 +465,8 @@ pub fn cache_entry(bytes: &[u8], now_ms: i64) -> Result<Entry, Dropped> {
 
 /// A member of the team as the roll call holds it (its hash's fields, as
 /// `HGETALL` gives them). `listed` is the id the roll call lists it under,
-/// when known: a hash that names another id is dropped. `Ok(None)`: no
+/// when known (`sync::members` reads the hash by it): a hash that names
+/// another id is dropped. `Ok(None)`: no
 /// fields at all (the member left between the roll call and this read).
 /// A field a version before this one did not write may be missing.
 pub fn member(listed: Option<&str>, fields: &[(&[u8], &[u8])]) -> Result<Option<Member>, Dropped> {
