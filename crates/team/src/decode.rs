@@ -499,7 +499,6 @@ pub fn member(listed: Option<&str>, fields: &[(&[u8], &[u8])]) -> Result<Option<
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
 
     use switchyard_core::protocol::Usage;
 
@@ -870,8 +869,9 @@ mod tests {
             seen_at: 1_750_000_000_123,
         };
         assert_eq!(member_of(Some(OTHER), &heartbeat()), Ok(Some(m.clone())));
-        let map: HashMap<String, String> = heartbeat().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-        assert_eq!(crate::member(&map), Some(m.clone()), "as the roll call's reader calls it");
+        let raw: Vec<(Vec<u8>, Vec<u8>)> = heartbeat().into_iter().map(|(k, v)| (k.into(), v.into_bytes())).collect();
+        assert_eq!(crate::member(OTHER, &raw), Some(m.clone()), "as the roll call's reader calls it");
+        assert_eq!(crate::member("someone-else", &raw), None, "a hash that claims another instance's id");
         assert_eq!(member_of(None, &[]), Ok(None), "left meanwhile");
         let older = vec![("name", "gw-2".to_string()), ("id", OTHER.to_string())];
         let m = Member { started_at: 0, version: String::new(), address: String::new(), requests: 0, seen_at: 0, ..m };

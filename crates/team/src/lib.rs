@@ -641,11 +641,12 @@ async fn listen(
     }
 }
 
-/// A member of the team as the roll call holds it; `None` for a hash that
-/// is gone, or (logged) one no instance of this version wrote.
-fn member(fields: &std::collections::HashMap<String, String>) -> Option<Member> {
-    let fields: Vec<(&[u8], &[u8])> = fields.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect();
-    decode::member(None, &fields).unwrap_or_else(|dropped| {
+/// A member of the team as the roll call lists it (`listed`: its id there);
+/// `None` for a hash that is gone, or (logged) one no instance of this
+/// version wrote, or one that claims another instance's id.
+fn member(listed: &str, fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Member> {
+    let fields: Vec<(&[u8], &[u8])> = fields.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+    decode::member(Some(listed), &fields).unwrap_or_else(|dropped| {
         decode::report(&dropped);
         None
     })

@@ -8,6 +8,7 @@ use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
 use switchyard_core::team::{Change, Member, Roll};
 
+use crate::decode;
 use crate::keys::Keys;
 use crate::scripts::Scripts;
 use crate::{member, Announcement, RedisTeam};
@@ -63,8 +64,10 @@ pub async fn members(con: &mut ConnectionManager, keys: &Keys) -> redis::RedisRe
     let ids: Vec<String> = con.zrangebyscore(keys.members(), now, "+inf").await?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        let fields: HashMap<String, String> = con.hgetall(keys.member(&id)).await?;
-        out.extend(member(&fields));
+        // Raw bytes: one value that is not text drops that member, not the
+        // whole roll call.
+        let fields: Vec<(Vec<u8>, Vec<u8>)> = con.hgetall(keys.member(&id)).await?;
+        out.extend(member(&id, &fields));
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
@@ -207,37 +210,38 @@ pub async fn state(
     providers: &[String],
 ) -> redis::RedisResult<Vec<(String, Change)>> {
     let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(con).await?;
-    let now = secs * 1000 + micros / 1000;
+    let now = secs.saturating_mul(1000).saturating_add(micros / 1000);
     let mut out = Vec::new();
-    let toggles: HashMap<String, String> = con.hgetall(keys.toggles()).await?;
+    let toggles = text(con.hgetall(keys.toggles()).await?);
     for provider in providers {
-        let breaker: HashMap<String, String> = con.hgetall(keys.breaker(provider)).await?;
+        let breaker = text(con.hgetall(keys.breaker(provider)).await?);
         let by = breaker.get("by").cloned().unwrap_or_else(|| "the team".into());
         match breaker.get("state").map(String::as_str) {
             Some("open") => {
                 let until = breaker.get("until").and_then(|u| u.parse::<i64>().ok()).unwrap_or(now);
                 let reason = breaker.get("reason").cloned().unwrap_or_default();
-                let for_ms = u64::try_from(until - now).unwrap_or(0);
+                let for_ms = bounded_ms(until.saturating_sub(now));
                 out.push((by, Change::BreakerTripped { provider: provider.clone(), for_ms, reason, local: false }));
             }
             Some("forced") => out.push((by, Change::BreakerForced { provider: provider.clone(), open: true })),
             _ => {}
         }
-        let cooling: Vec<String> = con.smembers(keys.cooling_index(provider)).await?;
-        for key in cooling {
+        let cooling: Vec<Vec<u8>> = con.smembers(keys.cooling_index(provider)).await?;
+        for key in cooling.into_iter().filter_map(|k| String::from_utf8(k).ok()).filter(|k| k.len() <= decode::MAX_KEY)
+        {
             let name = (key != "*").then_some(key.as_str());
             let left: i64 = con.pttl(keys.cooling(provider, name)).await?;
             if left > 0 {
                 let change = Change::Cooling {
                     provider: provider.clone(),
                     key: name.map(str::to_string),
-                    for_ms: u64::try_from(left).unwrap_or(0),
+                    for_ms: bounded_ms(left),
                 };
                 out.push(("the team".into(), change));
             }
         }
-        let revoked: HashMap<String, String> = con.hgetall(keys.revoked(provider)).await?;
-        for (key, reason) in revoked {
+        let revoked = text(con.hgetall(keys.revoked(provider)).await?);
+        for (key, reason) in revoked.into_iter().filter(|(k, _)| k.len() <= decode::MAX_KEY) {
             out.push(("the team".into(), Change::Revoked { provider: provider.clone(), key, reason }));
         }
         if let Some(on) = toggles.get(provider) {
@@ -245,4 +249,54 @@ pub async fn state(
         }
     }
     Ok(out)
+}
+
+/// A hash read back from Redis as text: a field or value that is not
+/// UTF-8, or longer than any this version writes, is dropped (and said
+/// once), not the whole read.
+fn text(fields: Vec<(Vec<u8>, Vec<u8>)>) -> HashMap<String, String> {
+    let mut out = HashMap::with_capacity(fields.len());
+    let mut dropped = 0usize;
+    for (k, v) in fields {
+        match (String::from_utf8(k), String::from_utf8(v)) {
+            (Ok(k), Ok(v)) if k.len() <= decode::MAX_NAME && v.len() <= decode::MAX_REASON => {
+                out.insert(k, v);
+            }
+            _ => dropped += 1,
+        }
+    }
+    if dropped > 0 {
+        tracing::warn!(dropped, "team: fields of the shared state this version cannot read were ignored");
+    }
+    out
+}
+
+/// A time left as Redis holds it, within what any instance writes: a
+/// hostile or broken value never keeps a provider shut for ages.
+fn bounded_ms(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0).min(decode::MAX_FOR_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_that_is_not_text_or_too_long_is_dropped_not_the_whole_hash() {
+        let fields = vec![
+            (b"state".to_vec(), b"open".to_vec()),
+            (b"reason".to_vec(), vec![0xff, 0xfe]),
+            (b"by".to_vec(), vec![b'x'; decode::MAX_REASON + 1]),
+        ];
+        let read = text(fields);
+        assert_eq!(read.get("state").map(String::as_str), Some("open"));
+        assert_eq!(read.len(), 1);
+    }
+
+    #[test]
+    fn a_time_left_from_redis_is_never_negative_nor_ages_long() {
+        assert_eq!(bounded_ms(-5), 0);
+        assert_eq!(bounded_ms(1500), 1500);
+        assert_eq!(bounded_ms(i64::MAX), decode::MAX_FOR_MS);
+    }
 }
