@@ -657,8 +657,8 @@ async fn a_team_keeps_its_cap_its_budget_and_its_history_through_faults() {
     // 3. Recovery, from the moment Redis is back.
     phases.next("redis back (recovery)");
     redis.start_again();
-    let rejoined = until(Duration::from_secs(10), Duration::from_millis(50), || whole(&instances, 3)).await;
-    eprintln!("soak: the team whole again {rejoined:?} after Redis came back");
+    let redis_rejoined = until(Duration::from_secs(10), Duration::from_millis(50), || whole(&instances, 3)).await;
+    eprintln!("soak: the team whole again {redis_rejoined:?} after Redis came back");
     tokio::time::sleep(pace.steady).await;
 
     // 4. One instance paused past its lease TTL, then woken.
@@ -693,8 +693,8 @@ async fn a_team_keeps_its_cap_its_budget_and_its_history_through_faults() {
     let names: Vec<&str> = members.as_array().into_iter().flatten().filter_map(|m| m["name"].as_str()).collect();
     eprintln!("soak: the roll call as the restarted instance first sees it: {names:?}");
     instances[2] = Some(again);
-    let rejoined = until(Duration::from_secs(10), Duration::from_millis(50), || whole(&instances, 3)).await;
-    eprintln!("soak: the restarted instance back on the roll call {rejoined:?}");
+    let restart_rejoined = until(Duration::from_secs(10), Duration::from_millis(50), || whole(&instances, 3)).await;
+    eprintln!("soak: the restarted instance back on the roll call {restart_rejoined:?}");
     tokio::time::sleep(pace.steady).await;
 
     // 7. Idle: the clients stop; every lease is released, not left to expire.
@@ -784,6 +784,15 @@ async fn a_team_keeps_its_cap_its_budget_and_its_history_through_faults() {
     }
 
     let mut failures = Vec::new();
+    if all_degraded.is_none() {
+        failures.push("not every instance said it was degraded within 5 s of Redis going".to_string());
+    }
+    if redis_rejoined.is_none() {
+        failures.push("the team was not connected and whole within 10 s of Redis coming back".to_string());
+    }
+    if restart_rejoined.is_none() {
+        failures.push("the restarted instance was not on a roll call of three within 10 s".to_string());
+    }
     for (i, r) in rows.iter().enumerate() {
         if r.peak > CAP as usize {
             failures.push(format!(
@@ -904,6 +913,10 @@ async fn a_one_slot_local_server_never_sees_two_at_once_through_a_redis_outage()
     let rows = table(&phases, ended, &outcomes);
     print_table("soak: three instances, max_concurrency = 1 at `local` across the team", "local", &rows);
     let mut failures = Vec::new();
+    if all_degraded.is_none() || rejoined.is_none() {
+        failures
+            .push(format!("degraded after Redis went: {all_degraded:?}; whole again after it came back: {rejoined:?}"));
+    }
     for (i, r) in rows.iter().enumerate() {
         if r.peak > 1 {
             failures.push(format!(
