@@ -8,73 +8,14 @@
 mod support;
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::pg::Db;
 use support::{client, Served};
 use switchyard_sim::{Script, SimProvider};
-
-/// A database of its own on the test server, dropped with this.
-struct Db {
-    name: String,
-}
-
-impl Db {
-    fn create() -> Db {
-        let name = format!("sy_cli_{}_{}", std::process::id(), rand_suffix());
-        psql("test", &format!("CREATE DATABASE {name}"));
-        Db { name }
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
-    }
-
-    fn query(&self, sql: &str) -> String {
-        psql(&self.name, sql)
-    }
-
-    /// Out of reach (every connection ended, new ones refused) or back:
-    /// what a restart looks like to the gateway.
-    fn reachable(&self, yes: bool) {
-        psql("test", &format!("ALTER DATABASE {} ALLOW_CONNECTIONS {yes}", self.name));
-        if !yes {
-            psql(
-                "test",
-                &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'", self.name),
-            );
-        }
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qAtc"])
-            .arg(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
-            .output();
-    }
-}
-
-fn rand_suffix() -> u32 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
-}
-
-fn psql(db: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", db, "-qAtc", sql])
-        .output()
-        .expect("psql (Debian's postgresql-client) must be installed; .ci/run installs PostgreSQL");
-    assert!(
-        out.status.success(),
-        "PostgreSQL must run on 127.0.0.1:5432 with trust auth (.ci/run starts it): {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 fn config(dir: &std::path::Path, sim: &SimProvider) -> std::path::PathBuf {
     let path = dir.join("switchyard.toml");
@@ -204,7 +145,7 @@ fn assert_on_record_once(db: &Db, answered: &[String]) {
 /// no deadlock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_gateways_on_one_database_record_every_request_once_across_a_kill_9() {
-    let db = Db::create();
+    let db = Db::create("sy_cli");
     let sim = SimProvider::start("sim", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &sim);
@@ -276,7 +217,7 @@ async fn three_gateways_on_one_database_record_every_request_once_across_a_kill_
 /// the spool is replayed and nothing is missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_going_away_under_load_fails_no_request_and_loses_nothing() {
-    let db = Db::create();
+    let db = Db::create("sy_cli");
     let sim = SimProvider::start("sim", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &sim);

@@ -10,6 +10,8 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use support::pg::Db;
+use support::redis::Redis;
 use support::{client, switchyard, Served};
 use switchyard_sim::{Script, SimProvider};
 
@@ -120,82 +122,13 @@ async fn a_members_key_is_printed_once_served_revoked_and_never_written() {
     }
 }
 
-/// A private Redis that keeps nothing on disk; killed when dropped.
-struct Redis {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed for team mode's tests");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Redis { child, port }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A PostgreSQL database of its own on the test server, dropped with this.
-struct Db {
-    name: String,
-}
-
-fn psql(db: &str, sql: &str) {
-    let out = std::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("psql");
-    assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-impl Db {
-    fn create() -> Db {
-        let name = format!("sy_members_{}_{}", std::process::id(), switchyard_host::paths::random_hex(4));
-        psql("test", &format!("CREATE DATABASE {name}"));
-        Db { name }
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "test",
-                "-c",
-                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-            ])
-            .output();
-    }
-}
-
 /// Two instances of one team (Redis for the counters, PostgreSQL for the
 /// history and the members): a member's requests a minute hold across
 /// both, and a revocation made on one is refused on the other within a
 /// second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_members_rpm_and_revocation_hold_across_a_team() {
-    let (redis, db) = (Redis::start(), Db::create());
+    let (redis, db) = (Redis::start(), Db::create("sy_members"));
     let p = SimProvider::start("p", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = |name: &str| {
@@ -258,7 +191,7 @@ async fn a_members_rpm_and_revocation_hold_across_a_team() {
 /// once, with no upstream call; `/admin/budgets` on B shows the team's count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_members_budget_spent_on_one_instance_refuses_on_the_other() {
-    let (redis, db) = (Redis::start(), Db::create());
+    let (redis, db) = (Redis::start(), Db::create("sy_members"));
     let p = SimProvider::start("p", Script::ok().latency(Duration::from_millis(400))).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = |name: &str| {

@@ -20,12 +20,14 @@ mod support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::pg::Db;
+use support::redis::Redis;
 use support::Served;
 use switchyard_sim::{Script, SimProvider};
 
@@ -55,139 +57,14 @@ impl Pace {
     }
 }
 
-/// A private Redis that keeps nothing on disk; killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        Redis::on(port)
-    }
-
-    fn on(port: u16) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server (Debian's redis-server package) must be installed for the soak");
-        let redis = Redis { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        redis
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    /// Killed, as a crash would; [`Redis::start_again`] brings it back empty.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn start_again(&mut self) {
-        let fresh = Redis::on(self.port);
-        let old = std::mem::replace(self, fresh);
-        std::mem::forget(old);
-    }
-
-    /// Leases on `provider` in namespace `ns` now (expired ones included).
-    fn leases(&self, ns: &str, provider: &str) -> usize {
-        let out = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string(), "ZCARD", &format!("{ns}:{{{provider}}}:leases")])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(usize::MAX)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A database of its own on the test server, dropped with this.
-struct Db {
-    name: String,
-}
-
-impl Db {
-    fn create() -> Db {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let name = format!("sy_soak_{}_{nanos}", std::process::id());
-        psql("test", &format!("CREATE DATABASE {name}"));
-        Db { name }
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
-    }
-
-    fn query(&self, sql: &str) -> String {
-        psql(&self.name, sql)
-    }
-
-    /// Out of reach (every connection ended, new ones refused) or back:
-    /// what a restart looks like to the gateway, without stopping the
-    /// server other tests share.
-    fn reachable(&self, yes: bool) {
-        psql("test", &format!("ALTER DATABASE {} ALLOW_CONNECTIONS {yes}", self.name));
-        if !yes {
-            psql(
-                "test",
-                &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'", self.name),
-            );
-        }
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qAtc"])
-            .arg(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
-            .output();
-    }
-}
-
-fn psql(db: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", db, "-qAtc", sql])
-        .output()
-        .expect("psql (Debian's postgresql-client) must be installed; .ci/run installs PostgreSQL");
-    assert!(
-        out.status.success(),
-        "PostgreSQL must run on 127.0.0.1:5432 with trust auth (.ci/run starts it): {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// Polls `check` every `every` until it holds or `within` passes; returns
 /// how long it took.
-async fn until<F, Fut>(within: Duration, every: Duration, mut check: F) -> Option<Duration>
+async fn until<F, Fut>(within: Duration, every: Duration, check: F) -> Option<Duration>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if check().await {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(every).await;
-    }
-    None
+    support::until_every(within, every, check).await
 }
 
 /// The capped provider and the spare, in a config for instance `name` of
@@ -590,7 +467,7 @@ async fn a_team_keeps_its_cap_its_budget_and_its_history_through_faults() {
     let _one = ONE_AT_A_TIME.lock().await;
     let pace = Pace::from_env();
     let mut redis = Redis::start();
-    let db = Db::create();
+    let db = Db::create("sy_soak");
     let slow = SimProvider::start("slow", Script::ok().latency(CAPPED_LATENCY)).await.unwrap();
     let spare = SimProvider::start("spare", Script::ok().latency(SPARE_LATENCY)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();

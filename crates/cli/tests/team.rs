@@ -7,81 +7,15 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::redis::Redis;
 use support::{client, Served};
 use switchyard_sim::{Fault, Script, SimProvider};
-
-/// A private Redis that keeps nothing on disk; killed when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        Redis::on(port)
-    }
-
-    /// Killed and started again, empty, on the same port: what a Redis
-    /// restart without persistence leaves.
-    fn restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let fresh = Redis::on(self.port);
-        let old = std::mem::replace(self, fresh);
-        std::mem::forget(old);
-    }
-
-    fn on(port: u16) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server (Debian's redis-server package) must be installed for team mode's tests");
-        let redis = Redis { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        redis
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    /// Killed, as a crash would; [`Redis::start_again`] brings it back empty.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn start_again(&mut self) {
-        let fresh = Redis::on(self.port);
-        let old = std::mem::replace(self, fresh);
-        std::mem::forget(old);
-    }
-
-    /// SIGSTOP or SIGCONT: Redis frozen (out of reach) or back.
-    fn signal(&self, signal: &str) {
-        Command::new("kill").args([signal, &self.child.id().to_string()]).status().unwrap();
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A config for instance `name` of a team on `redis`: a provider that
 /// fails (its breaker trips after two failures and cools down for
@@ -124,19 +58,12 @@ async fn breaker(served: &Served, data: &std::path::Path, provider: &str) -> Str
 
 /// Polls `check` every 5 ms until it holds or `within` passes; returns how
 /// long it took.
-async fn until<F, Fut>(within: Duration, mut check: F) -> Option<Duration>
+async fn until<F, Fut>(within: Duration, check: F) -> Option<Duration>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if check().await {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    None
+    support::until_every(within, Duration::from_millis(5), check).await
 }
 
 /// Two instances, `gw-a` and `gw-b`, each with the config `config` writes
@@ -459,11 +386,7 @@ async fn chat_at(addr: String) -> reqwest::Result<reqwest::Response> {
 
 /// Leases on `provider` in Redis now (expired ones included).
 fn leases(redis: &Redis, provider: &str) -> usize {
-    let out = Command::new("redis-cli")
-        .args(["-p", &redis.port.to_string(), "ZCARD", &format!("cap:{{{provider}}}:leases")])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(usize::MAX)
+    redis.leases("cap", provider)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

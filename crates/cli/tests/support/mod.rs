@@ -2,6 +2,9 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod pg;
+pub mod redis;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -108,4 +111,25 @@ pub fn provider_toml(name: &str, sim: &switchyard_sim::SimProvider, models: &str
         "[[providers]]\nname = \"{name}\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = {models}\n{extra}\n",
         sim.base_url()
     )
+}
+
+/// Polls `check` every `every` until it holds or `within` passes; returns
+/// how long it took.
+pub async fn until_every<F, Fut>(
+    within: std::time::Duration,
+    every: std::time::Duration,
+    mut check: F,
+) -> Option<std::time::Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if check().await {
+            return Some(start.elapsed());
+        }
+        tokio::time::sleep(every).await;
+    }
+    None
 }
