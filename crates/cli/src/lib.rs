@@ -97,8 +97,11 @@ pub struct ListenArgs {
 /// Runs the command line in `std::env::args`.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
-    // The demo prints one line per request; gateway logs would drown them.
-    let default_level = if matches!(cli.command, Command::Demo(_)) { "warn" } else { "info" };
+    // The demo prints one line per request; gateway logs would drown them,
+    // and the faults its providers make on purpose show in those lines (a
+    // retry, a fallback), not as warnings about an upstream's errors.
+    let default_level =
+        if matches!(cli.command, Command::Demo(_)) { "warn,switchyard_core::proxy=error" } else { "info" };
     let format = match cli.log_format {
         LogFormat::Human => logging::LogFormat::Human,
         LogFormat::Json => logging::LogFormat::Json,

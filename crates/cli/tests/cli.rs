@@ -136,6 +136,21 @@ fn the_demo_exits_on_ctrl_c() {
 }
 
 #[test]
+fn the_demo_s_console_is_its_request_log_not_warnings_about_the_faults_it_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = switchyard()
+        .args(["demo", "--listen", "127.0.0.1:0", "--requests", "20", "--rate", "200", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
+    let (out, log) = (String::from_utf8_lossy(&demo.stdout), String::from_utf8_lossy(&demo.stderr));
+    let faults = out.lines().filter(|l| l.contains('←')).count();
+    eprintln!("the demo's providers failed {faults} of 20 requests' first attempts on purpose");
+    assert!(!log.contains(" WARN "), "the faults show in the request lines, not as warnings: {log}");
+}
+
+#[test]
 fn the_demo_records_history_that_the_history_command_reads() {
     let dir = tempfile::tempdir().unwrap();
     let demo = switchyard()
