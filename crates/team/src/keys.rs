@@ -105,6 +105,12 @@ impl Keys {
         format!("{}:{{budgets}}:seeded:{counter}", self.ns)
     }
 
+    /// A settlement of spend made alone, by the instance's id and its
+    /// number: taken once, however often it is sent.
+    pub fn settled(&self, id: &str, number: u64) -> String {
+        format!("{}:{{budgets}}:settled:{id}:{number}", self.ns)
+    }
+
     /// Which instance announced a budget's threshold (`counter|threshold`).
     pub fn announced(&self, what: &str) -> String {
         format!("{}:{{budgets}}:announced:{what}", self.ns)

@@ -174,6 +174,11 @@ impl Team for RedisTeam {
     }
 
     fn out_of_reach(&self) {
+        // Out of reach from this call on: the next admission is alone, in a
+        // new outage's accounts, without waiting for the runner.
+        if self.connected.swap(false, Ordering::Relaxed) {
+            self.outage.begin();
+        }
         self.lost.notify_one();
     }
 
@@ -338,6 +343,9 @@ pub struct Runner {
     client: redis::Client,
     outbox: mpsc::Receiver<Change>,
     scripts: Arc<Scripts>,
+    /// Whether this instance decides alone (its shares in force, the
+    /// gateway told): from the start until it first joins, and in an outage.
+    out: bool,
     /// Back from an outage: when this instance's limits open whole again.
     whole_at: Option<tokio::time::Instant>,
 }
@@ -368,7 +376,8 @@ pub fn join(config: &TeamConfig, listen: SocketAddr) -> Result<(Arc<RedisTeam>, 
         locks: std::sync::atomic::AtomicU64::new(0),
         lost: tokio::sync::Notify::new(),
     });
-    let runner = Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone(), whole_at: None };
+    let runner =
+        Runner { team: team.clone(), client, outbox: rx, scripts: team.scripts.clone(), out: true, whole_at: None };
     Ok((team, runner))
 }
 
@@ -459,16 +468,14 @@ impl Runner {
         }
     }
 
-    /// Counts this instance's requests in flight in the team's leases
-    /// (only when coming back: while connected they are there already) and
-    /// adds what it spent alone to the team's budgets.
+    /// Counts this instance's requests in flight in the team's leases (all
+    /// of them when coming back; while connected, those admitted alone on
+    /// the way back) and adds what it spent alone to the team's budgets.
     async fn bring_back(&self, con: &mut ConnectionManager) -> redis::RedisResult<()> {
         let team = &self.team;
         let step = async {
-            if !team.connected() {
-                team.outage.adopt(con, &self.scripts, team.lease_ttl).await?;
-            }
-            team.outage.settle_back(con, &self.scripts, &team.keys, &team.name).await
+            team.outage.adopt(con, &self.scripts, team.lease_ttl, self.out).await?;
+            team.outage.settle_back(con, &self.scripts, &team.keys, (&team.name, &team.id)).await
         };
         match tokio::time::timeout(CALL_TIMEOUT * 2, step).await {
             Ok(done) => done,
@@ -506,23 +513,30 @@ impl Runner {
     /// the cap.
     fn reachable(&mut self, gateway: &Inbound, now: bool) {
         let was = self.team.connected.swap(now, Ordering::Relaxed);
-        if was == now {
-            if now && self.whole_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+        if now {
+            if self.out {
+                info!(instance = %self.team.name, "team: connected to Redis; shared state in force");
+                self.out = false;
+                self.whole_at = Some(tokio::time::Instant::now() + REJOIN_GRACE);
+                gateway.reachable(true);
+            } else if self.whole_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
                 self.whole_at = None;
                 gateway.share_caps(Roll::WHOLE);
             }
             return;
         }
-        if now {
-            info!(instance = %self.team.name, "team: connected to Redis; shared state in force");
-            self.whole_at = Some(tokio::time::Instant::now() + REJOIN_GRACE);
-        } else {
-            warn!(instance = %self.team.name, "team: Redis out of reach; deciding alone (degraded) until it is back");
+        // A request may have found it out of reach first (and begun the
+        // outage's accounts then).
+        if was {
             self.team.outage.begin();
+        }
+        if !self.out {
+            warn!(instance = %self.team.name, "team: Redis out of reach; deciding alone (degraded) until it is back");
+            self.out = true;
             self.whole_at = None;
             gateway.share_caps(self.team.roll());
+            gateway.reachable(false);
         }
-        gateway.reachable(now);
     }
 
     /// Writes a decision to the shared state and announces it; returns a
@@ -570,6 +584,13 @@ impl Runner {
     /// Leaves the roll call at once, so the others stop counting this instance.
     async fn leave(&self) {
         if let Some(mut con) = self.team.background() {
+            // What it spent alone is the team's before it goes.
+            let team = &self.team;
+            if team.connected() {
+                let settle = team.outage.settle_back(&mut con, &self.scripts, &team.keys, (&team.name, &team.id));
+                let _ = tokio::time::timeout(CALL_TIMEOUT, settle).await;
+                let _ = tokio::time::timeout(CALL_TIMEOUT, team.outage.release_orphans(&mut con)).await;
+            }
             let _ = tokio::time::timeout(CALL_TIMEOUT, sync::leave(&mut con, &self.team.keys, &self.team.id)).await;
         }
     }
@@ -586,7 +607,7 @@ async fn renew(team: Arc<RedisTeam>, scripts: Arc<Scripts>, stop: CancellationTo
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if let Some(mut con) = team.connection().filter(|_| team.connected()) {
+        if let Some(mut con) = team.off_path() {
             team.outage.renew(&mut con, &scripts, team.lease_ttl).await;
         }
     }

@@ -62,6 +62,15 @@ struct Account {
     epoch: u64,
     /// Spent while Redis was out of reach, not yet on the team's counter.
     unsettled: i64,
+    /// Estimates of requests admitted alone that still run, not on the
+    /// team's counter.
+    running: i64,
+    /// Estimates of requests admitted alone that still run, on the team's
+    /// counter since Redis came back: what they really cost replaces them.
+    carried: i64,
+    /// A settlement sent and not yet confirmed, by its number: sent again
+    /// as it is until Redis confirms it, which takes it once only.
+    sending: Option<(u64, i64)>,
 }
 
 /// See the module's documentation.
@@ -75,6 +84,8 @@ pub struct Outage {
     /// Leases written for requests that ended while no connection was at
     /// hand: removed at the next chance.
     orphans: Mutex<Vec<(String, String, String)>>,
+    /// Numbers the settlements brought back to the team's counters.
+    settlements: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -144,6 +155,7 @@ impl Outage {
             for (key, b) in counters.iter().zip(&ask.budgets) {
                 if let Some(account) = accounts.get_mut(*key) {
                     account.committed = account.committed.saturating_add(b.estimate_micros);
+                    account.running = account.running.saturating_add(b.estimate_micros);
                 }
             }
         }
@@ -162,12 +174,24 @@ impl Outage {
         Admitted::Unreachable(Some(Box::new(hold)))
     }
 
-    /// Counts every flight in the team's leases (Redis is back, or came
-    /// back empty), then removes the leases of flights that ended while
-    /// they were written. One round trip; an error leaves Redis counted out
-    /// of reach, to try again.
-    pub async fn adopt(&self, con: &mut ConnectionManager, scripts: &Scripts, ttl: Duration) -> redis::RedisResult<()> {
-        let flights: Vec<Arc<Flight>> = lock(&self.flights).values().cloned().collect();
+    /// Counts flights in the team's leases: every one when Redis is back
+    /// (`all`: it may have come back empty), else those admitted alone
+    /// since (on the way back, before this instance said so); then removes
+    /// the leases of flights that ended meanwhile, and of those that ended
+    /// with no connection at hand. One round trip, none when there is
+    /// nothing to do; an error leaves them to the next try.
+    pub async fn adopt(
+        &self,
+        con: &mut ConnectionManager,
+        scripts: &Scripts,
+        ttl: Duration,
+        all: bool,
+    ) -> redis::RedisResult<()> {
+        let flights: Vec<Arc<Flight>> = lock(&self.flights)
+            .values()
+            .filter(|f| all || f.state.load(Ordering::Acquire) == UNWRITTEN)
+            .cloned()
+            .collect();
         if !flights.is_empty() {
             let calls: Vec<_> = flights
                 .iter()
@@ -191,7 +215,7 @@ impl Outage {
     }
 
     /// Removes the leases of requests that ended with no connection at hand.
-    async fn release_orphans(&self, con: &mut ConnectionManager) -> redis::RedisResult<()> {
+    pub async fn release_orphans(&self, con: &mut ConnectionManager) -> redis::RedisResult<()> {
         let orphans = std::mem::take(&mut *lock(&self.orphans));
         if orphans.is_empty() {
             return Ok(());
@@ -233,38 +257,50 @@ impl Outage {
         }
     }
 
-    /// Adds what this instance spent while Redis was out of reach to the
-    /// team's counters that still hold its part (see the script), in one
-    /// round trip; what was added is off the books here.
+    /// Adds to the team's counters what this instance spent while Redis
+    /// was out of reach, and the estimates of the requests it admitted
+    /// alone that still run (what they really cost replaces them when they
+    /// end), only to counters that still hold its part (see the script).
+    /// Each settlement is numbered and taken once by Redis, so one sent
+    /// again (its answer lost) is not counted twice.
     pub async fn settle_back(
         &self,
         con: &mut ConnectionManager,
         scripts: &Scripts,
         keys: &Keys,
-        instance: &str,
+        instance: (&str, &str),
     ) -> redis::RedisResult<()> {
-        let owed: Vec<(String, i64)> = lock(&self.accounts)
-            .iter()
-            .filter(|(_, a)| a.unsettled != 0)
-            .map(|(k, a)| (k.clone(), a.unsettled))
-            .collect();
+        let owed: Vec<(String, u64, i64)> = {
+            let mut accounts = lock(&self.accounts);
+            for a in accounts.values_mut() {
+                if a.sending.is_none() && a.unsettled.saturating_add(a.running) != 0 {
+                    let number = self.settlements.fetch_add(1, Ordering::Relaxed);
+                    a.sending = Some((number, a.unsettled.saturating_add(a.running)));
+                    a.carried = a.carried.saturating_add(a.running);
+                    (a.unsettled, a.running) = (0, 0);
+                }
+            }
+            accounts.iter().filter_map(|(k, a)| a.sending.map(|(n, m)| (k.clone(), n, m))).collect()
+        };
         if owed.is_empty() {
             return Ok(());
         }
+        let (name, id) = instance;
         let calls: Vec<_> = owed
             .iter()
-            .map(|(counter, micros)| {
+            .map(|(counter, number, micros)| {
                 let mut call = scripts.settle_outage.prepare_invoke();
-                call.key(keys.spend(counter)).key(keys.spend_seeded(counter)).arg(instance).arg(*micros);
+                call.key(keys.spend(counter)).key(keys.spend_seeded(counter)).key(keys.settled(id, *number));
+                call.arg(name).arg(*micros);
                 call
             })
             .collect();
         let answers = scripts::pipelined(con, &calls).await?;
         let added = answers.iter().filter(|a| a.first() == Some(&1)).count();
         let mut accounts = lock(&self.accounts);
-        for (counter, micros) in &owed {
-            if let Some(a) = accounts.get_mut(counter) {
-                a.unsettled -= micros;
+        for (counter, number, _) in &owed {
+            if let Some(a) = accounts.get_mut(counter).filter(|a| a.sending.is_some_and(|(n, _)| n == *number)) {
+                a.sending = None;
             }
         }
         info!(
@@ -289,7 +325,15 @@ impl Outage {
             if account.epoch == epoch {
                 account.committed = account.committed.saturating_add(spent - estimate).max(0);
             }
-            account.unsettled = account.unsettled.saturating_add(spent);
+            // Its estimate is on the team's counter already when it was
+            // carried back: only the difference is owed.
+            if account.carried >= *estimate && *estimate > 0 {
+                account.carried -= estimate;
+                account.unsettled = account.unsettled.saturating_add(spent - estimate);
+            } else {
+                account.running = (account.running - estimate).max(0);
+                account.unsettled = account.unsettled.saturating_add(spent);
+            }
         }
     }
 }
@@ -491,7 +535,7 @@ mod tests {
         // A lease a Redis restart lost, of a request granted before it.
         let granted = outage.fly("granted".into(), (leases.clone(), leases.clone()), true);
 
-        outage.adopt(&mut con, &scripts, Duration::from_secs(30)).await.unwrap();
+        outage.adopt(&mut con, &scripts, Duration::from_secs(30), true).await.unwrap();
         assert_eq!(zcard(&mut con, &leases).await, 4, "all four counted before the cap opens whole");
         outage.renew(&mut con, &scripts, Duration::from_secs(30)).await;
         assert_eq!(zcard(&mut con, &leases).await, 4);
@@ -509,6 +553,52 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_request_admitted_alone_on_the_way_back_is_counted_at_the_next_sync() {
+        let (mut con, keys) = redis().await;
+        let scripts = Arc::new(Scripts::new());
+        let outage = Arc::new(Outage::default());
+        let leases = keys.leases("p");
+        let granted = outage.fly("granted".into(), (leases.clone(), leases.clone()), true);
+        let late = outage.fly("late".into(), (leases.clone(), leases.clone()), false);
+        outage.adopt(&mut con, &scripts, Duration::from_secs(30), false).await.unwrap();
+        let ids: Vec<String> = redis::cmd("ZRANGE").arg(&leases).arg(0).arg(-1).query_async(&mut con).await.unwrap();
+        assert_eq!(ids, vec!["late".to_string()], "only what Redis has not been told of");
+        late.close();
+        granted.close();
+        // Ended after it was written: its lease goes with the next release.
+        let _: () = redis::cmd("ZREM").arg(&leases).arg("late").query_async(&mut con).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn what_runs_at_the_return_is_carried_and_a_settlement_sent_twice_counts_once() {
+        let (mut con, keys) = redis().await;
+        let scripts = Arc::new(Scripts::new());
+        let counter = "day|all|day|0";
+        let _: () = redis::cmd("SET").arg(keys.spend(counter)).arg(0).query_async(&mut con).await.unwrap();
+        let _: () = redis::cmd("SADD").arg(keys.spend_seeded(counter)).arg("gw-a").query_async(&mut con).await.unwrap();
+        let outage = Arc::new(Outage::default());
+        outage.begin();
+        let mut running = admit_all(&outage, &keys, &ask(None, Some(1_000_000), 300_000), Roll::WHOLE);
+        assert_eq!(running.len(), 3);
+        running.truncate(1);
+        running[0].settle(Used { tokens: None, cost_usd: Some(0.1) });
+        // Two ended before the return (nothing spent), one still runs.
+        let running = running.pop().unwrap();
+        let get = async |con: &mut ConnectionManager| -> i64 {
+            redis::cmd("GET").arg(keys.spend(counter)).query_async(con).await.unwrap()
+        };
+        outage.settle_back(&mut con, &scripts, &keys, ("gw-a", "id-a")).await.unwrap();
+        assert_eq!(get(&mut con).await, 300_000, "the estimate of the one still running is on the team's counter");
+        // The same settlement again (its answer was lost): taken once.
+        lock(&outage.accounts).get_mut(counter).unwrap().sending = Some((0, 300_000));
+        outage.settle_back(&mut con, &scripts, &keys, ("gw-a", "id-a")).await.unwrap();
+        assert_eq!(get(&mut con).await, 300_000);
+        drop(running);
+        outage.settle_back(&mut con, &scripts, &keys, ("gw-a", "id-a")).await.unwrap();
+        assert_eq!(get(&mut con).await, 100_000, "its real cost replaced its estimate");
+    }
+
+    #[tokio::test]
     async fn spend_made_alone_is_added_only_to_a_counter_that_holds_this_instance_s_part() {
         let (mut con, keys) = redis().await;
         let scripts = Scripts::new();
@@ -523,7 +613,7 @@ mod tests {
                 let _: () =
                     redis::cmd("SADD").arg(keys.spend_seeded(counter)).arg("gw-a").query_async(&mut con).await.unwrap();
             }
-            outage.settle_back(&mut con, &scripts, &keys, "gw-a").await.unwrap();
+            outage.settle_back(&mut con, &scripts, &keys, ("gw-a", "id-a")).await.unwrap();
             let now: Option<i64> = redis::cmd("GET").arg(keys.spend(counter)).query_async(&mut con).await.unwrap();
             let expected = match counter {
                 "kept" => Some(1_250_000),

@@ -381,12 +381,15 @@ return {1}
 ";
 
 /// Brings what an instance spent while Redis was out of reach to a
-/// budget's counter. KEYS: the spend counter, its set of seeded instances.
-/// ARGV: the instance's name, micro-dollars. Added only to a counter that
-/// still holds this instance's part from before: one Redis lost (or that
-/// another instance seeded anew) is seeded from the history, which has
-/// that spend on record already. Returns {1} when added, {0} when not.
+/// budget's counter. KEYS: the spend counter, its set of seeded instances,
+/// the settlement's mark. ARGV: the instance's name, micro-dollars. Added
+/// only to a counter that still holds this instance's part from before:
+/// one Redis lost (or that another instance seeded anew) is seeded from
+/// the history, which has that spend on record already. A settlement
+/// already taken (its answer was lost, and it came again) is not added
+/// twice. Returns {1} when added, {0} when not, {2} when taken before.
 const SETTLE_OUTAGE: &str = r"
+if not redis.call('SET', KEYS[3], '1', 'NX', 'PX', 86400000) then return {2} end
 if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
   redis.call('INCRBY', KEYS[1], ARGV[2])
   return {1}

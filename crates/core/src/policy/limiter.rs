@@ -38,6 +38,17 @@ impl Bucket {
         }
     }
 
+    /// The same bucket with another limit, keeping what it holds now (at
+    /// most the new capacity): a limit shared out or given back whole does
+    /// not refill it.
+    pub fn resized(&self, limit: u32, now: Instant) -> Bucket {
+        let mut old = self.clone();
+        old.refill(now);
+        let mut b = Bucket::per_minute(limit, now);
+        b.tokens = old.tokens.min(b.capacity);
+        b
+    }
+
     /// Takes `n` tokens; the balance may go negative, which delays later takers.
     pub fn take(&mut self, n: f64, now: Instant) {
         self.refill(now);
@@ -64,6 +75,15 @@ impl Rates {
             requests: requests_per_minute.map(|l| Bucket::per_minute(l, now)),
             tokens: tokens_per_minute.map(|l| Bucket::per_minute(l, now)),
         }
+    }
+
+    /// The same buckets with other limits, each keeping what it holds
+    /// ([`Bucket::resized`]); a bucket new to a limit starts full.
+    pub fn resized(&self, requests_per_minute: Option<u32>, tokens_per_minute: Option<u32>, now: Instant) -> Rates {
+        let resize = |old: &Option<Bucket>, limit: Option<u32>| {
+            limit.map(|l| old.as_ref().map_or_else(|| Bucket::per_minute(l, now), |b| b.resized(l, now)))
+        };
+        Rates { requests: resize(&self.requests, requests_per_minute), tokens: resize(&self.tokens, tokens_per_minute) }
     }
 
     /// The wait before a request of about `tokens` tokens may go.
@@ -97,6 +117,26 @@ impl Rates {
 mod tests {
     use super::*;
     use tokio::time::advance;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bucket_resized_keeps_what_it_holds_and_never_refills() {
+        let now = Instant::now();
+        let mut rates = Rates::new(Some(60), None, now);
+        for _ in 0..50 {
+            rates.take(0, now);
+        }
+        let shared = rates.resized(Some(20), None, now);
+        let mut back = shared.resized(Some(60), Some(100), now);
+        assert!(back.requests.as_ref().unwrap().tokens <= 10.0 + 1e-9, "10 left, not a fresh bucket");
+        assert_eq!(back.tokens.as_ref().unwrap().tokens, 100.0, "a bucket new to a limit starts full");
+        assert_eq!(back.wait_for(0, now), Duration::ZERO);
+        let mut shared = rates.resized(Some(5), None, now);
+        for _ in 0..5 {
+            assert_eq!(shared.wait_for(0, now), Duration::ZERO);
+            shared.take(0, now);
+        }
+        assert!(shared.wait_for(0, now) > Duration::ZERO, "a share of 5 holds 5 at most");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn bucket_refills_over_time() {

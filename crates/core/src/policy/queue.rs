@@ -268,6 +268,8 @@ impl Capacity {
     /// reach; [`Roll::WHOLE`] restores them.
     pub fn set_share(&self, share: Roll) {
         self.share.store(share);
+        // A share that grew may have room for the first in line now.
+        Capacity::wake_head(&self.state());
     }
 
     /// Whether more permits (or leases on `key`) are held than `share` of
@@ -353,7 +355,8 @@ impl Capacity {
     pub fn expected_wait(&self) -> Option<Duration> {
         let s = self.state();
         let max_queue = self.max_queue();
-        if max_queue == 0 || s.waiters.len() >= max_queue as usize {
+        // A share of no slot frees none: not a line to join.
+        if max_queue == 0 || s.waiters.len() >= max_queue as usize || self.shared(self.limit) == Some(0) {
             return None;
         }
         Some(self.expectation(&s).unwrap_or(Duration::ZERO))

@@ -335,3 +335,18 @@ async fn a_shared_line_holds_only_this_instance_s_part_of_max_queue() {
         w.abort();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_whole_cap_given_back_lets_the_first_in_line_in_at_once() {
+    let c = Capacity::new(Some(2), None, QueuePolicy { max_queue: 4, max_wait: Duration::from_secs(60) });
+    c.set_share(Roll::new(2, 1));
+    let _held = c.try_enter().unwrap();
+    let waiting = request(&c, Duration::from_secs(30), Duration::from_millis(1));
+    settle().await;
+    assert_eq!(c.counters().depth.load(Ordering::Relaxed), 1, "at its share of one");
+    c.set_share(Roll::WHOLE);
+    settle().await;
+    assert_eq!(c.counters().depth.load(Ordering::Relaxed), 0, "admitted with nothing released");
+    let waited = tokio::time::timeout(Duration::from_secs(1), waiting).await.unwrap().unwrap().unwrap();
+    assert!(waited < Duration::from_millis(10), "{waited:?}");
+}

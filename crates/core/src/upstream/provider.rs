@@ -392,7 +392,9 @@ impl Provider {
         let (rpm, tpm) = (share.share_of(p.requests_per_minute), share.share_of(p.tokens_per_minute));
         let mut h = self.health();
         h.no_share = rpm == Some(0) || tpm == Some(0);
-        h.rates = Rates::new(rpm, tpm, Instant::now());
+        // What the buckets hold carries over: an outage that comes and goes
+        // never refills them.
+        h.rates = h.rates.resized(rpm, tpm, Instant::now());
     }
 
     /// Whether the team took the decision (see [`Team::share`]).
