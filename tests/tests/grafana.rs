@@ -12,11 +12,13 @@ use serde_json::{json, Value};
 use switchyard_sim::{Fault, Script, SimProvider};
 use switchyard_tests::{http, ConfigText, TestGateway, ADMIN_TOKEN};
 
-/// Retries off, so that a failed attempt falls back at once, and a price
-/// on each provider, so that cost is counted.
+/// Retries off, so that a failed attempt falls back at once, a price on
+/// each provider, so that cost is counted, and a budget, so that its
+/// spend is exported.
 const CONFIG: &str = "[policy]\nbackoff_base = \"1ms\"\nbackoff_cap = \"2ms\"\nmax_retries = 0\n\
 [[prices]]\nprovider = \"primary\"\nmodel = \"*\"\ninput = 1\noutput = 2\n\
 [[prices]]\nprovider = \"backup\"\nmodel = \"*\"\ninput = 1\noutput = 2\n\
+[[budgets]]\nscope = \"all\"\nperiod = \"day\"\nlimit_usd = 100.0\naction = \"warn\"\n\
 [server]\nrate_limit_per_minute = 100000\n";
 
 fn deploy(path: &str) -> PathBuf {

@@ -521,6 +521,14 @@ fn load(a: &Instance, b: &Instance, workers: usize, stop: &Arc<AtomicBool>) -> V
         .collect()
 }
 
+/// `i`'s `/metrics`, as Prometheus would scrape it.
+async fn metrics(i: &Instance) -> String {
+    let token = std::fs::read_to_string(i.data.join("admin-token")).unwrap();
+    let r = client().get(format!("http://{}/metrics", i.served.addr)).bearer_auth(token.trim()).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap()
+}
+
 async fn team_state(i: &Instance) -> (String, usize) {
     let team = admin(&i.served, &i.data, "/admin/team").await;
     (team["state"].as_str().unwrap_or_default().to_string(), team["members"].as_array().map_or(0, Vec::len))
@@ -547,6 +555,7 @@ async fn redis_killed_for_ten_seconds_under_load_fails_no_request_and_the_team_c
     .await;
     eprintln!("both instances degraded {degraded:?} after the kill");
     assert!(degraded.is_some(), "both say they are degraded");
+    assert!(metrics(&a).await.contains("switchyard_team_degraded 1"), "and so do their metrics");
     // Each takes its share of the cap (2 over 2 instances: 1 each) for the
     // rest of the ten seconds, never the whole cap twice, once the requests
     // the team admitted before Redis went have ended (within 100 ms).
@@ -566,6 +575,7 @@ async fn redis_killed_for_ten_seconds_under_load_fails_no_request_and_the_team_c
     .await;
     eprintln!("the team converged {converged:?} after Redis came back");
     assert!(converged.is_some(), "both connected again and on the roll call within 5 s: {:?}", team_state(&a).await);
+    assert!(metrics(&a).await.contains("switchyard_team_degraded 0"));
     // Requests admitted by an instance alone just before it rejoined end
     // within the provider's 100 ms; from then on the team's cap holds.
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -72,6 +72,13 @@ pub struct ProviderLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BudgetLabels {
+    pub budget: String,
+    pub scope: String,
+    pub period: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CacheLabel {
     pub status: &'static str,
 }
@@ -158,6 +165,12 @@ pub struct Metrics {
     pub queue_depth: Family<ProviderLabel, Gauge>,
     pub key_leases: Family<ProviderLabel, Gauge>,
     pub queue_wait: Family<ProviderLabel, Gauge<f64, AtomicU64>>,
+    /// Each budget's spend over its limit in its current period (1 is the
+    /// limit; the team's spend in a team), set at scrape time.
+    pub budget_spent_ratio: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    /// 1 while this gateway is in a team whose Redis is out of reach (each
+    /// instance deciding alone, at its share of every limit).
+    pub team_degraded: Gauge,
     /// One scrape at a time catches the cache counters up (two at once
     /// would both add the same difference).
     cache_sync: Mutex<()>,
@@ -199,6 +212,8 @@ impl Metrics {
             queue_depth: Family::default(),
             key_leases: Family::default(),
             queue_wait: Family::default(),
+            budget_spent_ratio: Family::default(),
+            team_degraded: Gauge::default(),
             cache_sync: Mutex::default(),
             series: Mutex::default(),
             member_requests: Family::default(),
@@ -220,6 +235,16 @@ impl Metrics {
         registry.register("breaker_state", "Circuit breaker: 0 closed, 1 half-open, 2 open", m.breaker.clone());
         registry.register("provider_enabled", "1 when the provider is enabled", m.enabled.clone());
         registry.register("history_records_lost", "History records that could not be written", m.history_lost.clone());
+        registry.register(
+            "budget_spent_ratio",
+            "Each budget's spend over its limit in its current period (1 is the limit)",
+            m.budget_spent_ratio.clone(),
+        );
+        registry.register(
+            "team_degraded",
+            "1 while this gateway's team has its Redis out of reach and each instance decides alone",
+            m.team_degraded.clone(),
+        );
         registry.register(
             "history_behind",
             "1 while the history database is out of reach and records wait in the spool",
@@ -279,6 +304,15 @@ impl Metrics {
 
     /// Brings the cache's figures up to `stats` (they only grow, but for
     /// the gauges), at scrape time.
+    /// Every budget's spend as `rows` count it, at scrape time.
+    pub fn set_budgets(&self, rows: &[crate::policy::BudgetRow]) {
+        for row in rows {
+            let labels =
+                BudgetLabels { budget: row.name.clone(), scope: row.scope.clone(), period: row.period.as_str() };
+            self.budget_spent_ratio.get_or_create(&labels).set(row.fraction);
+        }
+    }
+
     /// The history writer's state, at scrape time.
     pub fn set_history(&self, status: &crate::history::HistoryStatus) {
         let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
