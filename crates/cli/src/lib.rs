@@ -98,10 +98,14 @@ pub struct ListenArgs {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints one line per request; gateway logs would drown them,
-    // and the faults its providers make on purpose show in those lines (a
-    // retry, a fallback), not as warnings about an upstream's errors.
-    let default_level =
-        if matches!(cli.command, Command::Demo(_)) { "warn,switchyard_core::proxy=error" } else { "info" };
+    // and the faults its providers make on purpose (errors, rate limits,
+    // a breaker tripping) show in those lines as a retry or a fallback, not
+    // as warnings about an upstream.
+    let default_level = if matches!(cli.command, Command::Demo(_)) {
+        "warn,switchyard_core::proxy=error,switchyard_core::upstream=error"
+    } else {
+        "info"
+    };
     let format = match cli.log_format {
         LogFormat::Human => logging::LogFormat::Human,
         LogFormat::Json => logging::LogFormat::Json,
