@@ -151,7 +151,7 @@ impl RedisTeam {
 
     /// An admission while Redis is out of reach (see [`Outage::admit`]).
     fn alone(&self, ask: &switchyard_core::team::AdmitAsk) -> Admitted {
-        self.outage.admit(&self.keys, ask, self.roll(), self.connection(), &self.scripts)
+        self.outage.admit(&self.keys, ask, self.roll(), self.connection())
     }
 
     /// This instance's unique id (per process start).
@@ -171,6 +171,10 @@ impl Team for RedisTeam {
 
     fn roll(&self) -> Roll {
         self.roll.load()
+    }
+
+    fn degraded(&self) -> bool {
+        !self.connected()
     }
 
     fn out_of_reach(&self) {

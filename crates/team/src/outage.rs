@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
+use redis::ScriptInvocation;
 use switchyard_core::team::{micros, AdmitAsk, Admitted, Held, Roll, Used};
 use tracing::{info, warn};
 
@@ -132,7 +133,6 @@ impl Outage {
         ask: &AdmitAsk,
         roll: Roll,
         con: Option<ConnectionManager>,
-        scripts: &Arc<Scripts>,
     ) -> Admitted {
         let counters: Vec<&String> = ask.budgets.iter().map(|b| &b.counter).collect();
         let epoch = self.epoch.load(Ordering::Acquire);
@@ -169,8 +169,7 @@ impl Outage {
         if boarded.is_none() && spend.is_empty() {
             return Admitted::Unreachable(None);
         }
-        let hold =
-            OutageHold { outage: self.clone(), boarded, spend, epoch, used: None, con, scripts: scripts.clone() };
+        let hold = OutageHold { outage: self.clone(), boarded, spend, epoch, used: None, con };
         Admitted::Unreachable(Some(Box::new(hold)))
     }
 
@@ -193,14 +192,7 @@ impl Outage {
             .cloned()
             .collect();
         if !flights.is_empty() {
-            let calls: Vec<_> = flights
-                .iter()
-                .map(|f| {
-                    let mut call = scripts.adopt.prepare_invoke();
-                    call.key(&f.keys.0).key(&f.keys.1).arg(&f.id).arg(millis(ttl));
-                    call
-                })
-                .collect();
+            let calls = lease_calls(&scripts.adopt, &flights, ttl);
             scripts::pipelined(con, &calls).await?;
             let mut ended = Vec::new();
             for f in &flights {
@@ -240,14 +232,7 @@ impl Outage {
         if flights.is_empty() {
             return;
         }
-        let calls: Vec<_> = flights
-            .iter()
-            .map(|f| {
-                let mut call = scripts.renew.prepare_invoke();
-                call.key(&f.keys.0).key(&f.keys.1).arg(&f.id).arg(millis(ttl));
-                call
-            })
-            .collect();
+        let calls = lease_calls(&scripts.renew, &flights, ttl);
         // Out of reach for now: the next renewal may still make it.
         if let Ok(Ok(answers)) = tokio::time::timeout(ttl / 3, scripts::pipelined(con, &calls)).await {
             let lost = answers.iter().filter(|a| a.first() != Some(&1)).count();
@@ -371,7 +356,6 @@ struct OutageHold {
     epoch: u64,
     used: Option<Used>,
     con: Option<ConnectionManager>,
-    scripts: Arc<Scripts>,
 }
 
 impl Held for OutageHold {
@@ -388,7 +372,7 @@ impl Drop for OutageHold {
         let handle = tokio::runtime::Handle::try_current().ok();
         match (self.con.clone(), handle) {
             (Some(mut con), Some(handle)) => {
-                let (outage, _scripts) = (self.outage.clone(), self.scripts.clone());
+                let outage = self.outage.clone();
                 handle.spawn(async move {
                     let (provider, key, id) = &lease;
                     let mut pipe = redis::pipe();
@@ -402,6 +386,19 @@ impl Drop for OutageHold {
             _ => lock(&self.outage.orphans).push(lease),
         }
     }
+}
+
+/// `script` called once per flight on its lease (ADOPT, RENEW: KEYS the
+/// provider's and the key's leases, ARGV the lease id and its TTL).
+fn lease_calls<'a>(script: &'a redis::Script, flights: &'a [Arc<Flight>], ttl: Duration) -> Vec<ScriptInvocation<'a>> {
+    flights
+        .iter()
+        .map(|f| {
+            let mut call = script.prepare_invoke();
+            call.key(&f.keys.0).key(&f.keys.1).arg(&f.id).arg(millis(ttl));
+            call
+        })
+        .collect()
 }
 
 fn millis(d: Duration) -> u64 {
@@ -436,10 +433,9 @@ mod tests {
 
     /// Admits `ask` until refused; the holds taken.
     fn admit_all(outage: &Arc<Outage>, keys: &Keys, ask: &AdmitAsk, roll: Roll) -> Vec<Box<dyn Held>> {
-        let scripts = Arc::new(Scripts::new());
         let mut held = Vec::new();
         for _ in 0..100 {
-            match outage.admit(keys, ask, roll, None, &scripts) {
+            match outage.admit(keys, ask, roll, None) {
                 Admitted::Unreachable(Some(h)) => held.push(h),
                 Admitted::OverBudget { budget: 0, .. } => return held,
                 other => panic!("{other:?}"),
@@ -481,8 +477,7 @@ mod tests {
         let owed = lock(&outage.accounts).get("day|all|day|0").unwrap().unsettled;
         assert_eq!(owed, 10_000, "what was spent, to bring to the team's counter");
         // A failed attempt costs nothing and gives its reservation back.
-        let scripts = Arc::new(Scripts::new());
-        let failed = outage.admit(&keys, &ask(None, None, 7), Roll::new(2, 0), None, &scripts);
+        let failed = outage.admit(&keys, &ask(None, None, 7), Roll::new(2, 0), None);
         assert!(matches!(failed, Admitted::Unreachable(Some(_))));
         drop(failed);
         assert_eq!(lock(&outage.accounts).get("day|all|day|0").unwrap().unsettled, 10_000);
@@ -492,9 +487,7 @@ mod tests {
     fn a_warn_budget_refuses_nothing_but_is_counted_and_a_capped_ask_is_on_the_books() {
         let keys = Keys::new("t");
         let outage = Arc::new(Outage::default());
-        let scripts = Arc::new(Scripts::new());
-        let Admitted::Unreachable(Some(mut hold)) =
-            outage.admit(&keys, &ask(Some(2), None, 5), Roll::new(3, 2), None, &scripts)
+        let Admitted::Unreachable(Some(mut hold)) = outage.admit(&keys, &ask(Some(2), None, 5), Roll::new(3, 2), None)
         else {
             panic!("held")
         };
@@ -526,7 +519,7 @@ mod tests {
         let leases = keys.leases("p");
         let a = AdmitAsk { budgets: Vec::new(), ..ask(Some(4), None, 0) };
         let holds: Vec<_> = (0..3)
-            .map(|_| match outage.admit(&keys, &a, Roll::new(3, 0), Some(con.clone()), &scripts) {
+            .map(|_| match outage.admit(&keys, &a, Roll::new(3, 0), Some(con.clone())) {
                 Admitted::Unreachable(Some(h)) => h,
                 other => panic!("{other:?}"),
             })

@@ -306,7 +306,7 @@ pub async fn metrics(State(gw): State<Gateway>, headers: HeaderMap) -> Response 
         m.set_history(&sink.recorder.status());
     }
     m.set_budgets(&gw.budget_rows(crate::ground::clock::now_ms()).await);
-    m.team_degraded.set(i64::from(gw.live().config.team.is_some() && !gw.team().connected()));
+    m.team_degraded.set(i64::from(gw.team().degraded()));
     (
         StatusCode::OK,
         [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],

@@ -189,6 +189,13 @@ pub trait Team: Verdicts + Admission + SpendCounters + SharedCache {
         Roll::WHOLE
     }
 
+    /// Whether this instance decides alone, at its share of every limit,
+    /// because its team's shared state is out of reach; never for a team
+    /// of one, which has nothing out of reach.
+    fn degraded(&self) -> bool {
+        false
+    }
+
     /// A request found the shared state out of reach while this instance
     /// still counted it in reach: check now, so every instance takes its
     /// share of the caps at once rather than at its next heartbeat.
