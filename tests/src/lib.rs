@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 pub mod clis;
+pub mod otlp;
 mod pg;
 
 pub use pg::PgDatabase;

@@ -127,6 +127,7 @@ fn request_at(i: u64, at: i64) -> RequestRecord {
         // A session is forty requests in a row, as an agent's turn makes them.
         session: Some(format!("s-{}", i / SESSION_REQUESTS)),
         turn: None,
+        trace_id: None,
     }
 }
 

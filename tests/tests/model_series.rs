@@ -122,6 +122,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
         member: None,
         session: None,
         turn: None,
+        trace_id: None,
     }
 }
 

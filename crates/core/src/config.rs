@@ -23,6 +23,7 @@ pub(crate) mod edit;
 mod history_url;
 mod policy;
 mod team;
+mod telemetry;
 pub use budgets::AlertPolicy;
 pub use desktop::DesktopConfig;
 use desktop::RawDesktop;
@@ -30,6 +31,7 @@ pub use history_url::HistoryUrl;
 pub use policy::{CachePolicy, FallbackResponse};
 use policy::{PolicyError, RawPolicy};
 pub use team::{redact as redact_redis_url, TeamConfig};
+pub use telemetry::{is_endpoint as is_telemetry_endpoint, TelemetryConfig, SAMPLERS};
 
 /// The configuration used when none is given: well-known providers that stay
 /// unused until a key exists for them, and a local Ollama that needs none.
@@ -62,6 +64,8 @@ pub struct Config {
     /// Team mode (`[team]`): state shared with other instances through
     /// Redis; `None` decides everything here, as a lone gateway does.
     pub team: Option<TeamConfig>,
+    /// Where traces go (`[telemetry]`), before the `OTEL_*` variables.
+    pub telemetry: TelemetryConfig,
 }
 
 /// What is recorded and for how long.
@@ -392,6 +396,8 @@ struct RawConfig {
     #[serde(default)]
     desktop: RawDesktop,
     team: Option<Spanned<team::RawTeam>>,
+    #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -555,6 +561,7 @@ impl Validator<'_> {
         let alerts = self.alerts(raw.alerts)?;
         let desktop = self.desktop(raw.desktop)?;
         let team = self.team(raw.team)?;
+        let telemetry = self.telemetry(raw.telemetry)?;
         Ok(Config {
             server,
             policy,
@@ -568,6 +575,7 @@ impl Validator<'_> {
             alerts,
             desktop,
             team,
+            telemetry,
         })
     }
 

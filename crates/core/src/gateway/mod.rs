@@ -37,6 +37,10 @@ pub enum InitError {
     Client(#[from] crate::upstream::ClientError),
     #[error("[server] access_token = true, but no access token was given to the gateway")]
     AccessTokenMissing,
+    #[error("tracing: {0}")]
+    TraceSettings(#[from] crate::telemetry::trace::SettingsError),
+    #[error(transparent)]
+    TraceExport(#[from] crate::telemetry::trace::ExportError),
 }
 
 /// The configuration in force and its providers. A request takes one
@@ -124,6 +128,8 @@ struct Inner {
     instance_header: Option<axum::http::HeaderValue>,
     /// Which requests are captured beyond `store_bodies` ([`crate::proxy::capture`]).
     capture: capture::Switch,
+    /// OpenTelemetry traces (`[telemetry]`, `OTEL_*`): off unless an endpoint is set.
+    tracer: crate::telemetry::trace::Tracer,
 }
 
 /// Assembles a [`Gateway`] from what its caller owns.
@@ -235,6 +241,7 @@ impl Builder {
             })
             .collect();
         let client = crate::upstream::Client::new()?;
+        let tracer = tracer(&self.config, team.instance(), &telemetry)?;
         let (sink, store) = match self.history {
             Some((sink, store)) => (Some(sink), Some(store)),
             None => (None, None),
@@ -270,11 +277,25 @@ impl Builder {
                 served: AtomicU64::new(0),
                 capture: capture::Switch::default(),
                 share: crate::ground::share::AtomicRoll::default(),
+                tracer,
             }),
         };
         gateway.keep_members_fresh();
         Ok(gateway)
     }
+}
+
+/// Tracing as `[telemetry]` and the process's `OTEL_*` variables say
+/// (read once, at start), its spans carrying `instance`.
+fn tracer(config: &Config, instance: &str, telemetry: &Telemetry) -> Result<crate::telemetry::trace::Tracer, InitError> {
+    use crate::telemetry::trace::{settings, SpanCounters, Tracer};
+    let Some(settings) = settings::resolve(&config.telemetry, &settings::process_env)? else { return Ok(Tracer::off()) };
+    let counters = SpanCounters {
+        exported: telemetry.metrics.trace_spans_exported.clone(),
+        dropped: telemetry.metrics.trace_spans_dropped.clone(),
+    };
+    tracing::info!(endpoint = %settings.endpoint, service = %settings.service_name, "traces: exporting over OTLP");
+    Ok(Tracer::start(settings, instance, counters)?)
 }
 
 fn read_toggles(path: &std::path::Path) -> BTreeMap<String, bool> {
@@ -456,6 +477,11 @@ impl Gateway {
 
     pub fn telemetry(&self) -> &Arc<Telemetry> {
         &self.inner.telemetry
+    }
+
+    /// The gateway's OpenTelemetry tracing (off unless configured).
+    pub fn tracer(&self) -> &crate::telemetry::trace::Tracer {
+        &self.inner.tracer
     }
 
     /// Spend per budget in the current periods.

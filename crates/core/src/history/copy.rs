@@ -105,6 +105,7 @@ impl From<RequestDetail> for RequestRecord {
             member: r.member,
             session: r.session,
             turn: r.turn,
+            trace_id: None,
             routing: d.routing,
         }
     }

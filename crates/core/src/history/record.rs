@@ -100,6 +100,9 @@ pub struct RequestRecord {
     /// conversation. Version 9 of the frames added it, last.
     #[serde(default)]
     pub turn: Option<bool>,
+    /// The W3C trace id of the request's spans, when they were exported
+    /// (32 lowercase hex digits); none with tracing off or unsampled.
+    pub trace_id: Option<String>,
 }
 
 /// Which strategy put an attempt's provider where it was, and the figures

@@ -1017,6 +1017,7 @@ mod tests {
             member: Some("al".into()),
             session: Some("s".into()),
             turn: Some(true),
+            trace_id: None,
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(

@@ -207,7 +207,13 @@ struct Correlated {
 impl Correlated {
     fn begin(headers: &HeaderMap, method: &axum::http::Method, uri: &Uri) -> Correlated {
         let ids = RequestIds::from_headers(headers);
-        let span = debug_span!("request", request_id = %ids.request_id, correlation_id = %ids.correlation_id);
+        let span = debug_span!(
+            "request",
+            request_id = %ids.request_id,
+            correlation_id = %ids.correlation_id,
+            trace_id = tracing::field::Empty,
+            span_id = tracing::field::Empty,
+        );
         let access = tracing::enabled!(tracing::Level::DEBUG).then(|| (method.clone(), uri.path().to_string()));
         Correlated { ids, span, started: Instant::now(), access }
     }

@@ -413,12 +413,54 @@ fn from_event(endpoint: Endpoint, data: &Value) -> Option<Usage> {
     read(usage.filter(|u| u.is_object())?, endpoint)
 }
 
+/// What an answer says of itself: its id, the model that wrote it, and
+/// why it stopped (per choice or candidate), in whichever format it came.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answer {
+    pub id: Option<String>,
+    pub model: Option<String>,
+    pub finish_reasons: Vec<String>,
+}
+
+impl Answer {
+    /// Takes what `v` (a whole body, or one event of a stream) says; a
+    /// stream's later events win.
+    pub fn read(&mut self, v: &Value) {
+        // The answer itself, or the object a stream's event wraps it in
+        // (Responses' `response`, Anthropic's `message_start`).
+        for at in [Some(v), v.get("response"), v.get("message")].into_iter().flatten() {
+            let text = |key: &str| at.get(key).and_then(Value::as_str).map(str::to_string);
+            if let Some(id) = text("id").or_else(|| text("responseId")) {
+                self.id = Some(id);
+            }
+            if let Some(model) = text("model").or_else(|| text("modelVersion")) {
+                self.model = Some(model);
+            }
+        }
+        let mut reasons: Vec<String> = Vec::new();
+        for (list, key) in [("choices", "finish_reason"), ("candidates", "finishReason")] {
+            let found = v.get(list).and_then(Value::as_array).into_iter().flatten();
+            reasons.extend(found.filter_map(|c| c.get(key)?.as_str().map(str::to_string)));
+        }
+        let single = [v.get("stop_reason"), v.pointer("/delta/stop_reason"), v.pointer("/response/status")];
+        reasons.extend(single.into_iter().flatten().filter_map(|r| r.as_str().map(str::to_string)));
+        if v.get("object").and_then(Value::as_str) == Some("response") {
+            reasons.extend(v.get("status").and_then(Value::as_str).map(str::to_string));
+        }
+        if !reasons.is_empty() {
+            self.finish_reasons = reasons;
+        }
+    }
+}
+
 /// Watches a response body go by and reads its usage.
 #[derive(Debug)]
 pub struct Tap {
     endpoint: Endpoint,
     mode: Mode,
     usage: Usage,
+    /// What the answer says of itself, read only when asked for (a traced request).
+    answer: Option<Box<Answer>>,
     /// A copy of the first bytes, kept only when bodies are stored.
     kept: Option<(Vec<u8>, usize)>,
 }
@@ -446,7 +488,19 @@ impl Tap {
         } else {
             Mode::Json { buf: Vec::new(), overflow: false }
         };
-        Tap { endpoint, mode, usage: Usage::default(), kept: keep.map(|limit| (Vec::new(), limit)) }
+        Tap { endpoint, mode, usage: Usage::default(), answer: None, kept: keep.map(|limit| (Vec::new(), limit)) }
+    }
+
+    /// Reads what the answer says of its id, model and finish too: every
+    /// event of a stream is parsed then, not only those with usage.
+    pub fn read_answer(&mut self) {
+        self.answer = Some(Box::default());
+    }
+
+    /// What the answer said of itself, when asked for (complete once the body has ended).
+    pub fn answer(&mut self) -> Option<Answer> {
+        self.usage();
+        self.answer.as_deref().cloned()
     }
 
     /// Reads a chunk; returns the bytes to pass on (the chunk itself, unless stripping).
@@ -469,7 +523,7 @@ impl Tap {
             Mode::Events { splitter, strip_usage, out } => {
                 for event in splitter.push(&chunk) {
                     // Most events carry no usage: skip parsing those.
-                    let json = if mentions_usage(self.endpoint, &event) {
+                    let json = if self.answer.is_some() || mentions_usage(self.endpoint, &event) {
                         let (_, data) = sse::parse(&event);
                         serde_json::from_str(&data).unwrap_or(Value::Null)
                     } else {
@@ -477,6 +531,9 @@ impl Tap {
                     };
                     if let Some(u) = from_event(self.endpoint, &json) {
                         self.usage.merge(u);
+                    }
+                    if let Some(a) = &mut self.answer {
+                        a.read(&json);
                     }
                     if *strip_usage {
                         if let Some(event) = strip(&event, &json) {
@@ -509,6 +566,9 @@ impl Tap {
         if let Mode::Json { buf, overflow: false } = &self.mode {
             if !buf.is_empty() {
                 self.usage = from_body(self.endpoint, buf);
+                if let Some(a) = &mut self.answer {
+                    a.read(&serde_json::from_slice::<Value>(buf).unwrap_or(Value::Null));
+                }
                 self.mode = Mode::Read;
             }
         }

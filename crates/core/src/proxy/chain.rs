@@ -121,7 +121,10 @@ impl Run<'_> {
         let provider = candidate.provider;
         let until = self.deadline.at.checked_sub(self.policy.min_fallback_budget).unwrap_or(self.deadline.at);
         let (need, deadline, min) = (self.need(), self.deadline, self.policy.min_fallback_budget);
-        match provider.capacity().wait(until, || provider.ready(need, &deadline, min)).await {
+        let since = Instant::now();
+        let waited = provider.capacity().wait(until, || provider.ready(need, &deadline, min)).await;
+        self.journal.waited(provider.name(), "queue", since.elapsed());
+        match waited {
             Ok((permit, mut ticket)) => {
                 ticket.hold(permit);
                 self.provider(candidate, Some(ticket)).await

@@ -18,7 +18,10 @@ use crate::ground::outcome::RequestOutcome;
 use crate::history::record::{AttemptRecord, AttemptRouting, Record, RequestRecord};
 
 use crate::protocol::error::ApiError;
-use crate::protocol::usage::Usage;
+use crate::protocol::usage::{Answer, Usage};
+use crate::protocol::{Endpoint, Protocol};
+use crate::telemetry::trace::RequestTrace;
+use axum::http::Request;
 use crate::telemetry::Telemetry;
 use crate::upstream::strategy::Routing;
 
@@ -89,6 +92,8 @@ pub struct Journal {
     /// What a member's request holds of its budget, settled once its cost
     /// is counted.
     member_hold: Option<crate::members::spend::MemberHold>,
+    /// The request's trace: its spans leave with the record.
+    trace: RequestTrace,
 }
 
 /// A request record before anything is known about its outcome.
@@ -126,6 +131,7 @@ pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_
         member: None,
         session: None,
         turn: None,
+        trace_id: None,
     }
 }
 
@@ -150,7 +156,14 @@ impl Journal {
             delivered: None,
             capture: None,
             member_hold: None,
+            trace: RequestTrace::default(),
         }
+    }
+
+    /// Records the request as part of `trace` (its spans leave with the record).
+    pub fn with_trace(mut self, trace: RequestTrace) -> Journal {
+        self.trace = trace;
+        self
     }
 
     /// Moves the journal out (to the relayed body), leaving one that records nothing.
@@ -164,6 +177,7 @@ impl Journal {
             record: None,
             capture: None,
             member_hold: None,
+            trace: RequestTrace::default(),
         };
         std::mem::replace(self, empty)
     }
@@ -420,12 +434,42 @@ impl Journal {
         self.send().await;
     }
 
+    /// The attempt at `index` is about to be sent as `request` to a
+    /// provider speaking `protocol`: its span, and its `traceparent`.
+    pub fn trace_attempt<B>(&mut self, index: usize, protocol: Protocol, endpoint: Endpoint, request: &mut Request<B>) {
+        let (parts, headers) = (request.uri().clone(), request.headers_mut());
+        self.trace.attempt(index, protocol, endpoint, &parts, headers);
+    }
+
+    /// The request waited `took` for `provider` (`what`: `queue`, `team`), on its trace.
+    pub fn waited(&mut self, provider: &str, what: &'static str, took: Duration) {
+        self.trace.waited(provider, what, took);
+    }
+
+    /// Whether the request's spans are exported (what the answer says of
+    /// itself is worth reading only then).
+    pub fn traced(&self) -> bool {
+        self.trace.sampled()
+    }
+
+    /// The ids the request's log lines carry, when tracing is on.
+    pub fn trace_ids(&self) -> Option<crate::telemetry::trace::Ids> {
+        self.trace.ids()
+    }
+
+    /// What the delivered answer said of its id, model and finish, for its span.
+    pub fn answered(&mut self, answer: Answer) {
+        self.trace.answered(answer);
+    }
+
     /// Ends the record and hands it out, once, with its capture if it has
     /// one: the journal keeps nothing.
     fn seal(&mut self) -> Option<(Sink, Record, Option<Record>)> {
         let mut record = self.record.take()?;
         record.finished_at_ms = now_ms();
         record.duration_ms = ms(self.started.elapsed());
+        record.trace_id = self.trace.recorded_trace_id();
+        self.trace.finish(&record, None);
         if let Some(telemetry) = self.telemetry.take() {
             telemetry.request_finished(&record);
         }

@@ -76,7 +76,14 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
         inbound.endpoint.gateway_path(),
         user_agent,
         gateway.instance(),
-    );
+    )
+    .with_trace(gateway.tracer().begin(&inbound.headers));
+    if let Some(ids) = journal.trace_ids() {
+        // The request's log lines name its trace beside its correlation id.
+        let span = tracing::Span::current();
+        span.record("trace_id", tracing::field::display(ids.trace_id));
+        span.record("span_id", tracing::field::display(ids.span_id));
+    }
     capture::begin(gateway, &inbound, &mut journal);
     let member = match admit::identify(gateway, &inbound).await {
         Ok(member) => member,

@@ -308,8 +308,10 @@ impl Run<'_> {
             dropped: translated.map_or_else(|| out.removed.clone(), |t| t.dropped.clone()),
             routing: candidate.routing,
         });
-        let request = capture::outgoing(self.gateway, self.journal, index, request).await;
         let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
+        let mut request = request;
+        self.journal.trace_attempt(index, provider.config.kind, endpoint, &mut request);
+        let request = capture::outgoing(self.gateway, self.journal, index, request).await;
         let patience = attempt::Patience {
             timeout,
             thinking: self.policy.stream_idle_timeout,
@@ -465,7 +467,9 @@ impl Run<'_> {
             gate = ticket.team_admit(estimate, || (asks(&covering), line.clone())).await;
         }
         if let (TeamGate::Queued { .. }, Some(line)) = (&gate, line) {
+            let since = Instant::now();
             gate = self.wait_in_line(ticket, candidate.provider, line, estimate, &covering).await;
+            self.journal.waited(candidate.provider.name(), "team_queue", since.elapsed());
         }
         (gate, covering)
     }

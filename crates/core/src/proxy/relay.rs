@@ -93,8 +93,11 @@ pub fn respond(
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     let keeping = delivery.keep.and_then(|k| k.capture(status, upstream.sse, content_type)).map(Box::new);
     // Usage is read from what the provider sent, in its own format.
-    let tap = Tap::new(delivery.upstream_endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
+    let mut tap = Tap::new(delivery.upstream_endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
     let mut journal = delivery.journal;
+    if journal.traced() {
+        tap.read_answer();
+    }
     journal.capture_answered(status, &upstream.headers);
     let captured = journal.captured();
     let mut relay = Relay {
@@ -394,7 +397,10 @@ impl Relay {
             let cost_usd = self.journal.as_ref().and_then(|j| j.cost(&usage));
             self.ticket.settle(Used { tokens, cost_usd });
         }
-        if let Some(journal) = self.journal.take() {
+        if let Some(mut journal) = self.journal.take() {
+            if let Some(answer) = self.tap.answer() {
+                journal.answered(answer);
+            }
             // Boxed: with the hand-over to history it waits on, this future
             // is about 1.5 KB, and inline it would make every future that
             // can reach here as large, each of them copied whole as it is

@@ -67,6 +67,11 @@ pub struct FallbackLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DropLabel {
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProviderLabel {
     pub provider: String,
 }
@@ -171,6 +176,10 @@ pub struct Metrics {
     /// 1 while this gateway is in a team whose Redis is out of reach (each
     /// instance deciding alone, at its share of every limit).
     pub team_degraded: Gauge,
+    /// Spans handed to the OpenTelemetry collector, and those lost on the
+    /// way (`reason`: the bounded queue was full, or the export failed).
+    pub trace_spans_exported: Counter,
+    pub trace_spans_dropped: Family<DropLabel, Counter>,
     /// One scrape at a time catches the cache counters up (two at once
     /// would both add the same difference).
     cache_sync: Mutex<()>,
@@ -214,6 +223,8 @@ impl Metrics {
             queue_wait: Family::default(),
             budget_spent_ratio: Family::default(),
             team_degraded: Gauge::default(),
+            trace_spans_exported: Counter::default(),
+            trace_spans_dropped: Family::default(),
             cache_sync: Mutex::default(),
             series: Mutex::default(),
             member_requests: Family::default(),
@@ -244,6 +255,16 @@ impl Metrics {
             "team_degraded",
             "1 while this gateway's team has its Redis out of reach and each instance decides alone",
             m.team_degraded.clone(),
+        );
+        registry.register(
+            "trace_spans_exported",
+            "Spans the OpenTelemetry exporter delivered to the collector",
+            m.trace_spans_exported.clone(),
+        );
+        registry.register(
+            "trace_spans_dropped",
+            "Spans lost on the way to the collector, by reason (queue_full, export_failed)",
+            m.trace_spans_dropped.clone(),
         );
         registry.register(
             "history_behind",

@@ -7,6 +7,7 @@ pub(crate) mod events;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod stats;
+pub mod trace;
 
 pub use alerts::{AlertKind, AlertPolicy};
 pub use events::{Envelope, GatewayEvent};

@@ -1,0 +1,230 @@
+//! OpenTelemetry traces end to end: the gateway exports to a real OTLP
+//! collector (the official protobuf definitions decode what it gets), joins
+//! the client's W3C trace, and names each attempt's span in the
+//! `traceparent` the provider receives.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchyard_sim::{Fault, Script, SimProvider};
+use switchyard_tests::otlp::{Collector, Received};
+use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
+
+const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+/// One try per provider, fast: a failure falls back at once.
+const POLICY: &str = "[policy]\nmax_retries = 0\nbackoff_base = \"1ms\"\nbackoff_cap = \"5ms\"\nmin_fallback_budget = \"100ms\"";
+
+async fn sim(name: &str, script: Script) -> SimProvider {
+    SimProvider::start(name, script).await.unwrap()
+}
+
+fn telemetry(collector: &Collector, extra: &str) -> String {
+    // Batches leave 20 ms after their first span: a test waits no longer.
+    format!("[telemetry]\nendpoint = \"{}\"\nschedule_delay_ms = 20\n{extra}\n", collector.endpoint())
+}
+
+async fn two(primary: Script, backup: Script, telemetry: &str) -> (SimProvider, SimProvider, TestGateway) {
+    let p = sim("primary", primary).await;
+    let b = sim("backup", backup).await;
+    let config =
+        ConfigText::new().raw(POLICY).raw(telemetry).provider(&p, "openai", &["m"]).provider(&b, "openai", &["m"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["primary", "backup"])).await;
+    (p, b, gw)
+}
+
+async fn chat(gw: &TestGateway, body: Value, traceparent: Option<&str>) -> reqwest::Response {
+    let mut request = http().post(gw.url("/v1/chat/completions")).json(&body).header("x-correlation-id", "corr-7");
+    if let Some(tp) = traceparent {
+        request = request.header("traceparent", tp).header("tracestate", "vendor=abc");
+    }
+    request.send().await.unwrap()
+}
+
+fn hi(stream: bool) -> Value {
+    json!({ "model": "m", "stream": stream, "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+fn by_kind(spans: &[Received], kind: i32) -> Vec<&Received> {
+    let mut out: Vec<&Received> = spans.iter().filter(|s| s.kind == kind).collect();
+    out.sort_by_key(|s| s.start_ns);
+    out
+}
+
+const SERVER: i32 = 2;
+const CLIENT: i32 = 3;
+
+#[tokio::test]
+async fn a_fallback_is_the_client_span_then_the_request_then_one_span_per_attempt() {
+    let collector = Collector::http().await;
+    let (p, b, gw) = two(Script::always(Fault::status(503)), Script::ok(), &telemetry(&collector, "")).await;
+    let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let r = chat(&gw, hi(false), Some(&traceparent)).await;
+    assert_eq!(r.status(), 200);
+    let request_id = switchyard_tests::request_id(&r);
+    let answer: Value = r.json().await.unwrap();
+
+    let spans = collector.wait_for(3).await;
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+    assert!(spans.iter().all(|s| s.trace_id == CLIENT_TRACE), "one trace, the client's");
+    let server = by_kind(&spans, SERVER)[0];
+    assert_eq!(server.parent_span_id, CLIENT_SPAN, "the request's span is the client's child");
+    assert_eq!(server.name, "POST /v1/chat/completions");
+    assert_eq!(server.attr("switchyard.correlation_id"), "corr-7");
+    assert_eq!(server.attr("switchyard.request_id"), request_id.as_str());
+    assert_eq!(server.attr("gen_ai.request.model"), "m");
+    assert_eq!(server.attr("switchyard.outcome"), "ok");
+    assert_eq!(server.attr("http.response.status_code"), 200);
+    assert_eq!(server.resource["service.name"], "switchyard");
+    assert!(server.resource["service.instance.id"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(server.scope, "switchyard");
+    let fallback = server.event("switchyard.fallback").expect("the fallback is an event");
+    assert_eq!((fallback["switchyard.fallback.from"].as_str(), fallback["switchyard.fallback.to"].as_str()), (Some("primary"), Some("backup")));
+    assert!(fallback["switchyard.reason"].as_str().is_some_and(|r| r.contains("503")), "{fallback:?}");
+
+    let attempts = by_kind(&spans, CLIENT);
+    assert_eq!(attempts.len(), 2);
+    for a in &attempts {
+        assert_eq!(a.parent_span_id, server.span_id, "each attempt is the request's child");
+        assert_eq!(a.name, "chat m");
+        assert_eq!(a.attr("gen_ai.operation.name"), "chat");
+        assert_eq!(a.attr("gen_ai.provider.name"), "openai");
+        assert_eq!(a.attr("gen_ai.request.model"), "m");
+        assert_eq!(a.attr("server.address"), "127.0.0.1");
+        assert!(a.attr("switchyard.provider.key_label").is_string(), "the key's label, never the key");
+        assert!(a.attributes.values().all(|v| !v.to_string().contains("sk-")), "no key on a span");
+    }
+    let (failed, served) = (attempts[0], attempts[1]);
+    assert_eq!(failed.attr("switchyard.provider.name"), "primary");
+    assert_eq!(failed.attr("server.port"), i64::from(p.addr().port()));
+    assert_eq!((failed.attr("error.type"), failed.status), (&Value::from("503"), 2));
+    assert_eq!(served.attr("switchyard.provider.name"), "backup");
+    assert_eq!(served.status, 0);
+    assert_eq!(served.attr("gen_ai.response.id"), &answer["id"]);
+    assert_eq!(served.attr("gen_ai.response.model"), &answer["model"]);
+    assert_eq!(served.attr("gen_ai.response.finish_reasons"), &json!(["stop"]));
+    assert_eq!(served.attr("gen_ai.usage.input_tokens"), &answer["usage"]["prompt_tokens"]);
+    assert_eq!(served.attr("gen_ai.usage.output_tokens"), &answer["usage"]["completion_tokens"]);
+
+    // Each provider got its own attempt's span as parent, and the client's tracestate.
+    for (sim, span) in [(&p, failed), (&b, served)] {
+        let got = &sim.requests()[0].headers;
+        assert_eq!(got["traceparent"], format!("00-{CLIENT_TRACE}-{}-01", span.span_id).as_str());
+        assert_eq!(got["tracestate"], "vendor=abc");
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_attempt_span_ends_at_its_last_byte_with_the_stream_s_usage() {
+    let collector = Collector::http().await;
+    let slow = Script::ok().stream(5, Duration::from_millis(20));
+    let (_p, _b, gw) = two(slow, Script::ok(), &telemetry(&collector, "")).await;
+    let r = chat(&gw, hi(true), None).await;
+    assert_eq!(r.status(), 200);
+    let head_at = std::time::SystemTime::now();
+    let body = r.text().await.unwrap();
+    assert!(body.contains("[DONE]"));
+    let spans = collector.wait_for(2).await;
+    let attempt = by_kind(&spans, CLIENT)[0];
+    let server = by_kind(&spans, SERVER)[0];
+    assert!(server.parent_span_id.is_empty(), "no traceparent: the gateway starts the trace");
+    let head_ns = head_at.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    assert!(attempt.end_ns > head_ns, "the attempt's span ends after its head, at its last byte");
+    assert!(attempt.attr("gen_ai.usage.output_tokens").as_i64().is_some_and(|n| n > 0), "{attempt:#?}");
+    assert_eq!(attempt.attr("gen_ai.response.finish_reasons"), &json!(["stop"]));
+    assert!(attempt.attr("gen_ai.response.id").is_string());
+}
+
+#[tokio::test]
+async fn an_unsampled_parent_exports_nothing_and_still_names_the_attempt_to_the_provider() {
+    let collector = Collector::http().await;
+    let (p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, "")).await;
+    let r = chat(&gw, hi(false), Some(&format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-00"))).await;
+    assert_eq!(r.status(), 200);
+    let sent = p.requests()[0].headers["traceparent"].to_str().unwrap().to_string();
+    assert!(sent.starts_with(&format!("00-{CLIENT_TRACE}-")) && sent.ends_with("-00"), "{sent}");
+    assert!(!sent.contains(CLIENT_SPAN), "the client's header is not passed through");
+    // A sampled request after it is exported: the unsampled one never was.
+    let r = chat(&gw, hi(false), None).await;
+    assert_eq!(r.status(), 200);
+    let spans = collector.wait_for(2).await;
+    assert!(spans.iter().all(|s| s.trace_id != CLIENT_TRACE), "{spans:#?}");
+}
+
+#[tokio::test]
+async fn grpc_exports_the_same_spans() {
+    let collector = Collector::grpc().await;
+    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, "protocol = \"grpc\"")).await;
+    let r = chat(&gw, hi(false), Some(&format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))).await;
+    assert_eq!(r.status(), 200);
+    let spans = collector.wait_for(2).await;
+    let server = by_kind(&spans, SERVER)[0];
+    assert_eq!((server.trace_id.as_str(), server.parent_span_id.as_str()), (CLIENT_TRACE, CLIENT_SPAN));
+    assert_eq!(by_kind(&spans, CLIENT)[0].parent_span_id, server.span_id);
+}
+
+#[tokio::test]
+async fn with_tracing_off_nothing_is_exported_and_the_client_s_context_passes_through() {
+    let collector = Collector::http().await;
+    let (p, _b, gw) = two(Script::ok(), Script::ok(), "").await;
+    let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    assert_eq!(chat(&gw, hi(false), Some(&traceparent)).await.status(), 200);
+    assert_eq!(p.requests()[0].headers["traceparent"], traceparent.as_str());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(collector.exports(), 0);
+}
+
+/// The metric's value for `reason`, from `/metrics`.
+async fn dropped(gw: &TestGateway, reason: &str) -> f64 {
+    let text = http()
+        .get(gw.url("/metrics"))
+        .bearer_auth(switchyard_tests::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = format!("switchyard_trace_spans_dropped_total{{reason=\"{reason}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(&line)).map_or(0.0, |v| v.parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_collector_that_refuses_costs_requests_nothing_and_its_drops_are_counted() {
+    let collector = Collector::http().await;
+    collector.refuse(true);
+    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, "")).await;
+    for _ in 0..20 {
+        assert_eq!(chat(&gw, hi(false), None).await.status(), 200);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while dropped(&gw, "export_failed").await < 40.0 {
+        assert!(tokio::time::Instant::now() < deadline, "the refused spans were not counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(collector.exports() >= 1, "the exporter did try");
+    // Taken again: the next request's spans arrive.
+    collector.refuse(false);
+    assert_eq!(chat(&gw, hi(false), None).await.status(), 200);
+    let spans = collector.wait_for(2).await;
+    assert_eq!(spans.len(), 2);
+}
+
+#[tokio::test]
+async fn a_collector_that_is_down_answers_every_request() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let config = format!("[telemetry]\nendpoint = \"http://{closed}\"\nschedule_delay_ms = 20\n");
+    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &config).await;
+    let started = std::time::Instant::now();
+    for _ in 0..20 {
+        assert_eq!(chat(&gw, hi(false), None).await.status(), 200);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "requests waited on the collector");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while dropped(&gw, "export_failed").await < 40.0 {
+        assert!(tokio::time::Instant::now() < deadline, "the lost spans were not counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
