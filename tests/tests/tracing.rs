@@ -228,3 +228,89 @@ async fn a_collector_that_is_down_answers_every_request() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A Python with the official SDKs and OpenTelemetry's (as `real_clients` finds it).
+fn python() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SWITCHYARD_TEST_PYTHON") {
+        return p.into();
+    }
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(venv.exists(), "no Python with the SDKs: see tests/tests/real_clients.rs");
+    venv
+}
+
+#[tokio::test]
+async fn the_gateway_s_spans_hang_under_a_python_application_s_own_span() {
+    let collector = Collector::http().await;
+    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, "")).await;
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/traced_client.py");
+    let out = tokio::process::Command::new(python())
+        .arg(&script)
+        .env("SWITCHYARD_URL", format!("http://{}", gw.addr))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .env("NO_PROXY", "127.0.0.1")
+        .output()
+        .await
+        .expect("python runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the traced client failed:\n{stderr}");
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert!(said["content"].as_str().is_some_and(|c| c.starts_with("Hello")), "{said}");
+
+    // The application's span, the gateway's request span and its attempt.
+    let spans = collector.wait_for(3).await;
+    let app = spans.iter().find(|s| s.resource["service.name"] == "client-app").expect("the application's span");
+    assert_eq!((app.trace_id.as_str(), app.span_id.as_str()), (said["trace_id"].as_str().unwrap(), said["span_id"].as_str().unwrap()));
+    let server = by_kind(&spans, SERVER).into_iter().find(|s| s.resource["service.name"] == "switchyard").unwrap();
+    assert_eq!(server.trace_id, app.trace_id, "one trace from the application to the provider");
+    assert_eq!(server.parent_span_id, app.span_id, "the gateway's span is under the application's");
+    let attempt = by_kind(&spans, CLIENT).into_iter().find(|s| s.resource["service.name"] == "switchyard").unwrap();
+    assert_eq!(attempt.parent_span_id, server.span_id);
+}
+
+#[tokio::test]
+async fn a_cached_answer_has_a_span_of_its_own_and_no_attempt() {
+    let collector = Collector::http().await;
+    let cache = "[policy]\ncache = { ttl = \"10m\" }";
+    let p = sim("p", Script::ok()).await;
+    let config = ConfigText::new().raw(cache).raw(&telemetry(&collector, "")).provider(&p, "openai", &["m"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["p"])).await;
+    let body = json!({ "model": "m", "temperature": 0, "messages": [{ "role": "user", "content": "hi" }] });
+    assert_eq!(chat(&gw, body.clone(), None).await.status(), 200);
+    gw.cache.flush().await;
+    let hit = chat(&gw, body, None).await;
+    assert_eq!(hit.headers()["x-switchyard-cache"], "hit");
+    let spans = collector.wait_for(4).await;
+    let servers = by_kind(&spans, SERVER);
+    let second = servers.iter().find(|s| s.attr("switchyard.cache") == "hit").expect("the hit's request span");
+    let in_it: Vec<&Received> = spans.iter().filter(|s| s.trace_id == second.trace_id && s.span_id != second.span_id).collect();
+    assert_eq!(in_it.len(), 1, "{in_it:#?}");
+    assert_eq!((in_it[0].name.as_str(), in_it[0].kind, in_it[0].parent_span_id.as_str()), ("cache hit", 1, second.span_id.as_str()));
+    assert_eq!(p.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_collector_that_never_answers_fills_the_queue_and_the_rest_is_dropped_and_counted() {
+    // Takes connections, never answers: the exporter waits out its timeout.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let config = format!(
+        "[telemetry]\nendpoint = \"http://{addr}\"\nschedule_delay_ms = 1\nmax_queue_size = 4\nmax_export_batch_size = 2\nexport_timeout_ms = 30000\n"
+    );
+    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &config).await;
+    let started = std::time::Instant::now();
+    for _ in 0..20 {
+        assert_eq!(chat(&gw, hi(false), None).await.status(), 200);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "requests waited on the collector");
+    // 40 spans: the exporter holds one batch, the queue four; the rest are dropped.
+    let full = dropped(&gw, "queue_full").await;
+    assert!((30.0..=38.0).contains(&full), "dropped for a full queue: {full}");
+    held.abort();
+}
