@@ -27,6 +27,8 @@ use crate::paths;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How long queued history records get to be written at shutdown.
 const HISTORY_GRACE: Duration = Duration::from_secs(5);
+/// How long a stopping gateway waits for its last spans to reach the collector.
+const TRACE_GRACE: Duration = Duration::from_secs(3);
 
 /// What a gateway host starts from: the configuration (with a listen
 /// override), where its files go, and its tokens. Shared by `serve` and the
@@ -238,6 +240,8 @@ impl Prepared {
             stop.cancel();
             let _ = runner.await;
         }
+        // The last requests' spans, sent while the collector still waits for them.
+        gateway.tracer().flush(TRACE_GRACE).await;
         drop(gateway);
         if let Some(cache) = cache {
             cache.close().await;
