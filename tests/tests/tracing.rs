@@ -314,3 +314,26 @@ async fn a_collector_that_never_answers_fills_the_queue_and_the_rest_is_dropped_
     assert!((30.0..=38.0).contains(&full), "dropped for a full queue: {full}");
     held.abort();
 }
+
+#[tokio::test]
+async fn prompts_and_answers_go_on_a_span_only_when_asked_and_scrubbed() {
+    // A prompt that quotes a provider's key: the span must not carry it.
+    let leaky = json!({ "model": "m", "messages": [{ "role": "user", "content": "my key is sk-primary, keep it" }] });
+    let collector = Collector::http().await;
+    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, "")).await;
+    assert_eq!(chat(&gw, leaky.clone(), None).await.status(), 200);
+    let spans = collector.wait_for(2).await;
+    let attempt = by_kind(&spans, CLIENT)[0];
+    assert!(attempt.attr("gen_ai.input.messages").is_null(), "content is opt-in");
+    assert!(attempt.attr("gen_ai.output.messages").is_null(), "content is opt-in");
+
+    let collector = Collector::http().await;
+    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, "capture_content = true")).await;
+    let answer = chat(&gw, leaky, None).await.text().await.unwrap();
+    let spans = collector.wait_for(2).await;
+    let attempt = by_kind(&spans, CLIENT)[0];
+    let input = attempt.attr("gen_ai.input.messages").as_str().unwrap();
+    assert!(input.contains("my key is [redacted], keep it"), "{input}");
+    assert!(!input.contains("sk-primary"));
+    assert_eq!(attempt.attr("gen_ai.output.messages").as_str().unwrap(), answer);
+}

@@ -175,6 +175,55 @@ pub fn begin(gateway: &Gateway, inbound: &Inbound, journal: &mut Journal) {
     journal.capture(capture);
 }
 
+/// Keeps a traced request's prompt and answer for its spans, when
+/// `[telemetry] capture_content` asks for them: the client's body and what
+/// the client was sent, each up to [`SPAN_CONTENT_LIMIT`], scrubbed of
+/// every secret as a capture is before they leave.
+pub fn begin_span_content(gateway: &Gateway, inbound: &Inbound, journal: &mut Journal) {
+    if !(gateway.tracer().captures_content() && journal.traced()) {
+        return;
+    }
+    let live = gateway.live();
+    let scrub = Scrubber::for_request(gateway, &live.providers, &inbound.headers, inbound.uri.query());
+    journal.span_content(SpanContent { scrub: Arc::new(scrub), input: Vec::new(), output: Vec::new() });
+}
+
+/// The most of a prompt or an answer a span carries.
+pub const SPAN_CONTENT_LIMIT: usize = 16 * 1024;
+
+/// A traced request's prompt and answer, as they go by.
+pub struct SpanContent {
+    scrub: Arc<Scrubber>,
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+impl std::fmt::Debug for SpanContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SpanContent({} + {} bytes)", self.input.len(), self.output.len())
+    }
+}
+
+impl SpanContent {
+    pub fn input(&mut self, body: &[u8]) {
+        self.input.clear();
+        self.input.extend_from_slice(&body[..body.len().min(SPAN_CONTENT_LIMIT)]);
+    }
+
+    pub fn output(&mut self, chunk: &[u8]) {
+        let room = SPAN_CONTENT_LIMIT.saturating_sub(self.output.len());
+        self.output.extend_from_slice(&chunk[..room.min(chunk.len())]);
+    }
+
+    /// Both, scrubbed, for the spans.
+    pub fn seal(self) -> crate::telemetry::trace::Content {
+        let text = |bytes: &[u8]| {
+            (!bytes.is_empty()).then(|| self.scrub.text(&String::from_utf8_lossy(bytes)).into_owned())
+        };
+        crate::telemetry::trace::Content { input: text(&self.input), output: text(&self.output) }
+    }
+}
+
 impl Capture {
     pub fn new(scrub: Arc<Scrubber>, limit: usize, switch: &Switch, request_id: &str) -> Capture {
         Capture {

@@ -94,6 +94,8 @@ pub struct Journal {
     member_hold: Option<crate::members::spend::MemberHold>,
     /// The request's trace: its spans leave with the record.
     trace: RequestTrace,
+    /// The prompt and answer for its spans, when content capture is asked for.
+    span_content: Option<Box<super::capture::SpanContent>>,
 }
 
 /// A request record before anything is known about its outcome.
@@ -157,6 +159,7 @@ impl Journal {
             capture: None,
             member_hold: None,
             trace: RequestTrace::default(),
+            span_content: None,
         }
     }
 
@@ -178,6 +181,7 @@ impl Journal {
             capture: None,
             member_hold: None,
             trace: RequestTrace::default(),
+            span_content: None,
         };
         std::mem::replace(self, empty)
     }
@@ -216,6 +220,9 @@ impl Journal {
         let keep = self.keep_bodies();
         if let Some(c) = &mut self.capture {
             c.client_body(body);
+        }
+        if let Some(c) = &mut self.span_content {
+            c.input(body);
         }
         let Some(record) = self.record.as_deref_mut() else { return };
         record.model = Some(model.to_string());
@@ -469,7 +476,7 @@ impl Journal {
         record.finished_at_ms = now_ms();
         record.duration_ms = ms(self.started.elapsed());
         record.trace_id = self.trace.recorded_trace_id();
-        self.trace.finish(&record, None);
+        self.trace.finish(&record, self.span_content.take().map(|c| c.seal()));
         if let Some(telemetry) = self.telemetry.take() {
             telemetry.request_finished(&record);
         }
@@ -539,6 +546,19 @@ impl Journal {
         if let Some(c) = &mut self.capture {
             c.answer(chunk);
         }
+        if let Some(c) = &mut self.span_content {
+            c.output(chunk);
+        }
+    }
+
+    /// Keeps the prompt and answer for the request's spans.
+    pub fn span_content(&mut self, content: super::capture::SpanContent) {
+        self.span_content = Some(Box::new(content));
+    }
+
+    /// Whether the answer's bytes are wanted as they go by (a capture, or a span's content).
+    pub fn keeps_answer(&self) -> bool {
+        self.capture.is_some() || self.span_content.is_some()
     }
 }
 

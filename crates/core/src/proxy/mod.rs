@@ -85,6 +85,7 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
         span.record("span_id", tracing::field::display(ids.span_id));
     }
     capture::begin(gateway, &inbound, &mut journal);
+    capture::begin_span_content(gateway, &inbound, &mut journal);
     let member = match admit::identify(gateway, &inbound).await {
         Ok(member) => member,
         Err(refusal) => return admit::refuse(&inbound, journal, &refusal).await,

@@ -99,7 +99,7 @@ pub fn respond(
         tap.read_answer();
     }
     journal.capture_answered(status, &upstream.headers);
-    let captured = journal.captured();
+    let captured = journal.keeps_answer();
     let mut relay = Relay {
         held: Some(upstream.held),
         rest: upstream.rest,
@@ -166,7 +166,7 @@ struct Relay {
     /// The provider answered with a success: what the tap reads of its
     /// usage settles the team's reservations. Any other answer returns them.
     ok: bool,
-    /// Whether the request is captured: each chunk is then kept too.
+    /// Whether the request is captured, or its spans carry its answer: each chunk is then kept too.
     captured: bool,
 }
 
