@@ -375,6 +375,9 @@ if os.path.exists(instructions_file) and os.path.getsize(instructions_file) > 0:
     counted = dict(line.split() for line in open(instructions_file) if line.strip())
     instructions = {"capture_off": int(counted["off"]), "capture_on": int(counted["on"])}
     instructions["ratio"] = instructions["capture_on"] / instructions["capture_off"]
+    if "traced" in counted:
+        instructions["traced"] = int(counted["traced"])
+        instructions["traced_ratio"] = instructions["traced"] / instructions["capture_off"]
     r["instructions_per_request"] = instructions
 r["targets"] = [{"target": t, "measured": m, "met": ok} for t, m, ok in checks]
 
@@ -417,6 +420,10 @@ if instructions:
     rows.append(("instructions per request, inspector capture off → on", "—",
                  f"{instructions['capture_off']:,} → {instructions['capture_on']:,}",
                  f"{instructions['ratio']:.2f}× (every request captured)"))
+    if "traced" in instructions:
+        rows.append(("instructions per request, tracing off → every request traced and exported", "—",
+                     f"{instructions['capture_off']:,} → {instructions['traced']:,}",
+                     f"{instructions['traced_ratio']:.2f}× (OTLP/HTTP, sampler always_on)"))
 
 floor_rows = [
     ("added latency at c=1, p50 / p99 (ms)", "{p50:+.3f} / {p99:+.3f}".format(**floor_over),
