@@ -261,6 +261,10 @@ impl Metrics {
             "Spans the OpenTelemetry exporter delivered to the collector",
             m.trace_spans_exported.clone(),
         );
+        // Both reasons from the start: an alert on their increase needs the series before the first loss.
+        for reason in ["queue_full", "export_failed"] {
+            m.trace_spans_dropped.get_or_create(&DropLabel { reason });
+        }
         registry.register(
             "trace_spans_dropped",
             "Spans lost on the way to the collector, by reason (queue_full, export_failed)",
