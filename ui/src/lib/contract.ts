@@ -263,7 +263,12 @@ weight: number | null, };
 
 export type AttemptRouting = { seq: number, routing: Routing, };
 
-export type RequestDetail = { request_body: string | null, response_body: string | null, attempts: Array<AttemptRow>, 
+export type RequestDetail = { 
+/**
+ * Its W3C trace id (32 lowercase hex digits), to find its spans in a
+ * tracing backend; null when tracing was off.
+ */
+trace_id: string | null, request_body: string | null, response_body: string | null, attempts: Array<AttemptRow>, 
 /**
  * The attempts sent in another format than the client's.
  */

@@ -95,7 +95,7 @@ struct ListQuery {
     /// What the response cache did: hit, stale, miss or bypass.
     cache: Option<String>,
     correlation_id: Option<String>,
-    /// A request id, a prefix of one, or a correlation id.
+    /// A request id, a prefix of one, a correlation id or a trace id.
     q: Option<String>,
     since: Option<String>,
     until: Option<String>,

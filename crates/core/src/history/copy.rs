@@ -105,7 +105,7 @@ impl From<RequestDetail> for RequestRecord {
             member: r.member,
             session: r.session,
             turn: r.turn,
-            trace_id: None,
+            trace_id: d.trace_id,
             routing: d.routing,
         }
     }

@@ -397,6 +397,8 @@ pub(crate) mod tests {
                 r.cost_usd = (i % 4 != 0).then_some((i % 13) as f64 * 1e-6);
                 // Two members' requests among the owner's.
                 r.member = [None, Some("al"), Some("bo"), None, None, Some("al")][(i % 6) as usize].map(str::to_string);
+                // Two in three traced (as a gateway whose tracing was on a while).
+                r.trace_id = (i % 3 != 2).then(|| format!("{i:032x}"));
                 if i % 11 == 0 {
                     r.outcome = OUTCOMES[(i / 11 % 4) as usize];
                 }

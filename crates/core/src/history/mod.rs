@@ -188,7 +188,7 @@ pub struct Sink {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::record::RequestRecord;
     use super::*;
     use crate::ground::clock::now_ms;
@@ -271,6 +271,56 @@ mod tests {
         assert_eq!(store.capture("r").await.unwrap().unwrap().data, [1, 2, 3]);
         assert_eq!(store.count(CountTable::Captures).await.unwrap(), 1);
         assert_eq!(store.count(CountTable::Requests).await.unwrap(), 1);
+        history.close(Duration::from_secs(5)).await;
+    }
+
+    /// A trace id as `traceparent` carries it.
+    pub(crate) const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+    /// A request `traced` with [`TRACE_ID`], and `untraced` without one.
+    pub(crate) fn traced_and_untraced(now: i64) -> [Record; 2] {
+        let Record::Request(mut traced) = request("traced", now - 1000, None) else { unreachable!() };
+        traced.trace_id = Some(TRACE_ID.to_string());
+        [Record::Request(traced), request("untraced", now, None)]
+    }
+
+    /// What every reader gives back of [`traced_and_untraced`] in `store`:
+    /// the detail shows the trace id, or null; the list's search finds the
+    /// traced request by it, pasted in either case; a copy keeps it.
+    pub(crate) async fn assert_trace_ids_read_back(store: &Store) {
+        let traced = store.request("traced").await.unwrap().expect("the traced request is on record");
+        assert_eq!(traced.trace_id.as_deref(), Some(TRACE_ID), "{}", store.backend());
+        assert_eq!(serde_json::to_value(&traced).unwrap()["trace_id"], TRACE_ID, "the admin API's detail shows it");
+        let untraced = store.request("untraced").await.unwrap().expect("the untraced request is on record");
+        assert_eq!(untraced.trace_id, None);
+        assert!(serde_json::to_value(&untraced).unwrap()["trace_id"].is_null());
+        for pasted in [TRACE_ID.to_string(), TRACE_ID.to_uppercase(), format!(" {TRACE_ID}\n")] {
+            let filter = RequestFilter { search: Some(pasted.clone()), ..RequestFilter::default() };
+            let found: Vec<String> =
+                store.requests(&filter).await.unwrap().requests.into_iter().map(|r| r.id).collect();
+            assert_eq!(found, ["traced"], "search {pasted:?} on {}", store.backend());
+        }
+        assert_eq!(RequestRecord::from(traced).trace_id.as_deref(), Some(TRACE_ID), "a copy keeps it");
+    }
+
+    /// A trace id reaches the record as every request does: spooled, lost
+    /// with the process before the writer committed it, and replayed at
+    /// the next start; then read back by every reader.
+    #[tokio::test]
+    async fn a_trace_id_survives_the_spool_and_reads_back_from_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let store = Store::open(&db).await.unwrap();
+        let spool = spool::Spool::open(&db, crate::ground::limits::SPOOL_BYTES).unwrap().unwrap();
+        let (recorder, _) = writer::spawn(store.clone(), Some(spool), Duration::from_secs(600)).unwrap();
+        let [traced, untraced] = traced_and_untraced(now_ms());
+        recorder.complete(traced).await;
+        let spooled = std::fs::read(dir.path().join("h.db.spool")).unwrap();
+        std::fs::write(dir.path().join("again.db.spool"), spooled).unwrap();
+        let history = History::open(&dir.path().join("again.db"), &HistoryConfig::default()).await.unwrap();
+        let store = history.store();
+        store.write(&[untraced]).await.unwrap();
+        assert_trace_ids_read_back(store).await;
         history.close(Duration::from_secs(5)).await;
     }
 

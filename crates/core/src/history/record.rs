@@ -100,8 +100,10 @@ pub struct RequestRecord {
     /// conversation. Version 9 of the frames added it, last.
     #[serde(default)]
     pub turn: Option<bool>,
-    /// The W3C trace id of the request's spans, when they were exported
-    /// (32 lowercase hex digits); none with tracing off or unsampled.
+    /// The request's W3C trace id (`traceparent`'s 32 lowercase hex digits),
+    /// under which its spans were exported; `None` when tracing is off or
+    /// the trace was not sampled. Version 10 of the frames added it, last.
+    #[serde(default)]
     pub trace_id: Option<String>,
 }
 

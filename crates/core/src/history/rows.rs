@@ -113,6 +113,9 @@ macro_rules! sql_common {
             }
             if let Some(text) = filter.search.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
                 q.push(" AND (r.correlation_id = ").push_bind(text.to_string());
+                // Stored in lowercase, as `traceparent` writes it; some
+                // tracing backends show it in capitals.
+                q.push(" OR r.trace_id = ").push_bind(text.to_ascii_lowercase());
                 q.push(" OR substr(r.id, 1, CAST(").push_bind(text.chars().count() as i64);
                 q.push(" AS INTEGER)) = ").push_bind(text.to_string()).push(")");
             }

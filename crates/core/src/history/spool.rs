@@ -86,6 +86,11 @@ const FRAME_V8: u8 = 8;
 /// gained since travels behind the record. An older payload reads with no
 /// turn and no cache writes.
 const FRAME_V9: u8 = 9;
+/// Version 10 added [`RequestRecord::trace_id`], last in the record, its
+/// cache writes behind it as in version 9. A version 9 record is read one
+/// field short ([`Older`]): the cache writes behind it leave no room to
+/// append the missing `None`, as the older versions' are.
+const FRAME_V10: u8 = 10;
 /// A request's capture ([`CaptureRecord`]), not a request: a kind of frame
 /// of its own, numbered well away from the requests' versions so that
 /// those can go on counting up without meeting it. Its payload is pinned
@@ -98,14 +103,14 @@ const EMPTY_SEQ: u8 = 0;
 const NONE: u8 = 0;
 /// What each older version's payload lacks, in postcard: the fields added
 /// since, each empty.
-const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
-const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
-const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE];
-const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE, NONE];
-const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE, NONE];
-const UPGRADE_V6: &[u8] = &[NONE, NONE, NONE];
-const UPGRADE_V7: &[u8] = &[NONE, NONE];
-const UPGRADE_V8: &[u8] = &[NONE];
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE];
+const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE];
+const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE];
+const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE];
+const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE, NONE, NONE];
+const UPGRADE_V6: &[u8] = &[NONE, NONE, NONE, NONE];
+const UPGRADE_V7: &[u8] = &[NONE, NONE, NONE];
+const UPGRADE_V8: &[u8] = &[NONE, NONE];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -542,7 +547,7 @@ fn push_frame(frames: &mut Vec<u8>, entry: Entry<'_>) -> Encoded {
     // The format byte, then room for the length and checksum, filled in below.
     let (encoded, written) = match entry {
         Entry::Request(record) => {
-            frames.push(FRAME_V9);
+            frames.push(FRAME_V10);
             frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
             let written = postcard::to_extend(&(record, CacheWrites::of(record)), Tail(frames));
             (Encoded::Request, written.map(drop))
@@ -593,7 +598,7 @@ fn frame_len(frame: &[u8]) -> usize {
     frame.get(1..5).and_then(|b| b.try_into().ok()).map_or(0, |b| u32::from_le_bytes(b) as usize)
 }
 
-/// What a version 9 frame carries after its record: the cache writes of the
+/// What a version 9 or 10 frame carries after its record: the cache writes of the
 /// request and of each of its attempts, in order. (The compact form of a
 /// [`Usage`](crate::protocol::Usage) leaves them out.)
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -843,7 +848,7 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<Frame>, &[u8])> {
         FRAME_V6 => UPGRADE_V6,
         FRAME_V7 => UPGRADE_V7,
         FRAME_V8 => UPGRADE_V8,
-        FRAME_V9 | FRAME_CAPTURE_V1 => &[],
+        FRAME_V9 | FRAME_V10 | FRAME_CAPTURE_V1 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -856,17 +861,67 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<Frame>, &[u8])> {
         let capture = postcard::from_bytes(payload).ok().map(|c| Frame::Capture(Box::new(c)));
         return Some((capture, after));
     }
-    let record = if header[0] == FRAME_V9 {
-        postcard::from_bytes::<(RequestRecord, CacheWrites)>(payload).ok().map(|(mut record, writes)| {
-            writes.apply(&mut record);
-            record
-        })
-    } else {
-        let mut upgraded = payload.to_vec();
-        upgraded.extend_from_slice(upgrade);
-        postcard::from_bytes(&upgraded).ok()
+    let with_writes = |(mut record, writes): (RequestRecord, CacheWrites)| {
+        writes.apply(&mut record);
+        record
+    };
+    let record = match header[0] {
+        FRAME_V10 => postcard::from_bytes::<(RequestRecord, CacheWrites)>(payload).ok().map(with_writes),
+        FRAME_V9 => postcard::from_bytes::<(Older<1>, CacheWrites)>(payload).ok().map(|(r, w)| with_writes((r.0, w))),
+        _ => {
+            let mut upgraded = payload.to_vec();
+            upgraded.extend_from_slice(upgrade);
+            postcard::from_bytes(&upgraded).ok()
+        }
     };
     Some((record.map(|r| Frame::Request(Box::new(r))), after))
+}
+
+/// A record as a version that lacked its last `MISSING` fields wrote it:
+/// postcard writes a struct as its fields in order, with no count, so such
+/// a record is the current one cut short. Each field it lacks reads as its
+/// `#[serde(default)]`, which every field added since version 4 has.
+struct Older<const MISSING: usize>(RequestRecord);
+
+impl<'de, const MISSING: usize> serde::Deserialize<'de> for Older<MISSING> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        RequestRecord::deserialize(Shorter { inner: d, missing: MISSING }).map(Older)
+    }
+}
+
+/// A deserializer that hands a struct's reader all but its last `missing`
+/// fields to read; the reader then fills those in with their defaults.
+/// Everything else goes to `inner` as it is.
+struct Shorter<D> {
+    inner: D,
+    missing: usize,
+}
+
+impl<'de, D: serde::Deserializer<'de>> serde::Deserializer<'de> for Shorter<D> {
+    type Error = D::Error;
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        let (kept, _) = fields.split_at(fields.len().saturating_sub(self.missing));
+        self.inner.deserialize_struct(name, kept, visitor)
+    }
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_any(visitor)
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.inner.is_human_readable()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+        unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
 }
 
 #[cfg(test)]
@@ -1017,16 +1072,16 @@ mod tests {
             member: Some("al".into()),
             session: Some("s".into()),
             turn: Some(true),
-            trace_id: None,
+            trace_id: Some("0af7651916cd43dd8448eb211c80319c".into()),
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}{PINNED_V9_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}{PINNED_V9_TAIL}{PINNED_V10_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
-        // What a version 9 frame carries behind the record: the request's
+        // What a version 9 or 10 frame carries behind the record: the request's
         // cache writes (`01 03`), one attempt's (`01`, `01 02`).
         let writes: String =
             postcard::to_allocvec(&CacheWrites::of(&request)).unwrap().iter().map(|b| format!("{b:02x}")).collect();
@@ -1034,12 +1089,13 @@ mod tests {
         let mut frames = Vec::new();
         assert_eq!(push_frame(&mut frames, Entry::Request(&request)), Encoded::Request);
         let (read, rest) = read_request(&frames).unwrap();
-        let read = read.expect("a version 9 frame decodes");
+        let read = read.expect("a version 10 frame decodes");
         assert!(rest.is_empty());
         assert_eq!(
             (read.usage, read.attempts[0].usage, read.turn),
             (request.usage, request.attempts[0].usage, Some(true))
         );
+        assert_eq!(read.trace_id, request.trace_id);
     }
 
     /// A request's frame read back, as [`read_frame`] gives it.
@@ -1146,6 +1202,26 @@ mod tests {
     /// And put behind it: [`CacheWrites`].
     const PINNED_V9_WRITES: &str = "0103010102";
 
+    /// What version 10 appended to the record: `trace_id` (`01`, 32 bytes
+    /// `20`, the id's digits as text).
+    const PINNED_V10_TAIL: &str = "01203061663736353139313663643433646438343438656232313163383033313963";
+
+    /// A frame version 9 wrote reads with no trace id, its turn and cache
+    /// writes as they were: the writes behind the record are not taken for
+    /// its missing field.
+    #[test]
+    fn a_version_9_frame_reads_with_no_trace_id() {
+        let payload = format!(
+            "{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}{PINNED_V9_TAIL}{PINNED_V9_WRITES}"
+        );
+        let frame = old_frame(FRAME_V9, &payload);
+        let (record, rest) = read_request(&frame).unwrap();
+        let record = record.expect("a version 9 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!((record.session.as_deref(), record.turn, record.trace_id), (Some("s"), Some(true), None));
+        assert_eq!((record.usage.cache_write_tokens, record.attempts[0].usage.cache_write_tokens), (Some(3), Some(2)));
+    }
+
     /// A frame version 8 wrote reads with no turn, and no cache writes.
     #[test]
     fn a_version_8_frame_reads_with_no_turn_and_no_cache_writes() {
@@ -1242,7 +1318,7 @@ mod tests {
         let Some((Some(Frame::Capture(read)), rest)) = read_frame(&frame) else { panic!("a capture frame reads") };
         assert!(rest.is_empty());
         assert_eq!(*read, c);
-        const { assert!(FRAME_CAPTURE_V1 > FRAME_V9 && FRAME_CAPTURE_V1 != b'{', "away from requests' versions and JSON") };
+        const { assert!(FRAME_CAPTURE_V1 > FRAME_V10 && FRAME_CAPTURE_V1 != b'{', "away from requests' versions and JSON") };
     }
 
     /// A request and its capture go in one append and both read back on

@@ -73,7 +73,7 @@ pub struct RequestFilter {
     /// Only requests the response cache did this for.
     pub cache: Option<CacheStatus>,
     pub correlation_id: Option<String>,
-    /// A request id, a prefix of one, or a correlation id.
+    /// A request id, a prefix of one, a correlation id or a trace id.
     pub search: Option<String>,
     /// Unix milliseconds, inclusive.
     pub since: Option<i64>,
@@ -131,6 +131,9 @@ pub struct RequestSummary {
 pub struct RequestDetail {
     #[serde(flatten)]
     pub request: RequestSummary,
+    /// Its W3C trace id (32 lowercase hex digits), to find its spans in a
+    /// tracing backend; null when tracing was off.
+    pub trace_id: Option<String>,
     pub request_body: Option<String>,
     pub response_body: Option<String>,
     #[serde(rename = "attempts")]

@@ -234,8 +234,9 @@ impl PgStore {
     /// is read. Ids of another form, and a miss in that window, are looked
     /// for everywhere.
     async fn request_row(&self, id: &str) -> Result<Option<PgRow>, StoreError> {
-        let columns =
-            format!("SELECT {SUMMARY_COLUMNS}, r.request_body, r.response_body FROM requests r WHERE r.id = $1");
+        let columns = format!(
+            "SELECT {SUMMARY_COLUMNS}, r.trace_id, r.request_body, r.response_body FROM requests r WHERE r.id = $1"
+        );
         if let Some(at) = stamped_at(id) {
             let sql = format!("{columns} AND r.started_at >= $2 AND r.started_at < $3");
             let row = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -478,6 +479,7 @@ impl Backend for PgStore {
         .await?;
         Ok(Some(RequestDetail {
             request: summary(&row)?,
+            trace_id: row.try_get("trace_id")?,
             request_body: row.try_get("request_body")?,
             response_body: row.try_get("response_body")?,
             attempt_list: attempts.iter().map(attempt).collect::<Result<_, _>>()?,

@@ -199,6 +199,7 @@ fn filters() -> Vec<RequestFilter> {
         RequestFilter { model: Some("m1".into()), ..f() },
         RequestFilter { cache: Some(crate::ground::outcome::CacheStatus::Hit), ..f() },
         RequestFilter { search: Some("r00012".into()), ..f() },
+        RequestFilter { search: Some(format!("{:032x}", 42)), ..f() },
         RequestFilter { correlation_id: Some("r0000042".into()), ..f() },
         RequestFilter { failed: true, provider: Some("p1".into()), limit: Some(7), ..f() },
         RequestFilter {
@@ -781,6 +782,23 @@ async fn sessions_answer_as_sqlite_does() {
         assert_eq!(store.requests(&filter).await.unwrap().requests[0].session.as_deref(), Some("cx"));
         let agents = store.agent_spend(now - 60_000).await.unwrap();
         assert_eq!(agents.len(), 3);
+    }
+}
+
+/// A request's trace id is written, shown in its detail and found by the
+/// list's search as on SQLite; a request without one reads back with none.
+#[tokio::test]
+async fn a_trace_id_reads_back_from_postgres_as_from_sqlite() {
+    use crate::history::tests::{assert_trace_ids_read_back, traced_and_untraced};
+    let (_db, _dir, pg, sqlite) = both().await;
+    let records = traced_and_untraced(now_ms());
+    for store in [&pg, &sqlite] {
+        store.write(&records).await.unwrap();
+        assert_trace_ids_read_back(store).await;
+    }
+    for id in ["traced", "untraced"] {
+        let (a, b) = (pg.request(id).await.unwrap(), sqlite.request(id).await.unwrap());
+        assert_eq!(serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap(), "{id}");
     }
 }
 

@@ -142,7 +142,9 @@ impl Backend for SqliteStore {
 
     async fn request(&self, id: &str) -> Result<Option<RequestDetail>, StoreError> {
         // Only constant column lists are formatted in; the id is bound.
-        let sql = format!("SELECT {SUMMARY_COLUMNS}, r.request_body, r.response_body FROM requests r WHERE r.id = ?");
+        let sql = format!(
+            "SELECT {SUMMARY_COLUMNS}, r.trace_id, r.request_body, r.response_body FROM requests r WHERE r.id = ?"
+        );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await?;
         let Some(row) = row else { return Ok(None) };
         let attempts = sqlx::query(
@@ -156,6 +158,7 @@ impl Backend for SqliteStore {
         .await?;
         Ok(Some(RequestDetail {
             request: summary(&row)?,
+            trace_id: row.try_get("trace_id")?,
             request_body: row.try_get("request_body")?,
             response_body: row.try_get("response_body")?,
             attempt_list: attempts.iter().map(attempt).collect::<Result<_, _>>()?,
