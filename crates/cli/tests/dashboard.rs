@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use support::{provider_toml, secret_tool_lookup, switchyard, Served};
+use switchyard_core::history::{
+    now_ms, AttemptOutcome, AttemptRecord, Reason, Record, RequestOutcome, RequestRecord, Store,
+};
+use switchyard_core::protocol::Usage;
 use switchyard_sim::{Fault, Script, SimProvider};
 
 const ADMIN_TOKEN: &str = "sya-dashboard-e2e";
@@ -130,4 +134,119 @@ async fn the_dashboard_shows_states_fallbacks_toggles_and_takes_keys_into_the_ke
     assert!(!log.iter().any(|l| l.contains(&secret)), "the key is in no log line");
     assert!(backup.calls() >= 4, "the fallback and the requests after disabling reached the backup");
     assert!(cached.calls() >= 1, "the cached route's provider answered the first request");
+}
+
+/// A request's trace id in its detail, driven in Debian's Chromium by
+/// `ui/e2e/trace.mjs`: a "Trace" line in monospace whose copy button puts
+/// the id on the clipboard, none for a request without one, and the list's
+/// search finds the request by it. Both requests are put in the history
+/// before the gateway starts, as one recording with tracing on leaves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_detail_shows_its_trace_id_with_a_copy_button() {
+    const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let ui = workspace().join("ui");
+    assert!(
+        ui.join("node_modules/playwright-core").exists() && Path::new("/usr/bin/chromium").exists(),
+        "the dashboard test needs `npm ci` in ui/ and Debian's chromium: .ci/run installs both"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    switchyard_core::private::dir(&data).unwrap();
+    let store = Store::open(&data.join("switchyard.db")).await.unwrap();
+    let now = now_ms();
+    let (traced, untraced) = (recorded("trace-e2e-traced", now - 2000), recorded("trace-e2e-untraced", now - 1000));
+    let traced = RequestRecord { trace_id: Some(TRACE_ID.into()), ..traced };
+    store.write(&[Record::Request(Box::new(traced)), Record::Request(Box::new(untraced))]).await.unwrap();
+    store.close().await;
+
+    let sim = SimProvider::start("trace", Script::ok()).await.unwrap();
+    let config = dir.path().join("switchyard.toml");
+    std::fs::write(&config, provider_toml("dash-trace", &sim, "[\"m\"]", NO_PROBE)).unwrap();
+    let envs = [("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN), ("SWITCHYARD_KEY_DASH_TRACE", "sk-dash-trace")];
+    let served = Served::start(&config, &data, &envs);
+    let open = switchyard()
+        .args(["open", "--print", "--listen", &served.addr, "--data-dir"])
+        .arg(&data)
+        .env("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    assert!(open.status.success(), "switchyard open: {}", String::from_utf8_lossy(&open.stderr));
+    let link = String::from_utf8(open.stdout).unwrap().trim().to_string();
+
+    let browser = tokio::process::Command::new("node")
+        .arg(ui.join("e2e/trace.mjs"))
+        .current_dir(&ui)
+        .env("SWITCHYARD_LINK", &link)
+        .env("SWITCHYARD_BASE", format!("http://{}", served.addr))
+        .env("SHOTS_DIR", workspace().join("target/dashboard-shots"))
+        .env("TRACE_ID", TRACE_ID)
+        .env("TRACED_ID", "trace-e2e-traced")
+        .env("UNTRACED_ID", "trace-e2e-untraced")
+        .output()
+        .await
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&browser.stdout), String::from_utf8_lossy(&browser.stderr));
+    println!("{said}");
+    served.stop();
+    assert!(browser.status.success(), "the browser run failed:\n{said}");
+}
+
+/// A request answered by `dash-trace` on its first attempt, as the history
+/// keeps it.
+fn recorded(id: &str, started_at_ms: i64) -> RequestRecord {
+    let usage = Usage { input_tokens: Some(12), output_tokens: Some(3), cached_tokens: None, cache_write_tokens: None };
+    RequestRecord {
+        id: id.into(),
+        correlation_id: id.into(),
+        started_at_ms,
+        finished_at_ms: started_at_ms + 40,
+        user_agent: Some("curl/8.5".into()),
+        endpoint: "/v1/chat/completions".into(),
+        model: Some("m".into()),
+        streamed: false,
+        outcome: RequestOutcome::Ok,
+        status: Some(200),
+        provider: Some("dash-trace".into()),
+        provider_model: Some("m".into()),
+        fallback: false,
+        duration_ms: 40.0,
+        ttft_ms: None,
+        usage,
+        cost_usd: None,
+        error_code: None,
+        error: None,
+        request_body: None,
+        response_body: None,
+        attempts: vec![AttemptRecord {
+            seq: 0,
+            provider: "dash-trace".into(),
+            key_label: None,
+            model: "m".into(),
+            reason: Reason::First,
+            fallback_from: None,
+            started_at_ms,
+            offset_ms: 0.0,
+            timeout_ms: None,
+            backoff_ms: 0.0,
+            duration_ms: Some(38.0),
+            ttfb_ms: Some(30.0),
+            ttft_ms: None,
+            status: Some(200),
+            outcome: AttemptOutcome::Ok,
+            retry_after_ms: None,
+            breaker_state: None,
+            error: None,
+            usage,
+        }],
+        translations: Vec::new(),
+        cache: None,
+        saved_usd: None,
+        dropped: Vec::new(),
+        instance: None,
+        routing: Vec::new(),
+        member: None,
+        session: None,
+        turn: None,
+        trace_id: None,
+    }
 }

@@ -103,7 +103,7 @@ export interface RequestFilter {
   cache?: CacheStatus;
   since?: string;
   correlation_id?: string;
-  /** A request id, a prefix of one, or a correlation id. */
+  /** A request id, a prefix of one, a correlation id or a trace id. */
   q?: string;
   cursor?: string;
   limit?: number;
