@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn main() {
-    // A new migration file must rebuild the crate that embeds them.
+    // A new migration file must rebuild the crate that embeds them, for
+    // either database.
     println!("cargo:rerun-if-changed=migrations");
+    println!("cargo:rerun-if-changed=migrations-pg");
     // Read when the script runs, not when it was compiled: a build script
     // compiled for a copy of this tree elsewhere (a seeded target directory)
     // must still embed this tree's dashboard.
