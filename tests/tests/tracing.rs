@@ -108,6 +108,11 @@ async fn a_fallback_is_the_client_span_then_the_request_then_one_span_per_attemp
     assert_eq!(served.attr("gen_ai.usage.input_tokens"), &answer["usage"]["prompt_tokens"]);
     assert_eq!(served.attr("gen_ai.usage.output_tokens"), &answer["usage"]["completion_tokens"]);
 
+    // The history keeps the trace id, for the dashboard to show.
+    gw.recorded(1).await;
+    let detail = gw.admin(&format!("/admin/requests/{request_id}")).await;
+    assert_eq!(detail["trace_id"], CLIENT_TRACE, "{detail}");
+
     // Each provider got its own attempt's span as parent, and the client's tracestate.
     for (sim, span) in [(&p, failed), (&b, served)] {
         let got = &sim.requests()[0].headers;
@@ -143,6 +148,7 @@ async fn an_unsampled_parent_exports_nothing_and_still_names_the_attempt_to_the_
     let (p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, "")).await;
     let r = chat(&gw, hi(false), Some(&format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-00"))).await;
     assert_eq!(r.status(), 200);
+    let unsampled = switchyard_tests::request_id(&r);
     let sent = p.requests()[0].headers["traceparent"].to_str().unwrap().to_string();
     assert!(sent.starts_with(&format!("00-{CLIENT_TRACE}-")) && sent.ends_with("-00"), "{sent}");
     assert!(!sent.contains(CLIENT_SPAN), "the client's header is not passed through");
@@ -151,6 +157,9 @@ async fn an_unsampled_parent_exports_nothing_and_still_names_the_attempt_to_the_
     assert_eq!(r.status(), 200);
     let spans = collector.wait_for(2).await;
     assert!(spans.iter().all(|s| s.trace_id != CLIENT_TRACE), "{spans:#?}");
+    gw.recorded(2).await;
+    let detail = gw.admin(&format!("/admin/requests/{unsampled}")).await;
+    assert!(detail["trace_id"].is_null(), "an unexported trace is not one to look up: {detail}");
 }
 
 #[tokio::test]
