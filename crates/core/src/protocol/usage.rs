@@ -613,6 +613,37 @@ fn strip(event: &Bytes, json: &Value) -> Option<Bytes> {
 mod tests {
     use super::*;
 
+    fn answer_of(endpoint: Endpoint, sse: bool, bytes: &[u8]) -> Answer {
+        let mut tap = Tap::new(endpoint, sse, false, None);
+        tap.read_answer();
+        tap.observe(Bytes::copy_from_slice(bytes));
+        tap.answer().unwrap()
+    }
+
+    #[test]
+    fn an_answer_s_id_model_and_finish_are_read_in_every_format() {
+        let chat = br#"{"id":"chatcmpl-1","model":"gpt-4o-2024","choices":[{"finish_reason":"tool_calls"},{"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}"#;
+        let a = answer_of(Endpoint::ChatCompletions, false, chat);
+        assert_eq!((a.id.as_deref(), a.model.as_deref()), (Some("chatcmpl-1"), Some("gpt-4o-2024")));
+        assert_eq!(a.finish_reasons, ["tool_calls", "stop"]);
+        let messages = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-x\",\"usage\":{\"input_tokens\":3}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n";
+        let a = answer_of(Endpoint::Messages, true, messages);
+        assert_eq!((a.id.as_deref(), a.model.as_deref(), a.finish_reasons.as_slice()), (Some("msg_1"), Some("claude-x"), ["end_turn".to_string()].as_slice()));
+        let gemini = br#"{"responseId":"r-1","modelVersion":"gemini-2.5-flash","candidates":[{"finishReason":"STOP"}]}"#;
+        let a = answer_of(Endpoint::GeminiGenerate, false, gemini);
+        assert_eq!((a.id.as_deref(), a.model.as_deref(), a.finish_reasons.as_slice()), (Some("r-1"), Some("gemini-2.5-flash"), ["STOP".to_string()].as_slice()));
+        let responses = br#"{"id":"resp_1","object":"response","model":"gpt-5","status":"incomplete"}"#;
+        let a = answer_of(Endpoint::Responses, false, responses);
+        assert_eq!((a.id.as_deref(), a.finish_reasons.as_slice()), (Some("resp_1"), ["incomplete".to_string()].as_slice()));
+    }
+
+    #[test]
+    fn an_untraced_tap_reads_no_answer() {
+        let mut tap = Tap::new(Endpoint::ChatCompletions, false, false, None);
+        tap.observe(Bytes::from_static(br#"{"id":"x","model":"m"}"#));
+        assert!(tap.answer().is_none());
+    }
+
     #[test]
     fn gemini_usage_counts_thoughts_as_output_and_the_last_chunk_wins() {
         let body = br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"thoughtsTokenCount":5,"cachedContentTokenCount":4,"totalTokenCount":20}}"#;

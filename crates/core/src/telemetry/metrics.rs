@@ -263,7 +263,7 @@ impl Metrics {
         );
         // Both reasons from the start: an alert on their increase needs the series before the first loss.
         for reason in ["queue_full", "export_failed"] {
-            m.trace_spans_dropped.get_or_create(&DropLabel { reason });
+            let _ = m.trace_spans_dropped.get_or_create(&DropLabel { reason });
         }
         registry.register(
             "trace_spans_dropped",
