@@ -15,7 +15,8 @@ use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 /// One try per provider, fast: a failure falls back at once.
-const POLICY: &str = "[policy]\nmax_retries = 0\nbackoff_base = \"1ms\"\nbackoff_cap = \"5ms\"\nmin_fallback_budget = \"100ms\"";
+const POLICY: &str =
+    "[policy]\nmax_retries = 0\nbackoff_base = \"1ms\"\nbackoff_cap = \"5ms\"\nmin_fallback_budget = \"100ms\"";
 
 async fn sim(name: &str, script: Script) -> SimProvider {
     SimProvider::start(name, script).await.unwrap()
@@ -81,7 +82,10 @@ async fn a_fallback_is_the_client_span_then_the_request_then_one_span_per_attemp
     assert!(server.resource["service.instance.id"].as_str().is_some_and(|s| !s.is_empty()));
     assert_eq!(server.scope, "switchyard");
     let fallback = server.event("switchyard.fallback").expect("the fallback is an event");
-    assert_eq!((fallback["switchyard.fallback.from"].as_str(), fallback["switchyard.fallback.to"].as_str()), (Some("primary"), Some("backup")));
+    assert_eq!(
+        (fallback["switchyard.fallback.from"].as_str(), fallback["switchyard.fallback.to"].as_str()),
+        (Some("primary"), Some("backup"))
+    );
     assert!(fallback["switchyard.reason"].as_str().is_some_and(|r| r.contains("503")), "{fallback:?}");
 
     let attempts = by_kind(&spans, CLIENT);
@@ -269,7 +273,10 @@ async fn the_gateway_s_spans_hang_under_a_python_application_s_own_span() {
     // The application's span, the gateway's request span and its attempt.
     let spans = collector.wait_for(3).await;
     let app = spans.iter().find(|s| s.resource["service.name"] == "client-app").expect("the application's span");
-    assert_eq!((app.trace_id.as_str(), app.span_id.as_str()), (said["trace_id"].as_str().unwrap(), said["span_id"].as_str().unwrap()));
+    assert_eq!(
+        (app.trace_id.as_str(), app.span_id.as_str()),
+        (said["trace_id"].as_str().unwrap(), said["span_id"].as_str().unwrap())
+    );
     let server = by_kind(&spans, SERVER).into_iter().find(|s| s.resource["service.name"] == "switchyard").unwrap();
     assert_eq!(server.trace_id, app.trace_id, "one trace from the application to the provider");
     assert_eq!(server.parent_span_id, app.span_id, "the gateway's span is under the application's");
@@ -292,9 +299,13 @@ async fn a_cached_answer_has_a_span_of_its_own_and_no_attempt() {
     let spans = collector.wait_for(4).await;
     let servers = by_kind(&spans, SERVER);
     let second = servers.iter().find(|s| s.attr("switchyard.cache") == "hit").expect("the hit's request span");
-    let in_it: Vec<&Received> = spans.iter().filter(|s| s.trace_id == second.trace_id && s.span_id != second.span_id).collect();
+    let in_it: Vec<&Received> =
+        spans.iter().filter(|s| s.trace_id == second.trace_id && s.span_id != second.span_id).collect();
     assert_eq!(in_it.len(), 1, "{in_it:#?}");
-    assert_eq!((in_it[0].name.as_str(), in_it[0].kind, in_it[0].parent_span_id.as_str()), ("cache hit", 1, second.span_id.as_str()));
+    assert_eq!(
+        (in_it[0].name.as_str(), in_it[0].kind, in_it[0].parent_span_id.as_str()),
+        ("cache hit", 1, second.span_id.as_str())
+    );
     assert_eq!(p.calls(), 1);
 }
 

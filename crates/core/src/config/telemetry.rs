@@ -82,7 +82,8 @@ pub fn is_endpoint(url: &str) -> bool {
 
 impl Validator<'_> {
     pub(super) fn telemetry(&self, raw: RawTelemetry) -> Result<TelemetryConfig, ConfigError> {
-        for (field, url) in [("telemetry.endpoint", &raw.endpoint), ("telemetry.traces_endpoint", &raw.traces_endpoint)] {
+        for (field, url) in [("telemetry.endpoint", &raw.endpoint), ("telemetry.traces_endpoint", &raw.traces_endpoint)]
+        {
             if let Some(url) = url.as_ref().filter(|u| !is_endpoint(u.get_ref())) {
                 return self.error(url.span(), field, format!("{:?} is not an http:// or https:// URL", url.get_ref()));
             }
@@ -104,7 +105,10 @@ impl Validator<'_> {
         if let Some(a) = raw.sampler_arg.as_ref().filter(|a| !(0.0..=1.0).contains(a.get_ref())) {
             return self.error(a.span(), "telemetry.sampler_arg", "must be a ratio from 0 to 1");
         }
-        for (field, n) in [("telemetry.max_queue_size", &raw.max_queue_size), ("telemetry.max_export_batch_size", &raw.max_export_batch_size)] {
+        for (field, n) in [
+            ("telemetry.max_queue_size", &raw.max_queue_size),
+            ("telemetry.max_export_batch_size", &raw.max_export_batch_size),
+        ] {
             if let Some(n) = n.as_ref().filter(|n| !(1..=1_000_000).contains(n.get_ref())) {
                 return self.error(n.span(), field, "must be a whole number from 1 to 1000000");
             }

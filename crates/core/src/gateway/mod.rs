@@ -287,9 +287,15 @@ impl Builder {
 
 /// Tracing as `[telemetry]` and the process's `OTEL_*` variables say
 /// (read once, at start), its spans carrying `instance`.
-fn tracer(config: &Config, instance: &str, telemetry: &Telemetry) -> Result<crate::telemetry::trace::Tracer, InitError> {
+fn tracer(
+    config: &Config,
+    instance: &str,
+    telemetry: &Telemetry,
+) -> Result<crate::telemetry::trace::Tracer, InitError> {
     use crate::telemetry::trace::{settings, SpanCounters, Tracer};
-    let Some(settings) = settings::resolve(&config.telemetry, &settings::process_env)? else { return Ok(Tracer::off()) };
+    let Some(settings) = settings::resolve(&config.telemetry, &settings::process_env)? else {
+        return Ok(Tracer::off());
+    };
     let counters = SpanCounters {
         exported: telemetry.metrics.trace_spans_exported.clone(),
         dropped: telemetry.metrics.trace_spans_dropped.clone(),

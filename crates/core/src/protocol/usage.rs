@@ -628,13 +628,23 @@ mod tests {
         assert_eq!(a.finish_reasons, ["tool_calls", "stop"]);
         let messages = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-x\",\"usage\":{\"input_tokens\":3}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n";
         let a = answer_of(Endpoint::Messages, true, messages);
-        assert_eq!((a.id.as_deref(), a.model.as_deref(), a.finish_reasons.as_slice()), (Some("msg_1"), Some("claude-x"), ["end_turn".to_string()].as_slice()));
-        let gemini = br#"{"responseId":"r-1","modelVersion":"gemini-2.5-flash","candidates":[{"finishReason":"STOP"}]}"#;
+        assert_eq!(
+            (a.id.as_deref(), a.model.as_deref(), a.finish_reasons.as_slice()),
+            (Some("msg_1"), Some("claude-x"), ["end_turn".to_string()].as_slice())
+        );
+        let gemini =
+            br#"{"responseId":"r-1","modelVersion":"gemini-2.5-flash","candidates":[{"finishReason":"STOP"}]}"#;
         let a = answer_of(Endpoint::GeminiGenerate, false, gemini);
-        assert_eq!((a.id.as_deref(), a.model.as_deref(), a.finish_reasons.as_slice()), (Some("r-1"), Some("gemini-2.5-flash"), ["STOP".to_string()].as_slice()));
+        assert_eq!(
+            (a.id.as_deref(), a.model.as_deref(), a.finish_reasons.as_slice()),
+            (Some("r-1"), Some("gemini-2.5-flash"), ["STOP".to_string()].as_slice())
+        );
         let responses = br#"{"id":"resp_1","object":"response","model":"gpt-5","status":"incomplete"}"#;
         let a = answer_of(Endpoint::Responses, false, responses);
-        assert_eq!((a.id.as_deref(), a.finish_reasons.as_slice()), (Some("resp_1"), ["incomplete".to_string()].as_slice()));
+        assert_eq!(
+            (a.id.as_deref(), a.finish_reasons.as_slice()),
+            (Some("resp_1"), ["incomplete".to_string()].as_slice())
+        );
     }
 
     #[test]

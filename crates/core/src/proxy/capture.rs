@@ -217,9 +217,8 @@ impl SpanContent {
 
     /// Both, scrubbed, for the spans.
     pub fn seal(self) -> crate::telemetry::trace::Content {
-        let text = |bytes: &[u8]| {
-            (!bytes.is_empty()).then(|| self.scrub.text(&String::from_utf8_lossy(bytes)).into_owned())
-        };
+        let text =
+            |bytes: &[u8]| (!bytes.is_empty()).then(|| self.scrub.text(&String::from_utf8_lossy(bytes)).into_owned());
         crate::telemetry::trace::Content { input: text(&self.input), output: text(&self.output) }
     }
 }

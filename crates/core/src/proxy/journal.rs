@@ -21,9 +21,9 @@ use crate::protocol::error::ApiError;
 use crate::protocol::usage::{Answer, Usage};
 use crate::protocol::{Endpoint, Protocol};
 use crate::telemetry::trace::RequestTrace;
-use axum::http::Request;
 use crate::telemetry::Telemetry;
 use crate::upstream::strategy::Routing;
+use axum::http::Request;
 
 pub use crate::history::Sink;
 

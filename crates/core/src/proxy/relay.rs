@@ -93,7 +93,8 @@ pub fn respond(
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     let keeping = delivery.keep.and_then(|k| k.capture(status, upstream.sse, content_type)).map(Box::new);
     // Usage is read from what the provider sent, in its own format.
-    let mut tap = Tap::new(delivery.upstream_endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
+    let mut tap =
+        Tap::new(delivery.upstream_endpoint, upstream.sse, delivery.strip_usage, delivery.journal.keep_bodies());
     let mut journal = delivery.journal;
     if journal.traced() {
         tap.read_answer();

@@ -46,7 +46,11 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    pub(super) fn start(settings: &TraceSettings, instance: &str, counters: SpanCounters) -> Result<Queue, ExportError> {
+    pub(super) fn start(
+        settings: &TraceSettings,
+        instance: &str,
+        counters: SpanCounters,
+    ) -> Result<Queue, ExportError> {
         let batch = settings.batch;
         let (tx, rx) = mpsc::channel(batch.max_queue.max(1));
         let (built_tx, built_rx) = std::sync::mpsc::channel();
@@ -82,7 +86,9 @@ impl Queue {
             })
             .map_err(|e| failed(e.to_string()))?;
         match built_rx.recv() {
-            Ok(Ok(())) => Ok(Queue { tx, held, counters, max_queue: batch.max_queue, said_full: AtomicBool::new(false) }),
+            Ok(Ok(())) => {
+                Ok(Queue { tx, held, counters, max_queue: batch.max_queue, said_full: AtomicBool::new(false) })
+            }
             Ok(Err(message)) => Err(ExportError { endpoint, message }),
             Err(_) => Err(ExportError { endpoint, message: "the exporter's thread ended".into() }),
         }
@@ -159,7 +165,8 @@ fn tonic_metadata(
 ) -> Result<opentelemetry_otlp::tonic_types::metadata::MetadataMap, String> {
     let mut map = http::HeaderMap::new();
     for (k, v) in headers {
-        let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("header {k:?} is not a header name"))?;
+        let name =
+            http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("header {k:?} is not a header name"))?;
         let value = http::HeaderValue::from_str(v).map_err(|_| format!("header {k:?}: its value is not a header's"))?;
         map.insert(name, value);
     }

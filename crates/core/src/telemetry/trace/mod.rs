@@ -24,10 +24,10 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use crate::history::record::RequestRecord;
+pub use crate::protocol::usage::Answer;
 use crate::protocol::Protocol;
 use crate::telemetry::metrics::DropLabel;
 pub use export::ExportError;
-pub use crate::protocol::usage::Answer;
 pub use settings::{SettingsError, TraceSettings};
 
 const TRACEPARENT: &str = "traceparent";
@@ -315,7 +315,8 @@ mod tests {
         assert_eq!(t.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(s.to_string(), "00f067aa0ba902b7");
         assert!(sampled);
-        let later = parse_traceparent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-what-comes-next").unwrap();
+        let later =
+            parse_traceparent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-what-comes-next").unwrap();
         assert!(!later.2, "a later version is read as far as 00 goes");
         for bad in [
             "",

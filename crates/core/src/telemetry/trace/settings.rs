@@ -232,7 +232,11 @@ fn sampling(config: &TelemetryConfig, var: &dyn Fn(&str) -> Option<String>) -> R
 fn batch(config: &TelemetryConfig, var: &dyn Fn(&str) -> Option<String>) -> Result<Batch, SettingsError> {
     let number = |name: &str, file: Option<u64>, default: u64| -> Result<u64, SettingsError> {
         match var(name) {
-            Some(v) => v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| invalid(name, format!("{v:?} is not a whole number above 0"))),
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid(name, format!("{v:?} is not a whole number above 0"))),
             None => Ok(file.unwrap_or(default)),
         }
     };
@@ -341,7 +345,10 @@ mod tests {
         assert_eq!(s.headers.get("b").map(String::as_str), Some("x y"));
         assert_eq!(s.resource.get("deployment.environment").map(String::as_str), Some("staging"));
         let file_only = with(&[], &config).unwrap().unwrap();
-        assert_eq!((file_only.endpoint.as_str(), file_only.service_name.as_str()), ("http://file:4318/v1/traces", "from-file"));
+        assert_eq!(
+            (file_only.endpoint.as_str(), file_only.service_name.as_str()),
+            ("http://file:4318/v1/traces", "from-file")
+        );
         assert_eq!(file_only.sampling, Sampling::AlwaysOff);
     }
 

@@ -138,7 +138,8 @@ fn server_span(t: &Traced, record: &RequestRecord) -> Span {
         attributes.push(KeyValue::new("switchyard.cost_usd", cost));
     }
     usage(&mut attributes, &record.usage);
-    let failed = matches!(record.outcome, RequestOutcome::Error | RequestOutcome::ProviderError | RequestOutcome::Failed);
+    let failed =
+        matches!(record.outcome, RequestOutcome::Error | RequestOutcome::ProviderError | RequestOutcome::Failed);
     let status = match (&record.error, failed) {
         (Some(e), true) => Status::error(e.clone()),
         (None, true) => Status::error(record.outcome.as_str()),
@@ -208,7 +209,13 @@ fn events(t: &Traced, record: &RequestRecord) -> Vec<Event> {
     out
 }
 
-fn attempt_span(t: &Traced, a: &AttemptSpan, attempt: &AttemptRecord, delivered: bool, content: Option<Content>) -> Span {
+fn attempt_span(
+    t: &Traced,
+    a: &AttemptSpan,
+    attempt: &AttemptRecord,
+    delivered: bool,
+    content: Option<Content>,
+) -> Span {
     let mut attributes = vec![
         KeyValue::new("gen_ai.operation.name", a.operation),
         KeyValue::new("gen_ai.provider.name", provider_system(a.protocol)),
@@ -272,9 +279,11 @@ fn answered(attributes: &mut Vec<KeyValue>, answer: &super::Answer) {
         attributes.push(KeyValue::new("gen_ai.response.model", model.clone()));
     }
     if !answer.finish_reasons.is_empty() {
-        let reasons: Vec<opentelemetry::StringValue> =
-            answer.finish_reasons.iter().map(|r| r.clone().into()).collect();
-        attributes.push(KeyValue::new("gen_ai.response.finish_reasons", opentelemetry::Value::Array(opentelemetry::Array::String(reasons))));
+        let reasons: Vec<opentelemetry::StringValue> = answer.finish_reasons.iter().map(|r| r.clone().into()).collect();
+        attributes.push(KeyValue::new(
+            "gen_ai.response.finish_reasons",
+            opentelemetry::Value::Array(opentelemetry::Array::String(reasons)),
+        ));
     }
 }
 
