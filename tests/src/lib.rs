@@ -271,3 +271,18 @@ pub fn cookie_of(r: &reqwest::Response) -> String {
     assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
     set.split(';').next().unwrap_or_default().to_string()
 }
+
+/// A Python with the official SDKs and OpenTelemetry's: `SWITCHYARD_TEST_PYTHON`,
+/// else the workspace's `.venv` (which `.ci/run` makes from `tests/python/requirements.txt`).
+pub fn python() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SWITCHYARD_TEST_PYTHON") {
+        return p.into();
+    }
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "no Python with the SDKs: run `python3 -m venv .venv && .venv/bin/pip install -r tests/python/requirements.txt` \
+         at the workspace root, or set SWITCHYARD_TEST_PYTHON"
+    );
+    venv
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::json;
 use switchyard_sim::{Fault, Script, SimProvider};
-use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
+use switchyard_tests::{http, keys_for, python, ConfigText, TestGateway};
 use tokio::time::Instant;
 
 const KEEPALIVE: &str = ": keep-alive\n\n";
@@ -207,16 +207,6 @@ async fn claude_code_and_codex_finish_a_tool_turn_with_a_provider_that_thinks_be
             assert_eq!(r["attempt_count"], 1, "{client:?}: no thinking answer was cut off: {r}");
         }
     }
-}
-
-/// A Python with the official SDKs (as `real_clients` finds it).
-fn python() -> std::path::PathBuf {
-    if let Some(p) = std::env::var_os("SWITCHYARD_TEST_PYTHON") {
-        return p.into();
-    }
-    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    assert!(venv.exists(), "no Python with the SDKs: see tests/tests/real_clients.rs");
-    venv
 }
 
 /// A TCP relay in front of `to` that keeps every byte the client was sent:

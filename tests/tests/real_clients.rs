@@ -9,20 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 use switchyard_sim::{Fault, Script, SimProvider, ToolPlan};
-use switchyard_tests::{keys_for, ConfigText, TestGateway};
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("SWITCHYARD_TEST_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    assert!(
-        venv.exists(),
-        "no Python with the SDKs: run `python3 -m venv .venv && .venv/bin/pip install -r tests/python/requirements.txt` \
-         at the workspace root, or set SWITCHYARD_TEST_PYTHON"
-    );
-    venv
-}
+use switchyard_tests::{keys_for, python, ConfigText, TestGateway};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_python_sdks_work_through_the_gateway() {

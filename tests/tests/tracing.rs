@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchyard_sim::{Fault, Script, SimProvider};
 use switchyard_tests::otlp::{Collector, Received};
-use switchyard_tests::{http, keys_for, ConfigText, TestGateway};
+use switchyard_tests::{http, keys_for, python, ConfigText, TestGateway};
 
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
@@ -240,16 +240,6 @@ async fn a_collector_that_is_down_answers_every_request() {
         assert!(tokio::time::Instant::now() < deadline, "the lost spans were not counted");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// A Python with the official SDKs and OpenTelemetry's (as `real_clients` finds it).
-fn python() -> std::path::PathBuf {
-    if let Some(p) = std::env::var_os("SWITCHYARD_TEST_PYTHON") {
-        return p.into();
-    }
-    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    assert!(venv.exists(), "no Python with the SDKs: see tests/tests/real_clients.rs");
-    venv
 }
 
 #[tokio::test]
