@@ -88,6 +88,8 @@ impl TestGateway {
         .await
         .expect("cache opens");
         let gateway = Gateway::builder(config, Arc::new(keys))
+            // Tracing as the test's config says, whatever the shell running the tests exports.
+            .otel_env(|_| None)
             .config_path(path)
             .state_file(dir.path().join("state.json"))
             .history(&history)

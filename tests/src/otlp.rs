@@ -55,6 +55,8 @@ struct Shared {
     /// Answer every export with 503 (HTTP) or `Unavailable` (gRPC).
     refuse: AtomicBool,
     exports: std::sync::atomic::AtomicUsize,
+    /// The headers (or gRPC metadata) of the last export.
+    headers: Mutex<BTreeMap<String, String>>,
 }
 
 /// A collector serving until dropped.
@@ -88,6 +90,7 @@ impl Collector {
                         return (StatusCode::UNSUPPORTED_MEDIA_TYPE, Vec::new());
                     }
                     state.exports.fetch_add(1, Ordering::SeqCst);
+                    state.keep_headers(&headers);
                     if state.refuse.load(Ordering::SeqCst) {
                         return (StatusCode::SERVICE_UNAVAILABLE, Vec::new());
                     }
@@ -133,6 +136,11 @@ impl Collector {
         self.shared.exports.load(Ordering::SeqCst)
     }
 
+    /// The headers (or gRPC metadata) the last export came with.
+    pub fn headers(&self) -> BTreeMap<String, String> {
+        self.shared.headers.lock().expect("headers").clone()
+    }
+
     /// Every span received so far.
     pub fn spans(&self) -> Vec<Received> {
         self.shared.spans.lock().expect("spans").clone()
@@ -154,6 +162,11 @@ impl Collector {
 }
 
 impl Shared {
+    fn keep_headers(&self, headers: &axum::http::HeaderMap) {
+        let seen = headers.iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+        *self.headers.lock().expect("headers") = seen;
+    }
+
     fn take(&self, request: ExportTraceServiceRequest) {
         let mut out = self.spans.lock().expect("spans");
         for rs in request.resource_spans {
@@ -192,6 +205,7 @@ impl TraceService for Grpc {
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
         self.0.exports.fetch_add(1, Ordering::SeqCst);
+        self.0.keep_headers(&request.metadata().clone().into_headers());
         if self.0.refuse.load(Ordering::SeqCst) {
             return Err(tonic::Status::unavailable("refusing"));
         }

@@ -60,7 +60,8 @@ const CLIENT: i32 = 3;
 #[tokio::test]
 async fn a_fallback_is_the_client_span_then_the_request_then_one_span_per_attempt() {
     let collector = Collector::http().await;
-    let (p, b, gw) = two(Script::always(Fault::status(503)), Script::ok(), &telemetry(&collector, "")).await;
+    let keyed = telemetry(&collector, "headers = { \"x-collector-key\" = \"team-key\" }");
+    let (p, b, gw) = two(Script::always(Fault::status(503)), Script::ok(), &keyed).await;
     let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
     let r = chat(&gw, hi(false), Some(&traceparent)).await;
     assert_eq!(r.status(), 200);
@@ -69,6 +70,7 @@ async fn a_fallback_is_the_client_span_then_the_request_then_one_span_per_attemp
 
     let spans = collector.wait_for(3).await;
     assert_eq!(spans.len(), 3, "{spans:#?}");
+    assert_eq!(collector.headers()["x-collector-key"], "team-key", "the configured headers reach the collector");
     assert!(spans.iter().all(|s| s.trace_id == CLIENT_TRACE), "one trace, the client's");
     let server = by_kind(&spans, SERVER)[0];
     assert_eq!(server.parent_span_id, CLIENT_SPAN, "the request's span is the client's child");
@@ -169,24 +171,28 @@ async fn an_unsampled_parent_exports_nothing_and_still_names_the_attempt_to_the_
 #[tokio::test]
 async fn grpc_exports_the_same_spans() {
     let collector = Collector::grpc().await;
-    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, "protocol = \"grpc\"")).await;
+    let grpc = "protocol = \"grpc\"\nheaders = { \"x-collector-key\" = \"team-key\" }";
+    let (_p, _b, gw) = two(Script::ok(), Script::ok(), &telemetry(&collector, grpc)).await;
     let r = chat(&gw, hi(false), Some(&format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))).await;
     assert_eq!(r.status(), 200);
     let spans = collector.wait_for(2).await;
     let server = by_kind(&spans, SERVER)[0];
     assert_eq!((server.trace_id.as_str(), server.parent_span_id.as_str()), (CLIENT_TRACE, CLIENT_SPAN));
     assert_eq!(by_kind(&spans, CLIENT)[0].parent_span_id, server.span_id);
+    assert_eq!(collector.headers()["x-collector-key"], "team-key", "the headers go as gRPC metadata");
 }
 
 #[tokio::test]
-async fn with_tracing_off_nothing_is_exported_and_the_client_s_context_passes_through() {
-    let collector = Collector::http().await;
+async fn with_tracing_off_the_client_s_context_passes_through_and_no_trace_is_kept() {
     let (p, _b, gw) = two(Script::ok(), Script::ok(), "").await;
     let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
-    assert_eq!(chat(&gw, hi(false), Some(&traceparent)).await.status(), 200);
-    assert_eq!(p.requests()[0].headers["traceparent"], traceparent.as_str());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(collector.exports(), 0);
+    let r = chat(&gw, hi(false), Some(&traceparent)).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(p.requests()[0].headers["traceparent"], traceparent.as_str(), "not a hop of the trace");
+    assert_eq!(p.requests()[0].headers["tracestate"], "vendor=abc");
+    gw.recorded(1).await;
+    let detail = gw.admin(&format!("/admin/requests/{}", switchyard_tests::request_id(&r))).await;
+    assert!(detail["trace_id"].is_null(), "{detail}");
 }
 
 /// The metric's value for `reason`, from `/metrics`.
@@ -346,4 +352,27 @@ async fn prompts_and_answers_go_on_a_span_only_when_asked_and_scrubbed() {
     assert!(input.contains("my key is [redacted], keep it"), "{input}");
     assert!(!input.contains("sk-primary"));
     assert_eq!(attempt.attr("gen_ai.output.messages").as_str().unwrap(), answer);
+}
+
+#[tokio::test]
+async fn a_provider_passed_over_for_its_open_breaker_is_an_event_on_the_request_s_span() {
+    let collector = Collector::http().await;
+    let trips = "breaker_consecutive_failures = 1\nbreaker_cooldown = \"10m\"";
+    let p = sim("primary", Script::always(Fault::status(503))).await;
+    let b = sim("backup", Script::ok()).await;
+    let config = ConfigText::new()
+        .raw(&format!("{POLICY}\n{trips}"))
+        .raw(&telemetry(&collector, ""))
+        .provider(&p, "openai", &["m"])
+        .provider(&b, "openai", &["m"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["primary", "backup"])).await;
+    assert_eq!(chat(&gw, hi(false), None).await.status(), 200);
+    assert_eq!(chat(&gw, hi(false), None).await.status(), 200);
+    assert_eq!(p.calls(), 1, "the open breaker kept the second request off the primary");
+    let spans = collector.wait_for(5).await;
+    let servers = by_kind(&spans, SERVER);
+    let second = servers.last().unwrap();
+    let skipped = second.event("switchyard.provider.skipped").unwrap_or_else(|| panic!("{second:#?}"));
+    assert_eq!(skipped["switchyard.provider.name"], "primary");
+    assert!(skipped["switchyard.reason"].as_str().is_some_and(|r| r.contains("circuit open")), "{skipped:?}");
 }

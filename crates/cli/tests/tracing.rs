@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{switchyard, Served};
+use support::Served;
 use switchyard_sim::{Script, SimProvider};
 use switchyard_tests::otlp::Collector;
 
@@ -46,21 +46,22 @@ async fn the_variables_win_over_the_file_and_the_last_spans_leave_as_it_stops() 
     }
 }
 
-#[test]
-fn a_bad_variable_is_named_and_serve_does_not_start() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_variable_that_cannot_be_used_is_named_in_a_warning_and_ignored() {
+    let collector = Collector::http().await;
+    let sim = SimProvider::start("p", Script::ok()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("switchyard.toml");
-    std::fs::write(&path, "").unwrap();
-    let out = switchyard()
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-        .env("OTEL_TRACES_SAMPLER", "sometimes")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("OTEL_TRACES_SAMPLER") && stderr.contains("sometimes"), "{stderr}");
+    std::fs::write(&path, config(&sim, "")).unwrap();
+    // As the OpenTelemetry specification says: warned about, ignored, never fatal.
+    let served = Served::start(
+        &path,
+        &dir.path().join("data"),
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint()), ("OTEL_TRACES_SAMPLER", "sometimes")],
+    );
+    assert_eq!(served.chat("m").await.status(), 200);
+    let log = served.stop();
+    let warned = log.iter().find(|l| l.contains("OTEL_TRACES_SAMPLER")).unwrap_or_else(|| panic!("{log:#?}"));
+    assert!(warned.contains("sometimes") && warned.contains("WARN"), "{warned}");
+    assert_eq!(collector.spans().len(), 2, "the default sampler keeps every trace");
 }

@@ -31,7 +31,7 @@ pub use history_url::HistoryUrl;
 pub use policy::{CachePolicy, FallbackResponse};
 use policy::{PolicyError, RawPolicy};
 pub use team::{redact as redact_redis_url, TeamConfig};
-pub use telemetry::{is_endpoint as is_telemetry_endpoint, TelemetryConfig, SAMPLERS};
+pub use telemetry::{is_endpoint as is_telemetry_endpoint, shown_url, TelemetryConfig, SAMPLERS};
 
 /// The configuration used when none is given: well-known providers that stay
 /// unused until a key exists for them, and a local Ollama that needs none.

@@ -77,7 +77,12 @@ fn headers(gw: &Gateway, captured: &Captured) -> HeaderMap {
     let mut map = HeaderMap::new();
     for (name, value) in &captured.client.headers {
         let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else { continue };
-        if crate::ground::headers::CREDENTIALS.contains(&name) || name == header::CONTENT_LENGTH || name == header::HOST
+        // A replay is a request of its own: not a child of the original's trace.
+        let trace = name == "traceparent" || name == "tracestate";
+        if crate::ground::headers::CREDENTIALS.contains(&name)
+            || name == header::CONTENT_LENGTH
+            || name == header::HOST
+            || trace
         {
             continue;
         }

@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::{ConfigError, Validator};
 
 /// `[telemetry]` as written; each field is the variable named beside it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct TelemetryConfig {
     /// `OTEL_EXPORTER_OTLP_ENDPOINT`: the collector's base URL (`/v1/traces` is added for HTTP).
     pub endpoint: Option<String>,
@@ -40,8 +40,29 @@ pub struct TelemetryConfig {
     pub max_queue_size: Option<u64>,
     /// `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`: spans sent in one export.
     pub max_export_batch_size: Option<u64>,
-    /// `OTEL_BSP_EXPORT_TIMEOUT`: one export's limit, in ms.
+    /// `OTEL_BSP_EXPORT_TIMEOUT`: one batch's export's limit, in ms.
     pub export_timeout_ms: Option<u64>,
+    /// `OTEL_EXPORTER_OTLP_TIMEOUT`: one request to the collector's limit, in ms.
+    pub timeout_ms: Option<u64>,
+}
+
+/// Without the headers' values (a collector's API key) or the endpoints' passwords.
+impl std::fmt::Debug for TelemetryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = |u: &Option<String>| u.as_deref().map(shown_url);
+        f.debug_struct("TelemetryConfig")
+            .field("endpoint", &shown(&self.endpoint))
+            .field("traces_endpoint", &shown(&self.traces_endpoint))
+            .field("protocol", &self.protocol)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("service_name", &self.service_name)
+            .field("resource_attributes", &self.resource_attributes)
+            .field("sampler", &self.sampler)
+            .field("sampler_arg", &self.sampler_arg)
+            .field("disabled", &self.disabled)
+            .field("capture_content", &self.capture_content)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -63,6 +84,7 @@ pub(super) struct RawTelemetry {
     max_queue_size: Option<Spanned<u64>>,
     max_export_batch_size: Option<Spanned<u64>>,
     export_timeout_ms: Option<u64>,
+    timeout_ms: Option<u64>,
 }
 
 /// The samplers the OpenTelemetry SDKs name in `OTEL_TRACES_SAMPLER`.
@@ -74,6 +96,18 @@ pub const SAMPLERS: [&str; 6] = [
     "parentbased_always_off",
     "parentbased_traceidratio",
 ];
+
+/// A URL as it may be logged: without the user and password it may carry.
+pub fn shown_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
 
 /// Whether `url` is one an exporter can send to.
 pub fn is_endpoint(url: &str) -> bool {
@@ -128,6 +162,7 @@ impl Validator<'_> {
             max_queue_size: raw.max_queue_size.map(Spanned::into_inner),
             max_export_batch_size: raw.max_export_batch_size.map(Spanned::into_inner),
             export_timeout_ms: raw.export_timeout_ms,
+            timeout_ms: raw.timeout_ms,
         })
     }
 }

@@ -37,8 +37,6 @@ pub enum InitError {
     Client(#[from] crate::upstream::ClientError),
     #[error("[server] access_token = true, but no access token was given to the gateway")]
     AccessTokenMissing,
-    #[error("tracing: {0}")]
-    TraceSettings(#[from] crate::telemetry::trace::SettingsError),
     #[error(transparent)]
     TraceExport(#[from] crate::telemetry::trace::ExportError),
 }
@@ -147,9 +145,18 @@ pub struct Builder {
     /// Where budget periods begin and end; the system's zone unless set.
     time_zone: Option<jiff::tz::TimeZone>,
     team: Option<Arc<dyn Team>>,
+    /// Where the `OTEL_*` variables are read: the process's environment.
+    otel_env: fn(&str) -> Option<String>,
 }
 
 impl Builder {
+    /// Reads the `OTEL_*` variables from `env` instead of the process's
+    /// environment (a test's gateway, whatever its shell exports).
+    pub fn otel_env(mut self, env: fn(&str) -> Option<String>) -> Builder {
+        self.otel_env = env;
+        self
+    }
+
     /// Counts budget periods (days, weeks, months) in `zone` rather than
     /// in the system's local time.
     pub fn time_zone(mut self, zone: jiff::tz::TimeZone) -> Builder {
@@ -241,7 +248,7 @@ impl Builder {
             })
             .collect();
         let client = crate::upstream::Client::new()?;
-        let tracer = tracer(&self.config, team.instance(), &telemetry)?;
+        let tracer = tracer(&self.config, self.otel_env, team.instance(), &telemetry)?;
         let (sink, store) = match self.history {
             Some((sink, store)) => (Some(sink), Some(store)),
             None => (None, None),
@@ -285,22 +292,26 @@ impl Builder {
     }
 }
 
-/// Tracing as `[telemetry]` and the process's `OTEL_*` variables say
-/// (read once, at start), its spans carrying `instance`.
+/// Tracing as `[telemetry]` and the `OTEL_*` variables say (read once, at
+/// start), its spans carrying `instance`.
 fn tracer(
     config: &Config,
+    env: fn(&str) -> Option<String>,
     instance: &str,
     telemetry: &Telemetry,
 ) -> Result<crate::telemetry::trace::Tracer, InitError> {
     use crate::telemetry::trace::{settings, SpanCounters, Tracer};
-    let Some(settings) = settings::resolve(&config.telemetry, &settings::process_env)? else {
-        return Ok(Tracer::off());
-    };
+    let resolved = settings::resolve(&config.telemetry, &env);
+    for warning in &resolved.warnings {
+        tracing::warn!("traces: {warning}");
+    }
+    let Some(settings) = resolved.settings else { return Ok(Tracer::off()) };
     let counters = SpanCounters {
         exported: telemetry.metrics.trace_spans_exported.clone(),
         dropped: telemetry.metrics.trace_spans_dropped.clone(),
     };
-    tracing::info!(endpoint = %settings.endpoint, service = %settings.service_name, "traces: exporting over OTLP");
+    let endpoint = crate::config::shown_url(&settings.endpoint);
+    tracing::info!(endpoint = %endpoint, service = %settings.service_name, "traces: exporting over OTLP");
     Ok(Tracer::start(settings, instance, counters)?)
 }
 
@@ -335,6 +346,7 @@ impl Gateway {
             trusted_origins: Vec::new(),
             time_zone: None,
             team: None,
+            otel_env: crate::telemetry::trace::settings::process_env,
         }
     }
 

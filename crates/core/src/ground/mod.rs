@@ -1,8 +1,8 @@
 //! The ground floor: what every layer of the gateway uses and nothing
 //! here imports from above. The clock, how attempts and requests end,
 //! header names and which carry credentials, comparing secrets, batching
-//! off a channel, limits more than one layer knows, and a team's limits
-//! shared out among its instances.
+//! off a channel, limits more than one layer knows, a team's limits
+//! shared out among its instances, and the system's TLS roots.
 
 pub mod batch;
 pub mod clock;
@@ -11,4 +11,5 @@ pub mod headers;
 pub mod limits;
 pub mod money;
 pub mod outcome;
+pub mod roots;
 pub mod share;

@@ -453,6 +453,12 @@ impl Journal {
         self.trace.waited(provider, what, took);
     }
 
+    /// `provider` was passed over (`why`: its breaker, a cool-down, a
+    /// share, a limit), on the request's span.
+    pub fn passed(&mut self, provider: &str, why: &str) {
+        self.trace.passed(provider, why);
+    }
+
     /// Whether the request's spans are exported (what the answer says of
     /// itself is worth reading only then).
     pub fn traced(&self) -> bool {
@@ -567,8 +573,13 @@ impl Drop for Journal {
         let Some(record) = self.record.as_deref_mut() else { return };
         // The client left: the request and whatever attempt was running end as canceled.
         record.outcome = RequestOutcome::Canceled;
-        if let Some(a) = self.delivered.and_then(|i| record.attempts.get_mut(i)) {
-            a.outcome = AttemptOutcome::Canceled;
+        if let Some(i) = self.delivered {
+            // A stream the client left ends now, not at its first content.
+            let at = self.attempt_started.get(i).copied();
+            if let (Some(a), Some(at)) = (record.attempts.get_mut(i), at) {
+                a.outcome = AttemptOutcome::Canceled;
+                a.duration_ms = Some(ms(at.elapsed()));
+            }
         }
         for (a, at) in record.attempts.iter_mut().zip(&self.attempt_started) {
             if a.duration_ms.is_none() {

@@ -242,7 +242,19 @@ struct Run<'a> {
 impl Run<'_> {
     fn note(&mut self, provider: &str, what: &str) {
         let ids = &self.inbound.ids;
-        warn!(provider, request_id = %ids.request_id, correlation_id = %ids.correlation_id, "{what}");
+        match self.journal.trace_ids() {
+            Some(t) => warn!(
+                provider,
+                request_id = %ids.request_id,
+                correlation_id = %ids.correlation_id,
+                trace_id = %t.trace_id,
+                span_id = %t.span_id,
+                "{what}"
+            ),
+            None => warn!(provider, request_id = %ids.request_id, correlation_id = %ids.correlation_id, "{what}"),
+        }
+        // A breaker open, a cool-down, a share or a limit: an event on the request's span.
+        self.journal.passed(provider, what.trim());
         if !self.notes.is_empty() {
             self.notes.push_str("; ");
         }

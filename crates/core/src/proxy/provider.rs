@@ -293,7 +293,7 @@ impl Run<'_> {
         self.attempts += 1;
         let translated = out.translated.as_ref();
         let native = out.native.as_ref().map(|(body, head)| (body, head));
-        let (request, strip_usage) = self.request(candidate, ticket.key.as_ref(), translated, native);
+        let (mut request, strip_usage) = self.request(candidate, ticket.key.as_ref(), translated, native);
         let key_label = ticket.key.as_ref().map(|k| k.label.clone());
         let index = self.journal.begin(AttemptStart {
             provider: provider.name().to_string(),
@@ -309,7 +309,6 @@ impl Run<'_> {
             routing: candidate.routing,
         });
         let endpoint = translated.map_or(self.inbound.endpoint, |t| t.endpoint);
-        let mut request = request;
         self.journal.trace_attempt(index, provider.config.kind, endpoint, &mut request);
         let request = capture::outgoing(self.gateway, self.journal, index, request).await;
         let patience = attempt::Patience {

@@ -100,7 +100,7 @@ pub fn respond(
         tap.read_answer();
     }
     journal.capture_answered(status, &upstream.headers);
-    let captured = journal.keeps_answer();
+    let keeps_answer = journal.keeps_answer();
     let mut relay = Relay {
         held: Some(upstream.held),
         rest: upstream.rest,
@@ -116,7 +116,7 @@ pub fn respond(
         translator: delivery.translator,
         scrub: upstream.scrub.map(|s| Box::new(scrub::Stream::new(s))),
         journal: Some(journal),
-        captured,
+        keeps_answer,
         keeping,
         ok: status.is_success(),
     };
@@ -168,7 +168,7 @@ struct Relay {
     /// usage settles the team's reservations. Any other answer returns them.
     ok: bool,
     /// Whether the request is captured, or its spans carry its answer: each chunk is then kept too.
-    captured: bool,
+    keeps_answer: bool,
 }
 
 impl Relay {
@@ -264,14 +264,14 @@ impl Relay {
                 k.push(&chunk);
             }
         }
-        if self.captured {
+        if self.keeps_answer {
             if let Some(j) = &mut self.journal {
                 j.capture_upstream(&chunk, self.sse);
             }
         }
         let out = self.tap.observe(chunk);
         let out = self.translated(out);
-        if self.captured {
+        if self.keeps_answer {
             if let Some(j) = &mut self.journal {
                 j.capture_answer(&out);
             }
@@ -358,7 +358,7 @@ impl Relay {
             }
             tail = join(tail, terminal);
         }
-        if self.captured {
+        if self.keeps_answer {
             if let Some(j) = &mut self.journal {
                 j.capture_answer(&tail);
             }

@@ -34,7 +34,7 @@ use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tower::ServiceExt;
-use tracing::{debug, warn};
+use tracing::debug;
 
 pub use pool::Body;
 use pool::{Lent, Origin, Pool};
@@ -126,7 +126,7 @@ impl From<hyper::client::conn::TrySendError<Request<Full<Bytes>>>> for Refused {
 impl Client {
     /// A client that trusts the system's root certificates.
     pub fn new() -> Result<Client, ClientError> {
-        Client::with_roots(system_roots())
+        Client::with_roots(crate::ground::roots::system_roots())
     }
 
     /// A client that trusts `roots`, for providers behind a private
@@ -136,10 +136,7 @@ impl Client {
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let tls = crate::ground::roots::client_config(roots)?;
         let connector = HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -282,23 +279,6 @@ fn drive(driver: impl std::future::Future<Output = Result<(), hyper::Error>> + S
             debug!("provider connection closed: {e}");
         }
     });
-}
-
-/// The system's trusted roots. Certificates that fail to load are skipped
-/// (and said so), as a browser would: a provider whose chain needs one of
-/// them fails its own requests, with the TLS error, instead of every
-/// provider failing at start.
-fn system_roots() -> rustls::RootCertStore {
-    let found = rustls_native_certs::load_native_certs();
-    for error in &found.errors {
-        warn!("a system root certificate could not be loaded: {error}");
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    let (_, ignored) = roots.add_parsable_certificates(found.certs);
-    if ignored > 0 {
-        warn!("{ignored} system root certificates could not be parsed and are not trusted");
-    }
-    roots
 }
 
 #[cfg(test)]

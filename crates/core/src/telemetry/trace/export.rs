@@ -41,8 +41,8 @@ pub(super) struct Queue {
     held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     counters: SpanCounters,
     max_queue: usize,
-    /// Whether the full queue has been said in the log (once, until it drains).
-    said_full: AtomicBool,
+    /// Whether dropping has been said in the log (once, until the exporter empties the queue).
+    said_full: std::sync::Arc<AtomicBool>,
 }
 
 impl Queue {
@@ -57,7 +57,8 @@ impl Queue {
         let resource = resource(settings, instance);
         let settings = settings.clone();
         let held = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (thread_held, thread_counters) = (held.clone(), counters.clone());
+        let said_full = std::sync::Arc::new(AtomicBool::new(false));
+        let (thread_held, thread_counters, thread_said) = (held.clone(), counters.clone(), said_full.clone());
         let endpoint = settings.endpoint.clone();
         let failed = |message: String| ExportError { endpoint: endpoint.clone(), message };
         std::thread::Builder::new()
@@ -81,14 +82,13 @@ impl Queue {
                     };
                     exporter.set_resource(&resource);
                     let _ = built_tx.send(Ok(()));
-                    run(rx, exporter, batch, thread_held, thread_counters).await;
+                    run(rx, exporter, batch, Queued { held: thread_held, said_full: thread_said }, thread_counters)
+                        .await;
                 });
             })
             .map_err(|e| failed(e.to_string()))?;
         match built_rx.recv() {
-            Ok(Ok(())) => {
-                Ok(Queue { tx, held, counters, max_queue: batch.max_queue, said_full: AtomicBool::new(false) })
-            }
+            Ok(Ok(())) => Ok(Queue { tx, held, counters, max_queue: batch.max_queue, said_full }),
             Ok(Err(message)) => Err(ExportError { endpoint, message }),
             Err(_) => Err(ExportError { endpoint, message: "the exporter's thread ended".into() }),
         }
@@ -98,14 +98,24 @@ impl Queue {
     pub(super) fn push(&self, spans: Vec<SpanData>) {
         let n = spans.len();
         let room = self.held.fetch_add(n, Ordering::AcqRel) + n <= self.max_queue;
-        if room && self.tx.try_send(Message::Spans(spans)).is_ok() {
-            self.said_full.store(false, Ordering::Relaxed);
-            return;
-        }
+        let refused = if room {
+            match self.tx.try_send(Message::Spans(spans)) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Full(_)) => "queue_full",
+                // The exporter's thread is gone (it panicked): nothing will send them.
+                Err(mpsc::error::TrySendError::Closed(_)) => "export_failed",
+            }
+        } else {
+            "queue_full"
+        };
         self.held.fetch_sub(n, Ordering::AcqRel);
-        self.counters.dropped.get_or_create(&DropLabel { reason: "queue_full" }).inc_by(n as u64);
+        self.counters.dropped.get_or_create(&DropLabel { reason: refused }).inc_by(n as u64);
+        // Said once until the exporter has emptied the queue (it clears the flag).
         if !self.said_full.swap(true, Ordering::Relaxed) {
-            warn!(queue = self.max_queue, "traces: the collector is not keeping up; spans are dropped (counted in switchyard_trace_spans_dropped_total)");
+            warn!(
+                queue = self.max_queue,
+                "traces: spans are dropped ({refused}); counted in switchyard_trace_spans_dropped_total"
+            );
         }
     }
 
@@ -121,40 +131,51 @@ impl Queue {
 fn resource(settings: &TraceSettings, instance: &str) -> Resource {
     let mut attributes: Vec<KeyValue> =
         settings.resource.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
-    if !settings.resource.contains_key("service.instance.id") {
-        attributes.push(KeyValue::new("service.instance.id", instance.to_string()));
+    // The gateway's own, unless the user named them.
+    let own = [("service.instance.id", instance), ("service.version", env!("CARGO_PKG_VERSION"))];
+    for (key, value) in own.into_iter().filter(|(k, _)| !settings.resource.contains_key(*k)) {
+        attributes.push(KeyValue::new(key, value.to_string()));
     }
-    attributes.push(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    Resource::builder_empty().with_service_name(settings.service_name.clone()).with_attributes(attributes).build()
+    Resource::builder_empty()
+        .with_detector(Box::new(opentelemetry_sdk::resource::TelemetryResourceDetector))
+        .with_service_name(settings.service_name.clone())
+        .with_attributes(attributes)
+        .build()
 }
 
 fn exporter(settings: &TraceSettings) -> Result<opentelemetry_otlp::SpanExporter, String> {
     let built = match settings.transport {
         Transport::HttpProtobuf => {
-            let https = hyper_rustls::HttpsConnectorBuilder::new()
-                .with_native_roots()
-                .map_err(|e| format!("the system's certificates: {e}"))?
-                .https_or_http()
-                .enable_http1()
-                .build();
-            let client = opentelemetry_http::hyper::HyperClient::new(https, settings.batch.timeout, None);
+            // The system's roots, as the gateway's own client takes them: a
+            // machine without any can still send to an http:// collector.
+            let roots = crate::ground::roots::system_roots();
+            let tls = crate::ground::roots::client_config(roots).map_err(|e| e.to_string())?;
+            let https =
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().build();
+            let client = opentelemetry_http::hyper::HyperClient::new(https, settings.batch.exporter_timeout, None);
             opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_protocol(Protocol::HttpBinary)
                 .with_endpoint(settings.endpoint.clone())
-                .with_timeout(settings.batch.timeout)
+                .with_timeout(settings.batch.exporter_timeout)
                 .with_headers(settings.headers.clone().into_iter().collect())
                 .with_http_client(client)
                 .build()
         }
         Transport::Grpc => {
-            let mut metadata = tonic_metadata(&settings.headers)?;
-            opentelemetry_otlp::SpanExporter::builder()
+            let builder = opentelemetry_otlp::SpanExporter::builder()
                 .with_tonic()
                 .with_endpoint(settings.endpoint.clone())
-                .with_timeout(settings.batch.timeout)
-                .with_metadata(std::mem::take(&mut metadata))
-                .build()
+                .with_timeout(settings.batch.exporter_timeout)
+                .with_metadata(tonic_metadata(&settings.headers)?);
+            // Left to itself, the exporter would trust no root at all over https.
+            let builder = if settings.endpoint.starts_with("https://") {
+                let tls = opentelemetry_otlp::tonic_types::transport::ClientTlsConfig::new().with_native_roots();
+                builder.with_tls_config(tls)
+            } else {
+                builder
+            };
+            builder.build()
         }
     };
     built.map_err(|e| e.to_string())
@@ -173,13 +194,20 @@ fn tonic_metadata(
     Ok(opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(map))
 }
 
+/// What the queue and its exporter share: how many spans wait, and
+/// whether dropping them has been said.
+struct Queued {
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    said_full: std::sync::Arc<AtomicBool>,
+}
+
 /// The exporter's loop: a batch goes when it is full, when its first span
 /// has waited the batch's delay, when asked to flush, and when the gateway is gone.
 async fn run(
     mut rx: mpsc::Receiver<Message>,
     exporter: opentelemetry_otlp::SpanExporter,
     limits: Batch,
-    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    queued: Queued,
     counters: SpanCounters,
 ) {
     let mut batch: Vec<SpanData> = Vec::new();
@@ -192,7 +220,10 @@ async fn run(
         };
         let flushed = match next {
             Ok(Some(Message::Spans(spans))) => {
-                held.fetch_sub(spans.len(), Ordering::AcqRel);
+                if queued.held.fetch_sub(spans.len(), Ordering::AcqRel) == spans.len() {
+                    // The queue is empty again: a next drop is worth saying.
+                    queued.said_full.store(false, Ordering::Relaxed);
+                }
                 batch.extend(spans);
                 due.get_or_insert_with(|| tokio::time::Instant::now() + limits.delay);
                 if batch.len() < limits.max_batch {

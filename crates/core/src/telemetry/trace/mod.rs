@@ -28,7 +28,7 @@ pub use crate::protocol::usage::Answer;
 use crate::protocol::Protocol;
 use crate::telemetry::metrics::DropLabel;
 pub use export::ExportError;
-pub use settings::{SettingsError, TraceSettings};
+pub use settings::TraceSettings;
 
 const TRACEPARENT: &str = "traceparent";
 const TRACESTATE: &str = "tracestate";
@@ -73,10 +73,6 @@ impl Tracer {
         Ok(Tracer { active: Some(Arc::new(Active { settings, queue })) })
     }
 
-    pub fn is_on(&self) -> bool {
-        self.active.is_some()
-    }
-
     /// Whether prompts and answers go on the attempt spans.
     pub fn captures_content(&self) -> bool {
         self.active.as_ref().is_some_and(|a| a.settings.capture_content)
@@ -101,6 +97,7 @@ impl Tracer {
                 started: SystemTime::now(),
                 attempts: Vec::new(),
                 waits: Vec::new(),
+                passes: Vec::new(),
                 answer: None,
             })),
         }
@@ -163,20 +160,22 @@ fn parse_traceparent(v: &str) -> Option<(TraceId, SpanId, bool)> {
     Some((trace_id, span_id, flags & 1 == 1))
 }
 
-/// The client's `tracestate`, its headers joined, if within the W3C's size.
+/// The client's `tracestate`, its headers joined as one list. Over the
+/// W3C's 512 characters, entries go as the specification says: those
+/// longer than 128 characters first, then from the end of the list.
 fn tracestate(headers: &HeaderMap) -> Option<HeaderValue> {
-    let mut joined = String::new();
+    let mut entries: Vec<&str> = Vec::new();
     for v in headers.get_all(TRACESTATE) {
-        let v = v.to_str().ok()?.trim();
-        if v.is_empty() {
-            continue;
-        }
-        if !joined.is_empty() {
-            joined.push(',');
-        }
-        joined.push_str(v);
+        entries.extend(v.to_str().ok()?.split(',').map(str::trim).filter(|e| !e.is_empty()));
     }
-    (!joined.is_empty() && joined.len() <= MAX_TRACESTATE).then(|| HeaderValue::from_str(&joined).ok()).flatten()
+    let size = |entries: &[&str]| entries.iter().map(|e| e.len() + 1).sum::<usize>().saturating_sub(1);
+    if size(&entries) > MAX_TRACESTATE {
+        entries.retain(|e| e.len() <= 128);
+    }
+    while size(&entries) > MAX_TRACESTATE {
+        entries.pop();
+    }
+    (!entries.is_empty()).then(|| HeaderValue::from_str(&entries.join(",")).ok()).flatten()
 }
 
 /// One request's trace: empty when tracing is off.
@@ -206,6 +205,8 @@ struct Traced {
     attempts: Vec<AttemptSpan>,
     /// Waits that are on no attempt: a queue, the team's gate.
     waits: Vec<Wait>,
+    /// Providers passed over by their own state or a policy (not on record as attempts).
+    passes: Vec<Pass>,
     answer: Option<Answer>,
 }
 
@@ -226,6 +227,14 @@ struct Wait {
     took: Duration,
     provider: String,
     what: &'static str,
+}
+
+/// A provider the chain passed over.
+#[derive(Debug, Clone)]
+struct Pass {
+    at: SystemTime,
+    provider: String,
+    why: String,
 }
 
 /// The span ids a log line names.
@@ -285,6 +294,12 @@ impl RequestTrace {
         t.waits.push(Wait { at, took, provider: provider.to_string(), what });
     }
 
+    /// `provider` was passed over for `why`.
+    pub fn passed(&mut self, provider: &str, why: &str) {
+        let Some(t) = self.traced.as_deref_mut().filter(|t| t.sampled) else { return };
+        t.passes.push(Pass { at: SystemTime::now(), provider: provider.to_string(), why: why.to_string() });
+    }
+
     /// What the delivered answer said of its id, model and finish.
     pub fn answered(&mut self, answer: Answer) {
         if let Some(t) = self.traced.as_deref_mut() {
@@ -338,6 +353,14 @@ mod tests {
         h.append(TRACESTATE, HeaderValue::from_static("a=1"));
         h.append(TRACESTATE, HeaderValue::from_static("b=2"));
         assert_eq!(Parent::of(&h).unwrap().state.unwrap(), "a=1,b=2");
+        let long = format!("big={}", "x".repeat(200));
+        let many: Vec<String> = (0..60).map(|i| format!("k{i:02}=v")).collect();
+        let mut big = HeaderMap::new();
+        big.insert(TRACESTATE, HeaderValue::from_str(&format!("first=1,{long},{}", many.join(","))).unwrap());
+        let kept = tracestate(&big).unwrap();
+        let kept = kept.to_str().unwrap();
+        assert!(kept.len() <= MAX_TRACESTATE && kept.starts_with("first=1,k00=v"), "{kept}");
+        assert!(!kept.contains("big="), "the entry over 128 characters goes first");
         h.append(TRACEPARENT, HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b8-01"));
         assert!(Parent::of(&h).is_none());
     }

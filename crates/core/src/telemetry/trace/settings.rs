@@ -63,7 +63,7 @@ fn ratio_keeps(ratio: f64, trace_id: [u8; 16]) -> bool {
 }
 
 /// Tracing as resolved: built only when an endpoint is set and the SDK is not disabled.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct TraceSettings {
     /// The URL spans are sent to, whole.
     pub endpoint: String,
@@ -78,6 +78,22 @@ pub struct TraceSettings {
     pub batch: Batch,
 }
 
+/// Without the headers' values (a collector's API key) or the URL's password.
+impl std::fmt::Debug for TraceSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceSettings")
+            .field("endpoint", &crate::config::shown_url(&self.endpoint))
+            .field("transport", &self.transport)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("service_name", &self.service_name)
+            .field("resource", &self.resource)
+            .field("sampling", &self.sampling)
+            .field("capture_content", &self.capture_content)
+            .field("batch", &self.batch)
+            .finish()
+    }
+}
+
 /// The batch span processor's bounds (`OTEL_BSP_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Batch {
@@ -86,191 +102,241 @@ pub struct Batch {
     /// Spans held at most while the collector is slow; more are dropped.
     pub max_queue: usize,
     pub max_batch: usize,
-    /// One export's limit, retries included.
+    /// The batch's export's limit, retries included (`OTEL_BSP_EXPORT_TIMEOUT`).
     pub timeout: Duration,
+    /// One request to the collector (`OTEL_EXPORTER_OTLP_TIMEOUT`).
+    pub exporter_timeout: Duration,
 }
 
 impl Default for Batch {
     /// The OpenTelemetry SDKs' defaults.
     fn default() -> Batch {
-        Batch { delay: Duration::from_secs(5), max_queue: 2048, max_batch: 512, timeout: Duration::from_secs(30) }
+        Batch {
+            delay: Duration::from_secs(5),
+            max_queue: 2048,
+            max_batch: 512,
+            timeout: Duration::from_secs(30),
+            exporter_timeout: Duration::from_secs(10),
+        }
     }
-}
-
-/// A variable or setting that cannot be used, named.
-#[derive(Debug, thiserror::Error, PartialEq)]
-#[error("{setting}: {message}")]
-pub struct SettingsError {
-    /// The variable's name, or `[telemetry] field`.
-    pub setting: String,
-    pub message: String,
-}
-
-fn invalid(setting: &str, message: impl Into<String>) -> SettingsError {
-    SettingsError { setting: setting.to_string(), message: message.into() }
 }
 
 /// A source of variables: the process's environment, or a test's map.
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
-/// The process's environment, empty values taken as unset (as the SDKs do).
+/// The process's environment.
 pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    std::env::var(name).ok()
 }
 
-/// Tracing as `config` and `env` say, `None` when off.
-pub fn resolve(config: &TelemetryConfig, env: Env<'_>) -> Result<Option<TraceSettings>, SettingsError> {
-    let var = |name: &str| env(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-    let disabled = match var("OTEL_SDK_DISABLED") {
-        Some(v) => parse_bool("OTEL_SDK_DISABLED", &v)?,
-        None => config.disabled.unwrap_or(false),
-    };
-    if disabled {
-        return Ok(None);
+/// Tracing as resolved, and what was wrong with the variables: as the
+/// OpenTelemetry specification says, a variable that cannot be used is
+/// warned about and ignored, never fatal (a fleet's `OTEL_*` meant for
+/// other services must not stop the gateway). `[telemetry]` is checked
+/// where the file is read, with its line.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// `None`: tracing is off.
+    pub settings: Option<TraceSettings>,
+    pub warnings: Vec<String>,
+}
+
+/// The variables, read once each, and what was ignored of them.
+struct Vars<'a> {
+    env: Env<'a>,
+    warnings: Vec<String>,
+}
+
+impl Vars<'_> {
+    /// A variable's value; empty is unset, as the SDKs take it.
+    fn get(&self, name: &str) -> Option<String> {
+        (self.env)(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
     }
-    let transport = match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .map(|v| ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", v))
-        .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL").map(|v| ("OTEL_EXPORTER_OTLP_PROTOCOL", v)))
-        .or_else(|| config.protocol.clone().map(|v| ("[telemetry] protocol", v)))
-    {
-        None => Transport::HttpProtobuf,
-        Some((setting, v)) => transport(setting, &v)?,
-    };
-    let Some(endpoint) = endpoint(config, &var, transport)? else { return Ok(None) };
+
+    fn ignore(&mut self, name: &str, value: &str, why: &str) {
+        self.warnings.push(format!("{name}: {value:?} {why}; ignored"));
+    }
+
+    /// A variable parsed by `parse` (`Err` says why not), else `None` with a warning.
+    fn parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
+        let v = self.get(name)?;
+        match parse(&v) {
+            Ok(t) => Some(t),
+            Err(why) => {
+                self.ignore(name, &v, &why);
+                None
+            }
+        }
+    }
+
+    /// `true` or `false`, in any case; anything else is false, said (the spec's rule for booleans).
+    fn boolean(&mut self, name: &str) -> Option<bool> {
+        let v = self.get(name)?;
+        match v.to_ascii_lowercase().as_str() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => {
+                self.warnings.push(format!("{name}: {v:?} is not true or false; taken as false"));
+                Some(false)
+            }
+        }
+    }
+}
+
+/// Tracing as `config` and `env` say.
+pub fn resolve(config: &TelemetryConfig, env: Env<'_>) -> Resolved {
+    let mut vars = Vars { env, warnings: Vec::new() };
+    let settings = settings(config, &mut vars);
+    Resolved { settings, warnings: vars.warnings }
+}
+
+fn settings(config: &TelemetryConfig, vars: &mut Vars<'_>) -> Option<TraceSettings> {
+    if vars.boolean("OTEL_SDK_DISABLED").unwrap_or(config.disabled.unwrap_or(false)) {
+        return None;
+    }
+    let transport = vars
+        .parsed("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", transport)
+        .or_else(|| vars.parsed("OTEL_EXPORTER_OTLP_PROTOCOL", transport))
+        .or_else(|| config.protocol.as_deref().and_then(|p| transport(p).ok()))
+        .unwrap_or(Transport::HttpProtobuf);
+    let endpoint = endpoint(config, vars, transport)?;
     let mut headers = config.headers.clone();
     for name in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"] {
-        if let Some(v) = var(name) {
-            headers.extend(pairs(name, &v)?);
-        }
+        headers.extend(vars.parsed(name, pairs).unwrap_or_default());
     }
     // Service name: the variable, the variables' resource, the file's name, the file's resource.
     let mut resource = config.resource_attributes.clone();
     let from_file = resource.remove("service.name");
-    let mut from_env = match var("OTEL_RESOURCE_ATTRIBUTES") {
-        Some(v) => pairs("OTEL_RESOURCE_ATTRIBUTES", &v)?,
-        None => BTreeMap::new(),
-    };
+    let mut from_env = vars.parsed("OTEL_RESOURCE_ATTRIBUTES", pairs).unwrap_or_default();
     let env_named = from_env.remove("service.name");
     resource.extend(from_env);
-    let service_name = var("OTEL_SERVICE_NAME")
+    let service_name = vars
+        .get("OTEL_SERVICE_NAME")
         .or(env_named)
         .or_else(|| config.service_name.clone())
         .or(from_file)
         .unwrap_or_else(|| "switchyard".to_string());
-    let capture_content = match var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
-        Some(v) => parse_bool("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", &v)?,
-        None => config.capture_content.unwrap_or(false),
-    };
-    Ok(Some(TraceSettings {
+    let capture_content = vars
+        .boolean("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .unwrap_or(config.capture_content.unwrap_or(false));
+    Some(TraceSettings {
         endpoint,
         transport,
         headers,
         service_name,
         resource,
-        sampling: sampling(config, &var)?,
+        sampling: sampling(config, vars),
         capture_content,
-        batch: batch(config, &var)?,
-    }))
+        batch: batch(config, vars),
+    })
 }
 
-fn transport(setting: &str, v: &str) -> Result<Transport, SettingsError> {
-    match v {
+fn transport(v: &str) -> Result<Transport, String> {
+    match v.to_ascii_lowercase().as_str() {
         "http/protobuf" => Ok(Transport::HttpProtobuf),
         "grpc" => Ok(Transport::Grpc),
-        other => Err(invalid(setting, format!("{other:?} is not \"http/protobuf\" or \"grpc\""))),
+        _ => Err("is not \"http/protobuf\" or \"grpc\"".into()),
+    }
+}
+
+fn url(v: &str) -> Result<String, String> {
+    if crate::config::is_telemetry_endpoint(v) {
+        Ok(v.to_string())
+    } else {
+        Err("is not an http:// or https:// URL".into())
     }
 }
 
 /// The traces URL: a signal's own endpoint as it is; a base endpoint with
-/// `/v1/traces` added for HTTP (gRPC names no path).
-fn endpoint(
-    config: &TelemetryConfig,
-    var: &dyn Fn(&str) -> Option<String>,
-    transport: Transport,
-) -> Result<Option<String>, SettingsError> {
-    let chosen = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .map(|v| ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", v, true))
-        .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT").map(|v| ("OTEL_EXPORTER_OTLP_ENDPOINT", v, false)))
-        .or_else(|| config.traces_endpoint.clone().map(|v| ("[telemetry] traces_endpoint", v, true)))
-        .or_else(|| config.endpoint.clone().map(|v| ("[telemetry] endpoint", v, false)));
-    let Some((setting, url, whole)) = chosen else { return Ok(None) };
-    if !crate::config::is_telemetry_endpoint(&url) {
-        return Err(invalid(setting, format!("{url:?} is not an http:// or https:// URL")));
-    }
-    Ok(Some(match (whole, transport) {
+/// `/v1/traces` added for HTTP (gRPC names no path). No endpoint: no tracing.
+fn endpoint(config: &TelemetryConfig, vars: &mut Vars<'_>, transport: Transport) -> Option<String> {
+    let (url, whole) = vars
+        .parsed("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)
+        .map(|v| (v, true))
+        .or_else(|| vars.parsed("OTEL_EXPORTER_OTLP_ENDPOINT", url).map(|v| (v, false)))
+        .or_else(|| config.traces_endpoint.clone().map(|v| (v, true)))
+        .or_else(|| config.endpoint.clone().map(|v| (v, false)))?;
+    Some(match (whole, transport) {
         (true, _) | (false, Transport::Grpc) => url,
         (false, Transport::HttpProtobuf) => format!("{}/v1/traces", url.trim_end_matches('/')),
-    }))
+    })
 }
 
-fn sampling(config: &TelemetryConfig, var: &dyn Fn(&str) -> Option<String>) -> Result<Sampling, SettingsError> {
-    let (setting, name) = match var("OTEL_TRACES_SAMPLER") {
-        Some(v) => ("OTEL_TRACES_SAMPLER", v),
-        None => ("[telemetry] sampler", config.sampler.clone().unwrap_or_else(|| "parentbased_always_on".into())),
-    };
-    let ratio = match var("OTEL_TRACES_SAMPLER_ARG") {
-        Some(v) => match v.parse::<f64>() {
-            Ok(r) if (0.0..=1.0).contains(&r) => r,
-            _ => return Err(invalid("OTEL_TRACES_SAMPLER_ARG", format!("{v:?} is not a ratio from 0 to 1"))),
-        },
-        None => config.sampler_arg.unwrap_or(1.0),
-    };
-    Ok(match name.as_str() {
+/// A sampler's name, and its ratio when it takes one.
+fn sampler(name: &str, ratio: f64) -> Result<Sampling, String> {
+    Ok(match name.to_ascii_lowercase().as_str() {
         "always_on" => Sampling::AlwaysOn,
         "always_off" => Sampling::AlwaysOff,
         "traceidratio" => Sampling::Ratio(ratio),
         "parentbased_always_on" => Sampling::ParentBased(Root::AlwaysOn),
         "parentbased_always_off" => Sampling::ParentBased(Root::AlwaysOff),
         "parentbased_traceidratio" => Sampling::ParentBased(Root::Ratio(ratio)),
-        other => {
-            let known = crate::config::SAMPLERS.join(", ");
-            return Err(invalid(setting, format!("{other:?} is not one of {known}")));
-        }
+        _ => return Err(format!("is not one of {}", crate::config::SAMPLERS.join(", "))),
     })
 }
 
-fn batch(config: &TelemetryConfig, var: &dyn Fn(&str) -> Option<String>) -> Result<Batch, SettingsError> {
-    let number = |name: &str, file: Option<u64>, default: u64| -> Result<u64, SettingsError> {
-        match var(name) {
-            Some(v) => v
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| invalid(name, format!("{v:?} is not a whole number above 0"))),
-            None => Ok(file.unwrap_or(default)),
-        }
+fn sampling(config: &TelemetryConfig, vars: &mut Vars<'_>) -> Sampling {
+    let name = vars.get("OTEL_TRACES_SAMPLER");
+    let takes_ratio = |n: &str| n.to_ascii_lowercase().ends_with("traceidratio");
+    // The argument is read only for a sampler that takes one (else a stray value would be warned about).
+    let wants = name.as_deref().or(config.sampler.as_deref()).is_some_and(takes_ratio);
+    let ratio = wants
+        .then(|| {
+            vars.parsed("OTEL_TRACES_SAMPLER_ARG", |v| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| "is not a ratio from 0 to 1".into())
+            })
+        })
+        .flatten()
+        .or(config.sampler_arg)
+        .unwrap_or(1.0);
+    let from_file = || config.sampler.as_deref().and_then(|n| sampler(n, ratio).ok());
+    let chosen = match name {
+        Some(n) => match sampler(&n, ratio) {
+            Ok(s) => Some(s),
+            Err(why) => {
+                vars.ignore("OTEL_TRACES_SAMPLER", &n, &why);
+                None
+            }
+        },
+        None => None,
     };
-    let d = Batch::default();
-    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-    let batch = Batch {
-        delay: Duration::from_millis(number("OTEL_BSP_SCHEDULE_DELAY", config.schedule_delay_ms, ms(d.delay))?),
-        max_queue: size(number("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size, d.max_queue as u64)?),
-        max_batch: size(number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", config.max_export_batch_size, d.max_batch as u64)?),
-        timeout: Duration::from_millis(number("OTEL_BSP_EXPORT_TIMEOUT", config.export_timeout_ms, ms(d.timeout))?),
-    };
-    // The SDKs' rule: a batch is never larger than the queue.
-    Ok(Batch { max_batch: batch.max_batch.min(batch.max_queue), ..batch })
+    chosen.or_else(from_file).unwrap_or(Sampling::ParentBased(Root::AlwaysOn))
 }
 
-fn parse_bool(setting: &str, v: &str) -> Result<bool, SettingsError> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(invalid(setting, format!("{v:?} is not true or false"))),
-    }
+fn batch(config: &TelemetryConfig, vars: &mut Vars<'_>) -> Batch {
+    let d = Batch::default();
+    let mut number = |name: &str, file: Option<u64>, default: u64| -> u64 {
+        let above_zero = |v: &str| {
+            v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| "is not a whole number above 0".to_string())
+        };
+        vars.parsed(name, above_zero).or(file).unwrap_or(default)
+    };
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let exporter_timeout = number("OTEL_EXPORTER_OTLP_TIMEOUT", config.timeout_ms, ms(d.exporter_timeout));
+    let batch = Batch {
+        delay: Duration::from_millis(number("OTEL_BSP_SCHEDULE_DELAY", config.schedule_delay_ms, ms(d.delay))),
+        max_queue: size(number("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size, d.max_queue as u64)),
+        max_batch: size(number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", config.max_export_batch_size, d.max_batch as u64)),
+        timeout: Duration::from_millis(number("OTEL_BSP_EXPORT_TIMEOUT", config.export_timeout_ms, ms(d.timeout))),
+        exporter_timeout: Duration::from_millis(number("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", None, exporter_timeout)),
+    };
+    // The SDKs' rule: a batch is never larger than the queue.
+    Batch { max_batch: batch.max_batch.min(batch.max_queue), ..batch }
 }
 
 /// `key=value,key2=value2`, values percent-decoded (the W3C baggage form
 /// the specification gives these variables).
-fn pairs(setting: &str, v: &str) -> Result<BTreeMap<String, String>, SettingsError> {
+fn pairs(v: &str) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     for item in v.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let Some((key, value)) = item.split_once('=') else {
-            return Err(invalid(setting, format!("{item:?} is not key=value")));
+            return Err(format!("has {item:?}, not key=value"));
         };
-        let value = percent_decode(value.trim());
-        out.insert(key.trim().to_string(), value);
+        out.insert(key.trim().to_string(), percent_decode(value.trim()));
     }
     Ok(out)
 }
@@ -300,9 +366,18 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn with(vars: &[(&str, &str)], config: &TelemetryConfig) -> Result<Option<TraceSettings>, SettingsError> {
+    fn resolved(vars: &[(&str, &str)], config: &TelemetryConfig) -> Resolved {
         let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         resolve(config, &|name| map.get(name).cloned())
+    }
+
+    fn with(vars: &[(&str, &str)], config: &TelemetryConfig) -> Result<Option<TraceSettings>, Vec<String>> {
+        let r = resolved(vars, config);
+        if r.warnings.is_empty() {
+            Ok(r.settings)
+        } else {
+            Err(r.warnings)
+        }
     }
 
     fn file(endpoint: &str) -> TelemetryConfig {
@@ -363,18 +438,51 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_variable_is_named() {
+    fn a_bad_variable_is_named_and_ignored_and_case_does_not_matter() {
         for (var, value) in [
             ("OTEL_TRACES_SAMPLER", "sometimes"),
-            ("OTEL_TRACES_SAMPLER_ARG", "2"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_jaeger_remote"),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
-            ("OTEL_SDK_DISABLED", "maybe"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "novalue"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "lots"),
         ] {
-            let e = with(&[(var, value)], &file("http://f:4318")).unwrap_err();
-            assert_eq!(e.setting, var, "{e}");
+            let r = resolved(&[(var, value)], &file("http://f:4318"));
+            assert!(r.warnings.iter().any(|w| w.starts_with(var) && w.contains(value)), "{var}: {:?}", r.warnings);
+            let s = r.settings.unwrap();
+            assert_eq!((s.endpoint.as_str(), s.transport), ("http://f:4318/v1/traces", Transport::HttpProtobuf));
+            assert_eq!((s.sampling, s.batch.max_queue), (Sampling::ParentBased(Root::AlwaysOn), 2048));
         }
+        let r = resolved(&[("OTEL_SDK_DISABLED", "1")], &file("http://f:4318"));
+        assert!(r.settings.is_some() && r.warnings[0].contains("taken as false"), "{:?}", r.warnings);
+        let upper = with(&[("OTEL_TRACES_SAMPLER", "ALWAYS_OFF"), ("OTEL_SDK_DISABLED", "FALSE")], &file("http://f:1"));
+        assert_eq!(upper.unwrap().unwrap().sampling, Sampling::AlwaysOff);
+        // A ratio for a sampler that takes none is not read, nor warned about.
+        let stray =
+            with(&[("OTEL_TRACES_SAMPLER", "always_on"), ("OTEL_TRACES_SAMPLER_ARG", "x")], &file("http://f:1"));
+        assert_eq!(stray.unwrap().unwrap().sampling, Sampling::AlwaysOn);
+    }
+
+    #[test]
+    fn the_otlp_timeout_is_the_request_s_and_the_processor_s_its_own() {
+        let s =
+            with(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"), ("OTEL_BSP_EXPORT_TIMEOUT", "9000")], &file("http://f:1"));
+        let b = s.unwrap().unwrap().batch;
+        assert_eq!((b.exporter_timeout.as_millis(), b.timeout.as_millis()), (2500, 9000));
+    }
+
+    #[test]
+    fn a_url_is_shown_without_its_password_and_settings_without_header_values() {
+        assert_eq!(
+            crate::config::shown_url("https://user:secret@c.example:4318/v1/traces"),
+            "https://c.example:4318/v1/traces"
+        );
+        let config = TelemetryConfig {
+            headers: [("x-api-key".to_string(), "hunter2".to_string())].into(),
+            ..file("https://user:secret@c.example")
+        };
+        let debug = format!("{:?}", with(&[], &config).unwrap().unwrap());
+        assert!(!debug.contains("hunter2") && !debug.contains("secret") && debug.contains("x-api-key"), "{debug}");
     }
 
     #[test]

@@ -76,7 +76,7 @@ impl Span {
         let mut events = SpanEvents::default();
         events.events = self.events;
         SpanData {
-            span_context: SpanContext::new(t.trace_id, self.id, TraceFlags::SAMPLED, false, TraceState::default()),
+            span_context: SpanContext::new(t.trace_id, self.id, TraceFlags::SAMPLED, false, state(t)),
             parent_span_id: self.parent,
             parent_span_is_remote: self.remote_parent,
             span_kind: self.kind,
@@ -91,6 +91,12 @@ impl Span {
             instrumentation_scope: scope.clone(),
         }
     }
+}
+
+/// The client's `tracestate`, carried by the trace's spans as by its headers.
+fn state(t: &Traced) -> TraceState {
+    let header = t.parent.as_ref().and_then(|p| p.state.as_ref()).and_then(|v| v.to_str().ok());
+    header.and_then(|v| v.parse().ok()).unwrap_or_default()
 }
 
 /// Every span of the request on record as `record`.
@@ -138,8 +144,14 @@ fn server_span(t: &Traced, record: &RequestRecord) -> Span {
         attributes.push(KeyValue::new("switchyard.cost_usd", cost));
     }
     usage(&mut attributes, &record.usage);
-    let failed =
-        matches!(record.outcome, RequestOutcome::Error | RequestOutcome::ProviderError | RequestOutcome::Failed);
+    // The HTTP conventions: a server's span is an error for its own 5xx
+    // (or a stream broken midway), not for a 4xx the client is to fix.
+    let server_error = record.status.is_none_or(|s| s >= 500);
+    let failed = match record.outcome {
+        RequestOutcome::Failed => true,
+        RequestOutcome::Error | RequestOutcome::ProviderError => server_error,
+        RequestOutcome::Ok | RequestOutcome::Rejected | RequestOutcome::Canceled => false,
+    };
     let status = match (&record.error, failed) {
         (Some(e), true) => Status::error(e.clone()),
         (None, true) => Status::error(record.outcome.as_str()),
@@ -197,6 +209,13 @@ fn events(t: &Traced, record: &RequestRecord) -> Vec<Event> {
             ];
             out.push(Event::new("switchyard.fallback", start, attrs, 0));
         }
+    }
+    for p in &t.passes {
+        let attrs = vec![
+            KeyValue::new("switchyard.provider.name", p.provider.clone()),
+            KeyValue::new("switchyard.reason", p.why.clone()),
+        ];
+        out.push(Event::new("switchyard.provider.skipped", p.at, attrs, 0));
     }
     for w in &t.waits {
         let attrs = vec![
