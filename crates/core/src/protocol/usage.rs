@@ -453,6 +453,57 @@ impl Answer {
     }
 }
 
+/// The members of a whole answer that say what it is, every other member
+/// skipped unread (a body is mostly its text: building it as a `Value`
+/// would cost more than the rest of the request).
+#[derive(Deserialize)]
+struct Described<'a> {
+    #[serde(borrow, default)]
+    id: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default, rename = "responseId")]
+    response_id: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default, rename = "modelVersion")]
+    model_version: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    object: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    status: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    choices: Vec<Finish<'a>>,
+    #[serde(default)]
+    candidates: Vec<Finish<'a>>,
+}
+
+/// A choice's or a candidate's finish, the rest of it skipped.
+#[derive(Deserialize)]
+struct Finish<'a> {
+    #[serde(borrow, default, alias = "finishReason")]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl Answer {
+    /// Takes what a whole JSON answer says.
+    fn read_body(&mut self, body: &[u8]) {
+        let Ok(d) = serde_json::from_slice::<Described<'_>>(body) else { return };
+        let text = |v: Option<std::borrow::Cow<'_, str>>| v.map(std::borrow::Cow::into_owned);
+        self.id = text(d.id.or(d.response_id)).or(self.id.take());
+        self.model = text(d.model.or(d.model_version)).or(self.model.take());
+        let mut reasons: Vec<String> =
+            d.choices.into_iter().chain(d.candidates).filter_map(|c| text(c.finish_reason)).collect();
+        reasons.extend(text(d.stop_reason));
+        if d.object.as_deref() == Some("response") {
+            reasons.extend(text(d.status));
+        }
+        if !reasons.is_empty() {
+            self.finish_reasons = reasons;
+        }
+    }
+}
+
 /// Watches a response body go by and reads its usage.
 #[derive(Debug)]
 pub struct Tap {
@@ -567,7 +618,7 @@ impl Tap {
             if !buf.is_empty() {
                 self.usage = from_body(self.endpoint, buf);
                 if let Some(a) = &mut self.answer {
-                    a.read(&serde_json::from_slice::<Value>(buf).unwrap_or(Value::Null));
+                    a.read_body(buf);
                 }
                 self.mode = Mode::Read;
             }
