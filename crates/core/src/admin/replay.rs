@@ -78,7 +78,8 @@ fn headers(gw: &Gateway, captured: &Captured) -> HeaderMap {
     for (name, value) in &captured.client.headers {
         let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else { continue };
         // A replay is a request of its own: not a child of the original's trace.
-        let trace = name == "traceparent" || name == "tracestate";
+        let trace =
+            name == crate::ground::headers::name::TRACEPARENT || name == crate::ground::headers::name::TRACESTATE;
         if crate::ground::headers::CREDENTIALS.contains(&name)
             || name == header::CONTENT_LENGTH
             || name == header::HOST

@@ -9,6 +9,9 @@ pub mod name {
     use axum::http::HeaderName;
 
     pub const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+    /// W3C Trace Context: the parent span, and vendors' trace state.
+    pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+    pub const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
     /// Azure OpenAI's key header.
     pub const API_KEY: HeaderName = HeaderName::from_static("api-key");
     /// Google's key header (Gemini, Vertex).

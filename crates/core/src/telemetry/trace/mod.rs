@@ -30,8 +30,7 @@ use crate::telemetry::metrics::DropLabel;
 pub use export::ExportError;
 pub use settings::TraceSettings;
 
-const TRACEPARENT: &str = "traceparent";
-const TRACESTATE: &str = "tracestate";
+use crate::ground::headers::name::{TRACEPARENT, TRACESTATE};
 /// Longest `tracestate` carried on (the W3C limit for a whole list).
 const MAX_TRACESTATE: usize = 512;
 
@@ -50,6 +49,8 @@ impl std::fmt::Debug for Tracer {
 struct Active {
     settings: TraceSettings,
     queue: export::Queue,
+    /// Who made the spans: Switchyard, at this version (built once).
+    scope: opentelemetry::InstrumentationScope,
 }
 
 /// What the metrics count of the spans' way out.
@@ -70,7 +71,9 @@ impl Tracer {
     /// before this returns, so a URL it cannot use is said here.
     pub fn start(settings: TraceSettings, instance: &str, counters: SpanCounters) -> Result<Tracer, ExportError> {
         let queue = export::Queue::start(&settings, instance, counters)?;
-        Ok(Tracer { active: Some(Arc::new(Active { settings, queue })) })
+        let scope =
+            opentelemetry::InstrumentationScope::builder("switchyard").with_version(env!("CARGO_PKG_VERSION")).build();
+        Ok(Tracer { active: Some(Arc::new(Active { settings, queue, scope })) })
     }
 
     /// Whether prompts and answers go on the attempt spans.

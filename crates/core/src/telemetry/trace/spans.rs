@@ -46,10 +46,6 @@ fn provider_system(protocol: Protocol) -> &'static str {
     }
 }
 
-fn scope() -> InstrumentationScope {
-    InstrumentationScope::builder("switchyard").with_version(env!("CARGO_PKG_VERSION")).build()
-}
-
 fn at(started: SystemTime, offset_ms: f64) -> SystemTime {
     started + Duration::from_secs_f64(offset_ms.max(0.0) / 1000.0)
 }
@@ -101,7 +97,7 @@ fn state(t: &Traced) -> TraceState {
 
 /// Every span of the request on record as `record`.
 pub(super) fn of(t: &Traced, record: &RequestRecord, content: Option<Content>) -> Vec<SpanData> {
-    let scope = scope();
+    let scope = &t.active.scope;
     let mut content = content;
     let mut out = Vec::with_capacity(2 + t.attempts.len());
     for a in &t.attempts {
@@ -109,12 +105,12 @@ pub(super) fn of(t: &Traced, record: &RequestRecord, content: Option<Content>) -
         let delivered = record.provider.as_deref() == Some(attempt.provider.as_str())
             && record.attempts.iter().rposition(|x| x.outcome.called()) == Some(a.index);
         let content = if delivered { content.take() } else { None };
-        out.push(attempt_span(t, a, attempt, delivered, content).data(t, &scope));
+        out.push(attempt_span(t, a, attempt, delivered, content).data(t, scope));
     }
     if let Some(cache) = record.cache.filter(|c| matches!(c, CacheStatus::Hit | CacheStatus::Stale)) {
-        out.push(cache_span(t, record, cache).data(t, &scope));
+        out.push(cache_span(t, record, cache).data(t, scope));
     }
-    out.push(server_span(t, record).data(t, &scope));
+    out.push(server_span(t, record).data(t, scope));
     out
 }
 
