@@ -27,6 +27,7 @@ use super::Inbound;
 use crate::gateway::capture::Switch;
 use crate::gateway::Gateway;
 use crate::ground::headers;
+use crate::telemetry::trace::CONTENT_LIMIT;
 
 use crate::history::record::CaptureRecord;
 
@@ -176,50 +177,57 @@ pub fn begin(gateway: &Gateway, inbound: &Inbound, journal: &mut Journal) {
 }
 
 /// Keeps a traced request's prompt and answer for its spans, when
-/// `[telemetry] capture_content` asks for them: the client's body and what
-/// the client was sent, each up to [`SPAN_CONTENT_LIMIT`], scrubbed of
-/// every secret as a capture is before they leave.
+/// `[telemetry] capture_content` asks for them: the client's messages (the
+/// latest that fit in [`CONTENT_LIMIT`]) and what the client was sent (up
+/// to [`ANSWER_KEPT`]), scrubbed of every secret as a capture is before
+/// they leave.
 pub fn begin_span_content(gateway: &Gateway, inbound: &Inbound, journal: &mut Journal) {
     if !(gateway.tracer().captures_content() && journal.traced()) {
         return;
     }
     let live = gateway.live();
     let scrub = Scrubber::for_request(gateway, &live.providers, &inbound.headers, inbound.uri.query());
-    journal.span_content(SpanContent { scrub: Arc::new(scrub), input: Vec::new(), output: Vec::new() });
+    journal.span_content(SpanContent {
+        scrub: Arc::new(scrub),
+        endpoint: inbound.endpoint,
+        input: None,
+        output: Vec::new(),
+    });
 }
 
-/// The most of a prompt or an answer a span carries.
-pub const SPAN_CONTENT_LIMIT: usize = 16 * 1024;
+/// The most of an answer kept for its span before it is read (a stream's
+/// events are more than their text).
+pub const ANSWER_KEPT: usize = 4 * CONTENT_LIMIT;
 
 /// A traced request's prompt and answer, as they go by.
 pub struct SpanContent {
     scrub: Arc<Scrubber>,
-    input: Vec<u8>,
+    endpoint: crate::protocol::Endpoint,
+    input: Option<String>,
     output: Vec<u8>,
 }
 
 impl std::fmt::Debug for SpanContent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SpanContent({} + {} bytes)", self.input.len(), self.output.len())
+        write!(f, "SpanContent({:?}, {} bytes of answer)", self.endpoint, self.output.len())
     }
 }
 
 impl SpanContent {
     pub fn input(&mut self, body: &[u8]) {
-        self.input.clear();
-        self.input.extend_from_slice(&body[..body.len().min(SPAN_CONTENT_LIMIT)]);
+        self.input = crate::telemetry::trace::content::input(self.endpoint, body, CONTENT_LIMIT);
     }
 
     pub fn output(&mut self, chunk: &[u8]) {
-        let room = SPAN_CONTENT_LIMIT.saturating_sub(self.output.len());
+        let room = ANSWER_KEPT.saturating_sub(self.output.len());
         self.output.extend_from_slice(&chunk[..room.min(chunk.len())]);
     }
 
     /// Both, scrubbed, for the spans.
     pub fn seal(self) -> crate::telemetry::trace::Content {
-        let text =
-            |bytes: &[u8]| (!bytes.is_empty()).then(|| self.scrub.text(&String::from_utf8_lossy(bytes)).into_owned());
-        crate::telemetry::trace::Content { input: text(&self.input), output: text(&self.output) }
+        let scrub = |text: &str| self.scrub.text(text).into_owned();
+        let output = (!self.output.is_empty()).then(|| scrub(&String::from_utf8_lossy(&self.output)));
+        crate::telemetry::trace::Content { endpoint: self.endpoint, input: self.input.as_deref().map(scrub), output }
     }
 }
 

@@ -11,6 +11,7 @@
 //! endpoint configured it is off: nothing is built, a request's
 //! [`RequestTrace`] is empty and every call on it returns at once.
 
+pub mod content;
 mod export;
 pub mod settings;
 mod spans;
@@ -317,7 +318,7 @@ impl RequestTrace {
     }
 }
 
-pub use spans::Content;
+pub use spans::{Content, CONTENT_LIMIT};
 
 fn port_of(uri: &axum::http::Uri) -> u16 {
     uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 })

@@ -19,11 +19,18 @@ use crate::protocol::{Endpoint, Protocol};
 
 /// Prompts and answers for the attempt that answered, already scrubbed as
 /// a capture is; only when content capture is asked for.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Content {
+    /// The client's format, which both are in.
+    pub endpoint: Endpoint,
+    /// As the conventions' input messages ([`super::content::input`]).
     pub input: Option<String>,
+    /// The answer as the client got it, mapped once its finish is known.
     pub output: Option<String>,
 }
+
+/// The most of a prompt or an answer a span carries, each.
+pub const CONTENT_LIMIT: usize = 16 * 1024;
 
 /// `gen_ai.operation.name` for an endpoint.
 pub(super) fn operation(endpoint: Endpoint) -> &'static str {
@@ -257,7 +264,9 @@ fn attempt_span(
     }
     usage(&mut attributes, &attempt.usage);
     if let Some(c) = content {
-        let pairs = [("gen_ai.input.messages", c.input), ("gen_ai.output.messages", c.output)];
+        let finish = t.answer.as_ref().map_or(&[][..], |a| a.finish_reasons.as_slice());
+        let output = c.output.and_then(|o| super::content::output(c.endpoint, o.as_bytes(), finish, CONTENT_LIMIT));
+        let pairs = [("gen_ai.input.messages", c.input), ("gen_ai.output.messages", output)];
         attributes.extend(pairs.into_iter().filter_map(|(k, v)| Some(KeyValue::new(k, v?))));
     }
     let ok = matches!(attempt.outcome, AttemptOutcome::Ok);
