@@ -196,27 +196,15 @@ async fn the_request_detail_shows_its_trace_id_with_a_copy_button() {
 fn recorded(id: &str, started_at_ms: i64) -> RequestRecord {
     let usage = Usage { input_tokens: Some(12), output_tokens: Some(3), cached_tokens: None, cache_write_tokens: None };
     RequestRecord {
-        id: id.into(),
-        correlation_id: id.into(),
         started_at_ms,
         finished_at_ms: started_at_ms + 40,
-        user_agent: Some("curl/8.5".into()),
-        endpoint: "/v1/chat/completions".into(),
         model: Some("m".into()),
-        streamed: false,
         outcome: RequestOutcome::Ok,
         status: Some(200),
         provider: Some("dash-trace".into()),
         provider_model: Some("m".into()),
-        fallback: false,
         duration_ms: 40.0,
-        ttft_ms: None,
         usage,
-        cost_usd: None,
-        error_code: None,
-        error: None,
-        request_body: None,
-        response_body: None,
         attempts: vec![AttemptRecord {
             seq: 0,
             provider: "dash-trace".into(),
@@ -238,15 +226,6 @@ fn recorded(id: &str, started_at_ms: i64) -> RequestRecord {
             error: None,
             usage,
         }],
-        translations: Vec::new(),
-        cache: None,
-        saved_usd: None,
-        dropped: Vec::new(),
-        instance: None,
-        routing: Vec::new(),
-        member: None,
-        session: None,
-        turn: None,
-        trace_id: None,
+        ..RequestRecord::blank(id, id, "/v1/chat/completions", Some("curl/8.5"))
     }
 }

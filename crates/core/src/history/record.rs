@@ -107,6 +107,47 @@ pub struct RequestRecord {
     pub trace_id: Option<String>,
 }
 
+impl RequestRecord {
+    /// A request record before anything is known about its outcome.
+    pub fn blank(id: &str, correlation_id: &str, endpoint: &str, user_agent: Option<&str>) -> RequestRecord {
+        let now = crate::ground::clock::now_ms();
+        RequestRecord {
+            id: id.to_string(),
+            correlation_id: correlation_id.to_string(),
+            started_at_ms: now,
+            finished_at_ms: now,
+            user_agent: user_agent.map(str::to_string),
+            endpoint: endpoint.to_string(),
+            model: None,
+            streamed: false,
+            outcome: crate::ground::outcome::RequestOutcome::Canceled,
+            status: None,
+            provider: None,
+            provider_model: None,
+            fallback: false,
+            duration_ms: 0.0,
+            ttft_ms: None,
+            usage: crate::protocol::usage::Usage::default(),
+            cost_usd: None,
+            error_code: None,
+            error: None,
+            request_body: None,
+            response_body: None,
+            attempts: Vec::new(),
+            translations: Vec::new(),
+            cache: None,
+            saved_usd: None,
+            dropped: Vec::new(),
+            instance: None,
+            routing: Vec::new(),
+            member: None,
+            session: None,
+            turn: None,
+            trace_id: None,
+        }
+    }
+}
+
 /// Which strategy put an attempt's provider where it was, and the figures
 /// it weighed then. Stored as figures; text is made when it is read
 /// ([`crate::policy::order::Routing::describe`]).
@@ -246,6 +287,6 @@ pub(crate) fn sample_request(id: &str) -> RequestRecord {
         provider: Some("p".into()),
         provider_model: Some("m".into()),
         duration_ms: 1.0,
-        ..crate::proxy::journal::blank_record(id, id, "/v1/chat/completions", None)
+        ..RequestRecord::blank(id, id, "/v1/chat/completions", None)
     }
 }

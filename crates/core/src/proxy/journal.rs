@@ -98,45 +98,6 @@ pub struct Journal {
     span_content: Option<Box<super::capture::SpanContent>>,
 }
 
-/// A request record before anything is known about its outcome.
-pub(crate) fn blank_record(id: &str, correlation_id: &str, endpoint: &str, user_agent: Option<&str>) -> RequestRecord {
-    let now = now_ms();
-    RequestRecord {
-        id: id.to_string(),
-        correlation_id: correlation_id.to_string(),
-        started_at_ms: now,
-        finished_at_ms: now,
-        user_agent: user_agent.map(str::to_string),
-        endpoint: endpoint.to_string(),
-        model: None,
-        streamed: false,
-        outcome: RequestOutcome::Canceled,
-        status: None,
-        provider: None,
-        provider_model: None,
-        fallback: false,
-        duration_ms: 0.0,
-        ttft_ms: None,
-        usage: Usage::default(),
-        cost_usd: None,
-        error_code: None,
-        error: None,
-        request_body: None,
-        response_body: None,
-        attempts: Vec::new(),
-        translations: Vec::new(),
-        cache: None,
-        saved_usd: None,
-        dropped: Vec::new(),
-        instance: None,
-        routing: Vec::new(),
-        member: None,
-        session: None,
-        turn: None,
-        trace_id: None,
-    }
-}
-
 impl Journal {
     pub fn start(
         sink: Option<Sink>,
@@ -147,7 +108,7 @@ impl Journal {
         user_agent: Option<&str>,
         instance: Option<&str>,
     ) -> Journal {
-        let mut record = Box::new(blank_record(id, correlation_id, endpoint, user_agent));
+        let mut record = Box::new(RequestRecord::blank(id, correlation_id, endpoint, user_agent));
         record.instance = instance.map(str::to_owned);
         Journal {
             sink,

@@ -157,9 +157,14 @@ fn whole(endpoint: Endpoint, v: &Value) -> Vec<Value> {
 /// The text of a stream's events, in order: one assistant message.
 fn streamed(endpoint: Endpoint, answer: &[u8]) -> Vec<Value> {
     let mut said = String::new();
-    for line in String::from_utf8_lossy(answer).lines() {
-        let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
-        let Ok(e) = serde_json::from_str::<Value>(data) else { continue };
+    // Split and read as the gateway reads every stream (multi-line data, CRLF).
+    let mut splitter = crate::protocol::sse::Splitter::default();
+    let mut events = splitter.push(answer);
+    // The kept answer may end inside an event: its whole part is read too.
+    events.push(splitter.take_pending());
+    for event in events {
+        let (_, data) = crate::protocol::sse::parse(&event);
+        let Ok(e) = serde_json::from_str::<Value>(&data) else { continue };
         let piece = match endpoint {
             Endpoint::ChatCompletions | Endpoint::Completions => {
                 e.pointer("/choices/0/delta/content").or_else(|| e.pointer("/choices/0/text"))

@@ -107,10 +107,11 @@ pub(super) fn of(t: &Traced, record: &RequestRecord, content: Option<Content>) -
     let scope = &t.active.scope;
     let mut content = content;
     let mut out = Vec::with_capacity(2 + t.attempts.len());
+    // The answer came from the last attempt called, when the record names its provider.
+    let last_called = record.attempts.iter().rposition(|x| x.outcome.called());
     for a in &t.attempts {
         let Some(attempt) = record.attempts.get(a.index) else { continue };
-        let delivered = record.provider.as_deref() == Some(attempt.provider.as_str())
-            && record.attempts.iter().rposition(|x| x.outcome.called()) == Some(a.index);
+        let delivered = last_called == Some(a.index) && record.provider.as_deref() == Some(attempt.provider.as_str());
         let content = if delivered { content.take() } else { None };
         out.push(attempt_span(t, a, attempt, delivered, content).data(t, scope));
     }
