@@ -93,15 +93,26 @@ fn exported(text: &str) -> BTreeSet<String> {
 }
 
 /// A gateway whose every family has a series: a fallback (the primary's
-/// first answer is a 503), a stream (time to first token), priced tokens,
+/// first answer is a 503), a hedge, a stream (time to first token), priced tokens,
 /// a team member, and the cache, queue, breaker and history gauges that
 /// `/metrics` sets when scraped.
 async fn scrape() -> String {
     let p = SimProvider::start("primary", Script::ok().then_once(Fault::status(503))).await.unwrap();
     let b = SimProvider::start("backup", Script::ok().stream(3, std::time::Duration::from_millis(5))).await.unwrap();
-    let config = ConfigText::new().raw(CONFIG).provider(&p, "openai", &["m"]).provider(&b, "openai", &["m"]);
-    let keys =
-        switchyard_core::secrets::MemoryStore::new().with("primary", "main", "sk-p").with("backup", "main", "sk-b");
+    // A route whose slow first byte is hedged by the backup.
+    let slow = SimProvider::start("slow", Script::always(Fault::SlowFirstByte(std::time::Duration::from_millis(400))))
+        .await
+        .unwrap();
+    let config = ConfigText::new()
+        .raw(CONFIG)
+        .provider(&p, "openai", &["m"])
+        .provider(&b, "openai", &["m", "h"])
+        .provider(&slow, "openai", &["h"])
+        .raw("[[routes]]\nmodel = \"h\"\nchain = [\"slow\", \"backup\"]\npolicy = { hedge_after = \"20ms\", hedge_max_share = 1.0 }");
+    let keys = switchyard_core::secrets::MemoryStore::new()
+        .with("primary", "main", "sk-p")
+        .with("backup", "main", "sk-b")
+        .with("slow", "main", "sk-s");
     let gw = TestGateway::start(config.build(), keys).await;
 
     let r = http().post(gw.url("/admin/members")).bearer_auth(ADMIN_TOKEN).json(&json!({ "name": "al" }));
@@ -113,7 +124,11 @@ async fn scrape() -> String {
         assert_eq!(r.status(), 200);
         r.bytes().await.unwrap();
     }
-    gw.recorded(3).await;
+    let body = json!({ "model": "h", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+    let r = http().post(gw.url("/v1/chat/completions")).bearer_auth(&key).json(&body).send().await.unwrap();
+    assert_eq!((r.status(), r.headers()["x-switchyard-provider"].to_str().unwrap()), (200, "backup"));
+    r.bytes().await.unwrap();
+    gw.recorded(4).await;
     http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap()
 }
 

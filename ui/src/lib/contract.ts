@@ -5,9 +5,9 @@
 
 export type RequestOutcome = "ok" | "provider_error" | "error" | "rejected" | "failed" | "canceled";
 
-export type AttemptOutcome = "ok" | "http_error" | "connect_error" | "transport_error" | "timeout" | "stream_error" | "stream_dropped" | "mid_stream_failure" | "canceled" | "skipped";
+export type AttemptOutcome = "ok" | "http_error" | "connect_error" | "transport_error" | "timeout" | "stream_error" | "stream_dropped" | "mid_stream_failure" | "canceled" | "skipped" | "hedged";
 
-export type Reason = "first" | "retry" | "fallback" | "probe";
+export type Reason = "first" | "retry" | "fallback" | "probe" | "hedge";
 
 export type BreakerState = "closed" | "open" | "half_open";
 
@@ -725,7 +725,15 @@ export type RouteView = { model: string, strategy: Strategy, chain: Array<ChainE
 /**
  * `cheapest`'s latency bound, in ms.
  */
-max_latency_ms: number | null, split: Array<Share>, };
+max_latency_ms: number | null, 
+/**
+ * When a late first byte is hedged (`"300ms"`, `"p95"`), if it is.
+ */
+hedge_after: string | null, 
+/**
+ * The most of the route's requests in a minute that are hedged.
+ */
+hedge_max_share: number | null, split: Array<Share>, };
 
 export type UnroutedView = { strategy: Strategy, split: Array<Share>, };
 

@@ -124,6 +124,7 @@ const ATTEMPT_OUTCOME_WORDS: Record<AttemptOutcome, string> = {
   mid_stream_failure: 'Failed mid-stream',
   canceled: 'Client left',
   skipped: 'Skipped',
+  hedged: 'Let go (hedge)',
 };
 
 const OUTCOME_WORDS: Record<string, string> = { ...ATTEMPT_OUTCOME_WORDS, ...REQUEST_OUTCOME_WORDS };
@@ -136,7 +137,7 @@ export function outcomeWords(outcome: RequestOutcome | AttemptOutcome): string {
 export function outcomeTone(outcome: RequestOutcome | AttemptOutcome): 'ok' | 'bad' | 'muted' {
   if (outcome === 'ok') return 'ok';
   // The client left, sent what no provider could take, or a provider was
-  // passed over without a call.
-  if (outcome === 'canceled' || outcome === 'rejected' || outcome === 'skipped') return 'muted';
+  // passed over without a call or let go for its hedge.
+  if (outcome === 'canceled' || outcome === 'rejected' || outcome === 'skipped' || outcome === 'hedged') return 'muted';
   return 'bad';
 }

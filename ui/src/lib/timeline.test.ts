@@ -86,6 +86,23 @@ describe('an attempt skipped without a call', () => {
   });
 });
 
+describe('a hedged first byte', () => {
+  it('lays the two attempts side by side, the one let go muted', () => {
+    const l = layout({
+      duration_ms: 400,
+      ttft_ms: 350,
+      attempts: [
+        attempt({ seq: 1, outcome: 'hedged', status: null, ttfb_ms: null, duration_ms: 360, error: 'let go: b answered first' }),
+        attempt({ seq: 2, provider: 'b', reason: 'hedge', offset_ms: 300, duration_ms: 100, ttft_ms: 50 }),
+      ],
+    });
+    expect(l.bars.map((b) => b.label)).toEqual(['a', 'b (hedge)']);
+    expect(l.bars.map((b) => b.tone)).toEqual(['muted', 'ok']);
+    expect(l.bars[1].fallback).toBe(false);
+    expect(l.bars[1].left).toBeCloseTo(0.75);
+  });
+});
+
 describe('what a translation left out', () => {
   it('parts the drop table rows from what was new to the gateway, per attempt', () => {
     const d = {

@@ -50,7 +50,7 @@ function tickLabel(at: number): string {
 
 function tone(a: Attempt): Bar['tone'] {
   if (a.outcome === 'ok') return 'ok';
-  if (a.outcome === 'canceled' || a.outcome === 'skipped') return 'muted';
+  if (a.outcome === 'canceled' || a.outcome === 'skipped' || a.outcome === 'hedged') return 'muted';
   return 'bad';
 }
 
@@ -66,7 +66,13 @@ export function layout(r: Pick<RequestDetail, 'attempts' | 'duration_ms' | 'ttft
     const hop = a.reason === 'fallback' && !skipped;
     return {
       seq: a.seq,
-      label: skipped ? `${a.provider} (skipped)` : hop ? `${a.provider} (fallback from ${a.fallback_from ?? '?'})` : a.provider,
+      label: skipped
+        ? `${a.provider} (skipped)`
+        : hop
+          ? `${a.provider} (fallback from ${a.fallback_from ?? '?'})`
+          : a.reason === 'hedge'
+            ? `${a.provider} (hedge)`
+            : a.provider,
       provider: a.provider,
       left: at(a.offset_ms),
       width: Math.max(at(duration), 0.002),

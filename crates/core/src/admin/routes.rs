@@ -35,6 +35,10 @@ pub struct RouteView {
     pub chain: Vec<ChainEntry>,
     /// `cheapest`'s latency bound, in ms.
     pub max_latency_ms: Option<u64>,
+    /// When a late first byte is hedged (`"300ms"`, `"p95"`), if it is.
+    pub hedge_after: Option<String>,
+    /// The most of the route's requests in a minute that are hedged.
+    pub hedge_max_share: Option<f64>,
     pub split: Vec<Share>,
 }
 
@@ -73,6 +77,8 @@ pub fn view(live: &Live) -> RoutesView {
                 })
                 .collect(),
             max_latency_ms: route.policy.max_latency.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            hedge_after: route.policy.hedge.map(|h| h.after.to_string()),
+            hedge_max_share: route.policy.hedge.map(|h| h.max_share),
             split: in_chain_order(state.split(), &route.chain),
         })
         .collect();

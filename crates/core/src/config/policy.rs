@@ -8,6 +8,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use crate::policy::hedge::{self, Hedge, HedgeAfter};
 use crate::policy::order::Strategy;
 use crate::policy::queue::QueuePolicy;
 use crate::policy::{ProviderPolicy, RequestPolicy};
@@ -35,6 +36,10 @@ pub(super) struct RawPolicy {
     pub(super) strategy: Option<Spanned<String>>,
     /// `cheapest`'s latency bound.
     pub(super) max_latency: Option<Spanned<String>>,
+    /// `"300ms"` or `"p95"`: hedge a first byte this late.
+    hedge_after: Option<Spanned<String>>,
+    /// The most of a route's requests in a minute that are hedged.
+    hedge_max_share: Option<Spanned<f64>>,
     // Provider settings: [policy] and providers.
     breaker_failure_rate: Option<Spanned<f64>>,
     breaker_window: Option<Spanned<String>>,
@@ -196,7 +201,30 @@ impl RawPolicy {
             duration(&self.session_stick, "session_stick", &mut p.session_stick)?;
         }
         routing(&self.strategy, &self.max_latency, &mut p)?;
+        self.hedge(&mut p)?;
         Ok(p)
+    }
+
+    /// `hedge_after` and `hedge_max_share`: a share alone changes the
+    /// share of a hedge set above (a route's over `[policy]`'s), and means
+    /// nothing without one.
+    fn hedge(&self, into: &mut RequestPolicy) -> Result<()> {
+        if let Some(after) = &self.hedge_after {
+            let parsed = HedgeAfter::parse(after.get_ref()).ok_or_else(|| PolicyError {
+                span: after.span(),
+                field: "hedge_after",
+                message: format!("{:?} is not a duration such as \"300ms\", or \"p95\"", after.get_ref()),
+            })?;
+            let max_share = into.hedge.map_or(hedge::DEFAULT_MAX_SHARE, |h| h.max_share);
+            into.hedge = Some(Hedge { after: parsed, max_share });
+        }
+        if let Some(share) = &self.hedge_max_share {
+            let Some(hedge) = &mut into.hedge else {
+                return err(share.span(), "hedge_max_share", "needs `hedge_after`: nothing is hedged without it");
+            };
+            fraction(&self.hedge_max_share, "hedge_max_share", &mut hedge.max_share)?;
+        }
+        Ok(())
     }
 
     /// `base` with this table's provider settings applied.
@@ -288,6 +316,7 @@ impl RawPolicy {
             ("session_stick", &self.session_stick),
             ("max_latency", &self.max_latency),
             ("strategy", &self.strategy),
+            ("hedge_after", &self.hedge_after),
         ];
         durations
             .into_iter()
@@ -295,6 +324,7 @@ impl RawPolicy {
             .or_else(|| self.max_retries.as_ref().map(|v| ("max_retries", v.span())))
             .or_else(|| self.retry_timeouts.as_ref().map(|v| ("retry_timeouts", v.span())))
             .or_else(|| self.cache.as_ref().map(|v| ("cache", v.span())))
+            .or_else(|| self.hedge_max_share.as_ref().map(|v| ("hedge_max_share", v.span())))
     }
 
     /// The first provider setting present (a route table may not set one).

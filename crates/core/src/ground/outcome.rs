@@ -15,6 +15,10 @@ pub enum Reason {
     Fallback,
     /// Let through by a half-open breaker to test the provider.
     Probe,
+    /// Started alongside an attempt whose first byte was late
+    /// ([`crate::policy::hedge`]); the first of the two to answer is kept.
+    /// Last, so the variants before it keep their postcard index.
+    Hedge,
 }
 
 impl Reason {
@@ -24,6 +28,7 @@ impl Reason {
             Reason::Retry => "retry",
             Reason::Fallback => "fallback",
             Reason::Probe => "probe",
+            Reason::Hedge => "hedge",
         }
     }
 }
@@ -52,6 +57,10 @@ pub enum AttemptOutcome {
     /// keeps it from doing so; the attempt's `error` says which and why.
     /// Last, so the variants before it keep their postcard index (spool.rs).
     Skipped,
+    /// Called, then let go unanswered: the other attempt of its hedge
+    /// answered first ([`crate::policy::hedge`]). Says nothing of the
+    /// provider's health; a sample of its speed only as a lower bound.
+    Hedged,
 }
 
 impl AttemptOutcome {
@@ -67,6 +76,7 @@ impl AttemptOutcome {
             AttemptOutcome::MidStreamFailure => "mid_stream_failure",
             AttemptOutcome::Canceled => "canceled",
             AttemptOutcome::Skipped => "skipped",
+            AttemptOutcome::Hedged => "hedged",
         }
     }
 
@@ -75,6 +85,12 @@ impl AttemptOutcome {
     /// and is no hop between providers.
     pub fn called(self) -> bool {
         self != AttemptOutcome::Skipped
+    }
+
+    /// Whether the attempt ran its course, as a sample of the provider's
+    /// success and speed: one let go for its hedge did not.
+    pub fn sampled(self) -> bool {
+        !matches!(self, AttemptOutcome::Skipped | AttemptOutcome::Hedged)
     }
 }
 

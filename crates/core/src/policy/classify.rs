@@ -170,7 +170,7 @@ pub fn recorded(outcome: AttemptOutcome, status: Option<u16>) -> Verdict {
         AttemptOutcome::StreamError => Outcome::StreamError,
         AttemptOutcome::StreamDropped => Outcome::StreamDropped,
         AttemptOutcome::MidStreamFailure => Outcome::BrokenAfterContent,
-        AttemptOutcome::Canceled | AttemptOutcome::Skipped => return Verdict::Neutral,
+        AttemptOutcome::Canceled | AttemptOutcome::Skipped | AttemptOutcome::Hedged => return Verdict::Neutral,
     };
     // The wait only shapes a cool-down, which passive health does not keep.
     verdict(outcome, None)

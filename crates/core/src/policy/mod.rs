@@ -9,6 +9,7 @@
 //! - [`queue`]: waiting in line for a provider's capacity, and key leases.
 //! - [`reach`]: whether a provider's server answers its probes, and their backoff.
 //! - [`share`]: the cap on traffic a provider may take as a fallback.
+//! - [`hedge`]: when a slow first byte starts the next candidate alongside, and how often.
 //! - [`step`]: after an attempt, what the request does next.
 //! - [`budget`]: spend per budget and period, and the candidates a budget blocks.
 //! - [`order`]: the order a route's chain is tried in, as configured.
@@ -24,6 +25,7 @@ pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub mod budget;
 pub(crate) mod deadline;
+pub mod hedge;
 pub(crate) mod limiter;
 pub mod order;
 pub(crate) mod queue;
@@ -70,6 +72,8 @@ pub struct RequestPolicy {
     /// while it keeps asking within this long of its last request
     /// ([`stick`]); zero turns it off.
     pub session_stick: Duration,
+    /// Hedged first bytes ([`hedge`]); off unless `hedge_after` is set.
+    pub hedge: Option<hedge::Hedge>,
 }
 
 impl Default for RequestPolicy {
@@ -90,6 +94,7 @@ impl Default for RequestPolicy {
             strategy: order::Strategy::Ordered,
             max_latency: None,
             session_stick: Duration::from_secs(120),
+            hedge: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use axum::body::Body;
 use axum::http::Response;
 use tokio::time::Instant;
 
+use super::hedge::PartnerTurn;
 use super::{Run, Tried};
 use crate::ground::clock::now_ms;
 use crate::policy::queue::earliest;
@@ -24,6 +25,9 @@ impl Run<'_> {
         for candidate in candidates {
             candidate.provider.note_planned();
         }
+        if self.policy.hedge.is_some() {
+            self.route.hedges.request();
+        }
         // Candidates passed over only for want of capacity, in chain order.
         let mut busy = Vec::new();
         if let Some(response) = self.walk(candidates.iter(), &mut busy).await {
@@ -33,13 +37,16 @@ impl Run<'_> {
     }
 
     /// Tries `candidates` in chain order until one answers. Those passed
-    /// over only for want of capacity are added to `busy`, in order.
+    /// over only for want of capacity are added to `busy`, in order. Each
+    /// provider's turn may start the next candidate as its hedge: one
+    /// that answered is counted so, one that failed is passed.
     async fn walk<'c>(
         &mut self,
         candidates: impl Iterator<Item = &'c Candidate<'c>> + Send,
         busy: &mut Vec<&'c Candidate<'c>>,
     ) -> Option<Response<Body>> {
-        for candidate in candidates {
+        let mut candidates = candidates.peekable();
+        while let Some(candidate) = candidates.next() {
             let provider = candidate.provider;
             if let Err(blocked) = self.gateway.budgets().admit(provider.name(), candidate.upstream_model, now_ms()) {
                 self.blocked(candidate, blocked);
@@ -51,15 +58,23 @@ impl Run<'_> {
                 }
                 continue;
             }
-            match self.provider(candidate, None).await {
+            let partner = candidates.peek().copied();
+            let tried = self.provider(candidate, None, partner).await;
+            let (partner_turn, partner) = (self.partner.take(), partner.map(|p| p.provider));
+            match tried {
                 Tried::Answered(response) => {
-                    self.answered(provider, &response);
+                    let by = partner.filter(|_| partner_turn == Some(PartnerTurn::Won)).unwrap_or(provider);
+                    self.answered(by, &response);
                     return Some(response);
                 }
                 Tried::Failed => self.failed(provider),
                 Tried::Passed => {}
                 Tried::Refused(why) => self.refused.push(why),
                 Tried::Busy => busy.push(candidate),
+            }
+            if let (Some(PartnerTurn::Failed), Some(partner)) = (partner_turn, partner) {
+                candidates.next();
+                self.failed(partner);
             }
         }
         None
@@ -127,7 +142,7 @@ impl Run<'_> {
         match waited {
             Ok((permit, mut ticket)) => {
                 ticket.hold(permit);
-                self.provider(candidate, Some(ticket)).await
+                self.provider(candidate, Some(ticket), None).await
             }
             Err(refusal) => {
                 self.note(provider.name(), &format!("not queued: {refusal}"));

@@ -9,6 +9,7 @@ pub(crate) mod cached;
 pub(crate) mod capture;
 mod chain;
 pub(crate) mod headers;
+mod hedge;
 pub(crate) mod journal;
 mod line;
 mod plan;
@@ -164,6 +165,7 @@ async fn serve(
         budget: None,
         // Only a session that steers is kept on its key and provider.
         session: request.session.as_ref().filter(|s| s.steers()),
+        partner: None,
     };
     if let Some(provider) = &planned.stuck {
         run.note(provider, "tried first: it served this session last, after a fallback");
@@ -237,6 +239,9 @@ struct Run<'a> {
     /// The conversation this request is part of ([`crate::session`]),
     /// when it steers routing.
     session: Option<&'a crate::session::Session>,
+    /// What became of the chain's next candidate in the turn just taken,
+    /// when it was started as a hedge.
+    partner: Option<hedge::PartnerTurn>,
 }
 
 impl Run<'_> {

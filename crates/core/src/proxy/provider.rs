@@ -5,12 +5,17 @@
 
 use std::time::{Duration, SystemTime};
 
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode};
+use bytes::Bytes;
+use http_body_util::Full;
 use tokio::time::Instant;
 use tracing::debug;
 
 use super::journal::{AttemptEnd, AttemptStart};
 use super::relay::{Answered, Delivery};
+use super::attempt::Upstream;
+use super::hedge::Raced;
 use super::{attempt, capture, relay, repair, wire, Run, Tried};
 use crate::ground::clock::now_ms;
 use crate::ground::outcome::{AttemptOutcome, Reason, Verdict};
@@ -23,6 +28,15 @@ use crate::protocol::usage::Usage;
 use crate::protocol::Endpoint;
 use crate::upstream::provider::{Gate, Need, Pass, Provider, TeamGate, Ticket};
 use crate::upstream::routing::Candidate;
+
+/// An attempt on record as begun, with what judging it needs.
+pub(super) struct Prepared {
+    pub index: usize,
+    pub endpoint: Endpoint,
+    key_label: Option<String>,
+    strip_usage: bool,
+    pub patience: attempt::Patience,
+}
 
 /// What the gates said to one attempt.
 enum Admit {
@@ -45,14 +59,14 @@ enum After {
 
 /// One attempt sent and judged, before its answer is delivered or its
 /// failure weighed.
-struct Sent {
+pub(super) struct Sent {
     index: usize,
-    attempted: attempt::Attempted,
+    pub attempted: attempt::Attempted,
     /// What the provider said, before a translated answer is rewritten for the client.
     status: Option<StatusCode>,
     /// The wait the provider asked for, when it refused.
     wait: Option<Duration>,
-    verdict: Verdict,
+    pub verdict: Verdict,
     key_label: Option<String>,
     /// Whether the gateway asked for stream usage the client did not.
     strip_usage: bool,
@@ -95,7 +109,14 @@ fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {
 impl Run<'_> {
     /// Tries one provider: attempts, retries with backoff, until it answers,
     /// fails for good, or the budget says to move on.
-    pub(super) async fn provider(&mut self, candidate: &Candidate<'_>, mut queued: Option<Ticket>) -> Tried {
+    /// `partner`, the chain's next candidate, may be started alongside the
+    /// first attempt as its hedge ([`super::hedge`]).
+    pub(super) async fn provider(
+        &mut self,
+        candidate: &Candidate<'_>,
+        mut queued: Option<Ticket>,
+        partner: Option<&Candidate<'_>>,
+    ) -> Tried {
         let provider = candidate.provider;
         // Translated once per provider, not per attempt: retries send the
         // same body (a repair changes it, below).
@@ -123,7 +144,16 @@ impl Run<'_> {
                 self.out_of_time = true;
                 return Tried::Failed;
             }
-            let mut sent = self.send(candidate, &ticket, &out, retry, repairs_left, timeout).await;
+            let hedge = partner.filter(|_| retry == 0 && self.policy.hedge.is_some());
+            let mut sent = match hedge {
+                Some(partner) => {
+                    match self.hedged(candidate, &mut ticket, &out, partner, repairs_left, timeout).await {
+                        Raced::Primary(sent) => sent,
+                        Raced::Partner(won) => return self.partner_won(candidate, partner, ticket, *won).await,
+                    }
+                }
+                None => self.send(candidate, &ticket, &out, retry, repairs_left, timeout).await,
+            };
             // A refusal the request can be mended for goes to the step,
             // which says whether to; the mended request is made now, so
             // one that would change nothing is delivered as it is.
@@ -132,18 +162,7 @@ impl Run<'_> {
             // Taken out in place, not as a tuple: a tuple would be another
             // copy of the answer, kept in this future while it is relayed.
             if let Some(upstream) = sent.attempted.upstream.take_if(|_| deliver) {
-                debug!(
-                    provider = provider.name(),
-                    status = upstream.status.as_u16(),
-                    attempts = self.attempts,
-                    "answered"
-                );
-                let delivery = self.delivery(candidate, &sent, &out, upstream.status, upstream.sse);
-                let mut response = relay::respond(upstream, ticket, sent.verdict, delivery).await;
-                if let Some(c) = self.cached {
-                    c.mark_live(response.headers_mut());
-                }
-                return Tried::Answered(response);
+                return Tried::Answered(self.deliver(candidate, &sent, &out, upstream, ticket).await);
             }
             // A repaired request keeps the ticket: same provider, same
             // key, and one breaker outcome for the pair.
@@ -270,7 +289,7 @@ impl Run<'_> {
     /// record as begun, its answer read (and translated back) up to its
     /// first content, what the provider said of its quota and its speed
     /// taken in.
-    async fn send(
+    pub(super) async fn send(
         &mut self,
         candidate: &Candidate<'_>,
         ticket: &Ticket,
@@ -279,17 +298,38 @@ impl Run<'_> {
         repairs_left: Repairs,
         timeout: Duration,
     ) -> Sent {
-        let provider = candidate.provider;
+        let reason = self.reason(candidate.provider, ticket, retry);
+        let (prepared, request) = self.prepare(candidate, ticket, out, reason, timeout).await;
+        let attempted =
+            attempt::run(self.gateway.client(), request, prepared.endpoint, prepared.patience, &self.scrub).await;
+        self.judge(candidate, out, prepared, attempted, repairs_left).await
+    }
+
+    /// Why an attempt at `provider` holding `ticket` starts; a fallback is
+    /// counted against the provider's share as it is named.
+    pub(super) fn reason(&self, provider: &Provider, ticket: &Ticket, retry: u32) -> Reason {
         let fallback = self.last_failed.is_some() && retry == 0;
         if fallback {
             provider.note_fallback();
         }
-        let reason = match (ticket.admission(), retry, fallback) {
+        match (ticket.admission(), retry, fallback) {
             (Some(Admission::Probe), _, _) => Reason::Probe,
             (_, 0, true) => Reason::Fallback,
             (_, 0, false) => Reason::First,
             _ => Reason::Retry,
-        };
+        }
+    }
+
+    /// One attempt on record as begun, and its request, ready to send.
+    pub(super) async fn prepare(
+        &mut self,
+        candidate: &Candidate<'_>,
+        ticket: &Ticket,
+        out: &repair::Outgoing,
+        reason: Reason,
+        timeout: Duration,
+    ) -> (Prepared, Request<Full<Bytes>>) {
+        let provider = candidate.provider;
         self.attempts += 1;
         let translated = out.translated.as_ref();
         let native = out.native.as_ref().map(|(body, head)| (body, head));
@@ -300,7 +340,7 @@ impl Run<'_> {
             key_label: key_label.clone(),
             model: candidate.upstream_model.to_string(),
             reason,
-            fallback_from: if fallback { self.last_failed.clone() } else { None },
+            fallback_from: if reason == Reason::Fallback { self.last_failed.clone() } else { None },
             timeout,
             backoff: std::mem::take(&mut self.backoff),
             breaker_state: provider.breaker_state().name(),
@@ -317,11 +357,26 @@ impl Run<'_> {
             deadline: self.deadline.at,
             keepalive: self.policy.stream_keepalive,
         };
-        let mut attempted = attempt::run(self.gateway.client(), request, endpoint, patience, &self.scrub).await;
+        (Prepared { index, endpoint, key_label, strip_usage, patience }, request)
+    }
+
+    /// Judges what an attempt brought: a refusal read in the provider's
+    /// own words, the answer translated back, the wait it asks for, its
+    /// quota and speed taken in.
+    pub(super) async fn judge(
+        &mut self,
+        candidate: &Candidate<'_>,
+        out: &repair::Outgoing,
+        prepared: Prepared,
+        mut attempted: attempt::Attempted,
+        repairs_left: Repairs,
+    ) -> Sent {
+        let provider = candidate.provider;
+        let Prepared { index, endpoint, key_label, strip_usage, patience } = prepared;
         let status = attempted.upstream.as_ref().map(|u| u.status);
         // Read in the provider's own words, before a translation rewrites them.
         let refusal = repair::refusal(provider, &mut attempted, repairs_left).await;
-        let attempted = match translated {
+        let attempted = match out.translated.as_ref() {
             Some(t) => {
                 let left = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
                 wire::answer(attempted, t, left).await
@@ -340,7 +395,7 @@ impl Run<'_> {
             provider.observe_quota(requests, tokens);
         }
         let verdict = classify::verdict(attempted.outcome, wait);
-        self.observe_speed(provider, &attempted, verdict, timeout);
+        self.observe_speed(provider, &attempted, verdict, patience.timeout);
         Sent { index, attempted, status, wait, verdict, key_label, strip_usage, refusal, endpoint }
     }
 
@@ -397,7 +452,7 @@ impl Run<'_> {
     }
 
     /// A failed attempt on record, with what went wrong in words.
-    async fn failed_attempt(&mut self, provider: &Provider, sent: &mut Sent) -> String {
+    pub(super) async fn failed_attempt(&mut self, provider: &Provider, sent: &mut Sent) -> String {
         let detail = match sent.attempted.upstream.take() {
             Some(u) => {
                 let status = u.status;
@@ -475,7 +530,7 @@ impl Run<'_> {
 
     /// The budgets that cover an attempt at `candidate`, each reserving
     /// what its prompt and `output` tokens would cost at its prices.
-    fn covering(&self, candidate: &Candidate<'_>, output: u64) -> Vec<Covering> {
+    pub(super) fn covering(&self, candidate: &Candidate<'_>, output: u64) -> Vec<Covering> {
         let (provider, model) = (candidate.provider.name(), candidate.upstream_model);
         let usage = Usage {
             input_tokens: Some(self.tokens),
@@ -519,6 +574,33 @@ impl Run<'_> {
             (Some(took), _) => provider.recent().observe(self.head.stream, took),
             (None, Verdict::Failed | Verdict::Unreachable) => provider.recent().failed(self.head.stream),
             (None, Verdict::Healthy | Verdict::RateLimited(_) | Verdict::Neutral) => {}
+        }
+    }
+}
+
+impl<'a> Run<'a> {
+    /// The client's response from `upstream`, the answer `sent` brought.
+    /// Not an `async fn`, as [`relay::respond`] is not: the future holds
+    /// the relay alone, not its makings beside it.
+    pub(super) fn deliver(
+        &mut self,
+        candidate: &Candidate<'_>,
+        sent: &Sent,
+        out: &repair::Outgoing,
+        upstream: Upstream,
+        ticket: Ticket,
+    ) -> impl std::future::Future<Output = Response<Body>> + Send + 'a {
+        let status = upstream.status;
+        debug!(provider = candidate.provider.name(), status = status.as_u16(), attempts = self.attempts, "answered");
+        let delivery = self.delivery(candidate, sent, out, status, upstream.sse);
+        let respond = relay::respond(upstream, ticket, sent.verdict, delivery);
+        let cached = self.cached;
+        async move {
+            let mut response = respond.await;
+            if let Some(c) = cached {
+                c.mark_live(response.headers_mut());
+            }
+            response
         }
     }
 }

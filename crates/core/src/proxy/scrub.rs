@@ -280,6 +280,12 @@ impl<'a> OnDemand<'a> {
         OnDemand { gateway, providers, client, query, built: OnceLock::new() }
     }
 
+    /// Another of the same request's, built on its own when needed: for
+    /// attempts that run side by side.
+    pub fn another(&self) -> OnDemand<'a> {
+        OnDemand::new(self.gateway, self.providers, self.client, self.query)
+    }
+
     pub fn get(&self) -> &Arc<Scrubber> {
         self.built
             .get_or_init(|| Arc::new(Scrubber::for_request(self.gateway, self.providers, self.client, self.query)))

@@ -66,6 +66,16 @@ pub struct FallbackLabels {
     pub to: String,
 }
 
+/// A hedge by the provider it started, and how it ended: `won` (it
+/// answered first), `lost` (the attempt it hedged did), `failed`, or
+/// `withheld` (due, but kept back by the route's share or the provider's
+/// gate).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HedgeLabels {
+    pub provider: String,
+    pub outcome: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabel {
     pub reason: &'static str,
@@ -149,6 +159,7 @@ pub struct Metrics {
     pub tokens: Family<TokenLabels, Counter>,
     pub cost: Family<ProviderModel, Counter<f64, AtomicU64>>,
     pub fallbacks: Family<FallbackLabels, Counter>,
+    pub hedges: Family<HedgeLabels, Counter>,
     /// 0 closed, 1 half-open, 2 open; set at scrape time.
     pub breaker: Family<ProviderLabel, Gauge>,
     /// 1 enabled, 0 disabled; set at scrape time.
@@ -198,6 +209,11 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// One hedge of `provider` more, ended as `outcome`.
+    pub fn hedge(&self, provider: &str, outcome: &'static str) {
+        self.hedges.get_or_create(&HedgeLabels { provider: provider.to_string(), outcome }).inc();
+    }
+
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("switchyard");
         let m = Metrics {
@@ -208,6 +224,7 @@ impl Metrics {
             tokens: Family::default(),
             cost: Family::default(),
             fallbacks: Family::default(),
+            hedges: Family::default(),
             breaker: Family::default(),
             enabled: Family::default(),
             history_lost: Gauge::default(),
@@ -243,6 +260,11 @@ impl Metrics {
         registry.register("tokens", "Tokens, by provider, model and kind (input, output, cached)", m.tokens.clone());
         registry.register("cost_usd", "Spend in US dollars, by provider and model", m.cost.clone());
         registry.register("fallbacks", "Fallbacks from one provider to another", m.fallbacks.clone());
+        registry.register(
+            "hedges",
+            "Hedged first bytes, by the provider started and outcome (won, lost, failed, withheld)",
+            m.hedges.clone(),
+        );
         registry.register("breaker_state", "Circuit breaker: 0 closed, 1 half-open, 2 open", m.breaker.clone());
         registry.register("provider_enabled", "1 when the provider is enabled", m.enabled.clone());
         registry.register("history_records_lost", "History records that could not be written", m.history_lost.clone());

@@ -71,6 +71,15 @@ impl Telemetry {
         }
     }
 
+    /// `provider`'s 95th-percentile time to first token (`streamed`) or
+    /// latency over the last five minutes, when enough of its attempts
+    /// say it ([`crate::policy::hedge::P95_MIN_SAMPLES`]).
+    pub fn recent_p95(&self, provider: &str, streamed: bool) -> Option<std::time::Duration> {
+        let minute = minute_of(now_ms());
+        let (n, p95) = self.stats.with(provider, |s| s.all.p95(minute, 5, streamed));
+        p95.filter(|_| n >= crate::policy::hedge::P95_MIN_SAMPLES).map(std::time::Duration::from_millis)
+    }
+
     /// Publishes an event, and the alert it calls for (if one may go now).
     pub fn publish(&self, event: GatewayEvent) {
         let alert = self.alerts.on_event(&event, tokio::time::Instant::now());
@@ -145,11 +154,20 @@ impl Telemetry {
             fallback_in: a.reason == Reason::Fallback,
             fallback_out,
         };
-        let change = self.stats.with(&a.provider, |s| {
+        // An attempt let go for its hedge is no sample of the provider.
+        let change = a.outcome.sampled().then(|| self.stats.with(&a.provider, |s| {
             s.all.record(minute, sample);
             s.record_model(&a.model, minute, sample);
             healthy(a).and_then(|ok| s.passive.observe(ok))
-        });
+        })).flatten();
+        if a.reason == Reason::Hedge {
+            let outcome = match a.outcome {
+                AttemptOutcome::Ok => "won",
+                AttemptOutcome::Hedged => "lost",
+                _ => "failed",
+            };
+            self.metrics.hedge(&a.provider, outcome);
+        }
         if let Some(now_healthy) = change {
             let (from, to) = if now_healthy {
                 (PassiveHealth::Unhealthy, PassiveHealth::Healthy)

@@ -194,6 +194,20 @@ impl Rolling {
     }
 }
 
+impl Rolling {
+    /// The 95th percentile over the last `span` minutes up to `minute`,
+    /// of the time to first token (`streamed`) or of the whole latency,
+    /// with how many attempts it was read from.
+    pub fn p95(&self, minute: i64, span: u32, streamed: bool) -> (u64, Option<u64>) {
+        let from = minute - i64::from(span) + 1;
+        let mut h = histogram();
+        for m in self.minutes.iter().filter(|m| m.index >= from && m.index <= minute) {
+            let _ = h.add(if streamed { &m.ttft } else { &m.latency });
+        }
+        (h.len(), (!h.is_empty()).then(|| h.value_at_quantile(0.95)))
+    }
+}
+
 /// Passive health from real traffic: `fail_after` failures in a row mark a
 /// provider unhealthy, `recover_after` successes in a row mark it healthy.
 #[derive(Debug, Clone)]

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::Turns;
+use crate::policy::hedge::HedgeShare;
 use crate::policy::share::WindowCounter;
 
 /// How far back the recent split looks.
@@ -21,6 +22,8 @@ pub struct RouteState {
     /// Per provider, in the order first seen; a chain is short, so a
     /// scan beats a map.
     served: Mutex<Vec<(String, WindowCounter)>>,
+    /// Its requests and hedges over the last minute, when it hedges.
+    pub hedges: HedgeShare,
 }
 
 /// One provider's part of a route's recent traffic.
