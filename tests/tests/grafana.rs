@@ -126,7 +126,7 @@ async fn scrape() -> String {
     }
     let body = json!({ "model": "h", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
     let r = http().post(gw.url("/v1/chat/completions")).bearer_auth(&key).json(&body).send().await.unwrap();
-    assert_eq!((r.status(), r.headers()["x-switchyard-provider"].to_str().unwrap()), (200, "backup"));
+    assert_eq!((r.status().as_u16(), r.headers()["x-switchyard-provider"].to_str().unwrap()), (200, "backup"));
     r.bytes().await.unwrap();
     gw.recorded(4).await;
     http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap()

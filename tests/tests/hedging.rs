@@ -230,7 +230,8 @@ async fn a_hedge_never_passes_the_partners_cap() {
     let a = sim("a", Script::always(Fault::SlowFirstByte(Duration::from_millis(300)))).await;
     // b's one slot is taken by a slow request of its own.
     let b = sim("b", Script::ok().fail_first(1, Fault::SlowFirstByte(Duration::from_millis(800)))).await;
-    let gw = route_with(&a, &b, "hedge_after = \"50ms\"\nhedge_max_share = 1.0", "policy = { max_concurrency = 1 }").await;
+    let gw =
+        route_with(&a, &b, "hedge_after = \"50ms\"\nhedge_max_share = 1.0", "policy = { max_concurrency = 1 }").await;
     let held = json!({ "model": "held", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
     let holding = gw.post("/v1/chat/completions", &held);
     let hedged = async {

@@ -7,7 +7,7 @@ export type RequestOutcome = "ok" | "provider_error" | "error" | "rejected" | "f
 
 export type AttemptOutcome = "ok" | "http_error" | "connect_error" | "transport_error" | "timeout" | "stream_error" | "stream_dropped" | "mid_stream_failure" | "canceled" | "skipped" | "hedged";
 
-export type Reason = "first" | "retry" | "fallback" | "probe" | "hedge";
+export type Reason = "first" | "retry" | "fallback" | "probe" | "hedge" | "resume";
 
 export type BreakerState = "closed" | "open" | "half_open";
 

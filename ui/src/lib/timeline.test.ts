@@ -103,6 +103,21 @@ describe('a hedged first byte', () => {
   });
 });
 
+describe('a resumed stream', () => {
+  it('names the attempt that finished what the one before began', () => {
+    const l = layout({
+      duration_ms: 500,
+      ttft_ms: 40,
+      attempts: [
+        attempt({ seq: 1, outcome: 'mid_stream_failure', duration_ms: 300, error: 'broke; resumed from 16 characters of text' }),
+        attempt({ seq: 2, provider: 'b', reason: 'resume', fallback_from: 'a', offset_ms: 300, duration_ms: 200 }),
+      ],
+    });
+    expect(l.bars.map((b) => b.label)).toEqual(['a', 'b (resumes the stream)']);
+    expect(l.bars.map((b) => b.tone)).toEqual(['bad', 'ok']);
+  });
+});
+
 describe('what a translation left out', () => {
   it('parts the drop table rows from what was new to the gateway, per attempt', () => {
     const d = {

@@ -72,7 +72,9 @@ export function layout(r: Pick<RequestDetail, 'attempts' | 'duration_ms' | 'ttft
           ? `${a.provider} (fallback from ${a.fallback_from ?? '?'})`
           : a.reason === 'hedge'
             ? `${a.provider} (hedge)`
-            : a.provider,
+            : a.reason === 'resume'
+              ? `${a.provider} (resumes the stream)`
+              : a.provider,
       provider: a.provider,
       left: at(a.offset_ms),
       width: Math.max(at(duration), 0.002),

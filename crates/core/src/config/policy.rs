@@ -40,6 +40,8 @@ pub(super) struct RawPolicy {
     hedge_after: Option<Spanned<String>>,
     /// The most of a route's requests in a minute that are hedged.
     hedge_max_share: Option<Spanned<f64>>,
+    /// Finish a stream that broke off mid-answer at the next provider.
+    resume: Option<Spanned<bool>>,
     // Provider settings: [policy] and providers.
     breaker_failure_rate: Option<Spanned<f64>>,
     breaker_window: Option<Spanned<String>>,
@@ -185,6 +187,9 @@ impl RawPolicy {
         if let Some(b) = &self.retry_timeouts {
             p.retry_timeouts = *b.get_ref();
         }
+        if let Some(b) = &self.resume {
+            p.resume = *b.get_ref();
+        }
         duration(&self.backoff_base, "backoff_base", &mut p.backoff_base)?;
         duration(&self.backoff_cap, "backoff_cap", &mut p.backoff_cap)?;
         duration(&self.max_retry_wait, "max_retry_wait", &mut p.max_retry_wait)?;
@@ -325,6 +330,7 @@ impl RawPolicy {
             .or_else(|| self.retry_timeouts.as_ref().map(|v| ("retry_timeouts", v.span())))
             .or_else(|| self.cache.as_ref().map(|v| ("cache", v.span())))
             .or_else(|| self.hedge_max_share.as_ref().map(|v| ("hedge_max_share", v.span())))
+            .or_else(|| self.resume.as_ref().map(|v| ("resume", v.span())))
     }
 
     /// The first provider setting present (a route table may not set one).

@@ -19,6 +19,9 @@ pub enum Reason {
     /// ([`crate::policy::hedge`]); the first of the two to answer is kept.
     /// Last, so the variants before it keep their postcard index.
     Hedge,
+    /// Continues a stream the attempt before it broke off after content
+    /// had reached the client: the text sent so far is its prompt's end.
+    Resume,
 }
 
 impl Reason {
@@ -29,6 +32,7 @@ impl Reason {
             Reason::Fallback => "fallback",
             Reason::Probe => "probe",
             Reason::Hedge => "hedge",
+            Reason::Resume => "resume",
         }
     }
 }

@@ -150,7 +150,12 @@ mod tests {
         let cases = [
             ("[policy]\nhedge_after = \"soon\"", "t.toml:2:", "policy.hedge_after", "or \"p95\""),
             ("[policy]\nhedge_max_share = 0.5", "t.toml:2:", "hedge_max_share", "needs `hedge_after`"),
-            ("[policy]\nhedge_after = \"1s\"\nhedge_max_share = 2.0", "t.toml:3:", "hedge_max_share", "between 0 and 1"),
+            (
+                "[policy]\nhedge_after = \"1s\"\nhedge_max_share = 2.0",
+                "t.toml:3:",
+                "hedge_max_share",
+                "between 0 and 1",
+            ),
         ];
         for (text, at, field, message) in cases {
             let error = config(text).unwrap_err();

@@ -74,6 +74,9 @@ pub struct RequestPolicy {
     pub session_stick: Duration,
     /// Hedged first bytes ([`hedge`]); off unless `hedge_after` is set.
     pub hedge: Option<hedge::Hedge>,
+    /// A stream that breaks after text reached the client is finished by
+    /// the chain's next provider ([`crate::proxy`]'s `resume`).
+    pub resume: bool,
 }
 
 impl Default for RequestPolicy {
@@ -95,6 +98,7 @@ impl Default for RequestPolicy {
             max_latency: None,
             session_stick: Duration::from_secs(120),
             hedge: None,
+            resume: false,
         }
     }
 }

@@ -154,7 +154,7 @@ impl Run<'_> {
     /// Whether `provider` may take the request as a fallback: enough of the
     /// deadline left (else the request is out of time), and its share of
     /// fallback traffic not taken.
-    fn may_fall_back(&mut self, provider: &Provider) -> bool {
+    pub(super) fn may_fall_back(&mut self, provider: &Provider) -> bool {
         if !self.deadline.allows_fallback(self.policy.min_fallback_budget, Instant::now()) {
             self.out_of_time = true;
             self.note(provider.name(), "not tried: too little time left for a fallback");

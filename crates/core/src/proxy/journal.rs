@@ -87,6 +87,9 @@ pub struct Journal {
     attempt_started: Vec<Instant>,
     /// The attempt whose answer went to the client.
     delivered: Option<usize>,
+    /// The attempt whose stream broke off and was resumed by the one
+    /// delivered now: both are paid for.
+    resumed_from: Option<usize>,
     /// What the inspector will show, when the request is captured.
     capture: Option<Box<super::capture::Capture>>,
     /// What a member's request holds of its budget, settled once its cost
@@ -117,6 +120,7 @@ impl Journal {
             started: Instant::now(),
             attempt_started: Vec::new(),
             delivered: None,
+            resumed_from: None,
             capture: None,
             member_hold: None,
             trace: RequestTrace::default(),
@@ -130,12 +134,18 @@ impl Journal {
         self
     }
 
+    /// The gateway's telemetry, while the journal records.
+    pub fn telemetry(&self) -> Option<&Arc<Telemetry>> {
+        self.telemetry.as_ref()
+    }
+
     /// Moves the journal out (to the relayed body), leaving one that records nothing.
     pub fn take(&mut self) -> Journal {
         let empty = Journal {
             sink: None,
             telemetry: None,
             delivered: None,
+            resumed_from: None,
             attempt_started: Vec::new(),
             started: self.started,
             record: None,
@@ -299,6 +309,25 @@ impl Journal {
     }
 
     /// The relayed body ended (`failure`: a mid-stream failure after content).
+    /// The delivered attempt's stream broke off (`error`) after `usage`,
+    /// and is being resumed: its end on record now.
+    pub fn broke(&mut self, error: String, usage: Usage) {
+        let Some(i) = self.delivered else { return };
+        self.resumed_from = Some(i);
+        let started = self.attempt_started.get(i).copied().unwrap_or(self.started);
+        if let Some(a) = self.record.as_deref_mut().and_then(|r| r.attempts.get_mut(i)) {
+            a.outcome = AttemptOutcome::MidStreamFailure;
+            a.error = Some(error);
+            a.usage = usage;
+            a.duration_ms = Some(ms(started.elapsed()));
+        }
+    }
+
+    /// The attempt at `index` goes on with the stream that broke off.
+    pub fn resumed_by(&mut self, index: usize) {
+        self.delivered = Some(index);
+    }
+
     pub async fn finish_delivery(mut self, usage: Usage, failure: Option<String>, response_body: Option<String>) {
         let Some(record) = self.record.as_deref_mut() else { return };
         if let Some(i) = self.delivered {
@@ -323,6 +352,20 @@ impl Journal {
         record.response_body = response_body;
         if let (Some(sink), Some(provider), Some(model)) = (&self.sink, &record.provider, &record.provider_model) {
             record.cost_usd = sink.prices.cost(provider, model, &usage);
+        }
+        if let (Some(first), Some(then)) = (self.resumed_from, self.delivered.filter(|d| Some(*d) != self.resumed_from))
+        {
+            // Resumed: both attempts' tokens, each at its provider's prices.
+            let price =
+                |a: &AttemptRecord| self.sink.as_ref().and_then(|s| s.prices.cost(&a.provider, &a.model, &a.usage));
+            let (a, b) = (record.attempts.get(first), record.attempts.get(then));
+            if let (Some(a), Some(b)) = (a, b) {
+                record.usage = a.usage.plus(&b.usage);
+                record.cost_usd = match (price(a), price(b)) {
+                    (None, None) => None,
+                    (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
+                };
+            }
         }
         self.send().await;
     }

@@ -17,6 +17,7 @@ mod provider;
 pub(crate) mod redact;
 pub(crate) mod relay;
 pub(crate) mod repair;
+mod resume;
 pub(crate) mod scrub;
 pub(crate) mod thinking;
 pub(crate) mod wire;
@@ -54,7 +55,7 @@ use journal::{Journal, Skip};
 use scrub::OnDemand;
 
 /// One proxied request, as the handler received it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Inbound {
     pub endpoint: Endpoint,
     /// The model, for an endpoint whose path names it (Gemini's).
@@ -166,6 +167,11 @@ async fn serve(
         // Only a session that steers is kept on its key and provider.
         session: request.session.as_ref().filter(|s| s.steers()),
         partner: None,
+        lineup: if policy.resume {
+            planned.candidates.iter().map(|c| (c.provider.name().to_string(), c.upstream_model.to_string())).collect()
+        } else {
+            Vec::new()
+        },
     };
     if let Some(provider) = &planned.stuck {
         run.note(provider, "tried first: it served this session last, after a fallback");
@@ -242,6 +248,9 @@ struct Run<'a> {
     /// What became of the chain's next candidate in the turn just taken,
     /// when it was started as a hedge.
     partner: Option<hedge::PartnerTurn>,
+    /// The chain's providers and upstream models in order, when a stream
+    /// may be resumed at the next ([`resume`]); empty otherwise.
+    lineup: Vec<(String, String)>,
 }
 
 impl Run<'_> {

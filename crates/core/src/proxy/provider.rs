@@ -12,10 +12,10 @@ use http_body_util::Full;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::journal::{AttemptEnd, AttemptStart};
-use super::relay::{Answered, Delivery};
 use super::attempt::Upstream;
 use super::hedge::Raced;
+use super::journal::{AttemptEnd, AttemptStart};
+use super::relay::{Answered, Delivery};
 use super::{attempt, capture, relay, repair, wire, Run, Tried};
 use crate::ground::clock::now_ms;
 use crate::ground::outcome::{AttemptOutcome, Reason, Verdict};
@@ -39,7 +39,7 @@ pub(super) struct Prepared {
 }
 
 /// What the gates said to one attempt.
-enum Admit {
+pub(super) enum Admit {
     Go(Ticket),
     /// Waited (the provider's or the team's rate limit): ask again.
     Again,
@@ -60,7 +60,7 @@ enum After {
 /// One attempt sent and judged, before its answer is delivered or its
 /// failure weighed.
 pub(super) struct Sent {
-    index: usize,
+    pub index: usize,
     pub attempted: attempt::Attempted,
     /// What the provider said, before a translated answer is rewritten for the client.
     status: Option<StatusCode>,
@@ -73,11 +73,11 @@ pub(super) struct Sent {
     /// A refusal the request can be mended for, in the provider's own words.
     refusal: Option<Repair>,
     /// The endpoint the attempt went to.
-    endpoint: Endpoint,
+    pub endpoint: Endpoint,
 }
 
 impl Sent {
-    fn end(&self, error: Option<String>) -> AttemptEnd {
+    pub(super) fn end(&self, error: Option<String>) -> AttemptEnd {
         AttemptEnd {
             status: self.status,
             ttfb: self.attempted.ttfb,
@@ -193,7 +193,7 @@ impl Run<'_> {
 
     /// Asks the provider's gate (unless its queue already admitted
     /// `queued`), then the team's, for one attempt.
-    async fn admit(&mut self, candidate: &Candidate<'_>, queued: Option<Ticket>, retry: u32) -> Admit {
+    pub(super) async fn admit(&mut self, candidate: &Candidate<'_>, queued: Option<Ticket>, retry: u32) -> Admit {
         let provider = candidate.provider;
         let gate = match queued {
             Some(ticket) => Gate::Go(ticket),
@@ -435,7 +435,13 @@ impl Run<'_> {
         let provider = candidate.provider;
         self.journal.end(sent.index, attempt_outcome(sent.attempted.outcome), sent.end(None));
         self.journal.deliver(sent.index, status);
-        let translator = out.translated.as_ref().and_then(|t| t.stream(sse && status.is_success(), self.head));
+        let mut translator = out.translated.as_ref().and_then(|t| t.stream(sse && status.is_success(), self.head));
+        let resume = (self.policy.resume && sse && status.is_success())
+            .then(|| super::resume::Resumer::new(self, provider.name(), candidate.upstream_model, translator.is_none()))
+            .flatten();
+        if let (Some(_), Some(t)) = (&resume, &mut translator) {
+            t.watch();
+        }
         Delivery {
             answered: Answered { provider: provider.name(), attempts: self.attempts },
             endpoint: self.inbound.endpoint,
@@ -448,6 +454,7 @@ impl Run<'_> {
             strip_usage: sent.strip_usage,
             journal: self.journal.take(),
             keep: self.cached.and_then(|c| c.keeper(provider.name())),
+            resume,
         }
     }
 

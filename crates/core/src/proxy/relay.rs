@@ -22,6 +22,7 @@ use crate::ground::outcome::Verdict;
 use crate::policy::classify;
 use crate::protocol::sse;
 use crate::protocol::translate::ir::ErrorClass;
+use crate::protocol::translate::stream::seam::Continuation;
 use crate::protocol::translate::stream::StreamTranslator;
 use crate::protocol::usage::Tap;
 use crate::protocol::Endpoint;
@@ -29,6 +30,7 @@ use crate::proxy::attempt::{error_chain, Upstream};
 use crate::proxy::cached::{Keeper, Keeping};
 use crate::proxy::headers;
 use crate::proxy::journal::Journal;
+use crate::proxy::resume::{Continued, Resumer};
 use crate::proxy::scrub;
 use crate::team::Used;
 use crate::upstream;
@@ -61,6 +63,8 @@ pub struct Delivery<'a> {
     pub journal: Journal,
     /// Where a successful answer is stored in the response cache.
     pub keep: Option<Keeper>,
+    /// With `resume` on: how a stream that breaks off is finished elsewhere.
+    pub resume: Option<Box<Resumer>>,
 }
 
 /// The client's response. For an event stream the ticket records the
@@ -119,6 +123,10 @@ pub fn respond(
         keeps_answer,
         keeping,
         ok: status.is_success(),
+        resume: delivery.resume,
+        seam: None,
+        broke: None,
+        not_resumed: None,
     };
     async move {
         let body = match relay.whole().await {
@@ -169,6 +177,15 @@ struct Relay {
     ok: bool,
     /// Whether the request is captured, or its spans carry its answer: each chunk is then kept too.
     keeps_answer: bool,
+    /// With `resume` on, until the stream is resumed or ends.
+    resume: Option<Box<Resumer>>,
+    /// A resumed stream: the continuation joined on to what was sent.
+    seam: Option<Box<Continuation>>,
+    /// A break found in the stream (an error event) once what came before
+    /// it has gone out.
+    broke: Option<String>,
+    /// Why a break was not resumed, said with it.
+    not_resumed: Option<String>,
 }
 
 impl Relay {
@@ -214,22 +231,43 @@ impl Relay {
         loop {
             // No journal: the body has ended.
             self.journal.as_ref()?;
+            if let Some(failure) = self.broke.take() {
+                if self.resumed(&failure).await {
+                    continue;
+                }
+                return Some(self.fail(failure).await);
+            }
             let chunk = match self.held.take().filter(|b| !b.is_empty()) {
                 Some(held) => held,
                 None => match self.upstream_next().await {
                     Ok(Some(chunk)) => chunk,
                     Ok(None) => return last(self.end(Bytes::new()).await),
                     Err(Quiet::KeepAlive) => return Some(Ok(Bytes::from_static(KEEPALIVE_COMMENT))),
-                    Err(Quiet::Dead(failure)) => return Some(self.fail(failure).await),
+                    Err(Quiet::Dead(failure)) => {
+                        if self.resumed(&failure).await {
+                            continue;
+                        }
+                        return Some(self.fail(failure).await);
+                    }
                 },
             };
             let chunk = self.scrubbed(chunk);
+            let chunk = self.gated(chunk);
             let out = self.observe(chunk);
+            if self.broke.is_some() || self.translator.as_ref().is_some_and(|t| t.holds_error()) {
+                // The break is taken up once what came before it is out.
+                self.broke.get_or_insert_with(|| "the provider's stream sent an error".to_string());
+                if out.is_empty() {
+                    continue;
+                }
+                self.at_boundary = ends_an_event(&out);
+                return Some(Ok(out));
+            }
             // A translated stream is over for the client at its terminal
             // event, which may come before the provider's body ends: the
             // request goes on record then, so a client that closes on the
             // terminal (Codex does) has an answered request, not a canceled one.
-            if self.ended_already() || self.translator.as_ref().is_some_and(|t| t.is_done()) {
+            if self.ended_already() || self.translator.as_ref().is_some_and(|t| t.is_done()) || self.seam_done() {
                 return last(self.end(out).await);
             }
             if !out.is_empty() {
@@ -279,9 +317,107 @@ impl Relay {
         out
     }
 
+    /// Whether a resumed stream has had its terminal.
+    fn seam_done(&self) -> bool {
+        self.seam.as_ref().is_some_and(|s| s.is_done())
+    }
+
+    /// `chunk` of an untranslated stream that may be resumed: whole events
+    /// only, up to an error event, which is a break.
+    fn gated(&mut self, chunk: Bytes) -> Bytes {
+        match &mut self.resume {
+            Some(r) if self.translator.is_none() && self.seam.is_none() && self.ok && self.sse => {
+                let (out, broke) = r.pass(&chunk);
+                if broke.is_some() {
+                    self.broke = broke;
+                }
+                out
+            }
+            _ => chunk,
+        }
+    }
+
+    /// Finishes the stream that broke off with `failure` at the chain's
+    /// next provider, when resume is on and what was sent allows; false
+    /// (the reason kept for the failure's words) otherwise.
+    async fn resumed(&mut self, failure: &str) -> bool {
+        let Some(resumer) = self.resume.take().filter(|_| self.ok && self.sse && self.seam.is_none()) else {
+            return false;
+        };
+        let sent = match &self.translator {
+            Some(t) => t.sent().cloned(),
+            None => resumer.sent().cloned(),
+        };
+        let (Some(sent), Some(telemetry)) = (sent, self.journal.as_ref().and_then(|j| j.telemetry().cloned())) else {
+            return false;
+        };
+        let carried = match sent.resumable() {
+            Ok(resume) => resume.text.chars().count(),
+            Err(why) => {
+                self.not_resumed = Some(why.to_string());
+                telemetry.metrics.resume("not_resumable");
+                return false;
+            }
+        };
+        // The provider broke off, whatever follows.
+        self.ticket.record(classify::at_end(true));
+        let Some(journal) = self.journal.as_mut() else { return false };
+        match resumer.resume(&sent, journal).await {
+            Ok(continued) => {
+                let usage = self.tap.usage();
+                journal
+                    .broke(format!("{failure}; resumed by the next attempt from {carried} characters of text"), usage);
+                journal.resumed_by(continued.index);
+                let keep = journal.keep_bodies();
+                let traced = journal.traced();
+                self.settle_broken(usage);
+                self.switch_to(continued, keep, traced);
+                telemetry.metrics.resume("resumed");
+                true
+            }
+            Err(why) => {
+                warn!(request_id = journal.request_id(), "mid-stream failure not resumed: {why}");
+                self.not_resumed = Some(why);
+                telemetry.metrics.resume("failed");
+                false
+            }
+        }
+    }
+
+    /// The broken stream's team reservations settled with what it used.
+    fn settle_broken(&mut self, usage: crate::protocol::usage::Usage) {
+        let tokens = usage.is_known().then(|| usage.input_tokens.unwrap_or(0) + usage.output_tokens.unwrap_or(0));
+        let cost_usd = self.journal.as_ref().and_then(|j| j.cost(&usage));
+        self.ticket.settle(Used { tokens, cost_usd });
+    }
+
+    /// The relay goes on with the continuation's stream, joined on to what
+    /// was sent.
+    fn switch_to(&mut self, continued: Continued, keep: Option<usize>, traced: bool) {
+        let Continued { upstream, ticket, endpoint, seam, .. } = continued;
+        // The broken stream's slot, lease and key go back here.
+        self.ticket = ticket;
+        self.held = Some(upstream.held);
+        self.rest = upstream.rest;
+        self.peeked = None;
+        self.quiet_since = None;
+        self.tap = Tap::new(endpoint, true, false, keep);
+        if traced {
+            self.tap.read_answer();
+        }
+        self.translator = None;
+        self.seam = Some(seam);
+        // A reply made of two is no answer to replay from the cache.
+        self.keeping = None;
+        self.scrub = None;
+    }
+
     /// `chunk` in the client's format, for a translated stream (kept for
     /// the cache as such).
     fn translated(&mut self, chunk: Bytes) -> Bytes {
+        if let Some(seam) = &mut self.seam {
+            return if chunk.is_empty() { chunk } else { seam.push(&chunk) };
+        }
         let Some(t) = &mut self.translator else { return chunk };
         let out = if chunk.is_empty() { chunk } else { t.push(&chunk) };
         if let Some(k) = &mut self.keeping {
@@ -341,6 +477,14 @@ impl Relay {
     /// of it, handed on once the request is on record.
     async fn end(&mut self, out: Bytes) -> Bytes {
         self.ticket.record(classify::at_end(false));
+        // What an untranslated stream's last event left unended.
+        let pending = self.resume.as_mut().map(|r| r.rest_of_stream()).unwrap_or_default();
+        let out = if pending.is_empty() {
+            out
+        } else {
+            let more = self.observe(pending);
+            join(out, more)
+        };
         let out = match self.scrub.as_mut().map(|s| s.finish()).filter(|b| !b.is_empty()) {
             Some(held_back) => {
                 let more = self.observe(held_back);
@@ -350,7 +494,9 @@ impl Relay {
         };
         let tail = self.tap.flush();
         let mut tail = self.translated(tail);
-        if let Some(t) = &mut self.translator {
+        if let Some(seam) = &mut self.seam {
+            tail = join(tail, seam.finish());
+        } else if let Some(t) = &mut self.translator {
             // The provider's stream is over: the client's terminal events.
             let terminal = t.finish();
             if let Some(k) = &mut self.keeping {
@@ -363,7 +509,10 @@ impl Relay {
                 j.capture_answer(&tail);
             }
         }
-        let failure = self.translator.as_ref().and_then(|t| t.error()).map(|(_, message)| message.to_string());
+        let failure = match &self.seam {
+            Some(seam) => seam.error().map(str::to_string),
+            None => self.translator.as_ref().and_then(|t| t.error()).map(|(_, message)| message.to_string()),
+        };
         if let Some(keeping) = self.keeping.take().filter(|_| failure.is_none()) {
             let usage = self.tap.usage();
             let cost = self.journal.as_ref().and_then(|j| j.cost(&usage));
@@ -376,11 +525,20 @@ impl Relay {
     /// The body broke off: the provider is blamed, and the client gets the
     /// protocol's error event (or, outside a stream, a broken body).
     async fn fail(&mut self, failure: String) -> Result<Bytes, std::io::Error> {
+        let failure = match self.not_resumed.take() {
+            Some(why) => format!("{failure}; {why}"),
+            None => failure,
+        };
         let request_id = self.journal.as_ref().map(|j| j.request_id());
         warn!(request_id, "mid-stream failure: {failure}");
         self.ticket.record(classify::at_end(true));
-        let last = if let Some(t) = &mut self.translator {
+        let last = if let Some(t) = self.translator.as_mut().filter(|t| t.holds_error()) {
+            // The provider's own error event, held back for a resume.
+            Ok(t.release())
+        } else if let Some(t) = &mut self.translator {
             Ok(t.fail(ErrorClass::Server, &failure))
+        } else if let Some(seam) = &mut self.seam {
+            Ok(seam.fail(ErrorClass::Server, &failure))
         } else if self.sse {
             Ok(sse::error_event(self.endpoint, &failure))
         } else {

@@ -76,6 +76,14 @@ pub struct HedgeLabels {
     pub outcome: &'static str,
 }
 
+/// What became of a stream broken off after content: `resumed`,
+/// `not_resumable` (a tool call or thinking in progress), `failed` (no
+/// provider could continue it).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabel {
     pub reason: &'static str,
@@ -160,6 +168,8 @@ pub struct Metrics {
     pub cost: Family<ProviderModel, Counter<f64, AtomicU64>>,
     pub fallbacks: Family<FallbackLabels, Counter>,
     pub hedges: Family<HedgeLabels, Counter>,
+    /// Streams broken off after content, by what became of them.
+    pub resumes: Family<OutcomeLabel, Counter>,
     /// 0 closed, 1 half-open, 2 open; set at scrape time.
     pub breaker: Family<ProviderLabel, Gauge>,
     /// 1 enabled, 0 disabled; set at scrape time.
@@ -209,6 +219,11 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// One stream broken off more, ended as `outcome`.
+    pub fn resume(&self, outcome: &'static str) {
+        self.resumes.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+
     /// One hedge of `provider` more, ended as `outcome`.
     pub fn hedge(&self, provider: &str, outcome: &'static str) {
         self.hedges.get_or_create(&HedgeLabels { provider: provider.to_string(), outcome }).inc();
@@ -225,6 +240,7 @@ impl Metrics {
             cost: Family::default(),
             fallbacks: Family::default(),
             hedges: Family::default(),
+            resumes: Family::default(),
             breaker: Family::default(),
             enabled: Family::default(),
             history_lost: Gauge::default(),
@@ -260,6 +276,11 @@ impl Metrics {
         registry.register("tokens", "Tokens, by provider, model and kind (input, output, cached)", m.tokens.clone());
         registry.register("cost_usd", "Spend in US dollars, by provider and model", m.cost.clone());
         registry.register("fallbacks", "Fallbacks from one provider to another", m.fallbacks.clone());
+        registry.register(
+            "resumes",
+            "Streams broken off after content with resume on, by outcome (resumed, not_resumable, failed)",
+            m.resumes.clone(),
+        );
         registry.register(
             "hedges",
             "Hedged first bytes, by the provider started and outcome (won, lost, failed, withheld)",

@@ -155,11 +155,17 @@ impl Telemetry {
             fallback_out,
         };
         // An attempt let go for its hedge is no sample of the provider.
-        let change = a.outcome.sampled().then(|| self.stats.with(&a.provider, |s| {
-            s.all.record(minute, sample);
-            s.record_model(&a.model, minute, sample);
-            healthy(a).and_then(|ok| s.passive.observe(ok))
-        })).flatten();
+        let change = a
+            .outcome
+            .sampled()
+            .then(|| {
+                self.stats.with(&a.provider, |s| {
+                    s.all.record(minute, sample);
+                    s.record_model(&a.model, minute, sample);
+                    healthy(a).and_then(|ok| s.passive.observe(ok))
+                })
+            })
+            .flatten();
         if a.reason == Reason::Hedge {
             let outcome = match a.outcome {
                 AttemptOutcome::Ok => "won",

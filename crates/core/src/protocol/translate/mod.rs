@@ -43,6 +43,7 @@
 //!   whole replies, streams and error bodies alike.
 //! - [`estimate`], [`models`]: token estimates, model lists.
 //! - [`stream`]: reply streams, decoded and encoded event by event.
+//! - [`resume`]: the request that finishes a reply another provider broke off.
 
 mod chat;
 pub mod dropped;
@@ -61,6 +62,7 @@ pub mod profile;
 pub mod quirks;
 mod reply;
 mod responses;
+pub mod resume;
 pub mod schema;
 mod shape;
 pub mod stream;

@@ -89,6 +89,11 @@ pub struct Profile {
     /// Google's documented `skip_thought_signature_validator` (Gemini 3
     /// rejects them otherwise).
     pub thought_signature_sentinel: bool,
+    /// Chat: continues an assistant message marked `prefix: true` as its
+    /// own (Mistral; DeepSeek at its `/beta` base URL), so a reply that
+    /// broke off is resumed by handing it what was sent; otherwise a
+    /// continuation is asked for in words.
+    pub prefix_completion: bool,
     /// Per-model corrections, applied over the built-in ones
     /// ([`quirks::BUILTIN`]) for the models they match.
     pub models: Vec<ModelRule>,
@@ -118,6 +123,7 @@ impl Default for Profile {
             anthropic_beta: None,
             default_max_tokens: 8192,
             cache_breakpoints: true,
+            prefix_completion: false,
             prompt_cache_key: false,
             max_output_tokens: None,
             thought_signature_sentinel: true,

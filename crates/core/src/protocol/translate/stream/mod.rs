@@ -12,6 +12,8 @@
 //! - [`decode`]: one decoder per provider format;
 //! - [`encode`]: one encoder per client format;
 //! - [`custom`]: custom-tool input wrapped and unwrapped as it streams;
+//! - [`seam`]: a reply broken off and finished by another attempt, joined
+//!   into one stream for the client;
 //! - [`maps`]: token counts read and merged (stop reasons and error classes
 //!   are in the translator's `vocab`, shared with whole replies).
 
@@ -20,6 +22,7 @@ mod decode;
 mod encode;
 mod frames;
 mod maps;
+pub mod seam;
 
 #[cfg(test)]
 mod tests;
@@ -57,6 +60,16 @@ pub struct StreamTranslator {
     content: bool,
     reason: Option<StopReason>,
     error: Option<(ErrorClass, String)>,
+    /// With resume on: what the client was sent, and an error event held
+    /// back from it until the stream is known not to go on elsewhere.
+    watch: Option<Box<Watch>>,
+}
+
+/// A translated stream watched for a resume.
+#[derive(Debug, Default)]
+struct Watch {
+    sent: seam::Sent,
+    held: Option<StreamEvent>,
 }
 
 impl StreamTranslator {
@@ -69,7 +82,33 @@ impl StreamTranslator {
             content: false,
             reason: None,
             error: None,
+            watch: None,
         }
+    }
+
+    /// Keeps what the client is sent, for a resume ([`seam`]), and holds
+    /// an error event back from the client until [`release`](Self::release).
+    pub fn watch(&mut self) {
+        self.watch = Some(Box::default());
+    }
+
+    /// What the client was sent, when watched.
+    pub fn sent(&self) -> Option<&seam::Sent> {
+        self.watch.as_ref().map(|w| &w.sent)
+    }
+
+    /// Whether an error event is held back.
+    pub fn holds_error(&self) -> bool {
+        self.watch.as_ref().is_some_and(|w| w.held.is_some())
+    }
+
+    /// The held error event, in the client's format: the stream is not
+    /// going on elsewhere after all.
+    pub fn release(&mut self) -> Bytes {
+        if let Some(error) = self.watch.take().and_then(|w| w.held) {
+            self.encoder.encode(&error, &mut self.out);
+        }
+        self.out.split().freeze()
     }
 
     /// Feeds upstream bytes; returns the client's bytes they produce (often
@@ -89,6 +128,8 @@ impl StreamTranslator {
     /// The upstream broke off (a reset, a timeout): the client's stream
     /// ends in an error in its own protocol. Nothing if it had ended.
     pub fn fail(&mut self, class: ErrorClass, message: &str) -> Bytes {
+        // Not resumed after all: this error goes to the client.
+        self.watch = None;
         self.events.push(StreamEvent::Error { class, message: message.to_string(), quota: false });
         self.flush()
     }
@@ -140,6 +181,13 @@ impl StreamTranslator {
                 }
                 StreamEvent::Error { class, message, .. } => self.error = Some((*class, message.clone())),
                 StreamEvent::Start { .. } | StreamEvent::BlockStart { .. } | StreamEvent::BlockStop { .. } => {}
+            }
+            if let Some(w) = &mut self.watch {
+                if matches!(event, StreamEvent::Error { .. }) {
+                    w.held = Some(event);
+                    break;
+                }
+                w.sent.observe(&event);
             }
             self.encoder.encode(&event, &mut self.out);
         }
