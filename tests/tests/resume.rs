@@ -164,6 +164,28 @@ async fn a_stream_cut_midway_is_finished_by_the_next_in_every_format() {
 }
 
 #[tokio::test]
+async fn an_error_event_or_a_silence_midway_is_resumed_too() {
+    let cases = [
+        (Fault::ErrorAfter(CUT), "resume = true"),
+        (Fault::StallAfter(CUT), "resume = true\nstream_idle_timeout = \"200ms\""),
+    ];
+    for (fault, policy) in cases {
+        let a = sim("a", Script::always(fault.clone())).await;
+        let b = sim("b", Script::ok().reply(" w4 w5 and the rest.")).await;
+        let gw = gateway(&a, &b, policy).await;
+        let hi = json!({ "model": "m", "stream": true, "max_tokens": 20, "messages": [{ "role": "user", "content": "hi" }] });
+        // Untranslated (the error event read alongside) and translated.
+        for path in ["/v1/chat/completions", "/v1/messages"] {
+            let text = gw.post(path, &hi).await.text().await.unwrap();
+            let (said, once) = read(path, &text);
+            assert_eq!(said, format!("{PARTIAL} w4 w5 and the rest."), "{fault:?} {path}: {text}");
+            assert!(once.iter().all(|n| *n == 1), "{fault:?} {path}: {once:?}\n{text}");
+        }
+        assert_eq!(b.calls(), 2, "{fault:?}");
+    }
+}
+
+#[tokio::test]
 async fn without_resume_a_cut_ends_in_an_error_as_before() {
     let a = sim("a", Script::always(Fault::DropAfter(CUT))).await;
     let b = sim("b", Script::ok()).await;

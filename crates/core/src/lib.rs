@@ -52,9 +52,11 @@
 //! 5. **provider** (`proxy/provider.rs`): the provider's gate and the
 //!    team's, then attempts, retries and repairs (`Run::provider`).
 //! 6. **attempt** (`proxy/attempt.rs`): one attempt on the wire, up to
-//!    its first content (`run`).
+//!    its first content (`run`); hedged by the chain's next when its first
+//!    byte is late (`proxy/hedge.rs`).
 //! 7. **deliver** (`proxy/relay.rs`): the answer relayed, translated back
-//!    and tapped as it goes (`respond`).
+//!    and tapped as it goes (`respond`); a stream that breaks after text
+//!    finished elsewhere (`proxy/resume.rs`).
 //! 8. **record** (`proxy/journal.rs`): the journal that becomes the
 //!    history row, handed to `history::Recorder::complete`, which spools it
 //!    first: a request the client saw end is on record. The writer thread

@@ -286,6 +286,11 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
         Some(plan) => agent::turn(plan, endpoint, &body, pacing.chunks, text),
         None => Turn::Text(text),
     };
+    let fault = match (fault, &turn) {
+        (Fault::DropTextAfter(n), Turn::Text(_)) => Fault::DropAfter(n),
+        (Fault::DropTextAfter(_), Turn::Tools(_)) => Fault::None,
+        (fault, _) => fault,
+    };
     let plan = wire::plan(&shared.name, call, request, turn, pacing.chunks);
     // An agent refuses what its real counterpart would: calls and results that do not pair up.
     let refused = agent.as_ref().and_then(|_| agent::unpaired(endpoint, &body));
@@ -411,6 +416,9 @@ async fn produce(
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let _ = send(Err(io::Error::new(io::ErrorKind::ConnectionReset, "simulated drop"))).await;
                 return true;
+            }
+            Fault::ErrorAfter(n) if i == n => {
+                return send(Ok(events.error)).await;
             }
             Fault::StallAfter(n) if i == n => {
                 std::future::pending::<()>().await;

@@ -29,6 +29,13 @@ pub enum Fault {
     StallAfter(usize),
     /// Streams: send this many content events, then reset the connection.
     DropAfter(usize),
+    /// Streams: as [`Fault::DropAfter`] for a turn of text, none for a
+    /// turn of tool calls (an agent whose answers break, not its calls).
+    DropTextAfter(usize),
+    /// Streams: send this many content events, then the protocol's error
+    /// event, then end (a provider failing mid-answer, as Anthropic's
+    /// `overloaded_error` does).
+    ErrorAfter(usize),
     /// Streams: send the preamble, then the protocol's error event, then end.
     ErrorEvent,
     /// Answer with this error status, echoing the request back as a careless

@@ -208,7 +208,7 @@ impl Journal {
         let now = Instant::now();
         self.attempt_started.push(now);
         let Some(record) = self.record.as_deref_mut() else { return self.attempt_started.len() - 1 };
-        if start.reason == Reason::Fallback {
+        if matches!(start.reason, Reason::Fallback | Reason::Resume) {
             record.fallback = true;
         }
         let seq = record.attempts.len() as u32 + 1;

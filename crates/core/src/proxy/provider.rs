@@ -146,10 +146,14 @@ impl Run<'_> {
             }
             let hedge = partner.filter(|_| retry == 0 && self.policy.hedge.is_some());
             let mut sent = match hedge {
+                // Boxed: the race's future is large, and inline it would make
+                // every request's as large, hedged or not.
                 Some(partner) => {
-                    match self.hedged(candidate, &mut ticket, &out, partner, repairs_left, timeout).await {
+                    match Box::pin(self.hedged(candidate, &mut ticket, &out, partner, repairs_left, timeout)).await {
                         Raced::Primary(sent) => sent,
-                        Raced::Partner(won) => return self.partner_won(candidate, partner, ticket, *won).await,
+                        Raced::Partner(won) => {
+                            return Box::pin(self.partner_won(candidate, partner, ticket, *won)).await;
+                        }
                     }
                 }
                 None => self.send(candidate, &ticket, &out, retry, repairs_left, timeout).await,
@@ -162,7 +166,20 @@ impl Run<'_> {
             // Taken out in place, not as a tuple: a tuple would be another
             // copy of the answer, kept in this future while it is relayed.
             if let Some(upstream) = sent.attempted.upstream.take_if(|_| deliver) {
-                return Tried::Answered(self.deliver(candidate, &sent, &out, upstream, ticket).await);
+                debug!(
+                    provider = provider.name(),
+                    status = upstream.status.as_u16(),
+                    attempts = self.attempts,
+                    "answered"
+                );
+                // Awaited here, not through `deliver`: the relay's future is
+                // then built in this one's place instead of moved into it.
+                let delivery = self.delivery(candidate, &sent, &out, upstream.status, upstream.sse);
+                let mut response = relay::respond(upstream, ticket, sent.verdict, delivery).await;
+                if let Some(c) = self.cached {
+                    c.mark_live(response.headers_mut());
+                }
+                return Tried::Answered(response);
             }
             // A repaired request keeps the ticket: same provider, same
             // key, and one breaker outcome for the pair.

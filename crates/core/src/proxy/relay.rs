@@ -232,7 +232,7 @@ impl Relay {
             // No journal: the body has ended.
             self.journal.as_ref()?;
             if let Some(failure) = self.broke.take() {
-                if self.resumed(&failure).await {
+                if Box::pin(self.resumed(&failure)).await {
                     continue;
                 }
                 return Some(self.fail(failure).await);
@@ -244,7 +244,7 @@ impl Relay {
                     Ok(None) => return last(self.end(Bytes::new()).await),
                     Err(Quiet::KeepAlive) => return Some(Ok(Bytes::from_static(KEEPALIVE_COMMENT))),
                     Err(Quiet::Dead(failure)) => {
-                        if self.resumed(&failure).await {
+                        if Box::pin(self.resumed(&failure)).await {
                             continue;
                         }
                         return Some(self.fail(failure).await);
@@ -254,9 +254,12 @@ impl Relay {
             let chunk = self.scrubbed(chunk);
             let chunk = self.gated(chunk);
             let out = self.observe(chunk);
-            if self.broke.is_some() || self.translator.as_ref().is_some_and(|t| t.holds_error()) {
+            if let Some(t) = self.translator.as_ref().filter(|t| t.holds_error() && self.broke.is_none()) {
+                let message = t.error().map_or("", |(_, m)| m);
+                self.broke = Some(format!("the provider's stream sent an error: {message}"));
+            }
+            if self.broke.is_some() {
                 // The break is taken up once what came before it is out.
-                self.broke.get_or_insert_with(|| "the provider's stream sent an error".to_string());
                 if out.is_empty() {
                     continue;
                 }
@@ -362,7 +365,9 @@ impl Relay {
         // The provider broke off, whatever follows.
         self.ticket.record(classify::at_end(true));
         let Some(journal) = self.journal.as_mut() else { return false };
-        match resumer.resume(&sent, journal).await {
+        // Boxed: a continuation's attempt is a large future, and inline it
+        // would make every relayed body's as large.
+        match Box::pin(resumer.resume(&sent, journal)).await {
             Ok(continued) => {
                 let usage = self.tap.usage();
                 journal

@@ -146,12 +146,14 @@ impl Telemetry {
     }
 
     fn attempt(&self, r: &RequestRecord, a: &AttemptRecord, next: Option<&AttemptRecord>, minute: i64) {
-        let fallback_out = next.is_some_and(|n| n.reason == Reason::Fallback);
+        // A resume is a fallback in mid-stream: an event and a hop like one.
+        let hop = |r: Reason| matches!(r, Reason::Fallback | Reason::Resume);
+        let fallback_out = next.is_some_and(|n| hop(n.reason));
         let sample = Sample {
             ok: a.outcome == AttemptOutcome::Ok,
             latency_ms: a.duration_ms.unwrap_or(0.0),
             ttft_ms: a.ttft_ms,
-            fallback_in: a.reason == Reason::Fallback,
+            fallback_in: hop(a.reason),
             fallback_out,
         };
         // An attempt let go for its hedge is no sample of the provider.
