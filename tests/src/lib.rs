@@ -119,6 +119,19 @@ impl TestGateway {
         }
     }
 
+    /// The request `id` as `/admin/requests/{id}` gives it, once it is on
+    /// record (the writer is asynchronous).
+    pub async fn detail(&self, id: &str) -> serde_json::Value {
+        for _ in 0..300 {
+            let d = self.admin(&format!("/admin/requests/{id}")).await;
+            if d["attempts"].is_array() {
+                return d;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("request {id} never on record");
+    }
+
     /// A JSON POST to this gateway, as a client would send it.
     pub async fn post(&self, path: &str, body: &serde_json::Value) -> reqwest::Response {
         http().post(self.url(path)).json(body).send().await.expect("request sent")

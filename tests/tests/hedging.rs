@@ -34,19 +34,6 @@ async fn route_with(a: &SimProvider, b: &SimProvider, policy: &str, b_table: &st
     TestGateway::start(config.build(), keys_for(&["a", "b"])).await
 }
 
-async fn detail(gw: &TestGateway, id: &str) -> Value {
-    gw.recorded(1).await;
-    // The writer is asynchronous: poll until this request is on record.
-    for _ in 0..200 {
-        let d = gw.admin(&format!("/admin/requests/{id}")).await;
-        if d["attempts"].is_array() {
-            return d;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("request {id} never on record");
-}
-
 fn attempts(detail: &Value) -> Vec<(String, String, String)> {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
     detail["attempts"]
@@ -84,7 +71,7 @@ async fn a_slow_first_byte_is_answered_by_the_next_and_the_slow_one_let_go() {
     assert!(a.wait_for_disconnects(1, Duration::from_secs(5)).await, "the slow provider's connection stayed open");
     let r2 = gw.post("/v1/chat/completions", &chat(true)).await;
     r2.bytes().await.unwrap();
-    let d = detail(&gw, &id).await;
+    let d = gw.detail(&id).await;
     assert_eq!(attempts(&d), [row("a", "first", "hedged"), row("b", "hedge", "ok")], "{d}");
     assert_eq!(d["provider"], "b", "{d}");
     assert!(d["attempts"][0]["error"].as_str().unwrap().contains("b answered first"), "{d}");
@@ -195,14 +182,14 @@ async fn a_failed_hedge_leaves_the_primary_and_is_not_tried_again() {
     assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-provider")), (200, "a"));
     let id = request_id(&r);
     r.bytes().await.unwrap();
-    let d = detail(&gw, &id).await;
+    let d = gw.detail(&id).await;
     assert_eq!(attempts(&d), [row("a", "first", "ok"), row("b", "hedge", "http_error")], "{d}");
 
     // Both failing: the hedge is not tried again as the chain's next.
     a.set_script(Script::always(Fault::status(503)).latency(Duration::from_millis(200)));
     let r = gw.post("/v1/chat/completions", &chat(false)).await;
     assert_eq!(r.status().as_u16(), 502, "all providers failed");
-    let d = detail(&gw, &request_id(&r)).await;
+    let d = gw.detail(&request_id(&r)).await;
     assert_eq!(attempts(&d), [row("a", "first", "http_error"), row("b", "hedge", "http_error")], "{d}");
     assert_eq!(b.calls(), 2);
 }

@@ -90,17 +90,6 @@ fn read(path: &str, body: &str) -> (String, Vec<usize>) {
     (text, once)
 }
 
-async fn detail(gw: &TestGateway, id: &str) -> Value {
-    for _ in 0..300 {
-        let d = gw.admin(&format!("/admin/requests/{id}")).await;
-        if d["attempts"].is_array() {
-            return d;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("request {id} never on record");
-}
-
 #[tokio::test]
 async fn a_stream_cut_midway_is_finished_by_the_next_in_every_format() {
     let a = sim("a", Script::always(Fault::DropAfter(CUT))).await;
@@ -129,7 +118,7 @@ async fn a_stream_cut_midway_is_finished_by_the_next_in_every_format() {
         let (said, once) = read(path, &text);
         assert_eq!(said, format!("{PARTIAL} w4 w5 and the rest."), "{path}: {text}");
         assert!(once.iter().all(|n| *n == 1), "{path}: one start, one end, no error: {once:?}\n{text}");
-        let d = detail(&gw, &id).await;
+        let d = gw.detail(&id).await;
         let attempts: Vec<(&str, &str, &str)> = d["attempts"]
             .as_array()
             .unwrap()
@@ -214,6 +203,6 @@ async fn a_tool_call_in_progress_is_not_resumed_and_says_why() {
     assert!(text.contains("event: error"), "{text}");
     assert!(text.contains("not resumed: a tool call (`Bash`)"), "{text}");
     assert_eq!(b.calls(), 0);
-    let d = detail(&gw, &id).await;
+    let d = gw.detail(&id).await;
     assert!(d["error"].as_str().unwrap().contains("tool call"), "{d}");
 }

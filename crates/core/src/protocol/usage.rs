@@ -35,14 +35,18 @@ pub struct Usage {
     pub cache_write_tokens: Option<u64>,
 }
 
+/// Two counts as one: added, unknown only where both are.
+pub fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
 impl Usage {
     /// Two attempts' usage as one: each count added, unknown only where
     /// both are.
     pub fn plus(&self, other: &Usage) -> Usage {
-        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-        };
         Usage {
             input_tokens: add(self.input_tokens, other.input_tokens),
             output_tokens: add(self.output_tokens, other.output_tokens),

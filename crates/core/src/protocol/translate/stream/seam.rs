@@ -334,10 +334,7 @@ impl Continuation {
 
 /// Two attempts' usage as one: the counts added.
 fn summed(a: Tokens, b: Tokens) -> Tokens {
-    let add = |x: Option<u64>, y: Option<u64>| match (x, y) {
-        (None, None) => None,
-        (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
-    };
+    use crate::protocol::usage::add;
     Tokens {
         input: add(a.input, b.input),
         output: add(a.output, b.output),
