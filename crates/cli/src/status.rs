@@ -190,7 +190,9 @@ pub fn route_lines(view: &RoutesView) -> Vec<String> {
             .collect();
         let bound = r.max_latency_ms.map(|ms| format!(" ≤{ms}ms")).unwrap_or_default();
         let strategy = format!("{}{bound}", word(r.strategy));
-        out.push(format!("route {:<model_w$} {strategy:<12} [{}]  {}", r.model, chain.join(" → "), split(&r.split)));
+        let hedge = r.hedge_after.as_ref().map(|after| format!(", hedged after {after}")).unwrap_or_default();
+        let (chain, split) = (chain.join(" → "), split(&r.split));
+        out.push(format!("route {:<model_w$} {strategy:<12} [{chain}]  {split}{hedge}", r.model));
     }
     let u = &view.unrouted;
     if !u.split.is_empty() || u.strategy != Strategy::Ordered {
@@ -299,6 +301,8 @@ mod tests {
                     strategy: Strategy::Weighted,
                     chain: vec![entry("a", Some(9)), entry("b", Some(1))],
                     max_latency_ms: None,
+                    hedge_after: None,
+                    hedge_max_share: None,
                     split: vec![share("a", 90, 0.9), share("b", 10, 0.1)],
                 },
                 RouteView {
@@ -306,6 +310,8 @@ mod tests {
                     strategy: Strategy::Cheapest,
                     chain: vec![entry("c", None), entry("d", None)],
                     max_latency_ms: Some(2000),
+                    hedge_after: Some("300ms".into()),
+                    hedge_max_share: Some(0.1),
                     split: Vec::new(),
                 },
             ],
@@ -316,7 +322,7 @@ mod tests {
             route_lines(&view),
             [
                 "route gpt-4o       weighted     [a×9 → b×1]  a 90% (90), b 10% (10) in 5m",
-                "route claude       cheapest ≤2000ms [c → d]  no requests in 5m",
+                "route claude       cheapest ≤2000ms [c → d]  no requests in 5m, hedged after 300ms",
             ]
         );
     }
