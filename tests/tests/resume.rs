@@ -153,22 +153,28 @@ async fn a_stream_cut_midway_is_finished_by_the_next_in_every_format() {
 }
 
 #[tokio::test]
-async fn an_error_event_or_a_silence_midway_is_resumed_too() {
+async fn an_error_event_a_malformed_one_or_a_silence_midway_is_resumed_too() {
     let cases = [
-        (Fault::ErrorAfter(CUT), "resume = true"),
-        (Fault::StallAfter(CUT), "resume = true\nstream_idle_timeout = \"200ms\""),
+        (Fault::ErrorAfter(CUT), "resume = true", "the provider's stream sent an error"),
+        (Fault::GarbleAfter(CUT), "resume = true", "malformed event"),
+        (Fault::StallAfter(CUT), "resume = true\nstream_idle_timeout = \"200ms\"", "sent nothing for 200ms"),
     ];
-    for (fault, policy) in cases {
+    for (fault, policy, why) in cases {
         let a = sim("a", Script::always(fault.clone())).await;
         let b = sim("b", Script::ok().reply(" w4 w5 and the rest.")).await;
         let gw = gateway(&a, &b, policy).await;
         let hi = json!({ "model": "m", "stream": true, "max_tokens": 20, "messages": [{ "role": "user", "content": "hi" }] });
         // Untranslated (the error event read alongside) and translated.
         for path in ["/v1/chat/completions", "/v1/messages"] {
-            let text = gw.post(path, &hi).await.text().await.unwrap();
+            let r = gw.post(path, &hi).await;
+            let id = request_id(&r);
+            let text = r.text().await.unwrap();
             let (said, once) = read(path, &text);
             assert_eq!(said, format!("{PARTIAL} w4 w5 and the rest."), "{fault:?} {path}: {text}");
             assert!(once.iter().all(|n| *n == 1), "{fault:?} {path}: {once:?}\n{text}");
+            let d = gw.detail(&id).await;
+            let error = d["attempts"][0]["error"].as_str().unwrap();
+            assert!(error.contains(why) && error.contains("resumed by the next attempt"), "{fault:?} {path}: {error}");
         }
         assert_eq!(b.calls(), 2, "{fault:?}");
     }
@@ -205,4 +211,69 @@ async fn a_tool_call_in_progress_is_not_resumed_and_says_why() {
     assert_eq!(b.calls(), 0);
     let d = gw.detail(&id).await;
     assert!(d["error"].as_str().unwrap().contains("tool call"), "{d}");
+}
+
+#[tokio::test]
+async fn a_thinking_block_in_progress_is_not_resumed_finished_thinking_is() {
+    // `a-an` thinks in four deltas, then writes; `b-an` answers whole.
+    let cut_in_thinking = sim("a", Script::always(Fault::DropAfter(2)).thinks(4)).await;
+    let b = sim("b", Script::ok().reply(" w4 w5 and the rest.")).await;
+    let gw = gateway(&cut_in_thinking, &b, "resume = true").await;
+    let body = |stream| json!({ "model": "c", "stream": stream, "max_tokens": 50, "messages": [{ "role": "user", "content": "hi" }] });
+    // Untranslated (Messages) and translated (Chat to Messages).
+    for path in ["/v1/messages", "/v1/chat/completions"] {
+        let r = gw.post(path, &body(true)).await;
+        let id = request_id(&r);
+        let text = r.text().await.unwrap();
+        assert!(text.contains("not resumed: a thinking block was in progress"), "{path}: {text}");
+        let d = gw.detail(&id).await;
+        assert!(d["error"].as_str().unwrap().contains("thinking block"), "{path}: {d}");
+        assert_eq!(d["attempts"].as_array().unwrap().len(), 1, "{path}: {d}");
+    }
+    assert_eq!(b.calls(), 0);
+    let m = switchyard_tests::http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(m.contains(r#"switchyard_resumes_total{outcome="not_resumable"} 2"#), "{m}");
+
+    // Cut after the thinking ended and two pieces of text: resumed, the
+    // continuation asked without the thinking.
+    let cut_in_text = sim("a", Script::always(Fault::DropAfter(6)).thinks(4)).await;
+    let gw = gateway(&cut_in_text, &b, "resume = true").await;
+    let text = gw.post("/v1/messages", &body(true)).await.text().await.unwrap();
+    let (said, once) = read("/v1/messages", &text);
+    assert_eq!(said, "Hello from w4 w5 and the rest.", "{text}");
+    // One message, its thinking block and its text block, one stop, no error.
+    assert_eq!(once, [1, 2, 1, 1], "{text}");
+    assert!(text.contains("thinking_delta"), "the thinking reached the client: {text}");
+    let asked = b.requests().last().unwrap().json();
+    let last = asked["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "assistant", "{asked}");
+    assert!(!last.to_string().contains("thinking"), "the thinking is not sent on: {last}");
+    assert!(last.to_string().contains("Hello from"), "{last}");
+}
+
+#[tokio::test]
+async fn a_providers_own_resume_holds_whatever_the_request_policy_says() {
+    // `a` turns resume on for its streams under a policy without it; `c`
+    // turns it off under a route that has it.
+    let a = sim("a", Script::always(Fault::DropAfter(CUT))).await;
+    let b = sim("b", Script::ok().reply(" w4 w5 and the rest.")).await;
+    let c = sim("c", Script::always(Fault::DropAfter(CUT))).await;
+    let config = ConfigText::new()
+        .raw("[policy]\nmin_fallback_budget = \"100ms\"")
+        .provider(&a, "openai", &["m", "n"])
+        .raw("policy = { resume = true }")
+        .provider(&c, "openai", &["m", "n"])
+        .raw("policy = { resume = false }")
+        .provider(&b, "openai", &["m", "n"])
+        .route("m", &["a", "b"])
+        .route("n", &["c", "b"])
+        .raw("policy = { resume = true }");
+    let gw = TestGateway::start(config.build(), keys_for(&["a", "b", "c"])).await;
+    let hi = |model| json!({ "model": model, "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+    let text = gw.post("/v1/chat/completions", &hi("m")).await.text().await.unwrap();
+    assert_eq!(read("/v1/chat/completions", &text).0, format!("{PARTIAL} w4 w5 and the rest."), "{text}");
+    assert_eq!(b.calls(), 1);
+    let text = gw.post("/v1/chat/completions", &hi("n")).await.text().await.unwrap();
+    assert!(text.contains("\"error\""), "c's own `resume = false` holds: {text}");
+    assert_eq!(b.calls(), 1);
 }

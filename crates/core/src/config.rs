@@ -780,7 +780,8 @@ impl Validator<'_> {
                 "is a request setting: set it in [policy] or in a route's policy",
             );
         }
-        let policy = raw.policy.provider(defaults.provider).or_else(|e| self.policy_error(&field("policy"), e))?;
+        let mut policy = raw.policy.provider(defaults.provider).or_else(|e| self.policy_error(&field("policy"), e))?;
+        policy.resume = raw.policy.provider_resume();
         let queue = raw.policy.queue(&defaults.queue).or_else(|e| self.policy_error(&field("policy"), e))?;
         let key_max_concurrency = match raw.keys.and_then(|k| k.max_concurrency) {
             None => None,

@@ -291,7 +291,7 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
         (Fault::DropTextAfter(_), Turn::Tools(_)) => Fault::None,
         (fault, _) => fault,
     };
-    let plan = wire::plan(&shared.name, call, request, turn, pacing.chunks);
+    let plan = wire::plan(&shared.name, call, request, turn, pacing);
     // An agent refuses what its real counterpart would: calls and results that do not pair up.
     let refused = agent.as_ref().and_then(|_| agent::unpaired(endpoint, &body));
     if let (Some(why), Fault::None) = (refused, &fault) {
@@ -419,6 +419,15 @@ async fn produce(
             }
             Fault::ErrorAfter(n) if i == n => {
                 return send(Ok(events.error)).await;
+            }
+            Fault::GarbleAfter(n) if i == n => {
+                let garbled: &[u8] = match events.framing {
+                    Framing::Sse => b"data: {\"id\": \"x\", \"choices\": [{\"delta\": {\"content\n\n",
+                    Framing::JsonArray => b",{\"candidates\": [{\"content\n",
+                };
+                if !send(Ok(Bytes::from_static(garbled))).await {
+                    return false;
+                }
             }
             Fault::StallAfter(n) if i == n => {
                 std::future::pending::<()>().await;

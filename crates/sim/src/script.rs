@@ -36,6 +36,9 @@ pub enum Fault {
     /// event, then end (a provider failing mid-answer, as Anthropic's
     /// `overloaded_error` does).
     ErrorAfter(usize),
+    /// Streams: send this many content events, then one that is not JSON
+    /// (cut off mid-object), then the rest as if nothing had happened.
+    GarbleAfter(usize),
     /// Streams: send the preamble, then the protocol's error event, then end.
     ErrorEvent,
     /// Answer with this error status, echoing the request back as a careless
@@ -70,6 +73,8 @@ impl Fault {
 pub struct Pacing {
     pub chunks: usize,
     pub interval: Duration,
+    /// Thinking deltas before the text (Messages streams).
+    pub thinking: usize,
 }
 
 /// A provider's behaviour: scripted faults for the first calls, then a
@@ -83,6 +88,7 @@ pub struct Script {
     pub latency: Duration,
     chunks: usize,
     interval: Duration,
+    thinking: usize,
     /// Models listed by `GET /v1/models`.
     pub models: Vec<String>,
     /// Extra headers on every successful reply (rate-limit quotas, say).
@@ -111,6 +117,7 @@ impl Script {
             latency: Duration::ZERO,
             chunks: 5,
             interval: Duration::ZERO,
+            thinking: 0,
             models: vec!["sim-model".to_string()],
             headers: Vec::new(),
             agent: None,
@@ -174,6 +181,14 @@ impl Script {
         self
     }
 
+    /// A Messages stream of text thinks first: a thinking block of `deltas`
+    /// content events (so [`Fault::DropAfter`] can cut inside it), signed
+    /// and closed as Anthropic's are, before the text block.
+    pub fn thinks(mut self, deltas: usize) -> Script {
+        self.thinking = deltas;
+        self
+    }
+
     /// Adds headers to every successful reply.
     pub fn reply_headers(mut self, headers: &[(&str, &str)]) -> Script {
         self.headers.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -186,7 +201,7 @@ impl Script {
     }
 
     pub(crate) fn pacing(&self) -> Pacing {
-        Pacing { chunks: self.chunks, interval: self.interval }
+        Pacing { chunks: self.chunks, interval: self.interval, thinking: self.thinking }
     }
 
     /// The fault for the next call.

@@ -232,6 +232,12 @@ impl RawPolicy {
         Ok(())
     }
 
+    /// A provider's own `resume`, which is both a request setting and,
+    /// in a provider's table, one of the provider's.
+    pub fn provider_resume(&self) -> Option<bool> {
+        self.resume.as_ref().map(|b| *b.get_ref())
+    }
+
     /// `base` with this table's provider settings applied.
     pub fn provider(&self, base: &ProviderPolicy) -> Result<ProviderPolicy> {
         let mut p = base.clone();
@@ -330,7 +336,6 @@ impl RawPolicy {
             .or_else(|| self.retry_timeouts.as_ref().map(|v| ("retry_timeouts", v.span())))
             .or_else(|| self.cache.as_ref().map(|v| ("cache", v.span())))
             .or_else(|| self.hedge_max_share.as_ref().map(|v| ("hedge_max_share", v.span())))
-            .or_else(|| self.resume.as_ref().map(|v| ("resume", v.span())))
     }
 
     /// The first provider setting present (a route table may not set one).

@@ -118,6 +118,10 @@ pub struct ProviderPolicy {
     pub tokens_per_minute: Option<u32>,
     /// A session keeps using one of the keys ([`crate::upstream::keys`]).
     pub session_affinity: bool,
+    /// `resume` in the provider's own table: whether a stream of this
+    /// provider's that breaks off is finished elsewhere, whatever the
+    /// request's policy says. `None`: the request's policy decides.
+    pub resume: Option<bool>,
 }
 
 impl Default for ProviderPolicy {
@@ -131,6 +135,7 @@ impl Default for ProviderPolicy {
             requests_per_minute: None,
             tokens_per_minute: None,
             session_affinity: true,
+            resume: None,
         }
     }
 }

@@ -167,7 +167,7 @@ async fn serve(
         // Only a session that steers is kept on its key and provider.
         session: request.session.as_ref().filter(|s| s.steers()),
         partner: None,
-        lineup: if policy.resume {
+        lineup: if planned.candidates.iter().any(|c| resume::resumes(policy, c.provider)) {
             planned.candidates.iter().map(|c| (c.provider.name().to_string(), c.upstream_model.to_string())).collect()
         } else {
             Vec::new()

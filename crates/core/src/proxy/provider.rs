@@ -453,7 +453,7 @@ impl Run<'_> {
         self.journal.end(sent.index, attempt_outcome(sent.attempted.outcome), sent.end(None));
         self.journal.deliver(sent.index, status);
         let mut translator = out.translated.as_ref().and_then(|t| t.stream(sse && status.is_success(), self.head));
-        let resume = (self.policy.resume && sse && status.is_success())
+        let resume = (super::resume::resumes(self.policy, provider) && sse && status.is_success())
             .then(|| super::resume::Resumer::new(self, provider.name(), candidate.upstream_model, translator.is_none()))
             .flatten();
         if let (Some(_), Some(t)) = (&resume, &mut translator) {

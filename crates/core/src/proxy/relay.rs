@@ -256,7 +256,7 @@ impl Relay {
             let out = self.observe(chunk);
             if let Some(t) = self.translator.as_ref().filter(|t| t.holds_error() && self.broke.is_none()) {
                 let message = t.error().map_or("", |(_, m)| m);
-                self.broke = Some(format!("the provider's stream sent an error: {message}"));
+                self.broke = Some(crate::proxy::resume::broken_by(message, t.malformed()));
             }
             if self.broke.is_some() {
                 // The break is taken up once what came before it is out.

@@ -30,8 +30,24 @@ use crate::protocol::translate::stream::seam::{Continuation, Sent};
 use crate::protocol::translate::stream::{Decoder, Options};
 use crate::protocol::{Endpoint, Protocol};
 use crate::proxy::scrub::OnDemand;
-use crate::upstream::provider::Ticket;
+use crate::upstream::provider::{Provider, Ticket};
 use crate::upstream::routing::Candidate;
+
+/// The break a stream's error event is: the provider's error, or what
+/// made an event of its malformed.
+pub(super) fn broken_by(message: &str, malformed: bool) -> String {
+    if malformed {
+        message.to_string()
+    } else {
+        format!("the provider's stream sent an error: {message}")
+    }
+}
+
+/// Whether a stream of `provider`'s that breaks off is resumed: its own
+/// table's `resume` where it sets one, else the request's policy.
+pub(super) fn resumes(policy: &RequestPolicy, provider: &Provider) -> bool {
+    provider.config.policy.resume.unwrap_or(policy.resume)
+}
 
 /// What a relayed stream needs to be finished elsewhere: the request as
 /// the client sent it, and the chain's providers after the one streaming.
@@ -80,10 +96,10 @@ impl Resumer {
     pub(super) fn new(run: &Run<'_>, provider: &str, model: &str, passthrough: bool) -> Option<Box<Resumer>> {
         let format = run.inbound.endpoint.format()?;
         let at = run.lineup.iter().position(|(p, m)| p == provider && m == model)?;
-        let shadow = passthrough.then(|| Shadow {
-            splitter: Splitter::default(),
-            decoder: Decoder::new(format),
-            sent: Sent::default(),
+        let shadow = passthrough.then(|| {
+            let mut decoder = Decoder::new(format);
+            decoder.strict();
+            Shadow { splitter: Splitter::default(), decoder, sent: Sent::default() }
         });
         Some(Box::new(Resumer {
             gateway: run.gateway.clone(),
@@ -111,7 +127,7 @@ impl Resumer {
             shadow.decoder.push(&event, &mut decoded);
             for e in &decoded {
                 if let StreamEvent::Error { message, .. } = e {
-                    return (out.freeze(), Some(format!("the provider's stream sent an error: {message}")));
+                    return (out.freeze(), Some(broken_by(message, shadow.decoder.malformed())));
                 }
                 shadow.sent.observe(e);
             }
@@ -273,14 +289,19 @@ mod tests {
         "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nauth = \"none\"\nmodels = [\"m\"]\n";
 
     #[test]
-    fn resume_is_set_in_policy_or_a_route_never_a_provider() {
+    fn resume_is_set_in_policy_a_route_or_a_provider() {
         let config = |text: &str| Config::parse(&format!("{text}\n{PROVIDER}"), Path::new("t.toml"));
-        assert!(!config("").unwrap().policy.resume, "off by default");
-        assert!(config("[policy]\nresume = true").unwrap().policy.resume);
+        let off = config("").unwrap();
+        assert!(!off.policy.resume && off.providers[0].policy.resume.is_none(), "off by default");
+        let on = config("[policy]\nresume = true").unwrap();
+        assert!(on.policy.resume);
+        assert_eq!(on.providers[0].policy.resume, None, "[policy] is the requests' default, not the provider's own");
         let routed = config("[[routes]]\nmodel = \"m\"\nchain = [\"a\"]\npolicy = { resume = true }").unwrap();
         assert!(routed.routes[0].policy.resume && !routed.policy.resume);
-        let text = format!("{PROVIDER}policy = {{ resume = true }}\n");
-        let error = Config::parse(&text, Path::new("t.toml")).unwrap_err().to_string();
-        assert!(error.contains("providers[0].policy.resume") && error.contains("request setting"), "{error}");
+        for own in [true, false] {
+            let text = format!("{PROVIDER}policy = {{ resume = {own} }}\n");
+            let provider = Config::parse(&text, Path::new("t.toml")).unwrap();
+            assert_eq!(provider.providers[0].policy.resume, Some(own));
+        }
     }
 }

@@ -79,7 +79,10 @@ pub(super) fn message_events(ctx: &Ctx<'_>) -> Events {
     });
     let mut preamble = vec![event("message_start", &start)];
     let mut content = Vec::new();
-    let blocks = if ctx.calls().is_empty() {
+    let blocks = if ctx.calls().is_empty() && ctx.thinking > 0 {
+        thinking_then_text(ctx, &mut preamble, &mut content);
+        2
+    } else if ctx.calls().is_empty() {
         preamble.push(block_start(0, json!({ "type": "text", "text": "" })));
         preamble.push(event("ping", &json!({ "type": "ping" })));
         content.extend(ctx.pieces().iter().map(|p| block_delta(0, json!({ "type": "text_delta", "text": p }))));
@@ -122,6 +125,26 @@ pub(super) fn message_events(ctx: &Ctx<'_>) -> Events {
             &json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } }),
         ),
         ..Events::default()
+    }
+}
+
+/// A thinking block of `ctx.thinking` deltas, then the text block: the
+/// thinking block's signature, its end and the text block's start go with
+/// the first text delta, so every content event is one delta.
+fn thinking_then_text(ctx: &Ctx<'_>, preamble: &mut Vec<Bytes>, content: &mut Vec<Bytes>) {
+    preamble.push(block_start(0, json!({ "type": "thinking", "thinking": "" })));
+    preamble.push(event("ping", &json!({ "type": "ping" })));
+    let thought = (0..ctx.thinking).map(|i| if i == 0 { "Let me think".to_string() } else { format!(" t{i}") });
+    content.extend(thought.map(|t| block_delta(0, json!({ "type": "thinking_delta", "thinking": t }))));
+    for (i, piece) in ctx.pieces().iter().enumerate() {
+        let delta = block_delta(1, json!({ "type": "text_delta", "text": piece }));
+        if i > 0 {
+            content.push(delta);
+            continue;
+        }
+        let signature = block_delta(0, json!({ "type": "signature_delta", "signature": "c2lt" }));
+        let opened = block_start(1, json!({ "type": "text", "text": "" }));
+        content.push([signature, block_stop(0), opened, delta].concat().into());
     }
 }
 

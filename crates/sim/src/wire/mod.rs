@@ -148,6 +148,7 @@ struct Ctx<'a> {
     input_tokens: u64,
     turn: Turn,
     chunks: usize,
+    thinking: usize,
 }
 
 impl Ctx<'_> {
@@ -187,13 +188,15 @@ impl Ctx<'_> {
 }
 
 /// The successful reply for a call that takes `turn`.
-pub fn plan(name: &str, call: usize, request: Request<'_>, turn: Turn, chunks: usize) -> Reply {
+pub fn plan(name: &str, call: usize, request: Request<'_>, turn: Turn, pacing: crate::script::Pacing) -> Reply {
+    let (chunks, thinking) = (pacing.chunks, pacing.thinking);
     let body = request.body;
     let model = match gemini_target(request.path) {
         Some((model, _)) if request.endpoint.is_gemini() => model.to_string(),
         _ => body.get("model").and_then(Value::as_str).unwrap_or("sim-model").to_string(),
     };
-    let ctx = Ctx { name, call, model, input_tokens: (body.to_string().len() as u64 / 4).max(1), turn, chunks };
+    let input_tokens = (body.to_string().len() as u64 / 4).max(1);
+    let ctx = Ctx { name, call, model, input_tokens, turn, chunks, thinking };
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     match (request.endpoint, stream) {
         (Endpoint::Chat, false) => Reply::Json(openai::chat(&ctx)),

@@ -90,6 +90,13 @@ impl StreamTranslator {
     /// an error event back from the client until [`release`](Self::release).
     pub fn watch(&mut self) {
         self.watch = Some(Box::default());
+        self.decoder.strict();
+    }
+
+    /// Whether a watched stream's error is a malformed event of the
+    /// provider's, not an error it sent.
+    pub fn malformed(&self) -> bool {
+        self.decoder.malformed()
     }
 
     /// What the client was sent, when watched.

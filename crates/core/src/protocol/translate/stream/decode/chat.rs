@@ -105,7 +105,7 @@ impl Chat {
         if data.trim() == "[DONE]" {
             return self.done(emit, out);
         }
-        let Ok(chunk) = serde_json::from_str::<Chunk>(data) else { return };
+        let Ok(chunk) = serde_json::from_str::<Chunk>(data) else { return emit.unreadable(data, out) };
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             let (error, message) = upstream_error(&serde_json::json!({ "error": error }));
             return emit.upstream_error(error, &message, out);

@@ -77,7 +77,7 @@ struct FunctionCall {
 
 impl Gemini {
     pub(crate) fn event(&mut self, data: &str, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        let Ok(chunk) = serde_json::from_str::<Chunk>(data) else { return };
+        let Ok(chunk) = serde_json::from_str::<Chunk>(data) else { return emit.unreadable(data, out) };
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             let (error, message) = upstream_error(&error);
             return emit.upstream_error(error, &message, out);

@@ -46,7 +46,7 @@ struct Message {
 
 impl Messages {
     pub(crate) fn event(&mut self, name: &str, data: &str, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        let Ok(event) = serde_json::from_str::<Event>(data) else { return };
+        let Ok(event) = serde_json::from_str::<Event>(data) else { return emit.unreadable(data, out) };
         let kind = if event.kind.is_empty() { name } else { event.kind.as_str() };
         match kind {
             "message_start" => {

@@ -49,6 +49,19 @@ impl Decoder {
         Decoder { reader: Reader::default(), format, emit: Emitter::new(family) }
     }
 
+    /// An event that is not JSON at all ends the stream in an error, and
+    /// the decoder says so ([`Decoder::malformed`]): a stream watched for
+    /// a resume breaks there. Otherwise such an event is passed over, as
+    /// one the decoder has no use for is.
+    pub fn strict(&mut self) {
+        self.emit.strict = true;
+    }
+
+    /// Whether a strict decoder's stream ended at a malformed event.
+    pub fn malformed(&self) -> bool {
+        self.emit.malformed
+    }
+
     /// Feeds upstream bytes; appends the events they complete to `out`.
     pub fn push(&mut self, bytes: &[u8], out: &mut Vec<StreamEvent>) {
         let Decoder { reader, format, emit } = self;
@@ -153,6 +166,9 @@ pub(crate) struct Emitter {
     open: Vec<(usize, Kind)>,
     tool_calls: usize,
     tokens: Tokens,
+    /// See [`Decoder::strict`].
+    strict: bool,
+    malformed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +188,22 @@ impl Emitter {
             open: Vec::new(),
             tool_calls: 0,
             tokens: Tokens::default(),
+            strict: false,
+            malformed: false,
+        }
+    }
+
+    /// An event its format's decoder could not read. Only one that is no
+    /// JSON at all is malformed: one of a shape the decoder does not know
+    /// is a provider's extension, passed over.
+    pub(crate) fn unreadable(&mut self, data: &str, out: &mut Vec<StreamEvent>) {
+        if !self.strict {
+            return;
+        }
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(data) {
+            self.malformed = true;
+            let message = format!("the provider sent a malformed event ({} bytes, not JSON: {e})", data.len());
+            self.error(ErrorClass::Server, &message, out);
         }
     }
 

@@ -59,7 +59,7 @@ struct Event {
 
 impl Responses {
     pub(crate) fn event(&mut self, name: &str, data: &str, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
-        let Ok(event) = serde_json::from_str::<Event>(data) else { return };
+        let Ok(event) = serde_json::from_str::<Event>(data) else { return emit.unreadable(data, out) };
         if let Some(seq) = event.sequence_number {
             if self.last_sequence.is_some_and(|last| seq <= last) {
                 return;

@@ -339,3 +339,21 @@ fn canonical_args(args: &str, object: bool) -> String {
         Err(_) => args.to_string(),
     }
 }
+
+#[test]
+fn a_strict_decoder_breaks_at_an_event_that_is_not_json_and_only_there() {
+    use crate::protocol::translate::ir::Format;
+    let stream = b"data: {\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n\
+data: {\"some_extension\": true}\n\ndata: {\"choices\": [{\"delta\n\n";
+    let mut lenient = super::Decoder::new(Format::Chat);
+    let mut events = Vec::new();
+    lenient.push(stream, &mut events);
+    assert!(!events.iter().any(|e| matches!(e, StreamEvent::Error { .. })) && !lenient.malformed());
+    let mut strict = super::Decoder::new(Format::Chat);
+    strict.strict();
+    let mut events = Vec::new();
+    strict.push(stream, &mut events);
+    let errors: Vec<&StreamEvent> = events.iter().filter(|e| matches!(e, StreamEvent::Error { .. })).collect();
+    assert_eq!(errors.len(), 1, "the unknown shape passed over, the broken event an error: {events:?}");
+    assert!(strict.malformed() && strict.is_done());
+}
