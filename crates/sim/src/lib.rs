@@ -282,14 +282,16 @@ async fn reply(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, 
         Some(reply) => agent::split(reply, pacing.chunks),
         None => wire::pieces(&shared.name, pacing.chunks),
     };
+    let preface = matches!(fault, Fault::DropBeforeTools(_)).then(|| text.clone());
     let turn = match &agent {
         Some(plan) => agent::turn(plan, endpoint, &body, pacing.chunks, text),
         None => Turn::Text(text),
     };
-    let fault = match (fault, &turn) {
-        (Fault::DropTextAfter(n), Turn::Text(_)) => Fault::DropAfter(n),
-        (Fault::DropTextAfter(_), Turn::Tools(_)) => Fault::None,
-        (fault, _) => fault,
+    let (fault, turn) = match (fault, turn, preface) {
+        (Fault::DropTextAfter(n), turn @ Turn::Text(_), _) => (Fault::DropAfter(n), turn),
+        (Fault::DropBeforeTools(n), Turn::Tools(_), Some(text)) => (Fault::DropAfter(n), Turn::Text(text)),
+        (Fault::DropTextAfter(_) | Fault::DropBeforeTools(_), turn, _) => (Fault::None, turn),
+        (fault, turn, _) => (fault, turn),
     };
     let plan = wire::plan(&shared.name, call, request, turn, pacing);
     // An agent refuses what its real counterpart would: calls and results that do not pair up.

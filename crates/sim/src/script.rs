@@ -32,6 +32,10 @@ pub enum Fault {
     /// Streams: as [`Fault::DropAfter`] for a turn of text, none for a
     /// turn of tool calls (an agent whose answers break, not its calls).
     DropTextAfter(usize),
+    /// Streams: in place of a turn of tool calls, a turn of text (an agent
+    /// saying what it is about to do) reset after this many content
+    /// events; a turn of text goes as planned.
+    DropBeforeTools(usize),
     /// Streams: send this many content events, then the protocol's error
     /// event, then end (a provider failing mid-answer, as Anthropic's
     /// `overloaded_error` does).

@@ -280,14 +280,23 @@ impl Continuation {
         match event {
             StreamEvent::Start { .. } => Vec::new(),
             StreamEvent::BlockStart { block, .. } => {
-                if let (BlockKind::Text, Some(open), true) = (&block, self.open_text, self.map.is_empty()) {
+                let first = self.map.is_empty();
+                if let (BlockKind::Text, Some(open), true) = (&block, self.open_text, first) {
                     self.map.push(open);
                     return Vec::new();
+                }
+                let mut out = Vec::new();
+                // The continuation goes on with something else (the tool
+                // call the text was leading to): the text sent is ended.
+                if let Some(open) = self.open_text.take().filter(|_| first) {
+                    self.seam = None;
+                    out.push(StreamEvent::BlockStop { index: open });
                 }
                 let index = self.next;
                 self.next += 1;
                 self.map.push(index);
-                vec![StreamEvent::BlockStart { index, block }]
+                out.push(StreamEvent::BlockStart { index, block });
+                out
             }
             StreamEvent::Delta { index, delta } => {
                 let Some(&to) = self.map.get(index) else { return Vec::new() };
@@ -444,6 +453,47 @@ mod tests {
                 };
                 assert_eq!(*reason, StopReason::EndTurn, "{case}");
                 assert_eq!((used.input, used.output), (Some(32), Some(9)), "the attempts' usage summed: {case}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_continuation_that_goes_on_with_a_tool_call_ends_the_text_first() {
+        let first = reply("first", &["Let me read ", "the file"], false, tokens(12, 0));
+        let call = BlockKind::ToolCall { id: "call_1".into(), name: "read".into(), custom: false };
+        let next = vec![
+            StreamEvent::Start {
+                id: "second".into(),
+                model: "m".into(),
+                tokens: tokens(20, 0),
+                origin: Family::OpenAi,
+            },
+            StreamEvent::BlockStart { index: 0, block: call },
+            StreamEvent::Delta { index: 0, delta: Delta::ToolArgs(r#"{"path":"notes.txt"}"#.into()) },
+            StreamEvent::BlockStop { index: 0 },
+            StreamEvent::Finish { reason: StopReason::ToolUse, tokens: tokens(20, 4) },
+        ];
+        for client in FORMATS {
+            for upstream in FORMATS {
+                let (bytes, _) = joined(client, upstream, &first, &next);
+                let events = super::super::decode_all(client, &bytes);
+                let case = format!("{client:?} from {upstream:?}: {}", String::from_utf8_lossy(&bytes));
+                assert_eq!(text_of(&events), "Let me read the file", "{case}");
+                let kinds: Vec<(usize, bool)> = events
+                    .iter()
+                    .filter_map(|e| match e {
+                        StreamEvent::BlockStart { index, block } => {
+                            Some((*index, matches!(block, BlockKind::ToolCall { .. })))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(kinds, [(0, false), (1, true)], "the text, then the call: {case}");
+                let text_ended = events.iter().position(|e| matches!(e, StreamEvent::BlockStop { index: 0 }));
+                let call_began = events.iter().position(|e| matches!(e, StreamEvent::BlockStart { index: 1, .. }));
+                assert!(text_ended < call_began && text_ended.is_some(), "{case}");
+                let Some(StreamEvent::Finish { reason, .. }) = events.last() else { panic!("no finish: {case}") };
+                assert_eq!(*reason, StopReason::ToolUse, "{case}");
             }
         }
     }
