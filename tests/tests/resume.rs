@@ -90,6 +90,29 @@ fn read(path: &str, body: &str) -> (String, Vec<usize>) {
     (text, once)
 }
 
+/// The stream's naming holds across the seam: one Chat `created`, and
+/// Responses events numbered in order with one id for the message item.
+fn named_as_one(path: &str, body: &str) {
+    let evs = events(body);
+    if path.contains("chat") {
+        let mut created: Vec<&Value> = evs.iter().filter_map(|(_, d)| d.get("created")).collect();
+        created.dedup();
+        assert_eq!(created.len(), 1, "one `created`: {body}");
+    }
+    if path.contains("responses") {
+        let numbers: Vec<u64> = evs.iter().filter_map(|(_, d)| d["sequence_number"].as_u64()).collect();
+        assert!(numbers.windows(2).all(|w| w[0] < w[1]), "numbered in order: {numbers:?}\n{body}");
+        let mut ids: Vec<&str> = evs
+            .iter()
+            .filter(|(n, _)| n.starts_with("response.output_text") || n.starts_with("response.content_part"))
+            .filter_map(|(_, d)| d["item_id"].as_str())
+            .collect();
+        ids.extend(evs.iter().filter_map(|(_, d)| d["item"]["id"].as_str()));
+        ids.dedup();
+        assert_eq!(ids.len(), 1, "one message item: {ids:?}\n{body}");
+    }
+}
+
 #[tokio::test]
 async fn a_stream_cut_midway_is_finished_by_the_next_in_every_format() {
     let a = sim("a", Script::always(Fault::DropAfter(CUT))).await;
@@ -118,6 +141,7 @@ async fn a_stream_cut_midway_is_finished_by_the_next_in_every_format() {
         let (said, once) = read(path, &text);
         assert_eq!(said, format!("{PARTIAL} w4 w5 and the rest."), "{path}: {text}");
         assert!(once.iter().all(|n| *n == 1), "{path}: one start, one end, no error: {once:?}\n{text}");
+        named_as_one(path, &text);
         let d = gw.detail(&id).await;
         let attempts: Vec<(&str, &str, &str)> = d["attempts"]
             .as_array()

@@ -23,7 +23,7 @@ use crate::policy::classify;
 use crate::protocol::sse;
 use crate::protocol::translate::ir::ErrorClass;
 use crate::protocol::translate::stream::seam::Continuation;
-use crate::protocol::translate::stream::StreamTranslator;
+use crate::protocol::translate::stream::{Naming, StreamTranslator};
 use crate::protocol::usage::Tap;
 use crate::protocol::Endpoint;
 use crate::proxy::attempt::{error_chain, Upstream};
@@ -347,11 +347,15 @@ impl Relay {
         let Some(resumer) = self.resume.take().filter(|_| self.ok && self.sse && self.seam.is_none()) else {
             return false;
         };
+        // A translated stream was named by its translator; one relayed as
+        // the provider sent it, by the provider.
         let sent = match &self.translator {
-            Some(t) => t.sent().cloned(),
-            None => resumer.sent().cloned(),
+            Some(t) => t.sent().map(|s| (s.clone(), Naming { created: Some(t.created()), ..Naming::default() })),
+            None => resumer.sent().map(|(s, n)| (s.clone(), n.clone())),
         };
-        let (Some(sent), Some(telemetry)) = (sent, self.journal.as_ref().and_then(|j| j.telemetry().cloned())) else {
+        let (Some((sent, naming)), Some(telemetry)) =
+            (sent, self.journal.as_ref().and_then(|j| j.telemetry().cloned()))
+        else {
             return false;
         };
         let carried = match sent.resumable() {
@@ -367,7 +371,7 @@ impl Relay {
         let Some(journal) = self.journal.as_mut() else { return false };
         // Boxed: a continuation's attempt is a large future, and inline it
         // would make every relayed body's as large.
-        match Box::pin(resumer.resume(&sent, journal)).await {
+        match Box::pin(resumer.resume(&sent, &naming, journal)).await {
             Ok(continued) => {
                 let usage = self.tap.usage();
                 journal

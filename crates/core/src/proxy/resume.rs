@@ -27,7 +27,7 @@ use crate::protocol::sse::Splitter;
 use crate::protocol::translate::ir::{Context, StreamEvent};
 use crate::protocol::translate::resume::{continuation, Ask};
 use crate::protocol::translate::stream::seam::{Continuation, Sent};
-use crate::protocol::translate::stream::{Decoder, Options};
+use crate::protocol::translate::stream::{Decoder, Naming, Options};
 use crate::protocol::{Endpoint, Protocol};
 use crate::proxy::scrub::OnDemand;
 use crate::upstream::provider::{Provider, Ticket};
@@ -98,7 +98,7 @@ impl Resumer {
         let at = run.lineup.iter().position(|(p, m)| p == provider && m == model)?;
         let shadow = passthrough.then(|| {
             let mut decoder = Decoder::new(format);
-            decoder.strict();
+            decoder.watch();
             Shadow { splitter: Splitter::default(), decoder, sent: Sent::default() }
         });
         Some(Box::new(Resumer {
@@ -141,15 +141,16 @@ impl Resumer {
         self.shadow.as_mut().map(|s| s.splitter.take_pending()).unwrap_or_default()
     }
 
-    /// What the client was sent of an untranslated stream.
-    pub fn sent(&self) -> Option<&Sent> {
-        self.shadow.as_ref().map(|s| &s.sent)
+    /// What the client was sent of an untranslated stream, and how the
+    /// provider named it.
+    pub fn sent(&self) -> Option<(&Sent, &Naming)> {
+        self.shadow.as_ref().map(|s| (&s.sent, s.decoder.naming()))
     }
 
     /// Finishes the reply `sent` began at the next provider that may take
     /// it, each tried under the guards a fallback meets; the attempts on
     /// record in `journal`. `Err` says why nothing can.
-    pub async fn resume(&self, sent: &Sent, journal: &mut Journal) -> Result<Continued, String> {
+    pub async fn resume(&self, sent: &Sent, naming: &Naming, journal: &mut Journal) -> Result<Continued, String> {
         let text = sent.resumable().map_err(|why| why.to_string())?.text;
         let client = self.inbound.endpoint.format().ok_or("not resumed: no stream format")?;
         let live = self.gateway.live();
@@ -179,7 +180,7 @@ impl Resumer {
                     let created =
                         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
                     let opts = Options { include_usage: self.head.has_stream_options, created };
-                    let seam = Box::new(sent.continue_in(format, client, ctx, opts));
+                    let seam = Box::new(sent.continue_in(format, client, ctx, opts, naming));
                     return Ok(Continued { upstream, ticket, endpoint, seam, index });
                 }
                 Err(e) => why = e,

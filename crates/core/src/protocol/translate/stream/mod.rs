@@ -27,7 +27,7 @@ pub mod seam;
 #[cfg(test)]
 mod tests;
 
-pub use decode::Decoder;
+pub use decode::{Decoder, Naming};
 pub use encode::{Encoder, Options};
 
 use bytes::{Bytes, BytesMut};
@@ -63,6 +63,7 @@ pub struct StreamTranslator {
     /// With resume on: what the client was sent, and an error event held
     /// back from it until the stream is known not to go on elsewhere.
     watch: Option<Box<Watch>>,
+    created: u64,
 }
 
 /// A translated stream watched for a resume.
@@ -83,6 +84,7 @@ impl StreamTranslator {
             reason: None,
             error: None,
             watch: None,
+            created: opts.created,
         }
     }
 
@@ -90,7 +92,12 @@ impl StreamTranslator {
     /// an error event back from the client until [`release`](Self::release).
     pub fn watch(&mut self) {
         self.watch = Some(Box::default());
-        self.decoder.strict();
+        self.decoder.watch();
+    }
+
+    /// The client stream's creation time, as its encoder was told it.
+    pub fn created(&self) -> u64 {
+        self.created
     }
 
     /// Whether a watched stream's error is a malformed event of the

@@ -12,7 +12,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::{Decoder, Encoder, Options};
+use super::{Decoder, Encoder, Naming, Options};
 use crate::protocol::translate::ir::{BlockKind, Context, Delta, Format, StreamEvent, Tokens};
 
 /// A repeat of what was sent is cut at the seam from this many bytes on:
@@ -132,12 +132,25 @@ impl Sent {
     /// The client's encoder as the sent events left it (its output
     /// dropped: the client has it), joined to a decoder of the
     /// continuation's format.
-    pub fn continue_in(&self, upstream: Format, client: Format, ctx: Context, opts: Options) -> Continuation {
+    ///
+    /// `naming`: how the client's stream was named besides its events —
+    /// its creation time, and the provider's numbering and ids where the
+    /// client got the provider's stream as is.
+    pub fn continue_in(
+        &self,
+        upstream: Format,
+        client: Format,
+        ctx: Context,
+        opts: Options,
+        naming: &Naming,
+    ) -> Continuation {
+        let opts = Options { created: naming.created.unwrap_or(opts.created), ..opts };
         let mut encoder = Encoder::new(client, ctx, opts);
         let mut sink = BytesMut::new();
         for event in &self.events {
             encoder.encode(event, &mut sink);
         }
+        encoder.adopt(naming);
         let open_text = self.blocks.iter().rposition(|b| b.open && matches!(b.kind, BlockKind::Text));
         let tail = self.blocks.iter().rev().find(|b| matches!(b.kind, BlockKind::Text)).map(|b| b.text.clone());
         Continuation {
@@ -422,7 +435,7 @@ mod tests {
         let mut sent = Sent::default();
         first.iter().for_each(|e| sent.observe(e));
         let mut bytes = encoded(client, first);
-        let mut c = sent.continue_in(upstream, client, ctx(), opts());
+        let mut c = sent.continue_in(upstream, client, ctx(), opts(), &Naming::default());
         let provider = encoded(upstream, continuation);
         // In small pieces, as a network delivers them.
         for piece in provider.chunks(7) {

@@ -54,6 +54,7 @@ struct Chunk {
     id: String,
     #[serde(default)]
     model: String,
+    created: Option<u64>,
     #[serde(default)]
     choices: Vec<Choice>,
     usage: Option<Value>,
@@ -111,6 +112,9 @@ impl Chat {
             return emit.upstream_error(error, &message, out);
         }
         emit.start(&chunk.id, &chunk.model, Tokens::default(), out);
+        if let Some(created) = chunk.created {
+            emit.named(|n| n.created = n.created.or(Some(created)));
+        }
         if let Some(usage) = chunk.usage.filter(Value::is_object) {
             emit.add_tokens(tokens(&usage));
         }

@@ -49,17 +49,22 @@ impl Decoder {
         Decoder { reader: Reader::default(), format, emit: Emitter::new(family) }
     }
 
-    /// An event that is not JSON at all ends the stream in an error, and
-    /// the decoder says so ([`Decoder::malformed`]): a stream watched for
-    /// a resume breaks there. Otherwise such an event is passed over, as
-    /// one the decoder has no use for is.
-    pub fn strict(&mut self) {
-        self.emit.strict = true;
+    /// Reads the stream for a resume: an event that is not JSON at all
+    /// ends it in an error, and the decoder says so ([`Decoder::malformed`])
+    /// (otherwise such an event is passed over, as one the decoder has no
+    /// use for is); and the provider's own naming is kept ([`Naming`]).
+    pub fn watch(&mut self) {
+        self.emit.watched = true;
     }
 
-    /// Whether a strict decoder's stream ended at a malformed event.
+    /// Whether a watched stream ended at a malformed event.
     pub fn malformed(&self) -> bool {
         self.emit.malformed
+    }
+
+    /// What the provider named in a watched stream.
+    pub fn naming(&self) -> &Naming {
+        &self.emit.naming
     }
 
     /// Feeds upstream bytes; appends the events they complete to `out`.
@@ -110,6 +115,20 @@ impl Inner {
             Inner::Gemini(f) => f.event(data, emit, out),
         }
     }
+}
+
+/// What a provider named in its own stream besides the events: a stream
+/// the client got as the provider sent it goes on, when another attempt
+/// finishes it, with the provider's creation time, event numbers and item
+/// ids, not the gateway's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Naming {
+    /// Chat `created`, Responses `created_at`.
+    pub created: Option<u64>,
+    /// The last Responses `sequence_number`.
+    pub sequence: Option<u64>,
+    /// Responses output item ids, by output index.
+    pub items: Vec<String>,
 }
 
 /// Text or reasoning: the two kinds of block a format without blocks of
@@ -166,9 +185,10 @@ pub(crate) struct Emitter {
     open: Vec<(usize, Kind)>,
     tool_calls: usize,
     tokens: Tokens,
-    /// See [`Decoder::strict`].
-    strict: bool,
+    /// See [`Decoder::watch`].
+    watched: bool,
     malformed: bool,
+    naming: Naming,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,8 +208,16 @@ impl Emitter {
             open: Vec::new(),
             tool_calls: 0,
             tokens: Tokens::default(),
-            strict: false,
+            watched: false,
             malformed: false,
+            naming: Naming::default(),
+        }
+    }
+
+    /// The provider's naming, kept when the stream is watched.
+    pub(crate) fn named(&mut self, name: impl FnOnce(&mut Naming)) {
+        if self.watched {
+            name(&mut self.naming);
         }
     }
 
@@ -197,7 +225,7 @@ impl Emitter {
     /// JSON at all is malformed: one of a shape the decoder does not know
     /// is a provider's extension, passed over.
     pub(crate) fn unreadable(&mut self, data: &str, out: &mut Vec<StreamEvent>) {
-        if !self.strict {
+        if !self.watched {
             return;
         }
         if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(data) {

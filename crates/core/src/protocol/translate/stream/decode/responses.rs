@@ -65,12 +65,16 @@ impl Responses {
                 return;
             }
             self.last_sequence = Some(seq);
+            emit.named(|n| n.sequence = Some(seq));
         }
         let kind = if event.kind.is_empty() { name } else { event.kind.as_str() };
         match kind {
             "response.created" | "response.in_progress" => {
                 let response = event.response.unwrap_or(Value::Null);
                 let text = |k: &str| response.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                if let Some(created) = response.get("created_at").and_then(Value::as_u64) {
+                    emit.named(|n| n.created = n.created.or(Some(created)));
+                }
                 emit.start(&text("id"), &text("model"), Tokens::default(), out);
             }
             "response.output_item.added" => self.added(&event, emit, out),
@@ -125,6 +129,7 @@ impl Responses {
     fn added(&mut self, event: &Event, emit: &mut Emitter, out: &mut Vec<StreamEvent>) {
         let (Some(output_index), Some(item)) = (event.output_index, event.item.as_ref()) else { return };
         let text = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        emit.named(|n| n.items.push(text("id")));
         let (kind, block) = match item.get("type").and_then(Value::as_str) {
             Some("message") => (ItemKind::Message, None),
             Some("reasoning") => {

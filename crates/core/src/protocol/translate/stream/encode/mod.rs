@@ -74,6 +74,15 @@ impl Encoder {
         }
     }
 
+    /// Goes on with the provider's naming where the client was sent the
+    /// provider's stream as is (see [`super::Naming`]): a Responses
+    /// client's next event numbers and item ids.
+    pub fn adopt(&mut self, naming: &super::Naming) {
+        if let Inner::Responses(e) = &mut self.inner {
+            e.adopt(naming);
+        }
+    }
+
     /// Ends the client's stream in an error in its own protocol (the
     /// upstream broke off); nothing when it has already ended.
     pub fn fail(&mut self, class: ErrorClass, message: &str, out: &mut BytesMut) {

@@ -76,6 +76,23 @@ impl Responses {
         Responses { tools, opts, sequencer: Sequencer::default(), writer }
     }
 
+    /// Numbers the next event after the provider's last, and names the
+    /// items as the provider did.
+    pub(crate) fn adopt(&mut self, naming: &crate::protocol::translate::stream::Naming) {
+        let writer = &mut self.writer;
+        if let Some(last) = naming.sequence {
+            writer.sequence = writer.sequence.max(last + 1);
+        }
+        let done = writer.output.len();
+        for (index, id) in naming.items.iter().enumerate().filter(|(_, id)| !id.is_empty()) {
+            if let Some(item) = writer.output.get_mut(index) {
+                item["id"] = id.as_str().into();
+            } else if let (true, Some(current)) = (index == done, &mut writer.current) {
+                current.id.clone_from(id);
+            }
+        }
+    }
+
     pub(crate) fn event(&mut self, event: &StreamEvent, out: &mut BytesMut) {
         let Responses { tools, opts, sequencer, writer } = self;
         sequencer.push(event, &mut |e| writer.event(e, tools, opts, out));

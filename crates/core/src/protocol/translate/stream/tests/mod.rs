@@ -350,7 +350,7 @@ data: {\"some_extension\": true}\n\ndata: {\"choices\": [{\"delta\n\n";
     lenient.push(stream, &mut events);
     assert!(!events.iter().any(|e| matches!(e, StreamEvent::Error { .. })) && !lenient.malformed());
     let mut strict = super::Decoder::new(Format::Chat);
-    strict.strict();
+    strict.watch();
     let mut events = Vec::new();
     strict.push(stream, &mut events);
     let errors: Vec<&StreamEvent> = events.iter().filter(|e| matches!(e, StreamEvent::Error { .. })).collect();
