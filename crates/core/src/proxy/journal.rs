@@ -314,12 +314,20 @@ impl Journal {
     pub fn broke(&mut self, error: String, usage: Usage) {
         let Some(i) = self.delivered else { return };
         self.resumed_from = Some(i);
+        self.delivered_ended(i, usage, Some(error));
+    }
+
+    /// The delivered attempt at `i` ended after `usage`, broken off with
+    /// `failure` if it was.
+    fn delivered_ended(&mut self, i: usize, usage: Usage, failure: Option<String>) {
         let started = self.attempt_started.get(i).copied().unwrap_or(self.started);
         if let Some(a) = self.record.as_deref_mut().and_then(|r| r.attempts.get_mut(i)) {
-            a.outcome = AttemptOutcome::MidStreamFailure;
-            a.error = Some(error);
             a.usage = usage;
             a.duration_ms = Some(ms(started.elapsed()));
+            if let Some(f) = failure {
+                a.outcome = AttemptOutcome::MidStreamFailure;
+                a.error = Some(f);
+            }
         }
     }
 
@@ -329,18 +337,10 @@ impl Journal {
     }
 
     pub async fn finish_delivery(mut self, usage: Usage, failure: Option<String>, response_body: Option<String>) {
-        let Some(record) = self.record.as_deref_mut() else { return };
         if let Some(i) = self.delivered {
-            let started = self.attempt_started.get(i).copied().unwrap_or(self.started);
-            if let Some(a) = record.attempts.get_mut(i) {
-                a.usage = usage;
-                a.duration_ms = Some(ms(started.elapsed()));
-                if let Some(f) = &failure {
-                    a.outcome = AttemptOutcome::MidStreamFailure;
-                    a.error = Some(f.clone());
-                }
-            }
+            self.delivered_ended(i, usage, failure.clone());
         }
+        let Some(record) = self.record.as_deref_mut() else { return };
         let ok = record.status.is_some_and(|s| (200..300).contains(&s));
         record.outcome = match (&failure, ok) {
             (Some(_), _) => RequestOutcome::Failed,

@@ -24,7 +24,7 @@ use crate::policy::classify;
 use crate::policy::deadline::Deadline;
 use crate::policy::RequestPolicy;
 use crate::protocol::sse::Splitter;
-use crate::protocol::translate::ir::{Context, StreamEvent};
+use crate::protocol::translate::ir::{Context, Format, StreamEvent};
 use crate::protocol::translate::resume::{continuation, Ask};
 use crate::protocol::translate::stream::seam::{Continuation, Sent};
 use crate::protocol::translate::stream::{Decoder, Naming, Options};
@@ -165,13 +165,15 @@ impl Resumer {
         let mut why = String::from("not resumed: no provider after it in the chain");
         for candidate in &candidates {
             let ask = ask(candidate, self.inbound.endpoint);
-            let Ok(body) = continuation(client, &self.body, &text, ask) else { continue };
-            let head = match &self.inbound.path_model {
-                Some(model) => body::inspect_with_model(&body, model, self.inbound.endpoint.streams()),
-                None => body::inspect(&body),
+            let (body, head) = match self.asking(client, &text, ask) {
+                Ok(asked) => asked,
+                Err(e) => {
+                    // On record as a provider passed over, as any other.
+                    let why = format!("cannot be asked to go on: {e}");
+                    self.run(&live, &self.body, &self.head, journal).skip(candidate, why);
+                    continue;
+                }
             };
-            let Ok(head) = head else { continue };
-            let body = Bytes::from(body);
             let mut run = self.run(&live, &body, &head, journal);
             match run.continue_with(candidate).await {
                 Ok((upstream, ticket, endpoint, index)) => {
@@ -187,6 +189,16 @@ impl Resumer {
             }
         }
         Err(why)
+    }
+
+    /// The client's request asked to go on from `text`, and its head.
+    fn asking(&self, client: Format, text: &str, ask: Ask) -> Result<(Bytes, RequestHead), String> {
+        let body = continuation(client, &self.body, text, ask).map_err(|e| format!("{}: {}", e.field, e.reason))?;
+        let head = match &self.inbound.path_model {
+            Some(model) => body::inspect_with_model(&body, model, self.inbound.endpoint.streams()),
+            None => body::inspect(&body),
+        };
+        Ok((Bytes::from(body), head.map_err(|e| e.to_string())?))
     }
 
     /// A request's run for one continuation: the client's request with

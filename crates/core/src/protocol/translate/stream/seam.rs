@@ -45,12 +45,11 @@ impl std::fmt::Display for NotResumed {
     }
 }
 
-/// One block as the client has it.
+/// One block as the client has it (its text is in the events).
 #[derive(Debug, Clone)]
 struct Block {
     kind: BlockKind,
     open: bool,
-    text: String,
 }
 
 /// What the client was sent of a reply, in events.
@@ -83,13 +82,9 @@ impl Sent {
                 self.tokens = super::maps::merge(self.tokens, *tokens);
             }
             StreamEvent::BlockStart { block, .. } => {
-                self.blocks.push(Block { kind: block.clone(), open: true, text: String::new() });
+                self.blocks.push(Block { kind: block.clone(), open: true });
             }
-            StreamEvent::Delta { index, delta } => {
-                if let (Some(b), Delta::Text(t) | Delta::Reasoning(t)) = (self.blocks.get_mut(*index), delta) {
-                    b.text.push_str(t);
-                }
-            }
+            StreamEvent::Delta { .. } => {}
             StreamEvent::BlockStop { index } => {
                 if let Some(b) = self.blocks.get_mut(*index) {
                     b.open = false;
@@ -125,8 +120,19 @@ impl Sent {
         if !self.started || self.blocks.is_empty() {
             return Err(NotResumed::NoContent);
         }
-        let text = self.blocks.iter().filter(|b| matches!(b.kind, BlockKind::Text)).map(|b| b.text.as_str()).collect();
-        Ok(Resume { text })
+        Ok(Resume { text: self.text(|_| true) })
+    }
+
+    /// The text sent in the text blocks `which` picks, in order.
+    fn text(&self, which: impl Fn(usize) -> bool) -> String {
+        let is_text = |i: usize| self.blocks.get(i).is_some_and(|b| matches!(b.kind, BlockKind::Text)) && which(i);
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::Delta { index, delta: Delta::Text(t) } if is_text(*index) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The client's encoder as the sent events left it (its output
@@ -152,7 +158,8 @@ impl Sent {
         }
         encoder.adopt(naming);
         let open_text = self.blocks.iter().rposition(|b| b.open && matches!(b.kind, BlockKind::Text));
-        let tail = self.blocks.iter().rev().find(|b| matches!(b.kind, BlockKind::Text)).map(|b| b.text.clone());
+        let last_text = self.blocks.iter().rposition(|b| matches!(b.kind, BlockKind::Text));
+        let tail = last_text.map(|last| self.text(|i| i == last));
         Continuation {
             decoder: Decoder::new(upstream),
             encoder,
