@@ -5,6 +5,7 @@ mod connect;
 mod demo;
 mod history;
 mod inspect;
+mod join;
 mod keys;
 mod list;
 mod members;
@@ -63,6 +64,10 @@ enum Command {
     Keys(keys::KeysArgs),
     /// Team members with keys of their own: add, list, show, rotate, revoke, remove.
     Members(members::MembersArgs),
+    /// Join a team's gateway as a member: the member key (read from stdin) to the keychain, the team first in the chain.
+    Join(join::JoinArgs),
+    /// Leave the team's gateway: the config back as it was, the member key removed.
+    Leave(join::LeaveArgs),
     /// Point a coding tool at the gateway by editing its own settings (claude, codex, gemini, aider, opencode).
     Connect(connect::ConnectArgs),
     /// Put a connected tool's settings back as they were before `connect`.
@@ -136,6 +141,8 @@ pub fn run() -> ExitCode {
             Command::Status(args) => status::status(args).await,
             Command::Providers(args) => status::providers(args).await,
             Command::Open(args) => open::run(args).await,
+            Command::Join(args) => join::join(args).await,
+            Command::Leave(args) => join::leave(args),
             Command::Connect(args) => connect::connect(args),
             Command::Disconnect(args) => connect::disconnect(args),
             Command::Tools(args) => connect::list(args),

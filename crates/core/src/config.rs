@@ -66,6 +66,23 @@ pub struct Config {
     pub team: Option<TeamConfig>,
     /// Where traces go (`[telemetry]`), before the `OTEL_*` variables.
     pub telemetry: TelemetryConfig,
+    /// What the gateway tells the devices its members join it from (`[members]`).
+    pub members: MembersConfig,
+}
+
+/// `[members]`: the team's word to the gateways its members have joined
+/// it from, told with the models on offer (`GET /v1/models`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MembersConfig {
+    /// Whether a joined gateway may send a member's request to its own
+    /// providers when this gateway cannot answer it (down, failing).
+    pub allow_local_fallback: bool,
+}
+
+impl Default for MembersConfig {
+    fn default() -> MembersConfig {
+        MembersConfig { allow_local_fallback: true }
+    }
 }
 
 /// What is recorded and for how long.
@@ -161,11 +178,30 @@ pub struct ProviderConfig {
     pub queue: QueuePolicy,
     /// Requests at once per key (`keys = { max_concurrency = N }`); no cap by default.
     pub key_max_concurrency: Option<u32>,
+    /// `kind = "switchyard"`: a team's gateway this one has joined.
+    pub joined: Option<Joined>,
+}
+
+/// A team's gateway this one has joined (`kind = "switchyard"`, written by
+/// `switchyard join`). It speaks every format the gateway does, so a
+/// request goes to it as the client sent it, with the member's key; and
+/// its word on the member (a refused key, a spent budget) is the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The name the team's gateway records requests under, beside the
+    /// member (`x-switchyard-device`): `device`, else the host's name.
+    pub device: String,
+    /// The team's word on whether a request may go to this gateway's own
+    /// providers when the team's gateway cannot answer (down, failing).
+    pub allow_local_fallback: bool,
 }
 
 impl ProviderConfig {
     /// Whether the provider takes requests to `endpoint` as they are.
     pub fn speaks(&self, endpoint: Endpoint) -> bool {
+        if self.joined.is_some() {
+            return true;
+        }
         match endpoint {
             Endpoint::Responses => self.kind == Protocol::OpenAi && self.profile.responses,
             Endpoint::ChatCompletions => self.kind == Protocol::OpenAi && self.profile.chat,
@@ -180,6 +216,24 @@ impl ProviderConfig {
             Protocol::OpenAi => Format::Chat,
             Protocol::Anthropic => Format::Messages,
             Protocol::Gemini => Format::Gemini,
+        }
+    }
+
+    /// The path below `base_url` a request to `endpoint` goes to (naming
+    /// `model` in Gemini's). A joined team's gateway takes the gateway's
+    /// own paths below its address.
+    pub fn path(&self, endpoint: Endpoint, model: &str) -> std::borrow::Cow<'static, str> {
+        match &self.joined {
+            Some(_) => endpoint.gateway_path().trim_start_matches('/').replace("{model}", model).into(),
+            None => endpoint.upstream_path(model),
+        }
+    }
+
+    /// The kind as the config names it.
+    pub fn kind_name(&self) -> &'static str {
+        match &self.joined {
+            Some(_) => "switchyard",
+            None => self.kind.as_str(),
         }
     }
 
@@ -398,6 +452,14 @@ struct RawConfig {
     team: Option<Spanned<team::RawTeam>>,
     #[serde(default)]
     telemetry: telemetry::RawTelemetry,
+    #[serde(default)]
+    members: RawMembers,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMembers {
+    allow_local_fallback: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -455,6 +517,10 @@ struct RawProvider {
     #[serde(default)]
     profile: Profile,
     keys: Option<RawKeys>,
+    /// `kind = "switchyard"`: the name the team records this device under.
+    device: Option<Spanned<String>>,
+    /// `kind = "switchyard"`: the team's word on falling back locally.
+    allow_local_fallback: Option<Spanned<bool>>,
 }
 
 /// `keys = { max_concurrency = N }` in a `[[providers]]` entry.
@@ -466,6 +532,11 @@ struct RawKeys {
 
 fn yes() -> bool {
     true
+}
+
+/// A device name a header carries and a filter matches as it is.
+pub fn valid_device(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
 }
 
 #[derive(Debug, Deserialize)]
@@ -576,6 +647,7 @@ impl Validator<'_> {
             desktop,
             team,
             telemetry,
+            members: MembersConfig { allow_local_fallback: raw.members.allow_local_fallback.unwrap_or(true) },
         })
     }
 
@@ -730,17 +802,34 @@ impl Validator<'_> {
             return self.error(raw.name.span(), field("name"), format!("provider {name:?} is defined twice"));
         }
         let kind = match raw.kind.get_ref().as_str() {
-            "openai" => Protocol::OpenAi,
+            // A team's gateway is called with a bearer key, as OpenAI is.
+            "openai" | "switchyard" => Protocol::OpenAi,
             "anthropic" => Protocol::Anthropic,
             "gemini" => Protocol::Gemini,
             other => {
                 return self.error(
                     raw.kind.span(),
                     field("kind"),
-                    format!("{other:?} is not \"openai\", \"anthropic\" or \"gemini\""),
+                    format!("{other:?} is not \"openai\", \"anthropic\", \"gemini\" or \"switchyard\""),
                 )
             }
         };
+        let joined = match (raw.kind.get_ref().as_str(), &raw.device, &raw.allow_local_fallback) {
+            ("switchyard", device, allow) => Some(Joined {
+                device: device.as_ref().map_or_else(crate::ground::host::name, |d| d.get_ref().trim().to_string()),
+                allow_local_fallback: allow.as_ref().is_none_or(|a| *a.get_ref()),
+            }),
+            (_, Some(d), _) => {
+                return self.error(d.span(), field("device"), "is for a `kind = \"switchyard\"` provider")
+            }
+            (_, _, Some(a)) => {
+                return self.error(a.span(), field("allow_local_fallback"), "is for a `kind = \"switchyard\"` provider")
+            }
+            _ => None,
+        };
+        if let Some(device) = raw.device.as_ref().filter(|d| !valid_device(d.get_ref())) {
+            return self.error(device.span(), field("device"), "use 1 to 64 letters, digits, '.', '-' and '_'");
+        }
         let base_url = match url::Url::parse(raw.base_url.get_ref().trim_end_matches('/')) {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
             _ => {
@@ -823,10 +912,12 @@ impl Validator<'_> {
             auth,
             policy,
             stream_usage: raw.stream_usage,
-            probe: raw.probe.unwrap_or(local),
+            // A team's gateway is asked for its models by `join`, not probed.
+            probe: raw.probe.unwrap_or(local && joined.is_none()),
             profile,
             queue,
             key_max_concurrency,
+            joined,
         })
     }
 

@@ -135,7 +135,7 @@ fn provider_entry(p: &crate::config::ProviderConfig) -> ProviderEntry {
         .collect();
     ProviderEntry {
         name: p.name.clone(),
-        kind: p.kind.as_str().into(),
+        kind: p.kind_name().into(),
         base_url: p.base_url.as_str().into(),
         models,
         auth: if p.auth == Auth::None { KeyNeed::None } else { KeyNeed::Key },

@@ -31,6 +31,11 @@ pub mod name {
     /// A dashboard session, for a client that cannot keep a cookie.
     pub const X_SWITCHYARD_SESSION: HeaderName = HeaderName::from_static("x-switchyard-session");
     pub const X_SWITCHYARD_ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
+    /// The device a joined gateway sends for, named to the team's gateway.
+    pub const X_SWITCHYARD_DEVICE: HeaderName = HeaderName::from_static("x-switchyard-device");
+    /// The team's word to a member's joined gateway ([`crate::config::MembersConfig`]).
+    pub const X_SWITCHYARD_ALLOW_LOCAL_FALLBACK: HeaderName =
+        HeaderName::from_static("x-switchyard-allow-local-fallback");
     pub const X_RATELIMIT_REMAINING_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-requests");
     pub const X_RATELIMIT_REMAINING_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-tokens");
     pub const ANTHROPIC_RATELIMIT_REQUESTS_REMAINING: HeaderName =

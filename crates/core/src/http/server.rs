@@ -29,6 +29,7 @@ use tracing::{debug, debug_span, warn, Instrument};
 use crate::gateway::Gateway;
 use crate::ground::headers::name;
 use crate::http::correlation::RequestIds;
+use crate::members::Member;
 use crate::protocol::error::{ApiError, ErrorCode};
 use crate::protocol::{Endpoint, Protocol};
 use crate::proxy::{self, Inbound};
@@ -350,9 +351,37 @@ fn caller_protocol(headers: &HeaderMap) -> Protocol {
     }
 }
 
+/// The member whose key a models request carries (`None`: the owner, or a
+/// gateway without members), or the refusal in the caller's protocol.
+async fn caller(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    peer: SocketAddr,
+    protocol: Protocol,
+) -> Result<Option<Member>, Response> {
+    let token = crate::http::guard::client_token(headers, query);
+    let now = crate::ground::clock::now_ms();
+    let who = gw.members().identify(gw.store(), token.as_deref(), gw.access_token(), Some(peer.ip()), now).await;
+    who.map_err(|refusal| refusal.in_protocol(protocol).into_response())
+}
+
+/// The models a member is offered, and the team's word on falling back
+/// ([`crate::config::MembersConfig`]), told to the gateway it joined from.
+fn offered(gw: &Gateway, mut response: Response, member: Option<&Member>) -> Response {
+    if member.is_some() {
+        let allow = gw.live().config.members.allow_local_fallback;
+        response.headers_mut().insert(
+            name::X_SWITCHYARD_ALLOW_LOCAL_FALLBACK,
+            HeaderValue::from_static(if allow { "true" } else { "false" }),
+        );
+    }
+    response
+}
+
 /// Client-facing model names the gateway can serve right now to a client
-/// of `protocol`, natively or translated.
-fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
+/// of `protocol`, natively or translated; a member's, those it may ask for.
+fn routable_models(gw: &Gateway, protocol: Protocol, member: Option<&Member>) -> Vec<(String, String)> {
     let endpoint = match protocol {
         Protocol::OpenAi => Endpoint::ChatCompletions,
         Protocol::Anthropic => Endpoint::Messages,
@@ -367,7 +396,7 @@ fn routable_models(gw: &Gateway, protocol: Protocol) -> Vec<(String, String)> {
         .chain(config.providers.iter().flat_map(|p| p.models.client_names()));
     let mut seen = std::collections::HashSet::new();
     names
-        .filter(|m| seen.insert(*m))
+        .filter(|m| seen.insert(*m) && member.is_none_or(|member| member.allows(m)))
         .filter_map(|m| {
             let plan = routing::plan(&live.providers, &config.routes, endpoint, m).ok()?;
             let owner = plan.candidates.first()?.provider.name().to_string();
@@ -386,11 +415,20 @@ fn model_object(protocol: Protocol, id: &str, owner: &str) -> Value {
     }
 }
 
-async fn list_models(State(gw): State<Gateway>, headers: HeaderMap) -> Json<Value> {
+async fn list_models(
+    State(gw): State<Gateway>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     let protocol = caller_protocol(&headers);
-    let models = routable_models(&gw, protocol);
+    let member = match caller(&gw, &headers, uri.query(), peer, protocol).await {
+        Ok(member) => member,
+        Err(refused) => return refused,
+    };
+    let models = routable_models(&gw, protocol, member.as_ref());
     let data: Vec<Value> = models.iter().map(|(id, owner)| model_object(protocol, id, owner)).collect();
-    Json(match protocol {
+    let list = Json(match protocol {
         Protocol::OpenAi => json!({ "object": "list", "data": data }),
         Protocol::Gemini => json!({ "models": data }),
         Protocol::Anthropic => json!({
@@ -399,12 +437,23 @@ async fn list_models(State(gw): State<Gateway>, headers: HeaderMap) -> Json<Valu
             "first_id": models.first().map(|m| &m.0),
             "last_id": models.last().map(|m| &m.0),
         }),
-    })
+    });
+    offered(&gw, list.into_response(), member.as_ref())
 }
 
-async fn get_model(State(gw): State<Gateway>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+async fn get_model(
+    State(gw): State<Gateway>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     let protocol = caller_protocol(&headers);
-    match routable_models(&gw, protocol).into_iter().find(|(m, _)| *m == id) {
+    let member = match caller(&gw, &headers, uri.query(), peer, protocol).await {
+        Ok(member) => member,
+        Err(refused) => return refused,
+    };
+    match routable_models(&gw, protocol, member.as_ref()).into_iter().find(|(m, _)| *m == id) {
         Some((id, owner)) => Json(model_object(protocol, &id, &owner)).into_response(),
         None => {
             ApiError::new(protocol, ErrorCode::ModelNotFound, format!("the model `{id}` is not routed by this gateway"))
@@ -423,14 +472,34 @@ fn gemini_model(id: &str) -> Value {
     })
 }
 
-async fn list_gemini_models(State(gw): State<Gateway>) -> Json<Value> {
-    let models = routable_models(&gw, Protocol::Gemini);
-    Json(json!({ "models": models.iter().map(|(id, _)| gemini_model(id)).collect::<Vec<_>>() }))
+async fn list_gemini_models(
+    State(gw): State<Gateway>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let member = match caller(&gw, &headers, uri.query(), peer, Protocol::Gemini).await {
+        Ok(member) => member,
+        Err(refused) => return refused,
+    };
+    let models = routable_models(&gw, Protocol::Gemini, member.as_ref());
+    let list = Json(json!({ "models": models.iter().map(|(id, _)| gemini_model(id)).collect::<Vec<_>>() }));
+    offered(&gw, list.into_response(), member.as_ref())
 }
 
-async fn get_gemini_model(State(gw): State<Gateway>, Path(id): Path<String>) -> Response {
+async fn get_gemini_model(
+    State(gw): State<Gateway>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let member = match caller(&gw, &headers, uri.query(), peer, Protocol::Gemini).await {
+        Ok(member) => member,
+        Err(refused) => return refused,
+    };
     let id = id.strip_prefix("models/").unwrap_or(&id);
-    match routable_models(&gw, Protocol::Gemini).into_iter().find(|(m, _)| m == id) {
+    match routable_models(&gw, Protocol::Gemini, member.as_ref()).into_iter().find(|(m, _)| m == id) {
         Some((id, _)) => Json(gemini_model(&id)).into_response(),
         None => ApiError::new(
             Protocol::Gemini,

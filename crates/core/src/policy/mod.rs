@@ -10,6 +10,7 @@
 //! - [`reach`]: whether a provider's server answers its probes, and their backoff.
 //! - [`share`]: the cap on traffic a provider may take as a fallback.
 //! - [`hedge`]: when a slow first byte starts the next candidate alongside, and how often.
+//! - [`joined`]: a joined team's gateway's refusal of the member is the answer.
 //! - [`step`]: after an attempt, what the request does next.
 //! - [`budget`]: spend per budget and period, and the candidates a budget blocks.
 //! - [`order`]: the order a route's chain is tried in, as configured.
@@ -26,6 +27,7 @@ pub(crate) mod breaker;
 pub mod budget;
 pub(crate) mod deadline;
 pub mod hedge;
+pub(crate) mod joined;
 pub(crate) mod limiter;
 pub mod order;
 pub(crate) mod queue;

@@ -112,6 +112,22 @@ pub fn upstream_request(
     out
 }
 
+/// Headers for a joined team's gateway, over [`upstream_request`]'s: it
+/// speaks every family's API, so the client's `anthropic-*`, `openai-*`
+/// and `x-goog-*` headers go as they came; and the device is named.
+pub fn to_team(client: &HeaderMap, out: &mut HeaderMap, device: &str) {
+    for (name, value) in client {
+        let n = name.as_str();
+        let family = n.starts_with("anthropic-") || n.starts_with("openai-") || n.starts_with("x-goog-");
+        if family && !is_credential(name) && !out.contains_key(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    if let Ok(device) = HeaderValue::from_str(device) {
+        out.insert(name::X_SWITCHYARD_DEVICE, device);
+    }
+}
+
 /// A header of another provider family's API (`anthropic-version`,
 /// `anthropic-beta`, `openai-beta`, `x-goog-*`): a provider of `kind` did not
 /// define it, and some reject what they do not know ("invalid beta flag").

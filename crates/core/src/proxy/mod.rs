@@ -176,6 +176,9 @@ async fn serve(
     if let Some(provider) = &planned.stuck {
         run.note(provider, "tried first: it served this session last, after a fallback");
     }
+    if let Some(team) = &planned.team_alone {
+        run.note(team, "the team allows no fallback to this gateway's own providers");
+    }
     if let Some(response) = run.chain(&planned.candidates).await {
         return Ok(response);
     }
@@ -316,6 +319,11 @@ impl Run<'_> {
     fn outgoing(&self, candidate: &Candidate<'_>) -> Result<repair::Outgoing, Untranslatable> {
         let provider = candidate.provider;
         let endpoint = self.inbound.endpoint;
+        if provider.config.joined.is_some() {
+            // As the client sent it: the team's gateway scrubs, clamps and
+            // translates for its own providers.
+            return Ok(repair::Outgoing::default());
+        }
         if provider.config.speaks(endpoint) {
             // Only a provider without tools costs the native body a look.
             if !provider.config.profile.tools && body::carries_tools(self.body) {
@@ -417,13 +425,16 @@ impl Run<'_> {
         native: Option<(&Bytes, &RequestHead)>,
     ) -> (Request<Full<Bytes>>, bool) {
         let provider = candidate.provider;
-        let headers = headers::upstream_request(
+        let mut headers = headers::upstream_request(
             &self.inbound.headers,
             provider.config.kind,
             &provider.config.profile,
             key,
             &self.inbound.ids.correlation_id,
         );
+        if let Some(joined) = &provider.config.joined {
+            headers::to_team(&self.inbound.headers, &mut headers, &joined.device);
+        }
         if let Some(t) = translated {
             let url = provider.url(t.endpoint, candidate.upstream_model, t.query());
             debug!(provider = provider.name(), model = candidate.upstream_model, wire = %t.label(), "attempt");

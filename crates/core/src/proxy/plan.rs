@@ -23,6 +23,8 @@ pub(super) struct Planned<'l> {
     pub candidates: Vec<Candidate<'l>>,
     pub route: &'l RouteState,
     pub stuck: Option<String>,
+    /// The joined team's gateway, when the team allows no other.
+    pub team_alone: Option<String>,
 }
 
 /// Plans `request`'s chain: the model's route (or its providers), cut to
@@ -47,7 +49,23 @@ pub(super) fn chain<'l>(
     let route = route_in_order(gateway, live, head, policy, request.tokens, &mut plan.candidates);
     let steering = request.session.as_ref().filter(|s| s.steers());
     let stuck = steering.and_then(|s| stick_first(gateway, s, policy, &mut plan.candidates));
-    Ok(Planned { candidates: plan.candidates, route, stuck })
+    let team_alone = team_first(&mut plan.candidates);
+    Ok(Planned { candidates: plan.candidates, route, stuck, team_alone })
+}
+
+/// Puts a joined team's gateway first, whatever the strategy or the
+/// session said: the member's requests are the team's. When the team
+/// allows no fallback to this gateway's own providers, the chain is the
+/// team's gateway alone; its name is returned then.
+fn team_first(candidates: &mut Vec<Candidate<'_>>) -> Option<String> {
+    let at = candidates.iter().position(|c| c.provider.config.joined.is_some())?;
+    candidates[..=at].rotate_right(1);
+    let alone = candidates[0].provider.config.joined.as_ref().is_some_and(|j| !j.allow_local_fallback);
+    if !alone || candidates.len() == 1 {
+        return None;
+    }
+    candidates.truncate(1);
+    Some(candidates[0].provider.name().to_string())
 }
 
 /// Puts the provider `session` sticks to ([`crate::policy::stick`]) first,

@@ -23,6 +23,7 @@ use crate::policy::backoff;
 use crate::policy::breaker::Admission;
 use crate::policy::budget::Covering;
 use crate::policy::classify::{self, Outcome, Repair};
+use crate::policy::joined;
 use crate::policy::step::{self, Facts, GiveUp, Next, Repairs};
 use crate::protocol::usage::Usage;
 use crate::protocol::Endpoint;
@@ -144,7 +145,14 @@ impl Run<'_> {
                 self.out_of_time = true;
                 return Tried::Failed;
             }
-            let hedge = partner.filter(|_| retry == 0 && self.policy.hedge.is_some());
+            // A joined team's gateway is neither hedged nor a hedge: a
+            // slow team is waited for, its budget never bypassed.
+            let hedge = partner.filter(|p| {
+                retry == 0
+                    && self.policy.hedge.is_some()
+                    && provider.config.joined.is_none()
+                    && p.provider.config.joined.is_none()
+            });
             let mut sent = match hedge {
                 // Boxed: the race's future is large, and inline it would make
                 // every request's as large, hedged or not.
@@ -162,7 +170,9 @@ impl Run<'_> {
             // which says whether to; the mended request is made now, so
             // one that would change nothing is delivered as it is.
             let mended = sent.refusal.and_then(|r| self.mend(provider, r, &sent, &out, retry, repairs_left));
-            let deliver = classify::delivers(sent.attempted.outcome) && mended.is_none();
+            let outcome = sent.attempted.outcome;
+            let teams_word = provider.config.joined.is_some() && joined::is_final(outcome);
+            let deliver = (classify::delivers(outcome) || teams_word) && mended.is_none();
             // Taken out in place, not as a tuple: a tuple would be another
             // copy of the answer, kept in this future while it is relayed.
             if let Some(upstream) = sent.attempted.upstream.take_if(|_| deliver) {
@@ -411,7 +421,10 @@ impl Run<'_> {
             let (requests, tokens) = backoff::remaining_quota(&u.headers);
             provider.observe_quota(requests, tokens);
         }
-        let verdict = classify::verdict(attempted.outcome, wait);
+        let mut verdict = classify::verdict(attempted.outcome, wait);
+        if provider.config.joined.is_some() {
+            verdict = joined::verdict(attempted.outcome, verdict);
+        }
         self.observe_speed(provider, &attempted, verdict, patience.timeout);
         Sent { index, attempted, status, wait, verdict, key_label, strip_usage, refusal, endpoint }
     }

@@ -32,6 +32,10 @@ pub(crate) struct Outgoing {
 
 /// The repairs a request may make on `provider`.
 pub(crate) fn allowed(provider: &Provider) -> Repairs {
+    // A joined team's gateway mends requests for its own providers.
+    if provider.config.joined.is_some() {
+        return Repairs::default();
+    }
     let mut allowed = Vec::with_capacity(2);
     match provider.config.kind {
         Protocol::Anthropic => allowed.push(Repair::StripThinking),

@@ -381,13 +381,7 @@ impl TeamView {
 /// What an instance is called when `[team] instance` names none: the
 /// host's name and the port it listens on.
 pub fn solo_name(listen: std::net::SocketAddr) -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()))
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}:{}", listen.port())
+    format!("{}:{}", crate::ground::host::name(), listen.port())
 }
 
 #[cfg(test)]

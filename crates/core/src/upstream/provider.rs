@@ -313,7 +313,7 @@ impl Provider {
         let urls = Endpoint::FIXED
             .iter()
             .filter_map(|e| {
-                let url = format!("{}/{}", config.base_url.as_str().trim_end_matches('/'), e.upstream_path(""));
+                let url = format!("{}/{}", config.base_url.as_str().trim_end_matches('/'), config.path(*e, ""));
                 url.parse::<Uri>().ok().map(|u| (*e, u))
             })
             .collect();
@@ -341,7 +341,7 @@ impl Provider {
     /// at one address signs alike, whatever the provider is called or
     /// which key it used ([`crate::proxy`]'s thinking).
     pub(crate) fn signer(&self) -> String {
-        format!("{}@{}", self.config.kind.as_str(), self.config.base_url)
+        format!("{}@{}", self.config.kind_name(), self.config.base_url)
     }
 
     /// What a team-wide lease for an attempt with `key` asks, when the
@@ -443,7 +443,7 @@ impl Provider {
             Some((_, u)) => Some(u.clone()),
             None => {
                 let base = self.config.base_url.as_str().trim_end_matches('/');
-                format!("{base}/{}", endpoint.upstream_path(model)).parse::<Uri>().ok()
+                format!("{base}/{}", self.config.path(endpoint, model)).parse::<Uri>().ok()
             }
         };
         let uri = uri.unwrap_or_else(|| Uri::try_from(self.config.base_url.as_str()).unwrap_or_default());
