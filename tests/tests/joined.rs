@@ -78,10 +78,16 @@ async fn a_members_requests_go_through_the_team_in_their_own_format() {
     );
     assert_eq!(own.calls(), 0);
 
-    // On the team's record, the requests are al's.
+    // On the team's record, the requests are al's, from the laptop.
     team.recorded(2).await;
     let rows = team.admin("/admin/requests?member=al").await;
-    assert_eq!(rows["requests"].as_array().unwrap().len(), 2, "{rows}");
+    let devices: Vec<&str> =
+        rows["requests"].as_array().unwrap().iter().map(|r| r["device"].as_str().unwrap()).collect();
+    assert_eq!(devices, ["laptop", "laptop"], "{rows}");
+    let from_laptop = team.admin("/admin/requests?device=laptop").await;
+    assert_eq!(from_laptop["requests"].as_array().unwrap().len(), 2, "{from_laptop}");
+    let elsewhere = team.admin("/admin/requests?device=desktop").await;
+    assert!(elsewhere["requests"].as_array().unwrap().is_empty(), "{elsewhere}");
 }
 
 #[tokio::test]

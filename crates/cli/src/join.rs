@@ -53,6 +53,9 @@ pub struct JoinArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct LeaveArgs {
+    /// The config the team was added to (default: the one `join` wrote to).
+    #[arg(long, short, env = "SWITCHYARD_CONFIG")]
+    config: Option<PathBuf>,
     #[command(flatten)]
     data: DataDirArgs,
 }
@@ -125,6 +128,9 @@ pub fn leave(args: LeaveArgs) -> Result<()> {
     let manifest_path = dir.join(MANIFEST);
     let Some(text) = read_optional(&manifest_path)? else { bail!("this gateway has joined no team") };
     let manifest: Manifest = serde_json::from_str(&text).context("the record of joining is unreadable")?;
+    if let Some(config) = args.config.filter(|c| *c != manifest.config) {
+        bail!("the team was joined in {}, not {}", manifest.config.display(), config.display());
+    }
     let current = read_optional(&manifest.config)?;
     match (current.as_deref() == Some(manifest.written.as_str()), manifest.existed) {
         // Untouched since: as it was, byte for byte.

@@ -213,7 +213,11 @@ session: string | null,
  * True when its newest message was the user's own input, false for an
  * agent's follow-up after tool calls; null when not known.
  */
-turn: boolean | null, };
+turn: boolean | null, 
+/**
+ * The device a member's joined gateway sent it from; null otherwise.
+ */
+device: string | null, };
 
 export type AttemptRow = { seq: number, provider: string, key_label: string | null, model: string, reason: Reason, fallback_from: string | null, started_at: number, 
 /**
@@ -310,7 +314,11 @@ session: string | null,
  * True when its newest message was the user's own input, false for an
  * agent's follow-up after tool calls; null when not known.
  */
-turn: boolean | null, };
+turn: boolean | null, 
+/**
+ * The device a member's joined gateway sent it from; null otherwise.
+ */
+device: string | null, };
 
 export type CapturedBody = { 
 /**

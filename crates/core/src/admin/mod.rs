@@ -85,6 +85,8 @@ struct ListQuery {
     model: Option<String>,
     /// Only requests made with this member's key.
     member: Option<String>,
+    /// Only requests a member's joined gateway sent from this device.
+    device: Option<String>,
     /// Only requests of this session.
     session: Option<String>,
     outcome: Option<String>,
@@ -132,6 +134,7 @@ async fn list_requests(State(gw): State<Gateway>, Query(q): Query<ListQuery>) ->
         provider: q.provider,
         model: q.model,
         member: q.member,
+        device: q.device,
         session: q.session,
         outcome: q.outcome.as_deref().map(outcome_param).transpose()?,
         failed: q.failed,

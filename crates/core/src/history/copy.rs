@@ -106,6 +106,7 @@ impl From<RequestDetail> for RequestRecord {
             session: r.session,
             turn: r.turn,
             trace_id: d.trace_id,
+            device: r.device,
             routing: d.routing,
         }
     }

@@ -105,6 +105,11 @@ pub struct RequestRecord {
     /// the trace was not sampled. Version 10 of the frames added it, last.
     #[serde(default)]
     pub trace_id: Option<String>,
+    /// The device a member's joined gateway sent it from
+    /// (`x-switchyard-device`); `None` for any other request. Version 11 of
+    /// the frames added it, last.
+    #[serde(default)]
+    pub device: Option<String>,
 }
 
 impl RequestRecord {
@@ -144,6 +149,7 @@ impl RequestRecord {
             session: None,
             turn: None,
             trace_id: None,
+            device: None,
         }
     }
 }

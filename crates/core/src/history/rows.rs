@@ -14,7 +14,7 @@ macro_rules! sql_common {
         const SUMMARY_COLUMNS: &str = "r.id, r.correlation_id, r.started_at, r.finished_at, r.user_agent, r.endpoint,
             r.model, r.streamed, r.outcome, r.status, r.provider, r.provider_model, r.attempts, r.fallback, r.duration_ms,
             r.ttft_ms, r.input_tokens, r.output_tokens, r.cached_tokens, r.cost_usd, r.error_code, r.error, r.cache,
-            r.saved_usd, r.instance, r.member, r.session, r.cache_write_tokens, r.turn";
+            r.saved_usd, r.instance, r.member, r.session, r.cache_write_tokens, r.turn, r.device";
 
         /// `SELECT columns FROM rollups` over [`spend_pieces`], joined by `UNION ALL`.
         fn push_pieces(q: &mut QueryBuilder<$db>, columns: &str, bucket: Bucket, since: i64) {
@@ -96,6 +96,9 @@ macro_rules! sql_common {
             if let Some(m) = &filter.member {
                 q.push(" AND r.member = ").push_bind(m.clone());
             }
+            if let Some(d) = &filter.device {
+                q.push(" AND r.device = ").push_bind(d.clone());
+            }
             if let Some(s) = &filter.session {
                 q.push(" AND r.session = ").push_bind(s.clone());
             }
@@ -166,6 +169,7 @@ macro_rules! sql_common {
                 member: r.try_get("member")?,
                 session: r.try_get("session")?,
                 turn: r.try_get("turn")?,
+                device: r.try_get("device")?,
             })
         }
 

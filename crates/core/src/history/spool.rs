@@ -91,6 +91,10 @@ const FRAME_V9: u8 = 9;
 /// field short ([`Older`]): the cache writes behind it leave no room to
 /// append the missing `None`, as the older versions' are.
 const FRAME_V10: u8 = 10;
+/// Version 11 added [`RequestRecord::device`], last in the record, its
+/// cache writes behind it; version 10 and 9 records are read one and two
+/// fields short ([`Older`]).
+const FRAME_V11: u8 = 11;
 /// A request's capture ([`CaptureRecord`]), not a request: a kind of frame
 /// of its own, numbered well away from the requests' versions so that
 /// those can go on counting up without meeting it. Its payload is pinned
@@ -103,14 +107,14 @@ const EMPTY_SEQ: u8 = 0;
 const NONE: u8 = 0;
 /// What each older version's payload lacks, in postcard: the fields added
 /// since, each empty.
-const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE];
-const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE];
-const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE];
-const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE];
-const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE, NONE, NONE];
-const UPGRADE_V6: &[u8] = &[NONE, NONE, NONE, NONE];
-const UPGRADE_V7: &[u8] = &[NONE, NONE, NONE];
-const UPGRADE_V8: &[u8] = &[NONE, NONE];
+const UPGRADE_V1: &[u8] = &[EMPTY_SEQ, NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE, NONE];
+const UPGRADE_V2: &[u8] = &[NONE, NONE, EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE, NONE];
+const UPGRADE_V3: &[u8] = &[EMPTY_SEQ, NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE, NONE];
+const UPGRADE_V4: &[u8] = &[NONE, EMPTY_SEQ, NONE, NONE, NONE, NONE, NONE];
+const UPGRADE_V5: &[u8] = &[EMPTY_SEQ, NONE, NONE, NONE, NONE, NONE];
+const UPGRADE_V6: &[u8] = &[NONE, NONE, NONE, NONE, NONE];
+const UPGRADE_V7: &[u8] = &[NONE, NONE, NONE, NONE];
+const UPGRADE_V8: &[u8] = &[NONE, NONE, NONE];
 /// Format byte, payload length, payload CRC-32.
 const FRAME_HEADER: usize = 9;
 /// The largest write buffer kept between appends.
@@ -547,7 +551,7 @@ fn push_frame(frames: &mut Vec<u8>, entry: Entry<'_>) -> Encoded {
     // The format byte, then room for the length and checksum, filled in below.
     let (encoded, written) = match entry {
         Entry::Request(record) => {
-            frames.push(FRAME_V10);
+            frames.push(FRAME_V11);
             frames.extend_from_slice(&[0; FRAME_HEADER - 1]);
             let written = postcard::to_extend(&(record, CacheWrites::of(record)), Tail(frames));
             (Encoded::Request, written.map(drop))
@@ -848,7 +852,7 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<Frame>, &[u8])> {
         FRAME_V6 => UPGRADE_V6,
         FRAME_V7 => UPGRADE_V7,
         FRAME_V8 => UPGRADE_V8,
-        FRAME_V9 | FRAME_V10 | FRAME_CAPTURE_V1 => &[],
+        FRAME_V9 | FRAME_V10 | FRAME_V11 | FRAME_CAPTURE_V1 => &[],
         _ => return None,
     };
     let len = u32::from_le_bytes(header[1..5].try_into().ok()?) as usize;
@@ -866,8 +870,9 @@ fn read_frame(bytes: &[u8]) -> Option<(Option<Frame>, &[u8])> {
         record
     };
     let record = match header[0] {
-        FRAME_V10 => postcard::from_bytes::<(RequestRecord, CacheWrites)>(payload).ok().map(with_writes),
-        FRAME_V9 => postcard::from_bytes::<(Older<1>, CacheWrites)>(payload).ok().map(|(r, w)| with_writes((r.0, w))),
+        FRAME_V11 => postcard::from_bytes::<(RequestRecord, CacheWrites)>(payload).ok().map(with_writes),
+        FRAME_V10 => postcard::from_bytes::<(Older<1>, CacheWrites)>(payload).ok().map(|(r, w)| with_writes((r.0, w))),
+        FRAME_V9 => postcard::from_bytes::<(Older<2>, CacheWrites)>(payload).ok().map(|(r, w)| with_writes((r.0, w))),
         _ => {
             let mut upgraded = payload.to_vec();
             upgraded.extend_from_slice(upgrade);
@@ -1073,11 +1078,12 @@ mod tests {
             session: Some("s".into()),
             turn: Some(true),
             trace_id: Some("0af7651916cd43dd8448eb211c80319c".into()),
+            device: Some("d".into()),
         };
         let hex: String = postcard::to_allocvec(&request).unwrap().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}{PINNED_V9_TAIL}{PINNED_V10_TAIL}"),
+            format!("{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}{PINNED_V9_TAIL}{PINNED_V10_TAIL}{PINNED_V11_TAIL}"),
             "the record's shape changed: give frames a new format byte and keep reading the old"
         );
         assert_eq!(postcard::from_bytes::<RequestRecord>(&postcard::to_allocvec(&request).unwrap()).unwrap().id, "i");
@@ -1089,13 +1095,13 @@ mod tests {
         let mut frames = Vec::new();
         assert_eq!(push_frame(&mut frames, Entry::Request(&request)), Encoded::Request);
         let (read, rest) = read_request(&frames).unwrap();
-        let read = read.expect("a version 10 frame decodes");
+        let read = read.expect("a version 11 frame decodes");
         assert!(rest.is_empty());
         assert_eq!(
             (read.usage, read.attempts[0].usage, read.turn),
             (request.usage, request.attempts[0].usage, Some(true))
         );
-        assert_eq!(read.trace_id, request.trace_id);
+        assert_eq!((read.trace_id, read.device), (request.trace_id, request.device));
     }
 
     /// A request's frame read back, as [`read_frame`] gives it.
@@ -1205,6 +1211,25 @@ mod tests {
     /// What version 10 appended to the record: `trace_id` (`01`, 32 bytes
     /// `20`, the id's digits as text).
     const PINNED_V10_TAIL: &str = "01203061663736353139313663643433646438343438656232313163383033313963";
+
+    /// What version 11 appended to the record: `device` (`01`, one byte, `d`).
+    const PINNED_V11_TAIL: &str = "010164";
+
+    /// A frame version 10 wrote reads with no device, its trace id and
+    /// cache writes as they were.
+    #[test]
+    fn a_version_10_frame_reads_with_no_device() {
+        let payload = format!(
+            "{PINNED_V1}{PINNED_V2_TAIL}{PINNED_V3_TAIL}{PINNED_V4_TAIL}{PINNED_V5_TAIL}{PINNED_V6_TAIL}{PINNED_V7_TAIL}{PINNED_V8_TAIL}{PINNED_V9_TAIL}{PINNED_V10_TAIL}{PINNED_V9_WRITES}"
+        );
+        let frame = old_frame(FRAME_V10, &payload);
+        let (record, rest) = read_request(&frame).unwrap();
+        let record = record.expect("a version 10 payload decodes");
+        assert!(rest.is_empty());
+        assert_eq!(record.trace_id.as_deref(), Some("0af7651916cd43dd8448eb211c80319c"));
+        assert_eq!(record.device, None);
+        assert_eq!((record.usage.cache_write_tokens, record.attempts[0].usage.cache_write_tokens), (Some(3), Some(2)));
+    }
 
     /// A frame version 9 wrote reads with no trace id, its turn and cache
     /// writes as they were: the writes behind the record are not taken for
@@ -1318,7 +1343,7 @@ mod tests {
         let Some((Some(Frame::Capture(read)), rest)) = read_frame(&frame) else { panic!("a capture frame reads") };
         assert!(rest.is_empty());
         assert_eq!(*read, c);
-        const { assert!(FRAME_CAPTURE_V1 > FRAME_V10 && FRAME_CAPTURE_V1 != b'{', "away from requests' versions and JSON") };
+        const { assert!(FRAME_CAPTURE_V1 > FRAME_V11 && FRAME_CAPTURE_V1 != b'{', "away from requests' versions and JSON") };
     }
 
     /// A request and its capture go in one append and both read back on

@@ -61,6 +61,8 @@ pub struct RequestFilter {
     pub model: Option<String>,
     /// Only requests made with this member's key.
     pub member: Option<String>,
+    /// Only requests a member's joined gateway sent from this device.
+    pub device: Option<String>,
     /// Only requests of this session.
     pub session: Option<String>,
     pub outcome: Option<RequestOutcome>,
@@ -123,6 +125,8 @@ pub struct RequestSummary {
     /// True when its newest message was the user's own input, false for an
     /// agent's follow-up after tool calls; null when not known.
     pub turn: Option<bool>,
+    /// The device a member's joined gateway sent it from; null otherwise.
+    pub device: Option<String>,
 }
 
 /// A request with its attempts in order.

@@ -45,11 +45,18 @@ pub(super) async fn identify(gateway: &Gateway, inbound: &Inbound) -> Result<Opt
     who
 }
 
+/// The device a member's joined gateway names (`x-switchyard-device`),
+/// when it is one a filter can match; recorded beside the member only.
+pub(super) fn device(inbound: &Inbound) -> Option<&str> {
+    let device = inbound.headers.get(crate::ground::headers::name::X_SWITCHYARD_DEVICE)?.to_str().ok()?;
+    crate::config::valid_device(device).then_some(device)
+}
+
 /// A member refusal, on record (with no upstream call, as the member's
 /// when the key was one) and in the client's protocol.
 pub(super) async fn refuse(inbound: &Inbound, mut journal: Journal, refusal: &Refusal) -> Response<Body> {
     if let Some(name) = refusal.member() {
-        journal.member(name);
+        journal.member(name, device(inbound));
     }
     let error = refusal.in_protocol(inbound.endpoint.protocol());
     journal.finish_error(&error).await;

@@ -158,9 +158,12 @@ impl Journal {
     }
 
     /// Names the member whose key made the request (never the key).
-    pub fn member(&mut self, name: &str) {
+    /// The member whose key made the request, and the device its joined
+    /// gateway named, if one did.
+    pub fn member(&mut self, name: &str, device: Option<&str>) {
         if let Some(record) = self.record.as_deref_mut() {
             record.member = Some(name.to_string());
+            record.device = device.map(str::to_string);
         }
     }
 

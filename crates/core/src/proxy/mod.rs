@@ -93,7 +93,7 @@ pub async fn handle(gateway: &Gateway, inbound: Inbound, body: Body) -> Response
         Err(refusal) => return admit::refuse(&inbound, journal, &refusal).await,
     };
     if let Some(m) = &member {
-        journal.member(&m.name);
+        journal.member(&m.name, admit::device(&inbound));
     }
     match serve(gateway, &inbound, body, member.as_ref(), &mut journal).await {
         Ok(response) => response,

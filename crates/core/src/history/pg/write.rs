@@ -34,12 +34,12 @@ type Rollup<'a> = (i64, i64, &'a str, &'a str, &'a str, crate::history::derived:
 const INSERT_REQUESTS: &str = "INSERT INTO requests (id, correlation_id, started_at, finished_at, user_agent,
     endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback, duration_ms, ttft_ms,
     input_tokens, output_tokens, cached_tokens, cost_usd, error_code, error, request_body, response_body, cache,
-    saved_usd, instance, member, session, cache_write_tokens, turn, trace_id)
+    saved_usd, instance, member, session, cache_write_tokens, turn, trace_id, device)
     SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::text[],
         $8::bool[], $9::text[], $10::int8[], $11::text[], $12::text[], $13::int8[], $14::bool[], $15::float8[],
         $16::float8[], $17::int8[], $18::int8[], $19::int8[], $20::float8[], $21::text[], $22::text[], $23::text[],
         $24::text[], $25::text[], $26::float8[], $27::text[], $28::text[], $29::text[], $30::int8[], $31::bool[],
-        $32::text[])
+        $32::text[], $33::text[])
     ON CONFLICT DO NOTHING RETURNING id";
 
 const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (request_id, seq, request_started_at, provider, key_label,
@@ -382,6 +382,7 @@ async fn insert_requests(
         .bind(col!(Option<i64>, |r| r.usage.cache_write_column()))
         .bind(col!(Option<bool>, |r| r.turn))
         .bind(col!(Option<String>, |r| r.trace_id.clone()))
+        .bind(col!(Option<String>, |r| r.device.clone()))
         .fetch_all(&mut **tx)
         .await?;
     Ok(ids.into_iter().collect())

@@ -20,9 +20,10 @@ use crate::history::record::{
 const INSERT_REQUEST: &str = "INSERT OR IGNORE INTO requests (id, correlation_id, started_at, finished_at,
     user_agent, endpoint, model, streamed, outcome, status, provider, provider_model, attempts, fallback,
     duration_ms, ttft_ms, input_tokens, output_tokens, cached_tokens, cost_usd, error_code, error,
-    request_body, response_body, cache, saved_usd, instance, member, session, cache_write_tokens, turn, trace_id)
+    request_body, response_body, cache, saved_usd, instance, member, session, cache_write_tokens, turn, trace_id,
+    device)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,
-    ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
+    ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)";
 
 const INSERT_ATTEMPT: &str = "INSERT OR IGNORE INTO attempts (request_id, seq, provider, key_label, model,
     reason, fallback_from, started_at, offset_ms, timeout_ms, backoff_ms, duration_ms, ttfb_ms, ttft_ms, status,
@@ -172,6 +173,7 @@ fn insert_request(statement: &mut rusqlite::CachedStatement<'_>, r: &RequestReco
         r.usage.cache_write_column(),
         r.turn,
         r.trace_id,
+        r.device,
     ])?;
     Ok(inserted == 1)
 }
