@@ -128,6 +128,7 @@ fn request_at(i: u64, at: i64) -> RequestRecord {
         session: Some(format!("s-{}", i / SESSION_REQUESTS)),
         turn: None,
         trace_id: None,
+        device: None,
     }
 }
 

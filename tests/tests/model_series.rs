@@ -123,6 +123,7 @@ fn finished(provider: &str, model: &str, at_ms: i64) -> RequestRecord {
         session: None,
         turn: None,
         trace_id: None,
+        device: None,
     }
 }
 
