@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::journal::AttemptEnd;
-use super::provider::{Prepared, Sent};
+use super::turn::{Prepared, Sent};
 use super::{attempt, repair, Run, Tried};
 use crate::ground::clock::now_ms;
 use crate::ground::outcome::{AttemptOutcome, Reason};
@@ -194,7 +194,7 @@ impl Run<'_> {
         let output = self.head.max_output.unwrap_or(0);
         let estimate = self.tokens.saturating_add(output);
         let covering = self.covering(partner, output);
-        let gate = ticket.team_admit(estimate, || (super::provider::asks(&covering), None)).await;
+        let gate = ticket.team_admit(estimate, || (super::turn::asks(&covering), None)).await;
         // Taken last, so that a hedge the rules hold back takes none of the share.
         if !matches!(gate, TeamGate::Go) || !self.route.hedges.take(hedge.max_share) {
             self.gateway.telemetry().metrics.hedge(provider.name(), "withheld");

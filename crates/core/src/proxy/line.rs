@@ -82,7 +82,7 @@ impl Run<'_> {
                 return TeamGate::Waited(start.elapsed());
             }
             tokio::time::sleep(ASK_EVERY).await;
-            match ticket.team_admit(estimate, || (super::provider::asks(covering), Some(line.clone()))).await {
+            match ticket.team_admit(estimate, || (super::turn::asks(covering), Some(line.clone()))).await {
                 TeamGate::Queued { .. } => {}
                 gate => {
                     // Admitted: the same step took the place out of the line.

@@ -20,6 +20,7 @@ pub(crate) mod repair;
 mod resume;
 pub(crate) mod scrub;
 pub(crate) mod thinking;
+mod turn;
 pub(crate) mod wire;
 
 use std::fmt::Write as _;

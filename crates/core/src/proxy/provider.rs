@@ -14,8 +14,9 @@ use tracing::debug;
 
 use super::attempt::Upstream;
 use super::hedge::Raced;
-use super::journal::{AttemptEnd, AttemptStart};
+use super::journal::AttemptStart;
 use super::relay::{Answered, Delivery};
+use super::turn::{asks, Admit, Prepared, Sent};
 use super::{attempt, capture, relay, repair, wire, Run, Tried};
 use crate::ground::clock::now_ms;
 use crate::ground::outcome::{AttemptOutcome, Reason, Verdict};
@@ -26,27 +27,8 @@ use crate::policy::classify::{self, Outcome, Repair};
 use crate::policy::joined;
 use crate::policy::step::{self, Facts, GiveUp, Next, Repairs};
 use crate::protocol::usage::Usage;
-use crate::protocol::Endpoint;
 use crate::upstream::provider::{Gate, Need, Pass, Provider, TeamGate, Ticket};
 use crate::upstream::routing::Candidate;
-
-/// An attempt on record as begun, with what judging it needs.
-pub(super) struct Prepared {
-    pub index: usize,
-    pub endpoint: Endpoint,
-    key_label: Option<String>,
-    strip_usage: bool,
-    pub patience: attempt::Patience,
-}
-
-/// What the gates said to one attempt.
-pub(super) enum Admit {
-    Go(Ticket),
-    /// Waited (the provider's or the team's rate limit): ask again.
-    Again,
-    /// Not tried this time.
-    Done(Tried),
-}
 
 /// What follows a failed attempt at the same provider.
 enum After {
@@ -56,42 +38,6 @@ enum After {
     AnotherKey,
     /// This provider is done with.
     Done(Tried),
-}
-
-/// One attempt sent and judged, before its answer is delivered or its
-/// failure weighed.
-pub(super) struct Sent {
-    pub index: usize,
-    pub attempted: attempt::Attempted,
-    /// What the provider said, before a translated answer is rewritten for the client.
-    status: Option<StatusCode>,
-    /// The wait the provider asked for, when it refused.
-    wait: Option<Duration>,
-    pub verdict: Verdict,
-    key_label: Option<String>,
-    /// Whether the gateway asked for stream usage the client did not.
-    strip_usage: bool,
-    /// A refusal the request can be mended for, in the provider's own words.
-    refusal: Option<Repair>,
-    /// The endpoint the attempt went to.
-    pub endpoint: Endpoint,
-}
-
-impl Sent {
-    pub(super) fn end(&self, error: Option<String>) -> AttemptEnd {
-        AttemptEnd {
-            status: self.status,
-            ttfb: self.attempted.ttfb,
-            ttft: self.attempted.ttft,
-            retry_after: self.wait,
-            error,
-        }
-    }
-}
-
-/// The team-wide spend counters `covering` asks to reserve.
-pub(super) fn asks(covering: &[Covering]) -> Vec<crate::team::SpendAsk> {
-    covering.iter().map(|c| c.ask.clone()).collect()
 }
 
 fn attempt_outcome(outcome: Outcome) -> AttemptOutcome {

@@ -268,7 +268,7 @@ impl Run<'_> {
         }
         let out = self.outgoing(candidate).map_err(|u| format!("not resumed: {name} cannot take it: {}", u.reason))?;
         let mut ticket = match self.admit(candidate, None, 0).await {
-            super::provider::Admit::Go(ticket) => ticket,
+            super::turn::Admit::Go(ticket) => ticket,
             _ => return Err(format!("not resumed: {}", self.notes)),
         };
         let timeout = self.deadline.attempt_timeout(self.policy.attempt_timeout, Instant::now());
