@@ -107,6 +107,7 @@ async fn the_teams_refusal_is_the_answer_never_served_here() {
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "budget_exceeded");
     let d = gw.detail(&id).await;
     assert_eq!(d["attempts"].as_array().unwrap().len(), 1, "one attempt, at the team: {d}");
+    assert_eq!(d["attempts"][0]["error"], "over the team's budget", "said so on this gateway's record: {d}");
 
     // Revoked: the team's 401, and again: the team is not cooled down or
     // passed over for it.
@@ -115,6 +116,8 @@ async fn the_teams_refusal_is_the_answer_never_served_here() {
     for _ in 0..2 {
         let r = gw.post("/v1/chat/completions", &chat_hi("m")).await;
         assert_eq!((r.status().as_u16(), header(&r, "x-switchyard-error")), (401, "key_revoked"));
+        let d = gw.detail(&request_id(&r)).await;
+        assert_eq!(d["attempts"][0]["error"], "revoked by the team", "{d}");
     }
     assert_eq!(own.calls(), 0, "never served by this gateway's own provider");
     assert_eq!(p.calls(), 1);

@@ -31,6 +31,8 @@ pub mod name {
     /// A dashboard session, for a client that cannot keep a cookie.
     pub const X_SWITCHYARD_SESSION: HeaderName = HeaderName::from_static("x-switchyard-session");
     pub const X_SWITCHYARD_ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
+    /// The gateway's error code on an error it answers (`budget_exceeded`).
+    pub const X_SWITCHYARD_ERROR: HeaderName = HeaderName::from_static("x-switchyard-error");
     /// The device a joined gateway sends for, named to the team's gateway.
     pub const X_SWITCHYARD_DEVICE: HeaderName = HeaderName::from_static("x-switchyard-device");
     /// The team's word to a member's joined gateway ([`crate::config::MembersConfig`]).

@@ -19,6 +19,24 @@ pub fn is_final(outcome: Outcome) -> bool {
         || s == StatusCode::TOO_MANY_REQUESTS)
 }
 
+/// The team's refusal of the member in words, for this gateway's record:
+/// the team's own error code (`x-switchyard-error`) read where it gives one.
+pub fn refusal(outcome: Outcome, code: Option<&str>) -> Option<String> {
+    if !is_final(outcome) {
+        return None;
+    }
+    let said = match code {
+        Some("key_revoked") => "revoked by the team",
+        Some("key_expired") => "the member key expired on the team",
+        Some("budget_exceeded") => "over the team's budget",
+        Some("rate_limited") => "over the team's rate limit",
+        Some("model_not_allowed") => "the team does not offer the member this model",
+        _ if outcome == Outcome::Status(StatusCode::TOO_MANY_REQUESTS) => "over the team's budget or limits",
+        _ => "refused by the team",
+    };
+    Some(said.to_string())
+}
+
 /// What `outcome` says of the team's gateway: a refusal of the member
 /// says nothing of it.
 pub fn verdict(outcome: Outcome, verdict: Verdict) -> Verdict {
@@ -44,7 +62,13 @@ mod tests {
             let said = classify::verdict(outcome, Some(Duration::from_secs(30)));
             assert_eq!(verdict(outcome, said), Verdict::Neutral, "{status}");
         }
+        let revoked = Outcome::Status(StatusCode::UNAUTHORIZED);
+        assert_eq!(refusal(revoked, Some("key_revoked")).as_deref(), Some("revoked by the team"));
+        let over = Outcome::Status(StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refusal(over, Some("budget_exceeded")).as_deref(), Some("over the team's budget"));
+        assert_eq!(refusal(over, None).as_deref(), Some("over the team's budget or limits"));
         for outcome in [Outcome::Status(StatusCode::BAD_GATEWAY), Outcome::Connect, Outcome::Timeout] {
+            assert_eq!(refusal(outcome, Some("key_revoked")), None);
             assert!(!is_final(outcome), "{outcome:?}");
             let said = classify::verdict(outcome, None);
             assert_eq!(verdict(outcome, said), said, "{outcome:?}");

@@ -223,7 +223,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.code.status(), axum::Json(self.body())).into_response();
         let headers = response.headers_mut();
-        headers.insert("x-switchyard-error", HeaderValue::from_static(self.code.as_str()));
+        headers.insert(crate::ground::headers::name::X_SWITCHYARD_ERROR, HeaderValue::from_static(self.code.as_str()));
         if self.code.is_exhausted() {
             headers.insert("x-switchyard-attempts", HeaderValue::from(self.attempts));
             // The gateway already tried every option; an SDK retry only multiplies load.

@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
-use axum::http::{Request, Response, StatusCode};
+use axum::http::{Request, Response};
 use bytes::Bytes;
 use http_body_util::Full;
 use tokio::time::Instant;
@@ -19,6 +19,7 @@ use super::relay::{Answered, Delivery};
 use super::turn::{asks, Admit, Prepared, Sent};
 use super::{attempt, capture, relay, repair, wire, Run, Tried};
 use crate::ground::clock::now_ms;
+use crate::ground::headers::name;
 use crate::ground::outcome::{AttemptOutcome, Reason, Verdict};
 use crate::policy::backoff;
 use crate::policy::breaker::Admission;
@@ -130,7 +131,7 @@ impl Run<'_> {
                 );
                 // Awaited here, not through `deliver`: the relay's future is
                 // then built in this one's place instead of moved into it.
-                let delivery = self.delivery(candidate, &sent, &out, upstream.status, upstream.sse);
+                let delivery = self.delivery(candidate, &sent, &out, &upstream);
                 let mut response = relay::respond(upstream, ticket, sent.verdict, delivery).await;
                 if let Some(c) = self.cached {
                     c.mark_live(response.headers_mut());
@@ -405,11 +406,16 @@ impl Run<'_> {
         candidate: &Candidate<'c>,
         sent: &Sent,
         out: &repair::Outgoing,
-        status: StatusCode,
-        sse: bool,
+        upstream: &Upstream,
     ) -> Delivery<'c> {
+        let (status, sse) = (upstream.status, upstream.sse);
         let provider = candidate.provider;
-        self.journal.end(sent.index, attempt_outcome(sent.attempted.outcome), sent.end(None));
+        // A joined team's refusal of the member, said so on this record.
+        let refused = provider.config.joined.as_ref().and_then(|_| {
+            let code = upstream.headers.get(name::X_SWITCHYARD_ERROR).and_then(|c| c.to_str().ok());
+            joined::refusal(sent.attempted.outcome, code)
+        });
+        self.journal.end(sent.index, attempt_outcome(sent.attempted.outcome), sent.end(refused));
         self.journal.deliver(sent.index, status);
         let mut translator = out.translated.as_ref().and_then(|t| t.stream(sse && status.is_success(), self.head));
         let resume = (super::resume::resumes(self.policy, provider) && sse && status.is_success())
@@ -575,7 +581,7 @@ impl<'a> Run<'a> {
     ) -> impl std::future::Future<Output = Response<Body>> + Send + 'a {
         let status = upstream.status;
         debug!(provider = candidate.provider.name(), status = status.as_u16(), attempts = self.attempts, "answered");
-        let delivery = self.delivery(candidate, sent, out, status, upstream.sse);
+        let delivery = self.delivery(candidate, sent, out, &upstream);
         let respond = relay::respond(upstream, ticket, sent.verdict, delivery);
         let cached = self.cached;
         async move {
