@@ -351,19 +351,33 @@ fn caller_protocol(headers: &HeaderMap) -> Protocol {
     }
 }
 
-/// The member whose key a models request carries (`None`: the owner, or a
-/// gateway without members), or the refusal in the caller's protocol.
-async fn caller(
-    gw: &Gateway,
-    headers: &HeaderMap,
-    query: Option<&str>,
-    peer: SocketAddr,
+/// Who asks for the models, in which protocol, and what they are
+/// offered: a member the models it may ask for, anyone else every
+/// routable one. A refused member key is the rejection, in the caller's
+/// protocol.
+struct Offer {
     protocol: Protocol,
-) -> Result<Option<Member>, Response> {
-    let token = crate::http::guard::client_token(headers, query);
-    let now = crate::ground::clock::now_ms();
-    let who = gw.members().identify(gw.store(), token.as_deref(), gw.access_token(), Some(peer.ip()), now).await;
-    who.map_err(|refusal| refusal.in_protocol(protocol).into_response())
+    member: Option<Member>,
+    models: Vec<(String, String)>,
+}
+
+impl axum::extract::FromRequestParts<Gateway> for Offer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, gw: &Gateway) -> Result<Offer, Response> {
+        let protocol =
+            if parts.uri.path().starts_with("/v1beta/") { Protocol::Gemini } else { caller_protocol(&parts.headers) };
+        let token = crate::http::guard::client_token(&parts.headers, parts.uri.query());
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        let now = crate::ground::clock::now_ms();
+        let member = gw
+            .members()
+            .identify(gw.store(), token.as_deref(), gw.access_token(), peer, now)
+            .await
+            .map_err(|refusal| refusal.in_protocol(protocol).into_response())?;
+        let models = routable_models(gw, protocol, member.as_ref());
+        Ok(Offer { protocol, member, models })
+    }
 }
 
 /// The models a member is offered, and the team's word on falling back
@@ -415,18 +429,9 @@ fn model_object(protocol: Protocol, id: &str, owner: &str) -> Value {
     }
 }
 
-async fn list_models(
-    State(gw): State<Gateway>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let protocol = caller_protocol(&headers);
-    let member = match caller(&gw, &headers, uri.query(), peer, protocol).await {
-        Ok(member) => member,
-        Err(refused) => return refused,
-    };
-    let models = routable_models(&gw, protocol, member.as_ref());
+async fn list_models(State(gw): State<Gateway>, offer: Offer) -> Response {
+    let Offer { protocol, models, .. } = &offer;
+    let protocol = *protocol;
     let data: Vec<Value> = models.iter().map(|(id, owner)| model_object(protocol, id, owner)).collect();
     let list = Json(match protocol {
         Protocol::OpenAi => json!({ "object": "list", "data": data }),
@@ -438,28 +443,19 @@ async fn list_models(
             "last_id": models.last().map(|m| &m.0),
         }),
     });
-    offered(&gw, list.into_response(), member.as_ref())
+    offered(&gw, list.into_response(), offer.member.as_ref())
 }
 
-async fn get_model(
-    State(gw): State<Gateway>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Path(id): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let protocol = caller_protocol(&headers);
-    let member = match caller(&gw, &headers, uri.query(), peer, protocol).await {
-        Ok(member) => member,
-        Err(refused) => return refused,
-    };
-    match routable_models(&gw, protocol, member.as_ref()).into_iter().find(|(m, _)| *m == id) {
-        Some((id, owner)) => Json(model_object(protocol, &id, &owner)).into_response(),
-        None => {
-            ApiError::new(protocol, ErrorCode::ModelNotFound, format!("the model `{id}` is not routed by this gateway"))
-                .into_response()
-        }
+async fn get_model(Path(id): Path<String>, offer: Offer) -> Response {
+    match offer.models.into_iter().find(|(m, _)| *m == id) {
+        Some((id, owner)) => Json(model_object(offer.protocol, &id, &owner)).into_response(),
+        None => not_routed(offer.protocol, &id),
     }
+}
+
+fn not_routed(protocol: Protocol, id: &str) -> Response {
+    ApiError::new(protocol, ErrorCode::ModelNotFound, format!("the model `{id}` is not routed by this gateway"))
+        .into_response()
 }
 
 /// Gemini's `models/{id}` resource for a routable model.
@@ -472,41 +468,16 @@ fn gemini_model(id: &str) -> Value {
     })
 }
 
-async fn list_gemini_models(
-    State(gw): State<Gateway>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let member = match caller(&gw, &headers, uri.query(), peer, Protocol::Gemini).await {
-        Ok(member) => member,
-        Err(refused) => return refused,
-    };
-    let models = routable_models(&gw, Protocol::Gemini, member.as_ref());
-    let list = Json(json!({ "models": models.iter().map(|(id, _)| gemini_model(id)).collect::<Vec<_>>() }));
-    offered(&gw, list.into_response(), member.as_ref())
+async fn list_gemini_models(State(gw): State<Gateway>, offer: Offer) -> Response {
+    let models: Vec<Value> = offer.models.iter().map(|(id, _)| gemini_model(id)).collect();
+    offered(&gw, Json(json!({ "models": models })).into_response(), offer.member.as_ref())
 }
 
-async fn get_gemini_model(
-    State(gw): State<Gateway>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Path(id): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let member = match caller(&gw, &headers, uri.query(), peer, Protocol::Gemini).await {
-        Ok(member) => member,
-        Err(refused) => return refused,
-    };
+async fn get_gemini_model(Path(id): Path<String>, offer: Offer) -> Response {
     let id = id.strip_prefix("models/").unwrap_or(&id);
-    match routable_models(&gw, Protocol::Gemini, member.as_ref()).into_iter().find(|(m, _)| m == id) {
+    match offer.models.into_iter().find(|(m, _)| m == id) {
         Some((id, _)) => Json(gemini_model(&id)).into_response(),
-        None => ApiError::new(
-            Protocol::Gemini,
-            ErrorCode::ModelNotFound,
-            format!("the model `{id}` is not routed by this gateway"),
-        )
-        .into_response(),
+        None => not_routed(Protocol::Gemini, id),
     }
 }
 
