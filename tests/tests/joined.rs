@@ -160,3 +160,46 @@ async fn the_teams_models_answer_a_refused_key_in_the_callers_format() {
     assert_eq!(r.status(), 401);
     assert_eq!(r.json::<Value>().await.unwrap()["type"], "error", "Anthropic's error shape");
 }
+
+#[tokio::test]
+async fn the_teams_word_is_heard_within_seconds_and_kept_while_it_is_down() {
+    let (_p, team) = team("").await;
+    let al = add(&team, json!({ "name": "al" })).await;
+    let own = SimProvider::start("own", Script::ok()).await.unwrap();
+    let config = ConfigText::new()
+        .raw("[server]\nprobe_every = \"100ms\"\n")
+        .provider(&own, "openai", &["m", "other"])
+        .raw(&format!(
+            "\n[[providers]]\nname = \"team\"\nkind = \"switchyard\"\nbase_url = {:?}\nmodels = [\"m\", \"other\"]\n",
+            origin(&team)
+        ));
+    let gw = TestGateway::start(config.build(), keys_for(&["own"]).with("team", "main", &al)).await;
+    let served = |r: &reqwest::Response| header(r, "x-switchyard-provider").to_string();
+    assert_eq!(served(&gw.post("/v1/chat/completions", &chat_hi("other")).await), "team");
+
+    // The team stops offering `other` and forbids falling back.
+    let text = std::fs::read_to_string(team.config_file()).unwrap();
+    let changed = format!("[members]\nallow_local_fallback = false\n{}", text.replace(", \"other\" = \"other\"", ""));
+    assert_ne!(changed.len(), text.len() + "[members]\nallow_local_fallback = false\n".len(), "`other` went");
+    std::fs::write(team.config_file(), changed).unwrap();
+    let r = http().post(team.url("/admin/reload")).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+
+    // Heard at the next probes: `other` is no longer the team's.
+    let mut heard = false;
+    for _ in 0..100 {
+        if served(&gw.post("/v1/chat/completions", &chat_hi("other")).await) == "own" {
+            heard = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(heard, "the team's new word was never heard");
+
+    // The team's gateway gone: its word, kept, still forbids falling back.
+    drop(team);
+    let before = own.calls();
+    let r = gw.post("/v1/chat/completions", &chat_hi("m")).await;
+    assert_eq!(r.status(), 502);
+    assert_eq!(own.calls(), before, "no fallback: the team's word holds while it is down");
+}

@@ -912,8 +912,8 @@ impl Validator<'_> {
             auth,
             policy,
             stream_usage: raw.stream_usage,
-            // A team's gateway is asked for its models by `join`, not probed.
-            probe: raw.probe.unwrap_or(local && joined.is_none()),
+            // A team's gateway is probed for its word on the member.
+            probe: raw.probe.unwrap_or(local || joined.is_some()),
             profile,
             queue,
             key_max_concurrency,

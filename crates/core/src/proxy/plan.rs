@@ -49,19 +49,27 @@ pub(super) fn chain<'l>(
     let route = route_in_order(gateway, live, head, policy, request.tokens, &mut plan.candidates);
     let steering = request.session.as_ref().filter(|s| s.steers());
     let stuck = steering.and_then(|s| stick_first(gateway, s, policy, &mut plan.candidates));
-    let team_alone = team_first(&mut plan.candidates);
+    let team_alone = team_first(&mut plan.candidates, &head.model);
     Ok(Planned { candidates: plan.candidates, route, stuck, team_alone })
 }
 
 /// Puts a joined team's gateway first, whatever the strategy or the
 /// session said: the member's requests are the team's. When the team
 /// allows no fallback to this gateway's own providers, the chain is the
-/// team's gateway alone; its name is returned then.
-fn team_first(candidates: &mut Vec<Candidate<'_>>) -> Option<String> {
+/// team's gateway alone; its name is returned then. The team's word as
+/// last heard ([`crate::upstream::provider::TeamWord`]) is over the one
+/// written at joining: a model it no longer offers is not its to serve.
+fn team_first(candidates: &mut Vec<Candidate<'_>>, model: &str) -> Option<String> {
     let at = candidates.iter().position(|c| c.provider.config.joined.is_some())?;
+    let joined = candidates[at].provider.config.joined.as_ref()?;
+    let word = candidates[at].provider.team_word();
+    if word.as_ref().is_some_and(|w| !w.offers(model)) {
+        candidates.remove(at);
+        return None;
+    }
+    let allow = word.map_or(joined.allow_local_fallback, |w| w.allow_local_fallback);
     candidates[..=at].rotate_right(1);
-    let alone = candidates[0].provider.config.joined.as_ref().is_some_and(|j| !j.allow_local_fallback);
-    if !alone || candidates.len() == 1 {
+    if allow || candidates.len() == 1 {
         return None;
     }
     candidates.truncate(1);

@@ -288,7 +288,9 @@ pub struct ProbeResult {
 pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
     let started = Instant::now();
     let key = p.keys.peek(started);
-    let url = format!("{}/models", p.config.base_url.as_str().trim_end_matches('/'));
+    let base = p.config.base_url.as_str().trim_end_matches('/');
+    // A joined team's gateway is asked what it offers the member.
+    let url = if p.config.joined.is_some() { format!("{base}/v1/models") } else { format!("{base}/models") };
     let headers = headers::upstream_request(
         &axum::http::HeaderMap::new(),
         p.config.kind,
@@ -306,11 +308,15 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
         Err(e) => Err(format!("bad probe URL: {e}")),
     };
     let (ok, status, error) = match sent {
-        Ok(Ok(r)) => (
-            r.status().is_success(),
-            Some(r.status().as_u16()),
-            (!r.status().is_success()).then(|| r.status().to_string()),
-        ),
+        Ok(Ok(r)) => {
+            let status = r.status();
+            if p.config.joined.is_some() && status.is_success() {
+                if let Some(word) = team_word(r).await {
+                    p.heard_from_team(word);
+                }
+            }
+            (status.is_success(), Some(status.as_u16()), (!status.is_success()).then(|| status.to_string()))
+        }
         Ok(Err(e)) => (false, None, Some(crate::proxy::attempt::error_chain(&e))),
         Err(message) => (false, None, Some(message)),
     };
@@ -326,6 +332,24 @@ pub async fn probe(gw: &Gateway, p: &Arc<Provider>) -> ProbeResult {
         error,
         breaker: p.breaker_state().kind(),
     }
+}
+
+/// The largest models list read from a team's gateway.
+const TEAM_WORD_MAX: usize = 1024 * 1024;
+
+/// A joined team's gateway's word on the member, from its models answer:
+/// the models it lists, and `x-switchyard-allow-local-fallback`. `None`
+/// for an answer that is not a team's gateway's.
+async fn team_word(
+    response: axum::http::Response<crate::upstream::Body>,
+) -> Option<crate::upstream::provider::TeamWord> {
+    let allow = response.headers().get(crate::ground::headers::name::X_SWITCHYARD_ALLOW_LOCAL_FALLBACK)?;
+    let allow_local_fallback = allow.as_bytes() != b"false";
+    let body = http_body_util::Limited::new(response.into_body(), TEAM_WORD_MAX);
+    let bytes = http_body_util::BodyExt::collect(body).await.ok()?.to_bytes();
+    let list: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let models = list["data"].as_array()?.iter().filter_map(|m| m["id"].as_str().map(str::to_string)).collect();
+    Some(crate::upstream::provider::TeamWord { models, allow_local_fallback })
 }
 
 /// Probes every provider that has probing on, every `interval` (less often

@@ -70,6 +70,24 @@ pub struct Provider {
     team: Arc<dyn Team>,
     /// Its recent speed, as routing strategies weigh it.
     recent: Recent,
+    /// A joined team's gateway: its word on the member as last heard
+    /// ([`TeamWord`]); kept while it cannot be asked.
+    word: Mutex<Option<Arc<TeamWord>>>,
+}
+
+/// What a joined team's gateway last said it offers the member (its
+/// `GET /v1/models` for the member's key, asked at every probe): the
+/// models, and whether this gateway's own providers may take over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamWord {
+    pub models: Vec<String>,
+    pub allow_local_fallback: bool,
+}
+
+impl TeamWord {
+    pub fn offers(&self, model: &str) -> bool {
+        self.models.iter().any(|m| m == model)
+    }
 }
 
 /// Why a provider was passed over for an attempt.
@@ -328,6 +346,7 @@ impl Provider {
             stream_options_refused: AtomicBool::new(false),
             team: Arc::new(Solo::new(String::new())),
             recent: Recent::default(),
+            word: Mutex::new(None),
         }
     }
 
@@ -692,6 +711,21 @@ impl Provider {
 
     /// One probe period passed: whether this provider is probed now, or
     /// backs off because it stays unreachable.
+    /// A joined team's gateway's word on the member, as last heard; `None`
+    /// until a probe has heard it (the config's, written at joining, holds).
+    pub fn team_word(&self) -> Option<Arc<TeamWord>> {
+        self.word.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// The team's gateway answered a probe with its word on the member.
+    pub fn heard_from_team(&self, word: TeamWord) {
+        let mut kept = self.word.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if kept.as_deref() != Some(&word) {
+            tracing::debug!(provider = %self.config.name, models = word.models.len(), allow = word.allow_local_fallback, "the team's word");
+            *kept = Some(Arc::new(word));
+        }
+    }
+
     pub fn probe_due(&self) -> bool {
         self.health().reach.tick()
     }
