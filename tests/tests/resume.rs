@@ -301,3 +301,25 @@ async fn a_providers_own_resume_holds_whatever_the_request_policy_says() {
     assert!(text.contains("\"error\""), "c's own `resume = false` holds: {text}");
     assert_eq!(b.calls(), 1);
 }
+
+#[tokio::test]
+async fn a_cut_with_too_little_of_the_deadline_left_is_not_resumed_and_says_why() {
+    // `a` takes about 200 ms to its cut; a second later the deadline is up,
+    // and a fallback needs 900 ms of it.
+    let a = sim("a", Script::always(Fault::DropAfter(CUT)).stream(8, Duration::from_millis(50))).await;
+    let b = sim("b", Script::ok()).await;
+    let config = ConfigText::new()
+        .raw("[policy]\nresume = true\ndeadline = \"1s\"\nmin_fallback_budget = \"900ms\"")
+        .provider(&a, "openai", &["m"])
+        .provider(&b, "openai", &["m"])
+        .route("m", &["a", "b"]);
+    let gw = TestGateway::start(config.build(), keys_for(&["a", "b"])).await;
+    let body = json!({ "model": "m", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+    let r = gw.post("/v1/chat/completions", &body).await;
+    let id = request_id(&r);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("too little time left for a fallback"), "{text}");
+    assert_eq!(b.calls(), 0);
+    let d = gw.detail(&id).await;
+    assert!(d["error"].as_str().unwrap().contains("not resumed"), "{d}");
+}
