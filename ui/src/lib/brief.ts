@@ -38,6 +38,8 @@ export function fromEvent(e: FinishedEvent): RequestSummary {
     member: b.member ?? null,
     session: null,
     turn: null,
+    // A joined gateway's device is in the history row, not the event.
+    device: null,
   };
 }
 
