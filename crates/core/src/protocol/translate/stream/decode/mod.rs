@@ -225,7 +225,8 @@ impl Emitter {
     /// JSON at all is malformed: one of a shape the decoder does not know
     /// is a provider's extension, passed over.
     pub(crate) fn unreadable(&mut self, data: &str, out: &mut Vec<StreamEvent>) {
-        if !self.watched {
+        // An event with no data is none a client would dispatch either.
+        if !self.watched || data.trim().is_empty() {
             return;
         }
         if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(data) {

@@ -356,4 +356,10 @@ data: {\"some_extension\": true}\n\ndata: {\"choices\": [{\"delta\n\n";
     let errors: Vec<&StreamEvent> = events.iter().filter(|e| matches!(e, StreamEvent::Error { .. })).collect();
     assert_eq!(errors.len(), 1, "the unknown shape passed over, the broken event an error: {events:?}");
     assert!(strict.malformed() && strict.is_done());
+    // Events with no data are none a client dispatches: no break.
+    let mut quiet = super::Decoder::new(Format::Chat);
+    quiet.watch();
+    let mut events = Vec::new();
+    quiet.push(b"data:\n\ndata: \n\ndata: {\"id\":\"c\",\"choices\":[]}\n\n", &mut events);
+    assert!(!quiet.malformed() && !quiet.is_done(), "{events:?}");
 }
