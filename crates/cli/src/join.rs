@@ -10,13 +10,13 @@
 //! byte (or, when it was edited since, takes the team's provider out of
 //! it) and removes the key.
 
-use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use switchyard_core::config::valid_device;
+use switchyard_core::members::KEY_PREFIX;
 use switchyard_core::secrets::{SecretStore, DEFAULT_LABEL};
 use switchyard_core::Config;
 use switchyard_keychain::KeychainStore;
@@ -24,8 +24,6 @@ use toml_edit::{value, Array, DocumentMut, Table};
 
 use crate::paths::DataDirArgs;
 
-/// A member key's prefix, as the team's gateway issues them.
-const MEMBER_KEY_PREFIX: &str = "sy-m-";
 /// What joining left behind, for `leave`.
 const MANIFEST: &str = "joined.json";
 /// The config as it was before joining.
@@ -181,19 +179,11 @@ fn team_base(url: &str, allow_insecure: bool) -> Result<String> {
 }
 
 fn read_member_key() -> Result<SecretString> {
-    let stdin = std::io::stdin();
-    let key = if stdin.is_terminal() {
-        rpassword::prompt_password("Member key (input hidden): ")?
-    } else {
-        let mut line = String::new();
-        stdin.lock().read_line(&mut line)?;
-        line
-    };
-    let key = key.trim();
-    if !key.starts_with(MEMBER_KEY_PREFIX) {
-        bail!("no member key on standard input (a member key starts with {MEMBER_KEY_PREFIX}; `switchyard members add` on the team's gateway makes one)");
+    let key = crate::keys::read_secret("Member key (input hidden): ")?;
+    if !key.expose_secret().starts_with(KEY_PREFIX) {
+        bail!("no member key on standard input (a member key starts with {KEY_PREFIX}; `switchyard members add` on the team's gateway makes one)");
     }
-    Ok(SecretString::from(key.to_string()))
+    Ok(key)
 }
 
 /// The models the team offers the member, and its word on falling back.

@@ -49,9 +49,15 @@ fn last4(secret: &SecretString) -> String {
 }
 
 fn read_key(provider: &str) -> Result<SecretString> {
+    read_secret(&format!("Key for {provider} (input hidden): "))
+}
+
+/// A secret from standard input: typed without echo after `prompt` on a
+/// terminal, else its first line; an empty one is refused.
+pub(crate) fn read_secret(prompt: &str) -> Result<SecretString> {
     let stdin = std::io::stdin();
     let key = if stdin.is_terminal() {
-        rpassword::prompt_password(format!("Key for {provider} (input hidden): "))?
+        rpassword::prompt_password(prompt)?
     } else {
         let mut line = String::new();
         stdin.lock().read_line(&mut line)?;
